@@ -1,0 +1,81 @@
+/*
+ * rle.h - the `rle` codec (PARLE run-length frames), CPU backend.
+ *
+ * Frame format: docs/FORMAT.md. The CUDA backend produces byte-identical
+ * frames; this file is the reference it is tested against.
+ * All functions are thread-safe (no shared state).
+ */
+#ifndef GC_RLE_H
+#define GC_RLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gc_status.h"
+
+#define RLE_MAGIC "GCRL"
+#define RLE_VERSION 1
+#define RLE_DEFAULT_CHUNK_SIZE (1u << 20)
+#define RLE_MIN_CHUNK_SIZE 64u
+#define RLE_MAX_CHUNK_SIZE (1u << 26)
+#define RLE_HEADER_FIXED 32u   /* bytes before the chunk index */
+#define RLE_CHUNK_HEADER 12u   /* bytes before a chunk record's payload */
+
+typedef struct rle_options {
+    unsigned width;      /* element width: 1, 2, 4 or 8 (0 = 1) */
+    uint32_t chunk_size; /* bytes per chunk (0 = RLE_DEFAULT_CHUNK_SIZE) */
+    unsigned threads;    /* chunks encoded/decoded in parallel (0 = all CPUs, 1 = caller only) */
+} rle_options;
+
+/* Parsed and validated frame header (see rle_frame_parse). */
+typedef struct rle_frame_info {
+    unsigned width;
+    unsigned tail_len;
+    uint32_t chunk_size;
+    uint64_t original_size;
+    uint32_t chunk_count;
+    size_t header_size;            /* bytes up to and including header_crc */
+    const uint8_t *tail;           /* points into the frame */
+    const uint8_t *index;          /* chunk_count little-endian u32 record sizes */
+} rle_frame_info;
+
+/* Validate options and fill defaults; GC_E_INVALID with a message if bad. */
+int rle_options_resolve(const rle_options *in, rle_options *out, gc_error *err);
+
+/* Largest frame rle_compress can produce for src_len bytes (never overflows for valid options). */
+size_t rle_compress_bound(size_t src_len, const rle_options *opt);
+
+/*
+ * Compress src into dst (capacity dst_cap, at least rle_compress_bound()).
+ * Returns GC_OK and the frame length in *dst_len, or an error code.
+ */
+int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
+                 uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);
+
+/*
+ * Parse and validate a frame's header, index and header CRC against the
+ * bytes present (src_len). Does not decode chunks.
+ */
+int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc_error *err);
+
+/*
+ * Decompress a whole frame into dst (capacity dst_cap; the original size is
+ * known from rle_frame_parse). Validates everything (docs/FORMAT.md,
+ * "Decoder checks"); GC_E_LIMIT if dst_cap is too small.
+ */
+int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
+                   uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);
+
+/* --- chunk level, for the batcher and the GPU backend's CPU fallback ----- */
+
+/* Bytes of the largest record one chunk of chunk_len bytes can produce. */
+size_t rle_chunk_bound(size_t chunk_len);
+
+/* Encode one chunk (chunk_len a multiple of width) into a record; returns its size. */
+size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, uint8_t *record);
+
+/* Decode and verify one record of record_len bytes into exactly chunk_len bytes. */
+int rle_decode_chunk(const uint8_t *record, size_t record_len, unsigned width,
+                     uint8_t *chunk, size_t chunk_len, gc_error *err);
+
+#endif
