@@ -1,0 +1,146 @@
+/*
+ * gpucomp.h - libgpucomp-client: compress and decompress through gpucompd.
+ *
+ * Link with `pkg-config --cflags --libs gpucomp-client`.
+ *
+ *     gpucomp_client *c;
+ *     if (gpucomp_connect(NULL, &c) != GPUCOMP_OK) { ...gpucomp_strerror... }
+ *     gpucomp_options o;
+ *     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+ *     void *out; size_t out_len;
+ *     int rc = gpucomp_compress(c, &o, data, len, &out, &out_len);
+ *     if (rc) fprintf(stderr, "%s\n", gpucomp_last_error(c));
+ *     ...
+ *     gpucomp_free(out);
+ *     gpucomp_close(c);
+ *
+ * Thread safety: a gpucomp_client is NOT thread-safe; use one client per
+ * thread (connections are cheap, and the daemon serves many at once). The
+ * functions that take no client (gpucomp_strerror, gpucomp_options_init,
+ * gpucomp_free) are thread-safe.
+ *
+ * Errors: every function returning int returns GPUCOMP_OK (0) or one of the
+ * GPUCOMP_E_* codes; gpucomp_last_error() gives the detailed message (from
+ * the daemon when it produced the error).
+ */
+#ifndef GPUCOMP_H
+#define GPUCOMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes (the same numbers travel in the protocol). */
+enum {
+    GPUCOMP_OK = 0,
+    GPUCOMP_E_INVALID = 1,     /* invalid argument or option */
+    GPUCOMP_E_CORRUPT = 2,     /* input is not a valid stream of the codec */
+    GPUCOMP_E_TRUNCATED = 3,   /* input ends before the stream does */
+    GPUCOMP_E_CRC = 4,         /* checksum mismatch: data is damaged */
+    GPUCOMP_E_LIMIT = 5,       /* a size limit was exceeded (frame, request, max_output) */
+    GPUCOMP_E_NOMEM = 6,       /* out of memory, in the client or the daemon */
+    GPUCOMP_E_UNSUPPORTED = 7, /* unknown codec or operation, protocol version mismatch */
+    GPUCOMP_E_PROTOCOL = 8,    /* malformed or unexpected message */
+    GPUCOMP_E_IO = 9,          /* socket read/write failed, daemon went away */
+    GPUCOMP_E_CONNECT = 10,    /* cannot connect to the daemon (not running?) */
+    GPUCOMP_E_BUSY = 11,       /* daemon shutting down or over capacity: retry later */
+    GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
+    GPUCOMP_E_DEVICE = 13      /* unrecoverable GPU failure */
+};
+
+typedef enum gpucomp_codec {
+    GPUCOMP_CODEC_RLE = 1,   /* PARLE run-length frames (docs/FORMAT.md) */
+    GPUCOMP_CODEC_BZIP2 = 2  /* standard bzip2 streams */
+} gpucomp_codec;
+
+typedef enum gpucomp_backend {
+    GPUCOMP_BACKEND_UNKNOWN = 0,
+    GPUCOMP_BACKEND_CPU = 1,
+    GPUCOMP_BACKEND_GPU = 2
+} gpucomp_backend;
+
+typedef struct gpucomp_options {
+    gpucomp_codec codec;
+    int level;               /* bzip2: 1..9 (block size level*100k); 0 = 9 */
+    unsigned element_width;  /* rle: 1, 2, 4 or 8 bytes; 0 = 1 */
+    uint32_t chunk_size;     /* rle: bytes per chunk; 0 = 1 MiB */
+    uint64_t max_output;     /* decompress: fail with GPUCOMP_E_LIMIT beyond this; 0 = daemon default */
+} gpucomp_options;
+
+/* Daemon-wide counters, as returned by gpucomp_stats(). */
+typedef struct gpucomp_stats {
+    uint64_t uptime_ms;
+    uint32_t connections;
+    uint64_t requests_ok;
+    uint64_t requests_failed;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint32_t worker_threads;
+    uint32_t queue_depth;
+    uint64_t memory_in_use;
+    uint64_t memory_budget;
+    uint64_t cpu_requests;
+    uint64_t gpu_requests;
+    char backend[16];        /* "cpu" or "gpu" */
+    uint32_t gpu_devices;
+} gpucomp_stats;
+
+typedef struct gpucomp_client gpucomp_client;
+
+/* Fill *o with the defaults for codec. */
+void gpucomp_options_init(gpucomp_options *o, gpucomp_codec codec);
+
+/*
+ * Connect to gpucompd and check the protocol version. socket_path NULL or ""
+ * means $GPUCOMP_SOCKET, else /run/gpucompd/gpucompd.sock.
+ * On failure *out is NULL and the return code says why (GPUCOMP_E_CONNECT
+ * when nothing listens there); gpucomp_connect_error() gives the message.
+ */
+int gpucomp_connect(const char *socket_path, gpucomp_client **out);
+
+/* Message for the last failed gpucomp_connect() on this thread. */
+const char *gpucomp_connect_error(void);
+
+/* Close the connection and free the client (NULL is fine). */
+void gpucomp_close(gpucomp_client *c);
+
+/*
+ * Compress src[0..src_len) with o (NULL = rle defaults). On success *dst is
+ * a buffer of *dst_len bytes to release with gpucomp_free().
+ */
+int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o,
+                     const void *src, size_t src_len, void **dst, size_t *dst_len);
+
+/* Decompress; o->codec says which codec wrote src. Same conventions. */
+int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
+                       const void *src, size_t src_len, void **dst, size_t *dst_len);
+
+/* Release a buffer returned by gpucomp_compress/gpucomp_decompress. */
+void gpucomp_free(void *buf);
+
+/* Round trip to the daemon; GPUCOMP_OK if it answers. */
+int gpucomp_ping(gpucomp_client *c);
+
+/* Fetch the daemon's counters. */
+int gpucomp_stats_get(gpucomp_client *c, gpucomp_stats *out);
+
+/* Which engine served the last successful request on c. */
+gpucomp_backend gpucomp_last_backend(const gpucomp_client *c);
+
+/* Detailed message for the last failure on c (never NULL; "" if none). */
+const char *gpucomp_last_error(const gpucomp_client *c);
+
+/* Fixed description of a status code (never NULL). */
+const char *gpucomp_strerror(int code);
+
+/* Library version string, e.g. "0.1.0". */
+const char *gpucomp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
