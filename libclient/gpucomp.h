@@ -139,6 +139,30 @@ const char *gpucomp_strerror(int code);
 /* Library version string, e.g. "0.1.0". */
 const char *gpucomp_version(void);
 
+/*
+ * Additions (0.1.0). Notes on the functions above that they rely on:
+ * a successful gpucomp_compress/gpucomp_decompress always returns a
+ * non-NULL *dst, also when *dst_len is 0. After GPUCOMP_E_IO or
+ * GPUCOMP_E_PROTOCOL (and any other failure that left the connection in
+ * an unknown state) the client is closed: every later call fails with
+ * GPUCOMP_E_IO, so gpucomp_close() it and connect again. Errors the daemon
+ * reports for one request (GPUCOMP_E_CORRUPT, _CRC, _LIMIT, ...) leave the
+ * connection usable.
+ */
+
+/* Version string gpucompd announced when c connected ("" if it sent none). */
+const char *gpucomp_server_version(const gpucomp_client *c);
+
+/*
+ * Largest input, in bytes, that one request on c may carry (announced by
+ * gpucompd); 0 if the daemon announced no limit. Larger inputs fail with
+ * GPUCOMP_E_LIMIT before anything is sent.
+ */
+uint64_t gpucomp_max_request_size(const gpucomp_client *c);
+
+/* Nanoseconds gpucompd's codec engine spent on the last successful request on c. */
+uint64_t gpucomp_last_engine_ns(const gpucomp_client *c);
+
 #ifdef __cplusplus
 }
 #endif

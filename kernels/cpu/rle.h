@@ -42,7 +42,10 @@ typedef struct rle_frame_info {
 /* Validate options and fill defaults; GC_E_INVALID with a message if bad. */
 int rle_options_resolve(const rle_options *in, rle_options *out, gc_error *err);
 
-/* Largest frame rle_compress can produce for src_len bytes (never overflows for valid options). */
+/*
+ * Largest frame rle_compress can produce for src_len bytes (never overflows
+ * for valid options: SIZE_MAX if the true bound would). 0 for invalid options.
+ */
 size_t rle_compress_bound(size_t src_len, const rle_options *opt);
 
 /*
@@ -71,7 +74,10 @@ int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
 /* Bytes of the largest record one chunk of chunk_len bytes can produce. */
 size_t rle_chunk_bound(size_t chunk_len);
 
-/* Encode one chunk (chunk_len a multiple of width) into a record; returns its size. */
+/*
+ * Encode one chunk (chunk_len a multiple of width) into a record; returns its
+ * size. record holds at least rle_chunk_bound(chunk_len) bytes.
+ */
 size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, uint8_t *record);
 
 /* Decode and verify one record of record_len bytes into exactly chunk_len bytes. */

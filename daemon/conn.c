@@ -1,0 +1,351 @@
+/* conn.c - one client connection (see conn.h). */
+#include "conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "budget.h"
+#include "log.h"
+#include "response.h"
+#include "stats.h"
+#include "wire.h"
+
+/* A client may assemble at most this many requests at once. */
+#define MAX_ASSEMBLING 64
+/* Stop reading from a client whose unread responses exceed this. */
+#define OUTPUT_HIGH_WATER (64u << 20)
+
+static void conn_free_if_idle(gcd_conn *c)
+{
+    if (c->state == GCD_CONN_CLOSED && c->in_flight == 0)
+        free(c);
+}
+
+/* ---- request assembly ------------------------------------------------- */
+
+static gcd_request *find_assembling(gcd_conn *c, uint64_t id)
+{
+    for (gcd_request *r = c->assembling; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
+}
+
+static void unlink_assembling(gcd_conn *c, gcd_request *r)
+{
+    for (gcd_request **p = &c->assembling; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            r->next = NULL;
+            c->n_assembling--;
+            return;
+        }
+}
+
+static void drop_request(gcd_conn *c, gcd_request *r)
+{
+    unlink_assembling(c, r);
+    gcd_budget_release(c->server, r->reserved);
+    gcd_request_free(r);
+}
+
+/*
+ * Refuse a request: answer with the error and free what was assembled. If
+ * more frames of it are coming, a tombstone stays to swallow them, so the
+ * client gets exactly one answer per id.
+ */
+static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_frames)
+{
+    gcd_send_error(c, r->id, err->code, "%s", err->msg);
+    c->server->counters.requests_failed++;
+    if (!more_frames) {
+        drop_request(c, r);
+        return;
+    }
+    gcd_budget_release(c->server, r->reserved);
+    r->reserved = 0;
+    free(r->input);
+    r->input = NULL;
+    r->refused = true;
+}
+
+static int admit(gcd_conn *c, gcd_request *r, gc_error *err)
+{
+    const gcd_config *cfg = &c->server->cfg;
+    int rc = gcd_engine_check(r, err);
+    if (rc != GC_OK)
+        return rc;
+    if (r->total_size > cfg->max_request || r->total_size > cfg->memory_budget)
+        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the daemon's limit of %llu",
+                       (unsigned long long)r->total_size,
+                       (unsigned long long)(cfg->max_request < cfg->memory_budget ? cfg->max_request
+                                                                                 : cfg->memory_budget));
+    if (c->n_assembling > MAX_ASSEMBLING)
+        return gc_fail(err, GC_E_LIMIT, "more than %d requests in assembly on one connection",
+                       MAX_ASSEMBLING);
+    if (r->max_output == 0 || r->max_output > cfg->max_output)
+        r->max_output = cfg->max_output;
+    r->input = malloc(r->total_size ? r->total_size : 1);
+    if (!r->input)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
+                       (unsigned long long)r->total_size);
+    r->reserved = r->total_size;
+    gcd_budget_charge(c->server, r->reserved);
+    return GC_OK;
+}
+
+/* First frame of an id: answer PING/STATS at once, else start assembling. */
+static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
+{
+    if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS) {
+        if (m->op == GPUCOMP__OP__OP_PING)
+            gcd_send_pong(c, m->id);
+        else
+            gcd_send_stats(c, m->id);
+        return NULL;
+    }
+    gcd_request *r = gcd_request_new(c, m);
+    if (!r) {
+        gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    r->next = c->assembling;
+    c->assembling = r;
+    c->n_assembling++;
+    gc_error err = { 0 };
+    if (admit(c, r, &err) != GC_OK) {
+        refuse(c, r, &err, !m->last);
+        return NULL;
+    }
+    return r;
+}
+
+static void submit(gcd_conn *c, gcd_request *r)
+{
+    unlink_assembling(c, r);
+    c->in_flight++;
+    gcd_workers_submit(c->server->workers, r);
+}
+
+static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
+{
+    if (m->id == 0) {
+        gcd_send_error(c, 0, GC_E_PROTOCOL, "request id 0 is reserved");
+        return;
+    }
+    gcd_request *r = find_assembling(c, m->id);
+    if (!r && !(r = start_request(c, m)))
+        return;
+    if (r->refused) {
+        if (m->last)
+            drop_request(c, r);
+        return;
+    }
+    gc_error err = { 0 };
+    if (m->payload.len > r->total_size - r->received) {
+        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload exceeds its total_size of %llu bytes",
+                (unsigned long long)r->id, (unsigned long long)r->total_size);
+        refuse(c, r, &err, !m->last);
+        return;
+    }
+    if (m->payload.len)
+        memcpy(r->input + r->received, m->payload.data, m->payload.len);
+    r->received += m->payload.len;
+    if (!m->last)
+        return;
+    if (!gcd_request_complete(r)) {
+        gc_fail(&err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes",
+                (unsigned long long)r->id, (unsigned long long)r->received,
+                (unsigned long long)r->total_size);
+        refuse(c, r, &err, false);
+        return;
+    }
+    submit(c, r);
+}
+
+/* ---- frames in -------------------------------------------------------- */
+
+/* Stop reading; the connection closes once its output is flushed (on_read/on_write). */
+static void close_after_flush(gcd_conn *c)
+{
+    c->state = GCD_CONN_CLOSING;
+    bufferevent_disable(c->bev, EV_READ);
+}
+
+static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
+{
+    if (f->body_case != GPUCOMP__FRAME__BODY_HELLO) {
+        gcd_send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
+        close_after_flush(c);
+        return;
+    }
+    if (f->hello->protocol_version != GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "protocol version %u not supported (this daemon speaks %d)",
+                 f->hello->protocol_version, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+        gcd_send_welcome(c, GC_E_UNSUPPORTED, msg);
+        close_after_flush(c);
+        return;
+    }
+    gcd_send_welcome(c, GC_OK, "");
+    c->state = GCD_CONN_SERVING;
+}
+
+static void handle_frame(gcd_conn *c, const Gpucomp__Frame *f)
+{
+    if (c->state == GCD_CONN_AWAIT_HELLO)
+        handle_hello(c, f);
+    else if (f->body_case == GPUCOMP__FRAME__BODY_REQUEST)
+        handle_request(c, f->request);
+    else
+        gcd_send_error(c, 0, GC_E_PROTOCOL, "unexpected frame type %d after the handshake",
+                       (int)f->body_case);
+}
+
+/* Take one complete frame off the input; false when none is there yet. */
+static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
+{
+    uint8_t header[GC_WIRE_HEADER_SIZE];
+    if (evbuffer_copyout(in, header, sizeof header) < (ev_ssize_t)sizeof header)
+        return false;
+    uint32_t body = gc_wire_body_len(header);
+    if (body > c->server->cfg.max_frame) {
+        gcd_send_error(c, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
+                       body, c->server->cfg.max_frame);
+        close_after_flush(c);
+        return false;
+    }
+    if (evbuffer_get_length(in) < GC_WIRE_HEADER_SIZE + (size_t)body)
+        return false;
+    evbuffer_drain(in, GC_WIRE_HEADER_SIZE);
+    gc_error err = { 0 };
+    Gpucomp__Frame *f = gc_wire_unpack(evbuffer_pullup(in, body), body, &err);
+    evbuffer_drain(in, body);
+    if (!f) {
+        gcd_send_error(c, 0, err.code, "%s", err.msg);
+        if (c->state == GCD_CONN_AWAIT_HELLO)
+            close_after_flush(c);
+        return true;
+    }
+    handle_frame(c, f);
+    gc_wire_free(f);
+    return true;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    gcd_conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (c->state <= GCD_CONN_SERVING && read_one_frame(c, in))
+        ;
+    if (c->state == GCD_CONN_CLOSING &&
+        evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        gcd_conn_close(c);
+    else
+        gcd_conn_update_reading(c);
+}
+
+/* ---- output and lifetime ------------------------------------------------ */
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    gcd_conn *c = arg;
+    if (c->state == GCD_CONN_CLOSING) {
+        gcd_conn_close(c);
+        return;
+    }
+    if (c->paused_for_output) {
+        c->paused_for_output = false;
+        gcd_conn_update_reading(c);
+        on_read(bev, c); /* frames may be waiting in the input buffer */
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    gcd_conn *c = arg;
+    if (what & BEV_EVENT_ERROR)
+        gcd_log(LOG_DEBUG, "connection error: %s",
+                evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        gcd_conn_close(c);
+}
+
+void gcd_conn_update_reading(gcd_conn *c)
+{
+    if (c->state > GCD_CONN_SERVING)
+        return;
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) > OUTPUT_HIGH_WATER)
+        c->paused_for_output = true;
+    bool read = !c->server->reading_paused && !c->paused_for_output && !c->server->shutting_down;
+    if (read)
+        bufferevent_enable(c->bev, EV_READ);
+    else
+        bufferevent_disable(c->bev, EV_READ);
+}
+
+void gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
+{
+    gcd_conn *c = calloc(1, sizeof *c);
+    struct bufferevent *bev = c ? bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    if (!bev) {
+        gcd_log(LOG_ERR, "out of memory accepting a connection");
+        evutil_closesocket(fd);
+        free(c);
+        return;
+    }
+    c->server = s;
+    c->bev = bev;
+    c->state = GCD_CONN_AWAIT_HELLO;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    bufferevent_setcb(bev, on_read, on_write, on_event, c);
+    bufferevent_enable(bev, EV_WRITE);
+    gcd_conn_update_reading(c);
+}
+
+void gcd_conn_stop_reading(gcd_conn *c)
+{
+    if (c->state <= GCD_CONN_SERVING)
+        bufferevent_disable(c->bev, EV_READ);
+}
+
+void gcd_conn_close(gcd_conn *c)
+{
+    if (c->state == GCD_CONN_CLOSED)
+        return;
+    gcd_server *s = c->server;
+    while (c->assembling)
+        drop_request(c, c->assembling);
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+    c->state = GCD_CONN_CLOSED;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    conn_free_if_idle(c);
+}
+
+void gcd_conn_request_done(gcd_request *r, void *server)
+{
+    gcd_server *s = server;
+    gcd_conn *c = r->conn;
+    c->in_flight--;
+    gcd_stats_count(s, r);
+    if (c->state == GCD_CONN_SERVING) {
+        gcd_send_result(c, r);
+        gcd_conn_update_reading(c);
+    }
+    gcd_budget_release(s, r->reserved);
+    gcd_request_free(r);
+    conn_free_if_idle(c);
+}

@@ -1,0 +1,23 @@
+/*
+ * engine.h - runs one request through a codec: the daemon's side of kernels/.
+ *
+ * Called on worker threads (gcd_run_fn). Routing between the CPU engine and
+ * the GPU workers also lives here, so that the connection code never knows
+ * which backend served a request.
+ */
+#ifndef GCD_ENGINE_H
+#define GCD_ENGINE_H
+
+#include "request.h"
+
+typedef struct gcd_engine {
+    unsigned codec_threads;   /* threads one codec call may use (0 = CPUs) */
+} gcd_engine;
+
+/* Run r's operation; fills r->error, r->output, r->backend, r->engine_ns. */
+void gcd_engine_run(gcd_request *r, void *engine);
+
+/* Validate op/codec/options before any payload is accepted (loop thread). */
+int gcd_engine_check(const gcd_request *r, gc_error *err);
+
+#endif

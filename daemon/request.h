@@ -1,0 +1,59 @@
+/*
+ * request.h - one client request, from its first frame to its response.
+ *
+ * Ownership: a request belongs to its connection while it is being
+ * assembled, to a worker while the engine runs it, and to the event loop
+ * again while its response is written. Only the engine fields (result) are
+ * written off the loop thread, and only while the worker owns it.
+ */
+#ifndef GCD_REQUEST_H
+#define GCD_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gc_status.h"
+#include "proto/gpucomp.pb-c.h"
+
+struct gcd_conn;
+
+typedef struct gcd_request {
+    uint64_t id;
+    Gpucomp__Op op;
+    Gpucomp__Codec codec;
+    uint32_t level;
+    uint32_t element_width;
+    uint32_t chunk_size;
+    uint64_t max_output;      /* resolved: the client's limit capped by the daemon's */
+
+    uint8_t *input;           /* total_size bytes */
+    uint64_t total_size;
+    uint64_t received;
+    uint64_t reserved;        /* bytes charged to the memory budget */
+    bool refused;             /* answered with an error; its later frames are dropped */
+
+    /* result, written by the engine */
+    gc_error error;           /* code GC_OK on success */
+    uint8_t *output;
+    size_t output_len;
+    Gpucomp__Backend backend;
+    uint64_t engine_ns;
+
+    struct gcd_conn *conn;
+    struct gcd_request *next; /* in the connection's assembly list or a queue */
+} gcd_request;
+
+/* Allocate a request from the first frame of its id (no payload copied yet). */
+gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first);
+
+/* Free a request and its buffers (not its budget reservation: see budget.h). */
+void gcd_request_free(gcd_request *r);
+
+/* Whole input present. */
+static inline bool gcd_request_complete(const gcd_request *r)
+{
+    return r->received == r->total_size;
+}
+
+#endif

@@ -1,0 +1,111 @@
+/* response.c - frames out (see response.h). */
+#include "response.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <event2/buffer.h>
+
+#include "config.h"
+#include "log.h"
+#include "stats.h"
+#include "wire.h"
+
+/* Pack f straight into the output buffer: one copy of the payload, no temporary. */
+static void queue_frame(gcd_conn *c, const Gpucomp__Frame *f)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    size_t size = gc_wire_packed_size(f);
+    struct evbuffer_iovec vec;
+    if (evbuffer_reserve_space(out, (ev_ssize_t)size, &vec, 1) != 1 || vec.iov_len < size) {
+        gcd_log(LOG_ERR, "cannot reserve %zu bytes of output: closing connection", size);
+        c->state = GCD_CONN_CLOSING;
+        return;
+    }
+    vec.iov_len = gc_wire_pack(f, vec.iov_base);
+    evbuffer_commit_space(out, &vec, 1);
+}
+
+static void queue_response(gcd_conn *c, Gpucomp__Response *resp)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
+    f.response = resp;
+    queue_frame(c, &f);
+}
+
+void gcd_send_welcome(gcd_conn *c, gc_status status, const char *message)
+{
+    Gpucomp__Welcome w = GPUCOMP__WELCOME__INIT;
+    w.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+    w.status = (Gpucomp__Status)status;
+    w.message = (char *)message;
+    w.max_frame_size = c->server->cfg.max_frame;
+    w.max_request_size = c->server->cfg.max_request;
+    w.server_version = (char *)PACKAGE_VERSION;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
+    f.welcome = &w;
+    queue_frame(c, &f);
+}
+
+void gcd_send_error(gcd_conn *c, uint64_t id, gc_status status, const char *fmt, ...)
+{
+    char message[GC_ERROR_MSG_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    gcd_log(LOG_DEBUG, "request %llu: %s: %s", (unsigned long long)id, gc_status_str(status), message);
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = id;
+    resp.status = (Gpucomp__Status)status;
+    resp.message = message;
+    resp.last = 1;
+    queue_response(c, &resp);
+}
+
+void gcd_send_result(gcd_conn *c, const gcd_request *r)
+{
+    if (r->error.code != GC_OK) {
+        gcd_send_error(c, r->id, r->error.code, "%s", r->error.msg);
+        return;
+    }
+    size_t piece = gc_wire_max_payload(c->server->cfg.max_frame);
+    size_t sent = 0;
+    do {
+        size_t n = r->output_len - sent < piece ? r->output_len - sent : piece;
+        Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+        resp.id = r->id;
+        resp.status = GPUCOMP__STATUS__STATUS_OK;
+        if (sent == 0) {
+            resp.total_size = r->output_len;
+            resp.backend = r->backend;
+            resp.engine_ns = r->engine_ns;
+        }
+        resp.payload.data = r->output + sent;
+        resp.payload.len = n;
+        sent += n;
+        resp.last = sent == r->output_len;
+        queue_response(c, &resp);
+    } while (sent < r->output_len);
+}
+
+void gcd_send_pong(gcd_conn *c, uint64_t id)
+{
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = id;
+    resp.last = 1;
+    queue_response(c, &resp);
+}
+
+void gcd_send_stats(gcd_conn *c, uint64_t id)
+{
+    gcd_stats_message msg;
+    gcd_stats_fill(c->server, &msg);
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = id;
+    resp.last = 1;
+    resp.stats = &msg.stats;
+    queue_response(c, &resp);
+}

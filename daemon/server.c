@@ -1,0 +1,205 @@
+/*
+ * server.c - listener, signals, readiness and shutdown around the event loop.
+ *
+ * Socket activation: if systemd passed a listening socket (sd_listen_fds),
+ * it is used as is; otherwise the daemon creates --socket itself, refusing
+ * to steal a path another live daemon is listening on.
+ */
+#include "config.h"
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/thread.h>
+#include <systemd/sd-daemon.h>
+
+#include "conn.h"
+#include "log.h"
+
+#define SHUTDOWN_GRACE_SEC 10
+
+uint64_t gcd_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
+                      int len, void *arg)
+{
+    gcd_server *s = arg;
+    if (s->shutting_down) {
+        evutil_closesocket(fd);
+        return;
+    }
+    gcd_conn_accept(s, fd);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    int err = EVUTIL_SOCKET_ERROR();
+    gcd_log(LOG_WARNING, "accept failed: %s", evutil_socket_error_to_string(err));
+}
+
+/* True if something is accepting connections on path right now. */
+static bool socket_is_live(const struct sockaddr_un *addr)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool live = connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0;
+    close(fd);
+    return live;
+}
+
+static int create_socket(gcd_server *s)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    /* settings.c guarantees the path fits sun_path with its terminator */
+    memcpy(addr.sun_path, s->cfg.socket_path, strlen(s->cfg.socket_path) + 1);
+    struct stat st;
+    if (lstat(addr.sun_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode) || socket_is_live(&addr)) {
+            gcd_log(LOG_ERR, "%s exists and is %s: not replacing it", addr.sun_path,
+                    S_ISSOCK(st.st_mode) ? "in use by a running daemon" : "not a socket");
+            return -1;
+        }
+        unlink(addr.sun_path); /* a stale socket from a daemon that died */
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 256) != 0) {
+        gcd_log(LOG_ERR, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    s->owns_socket_file = true;
+    return fd;
+}
+
+static int listening_socket(gcd_server *s)
+{
+    int n = sd_listen_fds(1);
+    if (n < 0)
+        gcd_log(LOG_WARNING, "sd_listen_fds: %s; creating the socket", strerror(-n));
+    if (n >= 1) {
+        int fd = SD_LISTEN_FDS_START;
+        evutil_make_socket_nonblocking(fd);
+        gcd_log(LOG_INFO, "using the socket passed by systemd (%d socket%s)", n, n > 1 ? "s" : "");
+        return fd;
+    }
+    return create_socket(s);
+}
+
+/* Shutdown: finish in-flight work and flush answers, then leave the loop. */
+static void check_drained(evutil_socket_t fd, short what, void *arg)
+{
+    gcd_server *s = arg;
+    bool output_pending = false;
+    for (gcd_conn *c = s->conns; c; c = c->next)
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+            output_pending = true;
+    if (gcd_workers_pending(s->workers) == 0 && !output_pending)
+        event_base_loopbreak(s->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    gcd_server *s = arg;
+    if (s->shutting_down)
+        return;
+    gcd_log(LOG_INFO, "%s: finishing in-flight requests, then exiting", strsignal((int)sig));
+    sd_notify(0, "STOPPING=1");
+    s->shutting_down = true;
+    evconnlistener_disable(s->listener);
+    for (gcd_conn *c = s->conns; c; c = c->next)
+        gcd_conn_stop_reading(c);
+    struct timeval poll = { 0, 20000 }, grace = { SHUTDOWN_GRACE_SEC, 0 };
+    s->drain_timer = event_new(s->base, -1, EV_PERSIST, check_drained, s);
+    if (s->drain_timer)
+        event_add(s->drain_timer, &poll);
+    event_base_loopexit(s->base, &grace);
+}
+
+static bool add_signal(gcd_server *s, int sig, struct event **ev)
+{
+    *ev = evsignal_new(s->base, sig, on_signal, s);
+    return *ev && event_add(*ev, NULL) == 0;
+}
+
+bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->counters.started_ns = gcd_now_ns();
+    s->engine.codec_threads = cfg->codec_threads;
+    signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */
+    if (evthread_use_pthreads() != 0 || !(s->base = event_base_new())) {
+        gcd_log(LOG_ERR, "cannot create the event loop");
+        return false;
+    }
+    int fd = listening_socket(s);
+    if (fd < 0)
+        return false;
+    s->listener = evconnlistener_new(s->base, on_accept, s,
+                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    if (!s->listener) {
+        gcd_log(LOG_ERR, "cannot watch the listening socket");
+        close(fd);
+        return false;
+    }
+    evconnlistener_set_error_cb(s->listener, on_accept_error);
+    unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    s->workers = gcd_workers_start(s->base, n ? n : 1, gcd_engine_run, gcd_conn_request_done, s);
+    if (!s->workers)
+        return false;
+    if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {
+        gcd_log(LOG_ERR, "cannot install signal handlers");
+        return false;
+    }
+    return true;
+}
+
+int gcd_server_run(gcd_server *s)
+{
+    gcd_log(LOG_INFO, "gpucompd %s serving on %s with %u CPU workers (backend: cpu)", PACKAGE_VERSION,
+            s->cfg.socket_path, gcd_workers_threads(s->workers));
+    sd_notifyf(0, "READY=1\nSTATUS=serving on %s (cpu backend)", s->cfg.socket_path);
+    if (event_base_dispatch(s->base) < 0) {
+        gcd_log(LOG_ERR, "event loop failed");
+        return 1;
+    }
+    return 0;
+}
+
+void gcd_server_cleanup(gcd_server *s)
+{
+    /* Workers first: their completions may still reference connections. */
+    gcd_workers_stop(s->workers);
+    s->workers = NULL;
+    while (s->conns)
+        gcd_conn_close(s->conns);
+    if (s->listener)
+        evconnlistener_free(s->listener);
+    if (s->owns_socket_file)
+        unlink(s->cfg.socket_path);
+    if (s->drain_timer)
+        event_free(s->drain_timer);
+    if (s->sigint_event)
+        event_free(s->sigint_event);
+    if (s->sigterm_event)
+        event_free(s->sigterm_event);
+    if (s->base)
+        event_base_free(s->base);
+    libevent_global_shutdown();
+}

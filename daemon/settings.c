@@ -1,0 +1,257 @@
+/*
+ * settings.c - gpucompd settings. One table drives both the command line and
+ * the config file, so every setting has exactly one parser.
+ */
+
+#include "settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "wire.h"
+
+#include "config.h" /* autoconf: PACKAGE_VERSION */
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+typedef bool (*setting_setter)(gcd_config *cfg, const char *value);
+
+typedef struct setting {
+    const char *name;
+    const char *arg_help;
+    const char *help;
+    setting_setter set;
+} setting;
+
+bool gcd_parse_size(const char *text, uint64_t *out)
+{
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || text[0] == '-')
+        return false;
+    uint64_t mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1ull << 10; end++; break;
+    case 'M': mult = 1ull << 20; end++; break;
+    case 'G': mult = 1ull << 30; end++; break;
+    case 'T': mult = 1ull << 40; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (mult > 1 && (*end == 'b' || *end == 'B'))
+        end++;
+    if (*end != '\0' || v > UINT64_MAX / mult)
+        return false;
+    *out = v * mult;
+    return true;
+}
+
+static bool parse_count(const char *text, unsigned *out)
+{
+    uint64_t v;
+    if (!gcd_parse_size(text, &v) || v > 4096)
+        return false;
+    *out = (unsigned)v;
+    return true;
+}
+
+static bool set_socket(gcd_config *c, const char *v)
+{
+    if (!*v || strlen(v) >= sizeof c->socket_path)
+        return false;
+    strcpy(c->socket_path, v);
+    return true;
+}
+
+static bool set_workers(gcd_config *c, const char *v) { return parse_count(v, &c->workers); }
+static bool set_codec_threads(gcd_config *c, const char *v) { return parse_count(v, &c->codec_threads); }
+static bool set_max_request(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_request) && c->max_request > 0; }
+static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_output) && c->max_output > 0; }
+static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
+static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
+
+static bool set_max_frame(gcd_config *c, const char *v)
+{
+    uint64_t n;
+    if (!gcd_parse_size(v, &n) || n < GC_WIRE_MIN_MAX_FRAME || n > (1u << 30))
+        return false;
+    c->max_frame = (uint32_t)n;
+    return true;
+}
+
+static bool set_gpu(gcd_config *c, const char *v)
+{
+    if (strcmp(v, "auto") == 0)
+        c->gpu = GCD_GPU_AUTO;
+    else if (strcmp(v, "off") == 0)
+        c->gpu = GCD_GPU_OFF;
+    else
+        return false;
+    return true;
+}
+
+static bool set_log_level(gcd_config *c, const char *v)
+{
+    static const char *const names[] = { "emerg", "alert", "crit", "err",
+                                         "warning", "notice", "info", "debug" };
+    for (int i = 0; i <= LOG_DEBUG; i++)
+        if (strcmp(v, names[i]) == 0) {
+            c->log_level = i;
+            return true;
+        }
+    return false;
+}
+
+static const setting settings[] = {
+    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket },
+    { "workers", "N", "CPU worker threads running requests (default: CPUs)", set_workers },
+    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads },
+    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame },
+    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request },
+    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output },
+    { "memory-budget", "SIZE", "request bytes held before reads pause (default 8G)", set_memory_budget },
+    { "gpu", "auto|off", "use GPUs when present (default auto)", set_gpu },
+    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
+    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
+};
+#define N_SETTINGS (sizeof settings / sizeof settings[0])
+
+void gcd_config_defaults(gcd_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->socket_path, GC_WIRE_DEFAULT_SOCKET);
+    cfg->max_frame = GC_WIRE_DEFAULT_MAX_FRAME;
+    cfg->max_request = 2ull << 30;
+    cfg->max_output = 4ull << 30;
+    cfg->memory_budget = 8ull << 30;
+    cfg->gpu = GCD_GPU_AUTO;
+    cfg->gpu_min_bytes = 4ull << 20;
+    cfg->log_level = LOG_INFO;
+}
+
+static const setting *find_setting(const char *name)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+static bool apply(gcd_config *cfg, const char *name, const char *value, const char *where)
+{
+    const setting *s = find_setting(name);
+    if (!s) {
+        fprintf(stderr, "gpucompd: %s: unknown setting '%s'\n", where, name);
+        return false;
+    }
+    if (!s->set(cfg, value)) {
+        fprintf(stderr, "gpucompd: %s: invalid value '%s' for %s (expected %s)\n",
+                where, value, name, s->arg_help);
+        return false;
+    }
+    return true;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+static bool load_file(gcd_config *cfg, const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "gpucompd: cannot open config %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    char line[512], where[600];
+    bool ok = true;
+    for (int lineno = 1; ok && fgets(line, sizeof line, f); lineno++) {
+        char *s = trim(line);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        snprintf(where, sizeof where, "%s:%d", path, lineno);
+        if (!eq) {
+            fprintf(stderr, "gpucompd: %s: expected 'key = value'\n", where);
+            ok = false;
+            break;
+        }
+        *eq = '\0';
+        ok = apply(cfg, trim(s), trim(eq + 1), where);
+    }
+    fclose(f);
+    return ok;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: gpucompd [OPTION]...\n"
+                 "GPU compression daemon: serves compress/decompress requests on a Unix socket.\n\n");
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        fprintf(out, "      --%s=%-10s %s\n", settings[i].name, settings[i].arg_help, settings[i].help);
+    fprintf(out, "      --config=FILE       read settings (key = value lines) from FILE first\n"
+                 "  -v, --verbose           same as --log-level=debug\n"
+                 "  -h, --help              show this help\n"
+                 "  -V, --version           show the version\n\n"
+                 "Sizes take K, M, G, T suffixes (powers of 1024). See gpucompd(8).\n");
+}
+
+enum { OPT_CONFIG = 256, OPT_SETTING_BASE = 512 };
+
+int gcd_config_parse(gcd_config *cfg, int argc, char **argv)
+{
+    struct option longopts[N_SETTINGS + 5];
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        longopts[i] = (struct option){ settings[i].name, required_argument, NULL, OPT_SETTING_BASE + (int)i };
+    longopts[N_SETTINGS] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
+    longopts[N_SETTINGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
+    longopts[N_SETTINGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+    longopts[N_SETTINGS + 3] = (struct option){ "version", no_argument, NULL, 'V' };
+    longopts[N_SETTINGS + 4] = (struct option){ NULL, 0, NULL, 0 };
+
+    /* First pass: only --config, so the command line can override the file. */
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1)
+        if (c == OPT_CONFIG && !load_file(cfg, optarg))
+            return -1;
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {
+        if (c >= OPT_SETTING_BASE) {
+            const setting *s = &settings[c - OPT_SETTING_BASE];
+            if (!apply(cfg, s->name, optarg, "command line"))
+                return -1;
+        } else if (c == 'v') {
+            cfg->log_level = LOG_DEBUG;
+        } else if (c == 'h') {
+            usage(stdout);
+            return 1;
+        } else if (c == 'V') {
+            printf("gpucompd %s\n", PACKAGE_VERSION);
+            return 1;
+        } else if (c != OPT_CONFIG) {
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpucompd: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * settings.h - gpucompd settings: defaults, command line, config file.
+ *
+ * Precedence: defaults < config file (--config, key = value lines, the long
+ * option names without dashes) < command-line options.
+ */
+#ifndef GCD_SETTINGS_H
+#define GCD_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GCD_SOCKET_PATH_MAX 108
+
+typedef enum gcd_gpu_mode {
+    GCD_GPU_AUTO = 0, /* use GPUs when present, else CPU */
+    GCD_GPU_OFF = 1   /* CPU engine only */
+} gcd_gpu_mode;
+
+typedef struct gcd_config {
+    char socket_path[GCD_SOCKET_PATH_MAX];
+    unsigned workers;         /* CPU worker threads running requests (0 = CPUs) */
+    unsigned codec_threads;   /* threads one codec call may use (0 = CPUs) */
+    uint32_t max_frame;       /* largest frame accepted, bytes */
+    uint64_t max_request;     /* largest input of one request, bytes */
+    uint64_t max_output;      /* default decompression output limit, bytes */
+    uint64_t memory_budget;   /* request bytes held at once before reads pause */
+    gcd_gpu_mode gpu;
+    uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
+    int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */
+} gcd_config;
+
+/* Fill *cfg with the built-in defaults. */
+void gcd_config_defaults(gcd_config *cfg);
+
+/*
+ * Parse argv (and a --config file if given) into *cfg.
+ * Returns 0 to run, 1 when the program should exit successfully (--help,
+ * --version), -1 on a usage error (message already printed).
+ */
+int gcd_config_parse(gcd_config *cfg, int argc, char **argv);
+
+/* Parse a size such as "16M", "4GiB", "4096"; false if malformed. */
+bool gcd_parse_size(const char *text, uint64_t *out);
+
+#endif

@@ -1,0 +1,19 @@
+/* stats.h - the STATS answer: daemon counters as a gpucomp.Stats message. */
+#ifndef GCD_STATS_H
+#define GCD_STATS_H
+
+#include "proto/gpucomp.pb-c.h"
+#include "server.h"
+
+/* A Stats message with the storage its fields point to. */
+typedef struct gcd_stats_message {
+    Gpucomp__Stats stats;
+} gcd_stats_message;
+
+/* Fill *msg from the server's counters (loop thread). */
+void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg);
+
+/* Count a finished request (loop thread). */
+void gcd_stats_count(gcd_server *s, const gcd_request *r);
+
+#endif

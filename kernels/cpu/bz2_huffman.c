@@ -1,0 +1,179 @@
+/*
+ * bz2_huffman.c - Huffman code lengths (limited to 17 bits), canonical code
+ * values, and the choice of 2..6 coding tables with one selector per group
+ * of 50 symbols. Every rule here decides output bytes: docs/BZIP2.md
+ * ("Huffman tables") is the normative description.
+ */
+#include <string.h>
+
+#include "bz2_internal.h"
+
+/* Plain Huffman over weights w[0..alpha) (all >= 1). Ties are broken so the
+ * result is fully determined: leaves are ordered by (weight, symbol), and
+ * when a leaf and an internal node weigh the same, the leaf is taken first. */
+static int huffman_depths(const uint32_t *w, int alpha, uint8_t *len)
+{
+    int order[BZ2_MAX_ALPHA];
+    uint64_t wt[2 * BZ2_MAX_ALPHA];
+    int parent[2 * BZ2_MAX_ALPHA];
+    uint8_t depth[2 * BZ2_MAX_ALPHA];
+
+    for (int i = 0; i < alpha; i++) {
+        int j = i;
+        while (j > 0 && (w[order[j - 1]] > w[i]))
+            order[j] = order[j - 1], j--;
+        order[j] = i;
+        wt[i] = w[i];
+    }
+    int leaf = 0, inode = alpha, next = alpha;
+    for (int k = 0; k < alpha - 1; k++) {
+        int pick[2];
+        for (int m = 0; m < 2; m++) {
+            if (leaf < alpha && (inode >= next || wt[order[leaf]] <= wt[inode]))
+                pick[m] = order[leaf++];
+            else
+                pick[m] = inode++;
+        }
+        wt[next] = wt[pick[0]] + wt[pick[1]];
+        parent[pick[0]] = parent[pick[1]] = next;
+        next++;
+    }
+    int root = next - 1, maxd = 0;
+    depth[root] = 0;
+    for (int i = root - 1; i >= 0; i--) {
+        depth[i] = (uint8_t)(depth[parent[i]] + 1);
+        if (i < alpha) {
+            len[i] = depth[i];
+            if (depth[i] > maxd)
+                maxd = depth[i];
+        }
+    }
+    return maxd;
+}
+
+void bz2_code_lengths(const uint32_t *freq, int alpha, int max_len, uint8_t *len)
+{
+    uint32_t w[BZ2_MAX_ALPHA];
+    for (int i = 0; i < alpha; i++)
+        w[i] = freq[i] ? freq[i] : 1; /* every symbol needs a code */
+    /* Too deep: flatten the weights (w -> 1 + w/2) and retry. Halving
+     * converges: after ~log2(max w) rounds all weights are 1 or 2. */
+    while (huffman_depths(w, alpha, len) > max_len)
+        for (int i = 0; i < alpha; i++)
+            w[i] = 1 + w[i] / 2;
+}
+
+void bz2_canonical_codes(const uint8_t *len, int alpha, uint32_t *code)
+{
+    uint32_t next = 0;
+    for (int l = 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
+        for (int s = 0; s < alpha; s++)
+            if (len[s] == l)
+                code[s] = next++;
+        next <<= 1;
+    }
+}
+
+int bz2_table_count(size_t n_sym)
+{
+    if (n_sym < 200)
+        return 2;
+    if (n_sym < 600)
+        return 3;
+    if (n_sym < 1200)
+        return 4;
+    if (n_sym < 2400)
+        return 5;
+    return 6;
+}
+
+/* Starting point: table t "owns" a contiguous symbol range holding about
+ * 1/n_groups of the remaining symbol occurrences (cost 0 inside, 15
+ * outside), so the first assignment clusters groups by symbol range. */
+static void initial_tables(const uint32_t *freq, int alpha, int n_groups, size_t n_sym,
+                           uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA])
+{
+    size_t rem = n_sym;
+    int gs = 0;
+    for (int t = 0; t < n_groups; t++) {
+        int left = n_groups - t;
+        size_t target = rem / (size_t)left;
+        int ge = gs;
+        size_t acc = gs < alpha ? freq[gs] : 0;
+        if (t == n_groups - 1) {
+            ge = alpha - 1;
+            acc = rem;
+        } else {
+            while (acc < target && ge + 1 < alpha - (left - 1)) {
+                ge++;
+                acc += freq[ge];
+            }
+        }
+        for (int v = 0; v < alpha; v++)
+            len[t][v] = (v >= gs && v <= ge) ? 0 : 15;
+        rem -= acc < rem ? acc : rem;
+        gs = ge + 1;
+    }
+}
+
+/* One pass: give each group of 50 symbols the table with the smallest
+ * total code length (lowest table index on ties). If tfreq is not NULL,
+ * also count each table's symbol frequencies. Costs are summed as packed
+ * 16-bit lanes (4 tables per 64-bit word; 50 * 20 < 65536). */
+static void assign_groups(const uint16_t *sym, size_t n_sym, int alpha, int n_groups,
+                          uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA], uint8_t *selectors,
+                          uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA])
+{
+    uint64_t pa[BZ2_MAX_ALPHA], pb[BZ2_MAX_ALPHA];
+    for (int s = 0; s < alpha; s++) {
+        uint64_t a = 0, b = 0;
+        for (int t = 0; t < n_groups; t++) {
+            if (t < 4)
+                a |= (uint64_t)len[t][s] << (16 * t);
+            else
+                b |= (uint64_t)len[t][s] << (16 * (t - 4));
+        }
+        pa[s] = a;
+        pb[s] = b;
+    }
+    size_t g = 0;
+    for (size_t lo = 0; lo < n_sym; lo += BZ2_GROUP_SIZE, g++) {
+        size_t hi = lo + BZ2_GROUP_SIZE < n_sym ? lo + BZ2_GROUP_SIZE : n_sym;
+        uint64_t ca = 0, cb = 0;
+        for (size_t i = lo; i < hi; i++) {
+            ca += pa[sym[i]];
+            cb += pb[sym[i]];
+        }
+        int best = 0;
+        uint32_t bc = (uint32_t)(ca & 0xffff);
+        for (int t = 1; t < n_groups; t++) {
+            uint32_t c = (uint32_t)((t < 4 ? ca >> (16 * t) : cb >> (16 * (t - 4))) & 0xffff);
+            if (c < bc) {
+                bc = c;
+                best = t;
+            }
+        }
+        selectors[g] = (uint8_t)best;
+        if (tfreq)
+            for (size_t i = lo; i < hi; i++)
+                tfreq[best][sym[i]]++;
+    }
+}
+
+#define BZ2_REFINE_ITERS 4
+
+void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha,
+                       int n_groups, uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA],
+                       uint8_t *selectors)
+{
+    uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
+    initial_tables(freq, alpha, n_groups, n_sym, len);
+    for (int it = 0; it < BZ2_REFINE_ITERS; it++) {
+        memset(tfreq, 0, sizeof tfreq);
+        assign_groups(sym, n_sym, alpha, n_groups, len, selectors, tfreq);
+        for (int t = 0; t < n_groups; t++)
+            bz2_code_lengths(tfreq[t], alpha, BZ2_MAX_CODE_LEN_ENC, len[t]);
+    }
+    /* Final pick with the final tables: never worse than the last pass. */
+    assign_groups(sym, n_sym, alpha, n_groups, len, selectors, NULL);
+}

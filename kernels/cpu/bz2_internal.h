@@ -1,0 +1,134 @@
+/*
+ * bz2_internal.h - pieces of the bzip2 CPU codec shared between its files
+ * (and the unit tests). Not a public API: bzip2.h is.
+ *
+ * Pipeline, compression:   input -> RLE1 (bz2_rle1.c) -> BWT (bz2_bwt.c)
+ *   -> MTF/RLE2 (bz2_mtf.c) -> Huffman tables (bz2_huffman.c)
+ *   -> block bits (bz2_block_encode.c) -> stream framing (bz2_stream.c).
+ * Decompression: bz2_stream.c finds blocks, bz2_block_decode.c decodes one.
+ * docs/BZIP2.md describes every choice that decides the output bytes.
+ */
+#ifndef GC_BZ2_INTERNAL_H
+#define GC_BZ2_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bz2_bitio.h"
+#include "bzip2.h"
+#include "gc_status.h"
+
+#define BZ2_BLOCK_MAGIC 0x314159265359ULL /* pi */
+#define BZ2_EOS_MAGIC 0x177245385090ULL   /* sqrt(pi) */
+#define BZ2_MAX_GROUPS 6
+#define BZ2_MIN_GROUPS 2
+#define BZ2_GROUP_SIZE 50
+#define BZ2_MAX_ALPHA 258      /* RUNA, RUNB, 255 MTF values, EOB */
+#define BZ2_MAX_SELECTORS 18002 /* 2 + 900000 / 50 */
+#define BZ2_MAX_CODE_LEN_ENC 17 /* what we write (like bzip2) */
+#define BZ2_MAX_CODE_LEN_DEC 20 /* what the format allows */
+#define BZ2_MAX_BLOCK 900000u   /* largest block any stream may declare */
+#define BZ2_RUNA 0
+#define BZ2_RUNB 1
+
+/* Largest RLE1 output we put in one block at a level: the same margin as
+ * bzip2 itself keeps, so every decoder accepts our blocks. */
+static inline size_t bz2_block_limit(int level) { return (size_t)level * 100000u - 19u; }
+
+/* ---- bz2_crc.c: the bzip2 CRC-32 (poly 0x04c11db7, MSB first) ---- */
+/* crc starts at 0xffffffff; the final value is ~crc. */
+uint32_t bz2_crc_update(uint32_t crc, const uint8_t *p, size_t n);
+static inline uint32_t bz2_crc(const uint8_t *p, size_t n) { return ~bz2_crc_update(0xffffffffu, p, n); }
+static inline uint32_t bz2_combine_crc(uint32_t combined, uint32_t block_crc)
+{
+    return ((combined << 1) | (combined >> 31)) ^ block_crc;
+}
+
+/* ---- bz2_rand.c: the randomised-block table of the format ---- */
+extern const uint16_t bz2_rnums[512];
+/* Flip mask generator for randomised blocks: call bz2_rand_next once per
+ * byte (in BWT-input order); it returns the value (0 or 1) to xor in. */
+typedef struct bz2_rand {
+    int32_t to_go;
+    int32_t tpos;
+} bz2_rand;
+static inline void bz2_rand_init(bz2_rand *r) { r->to_go = 0; r->tpos = 0; }
+static inline uint8_t bz2_rand_next(bz2_rand *r)
+{
+    if (r->to_go == 0) {
+        r->to_go = bz2_rnums[r->tpos];
+        r->tpos = (r->tpos + 1) & 511;
+    }
+    r->to_go--;
+    return r->to_go == 1;
+}
+
+/* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
+/* Split src into blocks whose RLE1 output is <= limit bytes. Returns the
+ * number of blocks and a malloc'd array of n+1 input offsets in *starts
+ * (block i is src[starts[i] .. starts[i+1])); 0 blocks for empty input.
+ * Returns (size_t)-1 when out of memory. */
+size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts);
+/* RLE1-encode src[0..n) (one block's input) into dst; returns bytes written.
+ * dst must hold n + n / 4 + 1 bytes. */
+size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst);
+
+/* ---- bz2_bwt.c: sorting cyclic rotations ---- */
+/* Writes the last column of the sorted rotations of blk[0..n) to out and
+ * returns the rank of rotation 0 (origPtr); -1 when out of memory. */
+int32_t bz2_bwt(const uint8_t *blk, int32_t n, uint8_t *out);
+/* Work counters for tests/benchmarks: how many blocks fell back to the
+ * O(n log n) prefix-doubling sort (process-wide, relaxed). */
+unsigned long bz2_bwt_fallback_count(void);
+
+/* ---- bz2_mtf.c: move-to-front + zero-run (RUNA/RUNB) coding ---- */
+/* bwt[0..n) -> symbols (n + 1 entries suffice). seq[] maps each used byte
+ * to its index in the symbol map (in_use ordered); n_in_use is their
+ * count. freq[] (BZ2_MAX_ALPHA) receives symbol counts. Returns the number
+ * of symbols written including EOB (= n_in_use + 1). */
+size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use,
+                      uint16_t *sym, uint32_t *freq);
+
+/* ---- bz2_huffman.c: code lengths, canonical codes, table choice ---- */
+/* Huffman code lengths for freq[0..alpha), every symbol gets a code,
+ * no length exceeds max_len. See docs/BZIP2.md for the exact rules. */
+void bz2_code_lengths(const uint32_t *freq, int alpha, int max_len, uint8_t *len);
+/* Canonical codes: by length, then by symbol. */
+void bz2_canonical_codes(const uint8_t *len, int alpha, uint32_t *code);
+/* Number of tables for a count of MTF symbols (2..6). */
+int bz2_table_count(size_t n_sym);
+/* Choose n_groups tables and one selector per 50 symbols. */
+void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha,
+                       int n_groups, uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA],
+                       uint8_t *selectors);
+
+/* ---- bz2_block_encode.c ---- */
+#define BZ2_ENC_RANDOMISE 1u /* test hook: write a randomised block */
+/* Compress one block (src = its slice of the original input) to w.
+ * *crc receives the block CRC. Returns GC_OK or GC_E_NOMEM. */
+int bz2_encode_block(const uint8_t *src, size_t n, unsigned flags, bz2_bitwriter *w,
+                     uint32_t *crc);
+
+/* ---- bz2_block_decode.c ---- */
+typedef struct bz2_dblock {
+    int status;          /* GC_OK or an error code */
+    char msg[112];       /* the problem, without stream/block prefix */
+    uint64_t end_bit;    /* bit offset just after the block's EOB */
+    uint32_t stored_crc; /* from the block header */
+    uint32_t nblock;     /* BWT length (RLE1 bytes) */
+    uint8_t *out;        /* malloc'd decoded bytes */
+    size_t out_len;
+} bz2_dblock;
+/* Decode the block whose 48-bit magic starts at bit magic_bit of src.
+ * Output beyond max_out bytes (0 = none) is GC_E_LIMIT. The block CRC is
+ * verified. Never reads outside src[0..len). */
+void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out,
+                      bz2_dblock *r);
+
+/* ---- bz2_stream.c: extra entry point for tests ---- */
+/* bz2_compress with encoder flags (BZ2_ENC_*): lets tests build streams no
+ * normal compression writes (randomised blocks). */
+int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
+                    uint8_t **dst, size_t *dst_len, gc_error *err);
+
+#endif

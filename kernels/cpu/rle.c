@@ -1,0 +1,722 @@
+/*
+ * rle.c - the `rle` codec, CPU backend: the reference for docs/FORMAT.md.
+ *
+ * Layout of this file: byte helpers, chunk encoder, chunk decoder, frame
+ * header, then the whole-frame compress/decompress that run the chunk
+ * coders on gc_parallel_for.
+ *
+ * Speed comes from comparing elements a 64-bit word at a time (a run's end
+ * is the first nonzero byte of word ^ broadcast(symbol)) and from encoding
+ * a chunk in one scan whenever every run fits a one-byte length, which is
+ * the common case; see encode_rle.
+ */
+#include "rle.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "parallel.h"
+
+/* Word compares find the first differing element with ctz, and integers are
+ * copied to and from the frame with memcpy: both need a little-endian host. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "rle.c assumes a little-endian host"
+#endif
+
+#define RLE_MODE_STORED 0
+#define RLE_MODE_RLE 1
+#define RLE_HEADER_CRC 4u /* header_crc after the chunk index */
+#define NO_CHUNK SIZE_MAX  /* chunk number when a record is decoded on its own */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* ---- byte helpers --------------------------------------------------------- */
+
+ALWAYS_INLINE uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+ALWAYS_INLINE void store64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+ALWAYS_INLINE uint32_t load32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+ALWAYS_INLINE void store32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+ALWAYS_INLINE uint16_t load16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* One element (or run length) of w bytes as an integer; w is a constant
+ * after inlining, so this is a single load. */
+ALWAYS_INLINE uint64_t load_n(const uint8_t *p, unsigned w)
+{
+    switch (w) {
+    case 1: return *p;
+    case 2: return load16(p);
+    case 4: return load32(p);
+    default: return load64(p);
+    }
+}
+
+ALWAYS_INLINE void store_n(uint8_t *p, uint64_t v, unsigned w)
+{
+    memcpy(p, &v, w);
+}
+
+/* The element repeated across a word: its period w divides 8, so storing it
+ * at any element boundary writes whole copies of the element. */
+ALWAYS_INLINE uint64_t broadcast(uint64_t elem, unsigned w)
+{
+    switch (w) {
+    case 1: return elem * 0x0101010101010101ull;
+    case 2: return elem * 0x0001000100010001ull;
+    case 4: return elem * 0x0000000100000001ull;
+    default: return elem;
+    }
+}
+
+static int valid_width(unsigned w)
+{
+    return w == 1 || w == 2 || w == 4 || w == 8;
+}
+
+/* ---- chunk encoder -------------------------------------------------------- */
+
+/* Byte offset of the end of the run starting at byte offset pos (< nb). */
+ALWAYS_INLINE size_t run_end(const uint8_t *p, size_t pos, size_t nb, unsigned w)
+{
+    uint64_t elem = load_n(p + pos, w);
+    uint64_t pattern = broadcast(elem, w);
+    size_t q = pos + w;
+    for (; q + 8 <= nb; q += 8) {
+        uint64_t diff = load64(p + q) ^ pattern;
+        if (diff)
+            return q + (size_t)__builtin_ctzll(diff) / (8 * w) * w;
+    }
+    while (q < nb && load_n(p + q, w) == elem)
+        q += w;
+    return q;
+}
+
+typedef struct run_stats {
+    size_t runs;    /* max_runs + 1 when the scan gave up */
+    size_t max_len; /* longest run, in elements */
+} run_stats;
+
+/*
+ * Write every run's symbol to syms and its length - 1, truncated to a byte,
+ * to lens8; give up as soon as there are more than max_runs runs (the chunk
+ * is then stored, so finishing the scan would be wasted work).
+ */
+ALWAYS_INLINE run_stats scan_runs(const uint8_t *src, size_t nb, unsigned w, size_t max_runs,
+                                  uint8_t *syms, uint8_t *lens8)
+{
+    run_stats st = { 0, 0 };
+    for (size_t pos = 0; pos < nb;) {
+        if (st.runs == max_runs) {
+            st.runs++;
+            return st;
+        }
+        size_t end = run_end(src, pos, nb, w);
+        size_t len = (end - pos) / w;
+        memcpy(syms + st.runs * w, src + pos, w);
+        lens8[st.runs] = (uint8_t)(len - 1);
+        st.max_len = len > st.max_len ? len : st.max_len;
+        st.runs++;
+        pos = end;
+    }
+    return st;
+}
+
+/* Second scan, only for chunks with a run longer than 256 elements. */
+ALWAYS_INLINE void write_wide_lengths(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
+                                      uint8_t *lens)
+{
+    for (size_t pos = 0; pos < nb; lens += lw) {
+        size_t end = run_end(src, pos, nb, w);
+        store_n(lens, (end - pos) / w - 1, lw);
+        pos = end;
+    }
+}
+
+static unsigned len_width_for(size_t max_len)
+{
+    if (max_len - 1 <= UINT8_MAX)
+        return 1;
+    return max_len - 1 <= UINT16_MAX ? 2 : 4;
+}
+
+/*
+ * Encode the rle payload and mode fields of a record; returns the record size,
+ * or 0 when the chunk must be stored (rule 3). nb > 0.
+ *
+ * Symbols go straight to their final place. One-byte lengths go to a parking
+ * area at the offset the symbols could reach before rule 3 makes the chunk
+ * stored (max_runs), so symbols and lengths never collide, and are moved
+ * down behind the symbols at the end: one scan instead of two.
+ */
+ALWAYS_INLINE size_t encode_rle(const uint8_t *src, size_t nb, unsigned w, uint8_t *rec)
+{
+    size_t max_runs = (nb - 1) / (w + 1); /* most runs with runs*(w+1) < nb */
+    uint8_t *syms = rec + RLE_CHUNK_HEADER;
+    uint8_t *parked = syms + max_runs * w;
+    run_stats st = scan_runs(src, nb, w, max_runs, syms, parked);
+    if (st.runs > max_runs)
+        return 0;
+    unsigned lw = len_width_for(st.max_len);
+    if (st.runs * (w + lw) >= nb)
+        return 0;
+    uint8_t *lens = syms + st.runs * w;
+    if (lw == 1)
+        memmove(lens, parked, st.runs);
+    else
+        write_wide_lengths(src, nb, w, lw, lens);
+    rec[0] = RLE_MODE_RLE;
+    rec[1] = (uint8_t)lw;
+    store32(rec + 4, (uint32_t)st.runs);
+    return RLE_CHUNK_HEADER + st.runs * (w + lw);
+}
+
+static size_t encode_rle_any(const uint8_t *src, size_t nb, unsigned w, uint8_t *rec)
+{
+    switch (w) {
+    case 1: return encode_rle(src, nb, 1, rec);
+    case 2: return encode_rle(src, nb, 2, rec);
+    case 4: return encode_rle(src, nb, 4, rec);
+    default: return encode_rle(src, nb, 8, rec);
+    }
+}
+
+size_t rle_chunk_bound(size_t chunk_len)
+{
+    return chunk_len > SIZE_MAX - RLE_CHUNK_HEADER ? SIZE_MAX : RLE_CHUNK_HEADER + chunk_len;
+}
+
+/*
+ * Chunks the frame could not hold (invalid width, a length that is not a
+ * multiple of it, or longer than RLE_MAX_CHUNK_SIZE so run_count might not
+ * fit 32 bits) are stored, which is always a correct record.
+ */
+size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, uint8_t *record)
+{
+    size_t size = 0;
+    if (chunk_len > 0 && chunk_len <= RLE_MAX_CHUNK_SIZE && valid_width(width) &&
+        chunk_len % width == 0)
+        size = encode_rle_any(chunk, chunk_len, width, record);
+    if (size == 0) {
+        record[0] = RLE_MODE_STORED;
+        record[1] = 0;
+        store32(record + 4, 0);
+        if (chunk_len)
+            memcpy(record + RLE_CHUNK_HEADER, chunk, chunk_len);
+        size = RLE_CHUNK_HEADER + chunk_len;
+    }
+    record[2] = 0;
+    record[3] = 0;
+    store32(record + 8, crc32c(chunk, chunk_len));
+    return size;
+}
+
+/* ---- chunk decoder -------------------------------------------------------- */
+
+/* A chunk-level error: "rle: chunk N: <check>". */
+__attribute__((format(printf, 4, 5)))
+static int chunk_fail(gc_error *err, gc_status code, size_t chunk_no, const char *fmt, ...)
+{
+    char what[GC_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (chunk_no == NO_CHUNK)
+        return gc_fail(err, code, "rle: chunk record: %s", what);
+    return gc_fail(err, code, "rle: chunk %zu: %s", chunk_no, what);
+}
+
+ALWAYS_INLINE uint64_t sum_lengths(const uint8_t *lens, size_t runs, unsigned lw)
+{
+    uint64_t sum = runs; /* lengths are stored minus one */
+    for (size_t r = 0; r < runs; r++)
+        sum += load_n(lens + r * lw, lw);
+    return sum;
+}
+
+static uint64_t sum_lengths_any(const uint8_t *lens, size_t runs, unsigned lw)
+{
+    switch (lw) {
+    case 1: return sum_lengths(lens, runs, 1);
+    case 2: return sum_lengths(lens, runs, 2);
+    default: return sum_lengths(lens, runs, 4);
+    }
+}
+
+/* Fill nb bytes (a multiple of w) with the broadcast element. */
+ALWAYS_INLINE void fill_run(uint8_t *out, size_t nb, uint64_t pattern, unsigned w)
+{
+    if (w == 1) {
+        memset(out, (int)(pattern & 0xFF), nb);
+        return;
+    }
+    for (; nb >= 8; out += 8, nb -= 8)
+        store64(out, pattern);
+    memcpy(out, &pattern, nb);
+}
+
+/*
+ * Expand runs whose lengths have been checked to sum to exactly out_len/w.
+ * Short runs (the common case) are written as two unconditional words when
+ * the chunk has room, which is cheaper than an exact-length copy; the excess
+ * is overwritten by the following runs.
+ */
+ALWAYS_INLINE void expand_runs(const uint8_t *syms, const uint8_t *lens, size_t runs,
+                               unsigned w, unsigned lw, uint8_t *out, size_t out_len)
+{
+    uint8_t *end = out + out_len;
+    for (size_t r = 0; r < runs; r++) {
+        uint64_t pattern = broadcast(load_n(syms + r * w, w), w);
+        size_t nb = ((size_t)load_n(lens + r * lw, lw) + 1) * w;
+        if (nb <= 16 && (size_t)(end - out) >= 16) {
+            store64(out, pattern);
+            store64(out + 8, pattern);
+        } else {
+            fill_run(out, nb, pattern, w);
+        }
+        out += nb;
+    }
+}
+
+#define EXPAND_LW(W)                                                              \
+    switch (lw) {                                                                 \
+    case 1: expand_runs(syms, lens, runs, W, 1, out, out_len); return;            \
+    case 2: expand_runs(syms, lens, runs, W, 2, out, out_len); return;            \
+    default: expand_runs(syms, lens, runs, W, 4, out, out_len); return;           \
+    }
+
+/* One specialised loop per (width, len_width) pair. */
+static void expand_runs_any(const uint8_t *syms, const uint8_t *lens, size_t runs, unsigned w,
+                            unsigned lw, uint8_t *out, size_t out_len)
+{
+    switch (w) {
+    case 1: EXPAND_LW(1)
+    case 2: EXPAND_LW(2)
+    case 4: EXPAND_LW(4)
+    default: EXPAND_LW(8)
+    }
+}
+#undef EXPAND_LW
+
+static int decode_stored(const uint8_t *rec, size_t rec_len, uint8_t *out, size_t out_len,
+                         size_t chunk_no, gc_error *err)
+{
+    unsigned lw = rec[1];
+    uint32_t runs = load32(rec + 4);
+    if (lw != 0 || runs != 0)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no,
+                          "stored record has len_width %u and run_count %u (both must be 0)",
+                          lw, (unsigned)runs);
+    if (rec_len != RLE_CHUNK_HEADER + out_len)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no,
+                          "stored record is %zu bytes, expected 12 + chunk length %zu",
+                          rec_len, out_len);
+    if (out_len)
+        memcpy(out, rec + RLE_CHUNK_HEADER, out_len);
+    return GC_OK;
+}
+
+static int decode_rle(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *out,
+                      size_t out_len, size_t chunk_no, gc_error *err)
+{
+    unsigned lw = rec[1];
+    uint32_t runs = load32(rec + 4);
+    if (lw != 1 && lw != 2 && lw != 4)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no, "len_width %u is not 1, 2 or 4", lw);
+    uint64_t expect = RLE_CHUNK_HEADER + (uint64_t)runs * (w + lw);
+    if (rec_len != expect)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no,
+                          "record is %zu bytes, run_count %u needs %llu",
+                          rec_len, (unsigned)runs, (unsigned long long)expect);
+    const uint8_t *syms = rec + RLE_CHUNK_HEADER;
+    const uint8_t *lens = syms + (size_t)runs * w;
+    uint64_t elems = sum_lengths_any(lens, runs, lw);
+    if (elems != out_len / w)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no,
+                          "run lengths sum to %llu elements, chunk holds %zu",
+                          (unsigned long long)elems, out_len / w);
+    expand_runs_any(syms, lens, runs, w, lw, out, out_len);
+    return GC_OK;
+}
+
+/* Validate and decode one record; chunk_no only names the chunk in errors. */
+static int decode_record(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *out,
+                         size_t out_len, size_t chunk_no, gc_error *err)
+{
+    if (!valid_width(w) || out_len % w != 0)
+        return chunk_fail(err, GC_E_INVALID, chunk_no,
+                          "chunk length %zu is not a whole number of %u-byte elements",
+                          out_len, w);
+    if (rec_len < RLE_CHUNK_HEADER)
+        return chunk_fail(err, GC_E_TRUNCATED, chunk_no,
+                          "record is %zu bytes, shorter than its 12-byte header", rec_len);
+    if (rec[2] != 0 || rec[3] != 0)
+        return chunk_fail(err, GC_E_CORRUPT, chunk_no, "reserved bytes are 0x%02x%02x, not 0",
+                          rec[3], rec[2]);
+    int rc;
+    switch (rec[0]) {
+    case RLE_MODE_STORED: rc = decode_stored(rec, rec_len, out, out_len, chunk_no, err); break;
+    case RLE_MODE_RLE: rc = decode_rle(rec, rec_len, w, out, out_len, chunk_no, err); break;
+    default: return chunk_fail(err, GC_E_CORRUPT, chunk_no, "unknown mode %u", rec[0]);
+    }
+    if (rc != GC_OK)
+        return rc;
+    uint32_t stored = load32(rec + 8), computed = crc32c(out, out_len);
+    if (stored != computed)
+        return chunk_fail(err, GC_E_CRC, chunk_no,
+                          "CRC32C mismatch (stored 0x%08x, computed 0x%08x)",
+                          (unsigned)stored, (unsigned)computed);
+    return GC_OK;
+}
+
+int rle_decode_chunk(const uint8_t *record, size_t record_len, unsigned width,
+                     uint8_t *chunk, size_t chunk_len, gc_error *err)
+{
+    return decode_record(record, record_len, width, chunk, chunk_len, NO_CHUNK, err);
+}
+
+/* ---- options and frame header --------------------------------------------- */
+
+int rle_options_resolve(const rle_options *in, rle_options *out, gc_error *err)
+{
+    rle_options o = in ? *in : (rle_options){ 0, 0, 0 };
+    if (o.width == 0)
+        o.width = 1;
+    if (o.chunk_size == 0)
+        o.chunk_size = RLE_DEFAULT_CHUNK_SIZE;
+    if (!valid_width(o.width))
+        return gc_fail(err, GC_E_INVALID, "rle: element width %u is not 1, 2, 4 or 8", o.width);
+    if (o.chunk_size < RLE_MIN_CHUNK_SIZE || o.chunk_size > RLE_MAX_CHUNK_SIZE)
+        return gc_fail(err, GC_E_INVALID, "rle: chunk size %u is outside [%u, %u]",
+                       (unsigned)o.chunk_size, RLE_MIN_CHUNK_SIZE, RLE_MAX_CHUNK_SIZE);
+    if (o.chunk_size % o.width != 0)
+        return gc_fail(err, GC_E_INVALID,
+                       "rle: chunk size %u is not a multiple of the element width %u",
+                       (unsigned)o.chunk_size, o.width);
+    *out = o;
+    return GC_OK;
+}
+
+static uint64_t div_ceil(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* Bytes before the first chunk record. */
+static uint64_t header_size_for(uint64_t chunk_count)
+{
+    return RLE_HEADER_FIXED + 4 * chunk_count + RLE_HEADER_CRC;
+}
+
+size_t rle_compress_bound(size_t src_len, const rle_options *opt)
+{
+    rle_options o;
+    if (rle_options_resolve(opt, &o, NULL) != GC_OK)
+        return 0;
+    uint64_t chunks = div_ceil(src_len - src_len % o.width, o.chunk_size);
+    /* header + index + crc + one record header per chunk + every byte stored */
+    uint64_t fixed = header_size_for(chunks) + RLE_CHUNK_HEADER * chunks;
+    size_t bound;
+    if (fixed > SIZE_MAX || __builtin_add_overflow((size_t)fixed, src_len, &bound))
+        return SIZE_MAX;
+    return bound;
+}
+
+/* Bytes of chunk i of a body of body_len bytes. */
+static size_t chunk_len_at(uint64_t body_len, uint32_t chunk_size, size_t i)
+{
+    uint64_t start = (uint64_t)i * chunk_size;
+    uint64_t left = body_len - start;
+    return (size_t)(left < chunk_size ? left : chunk_size);
+}
+
+static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error *err)
+{
+    if (memcmp(src, RLE_MAGIC, 4) != 0)
+        return gc_fail(err, GC_E_CORRUPT, "rle: frame: bad magic (not an rle frame)");
+    if (src[4] != RLE_VERSION)
+        return gc_fail(err, GC_E_UNSUPPORTED, "rle: frame: version %u, only %u is supported",
+                       src[4], RLE_VERSION);
+    info->width = src[5];
+    info->tail_len = src[6];
+    info->chunk_size = load32(src + 8);
+    info->original_size = load64(src + 12);
+    info->chunk_count = load32(src + 20);
+    if (!valid_width(info->width))
+        return gc_fail(err, GC_E_CORRUPT, "rle: frame: element width %u is not 1, 2, 4 or 8",
+                       info->width);
+    if (info->tail_len != info->original_size % info->width)
+        return gc_fail(err, GC_E_CORRUPT,
+                       "rle: frame: tail_len %u, expected original_size %% width = %u",
+                       info->tail_len, (unsigned)(info->original_size % info->width));
+    if (src[7] != 0)
+        return gc_fail(err, GC_E_CORRUPT, "rle: frame: reserved byte is 0x%02x, not 0", src[7]);
+    if (info->chunk_size < RLE_MIN_CHUNK_SIZE || info->chunk_size > RLE_MAX_CHUNK_SIZE ||
+        info->chunk_size % info->width != 0)
+        return gc_fail(err, GC_E_CORRUPT,
+                       "rle: frame: chunk_size %u is not a multiple of %u in [%u, %u]",
+                       (unsigned)info->chunk_size, info->width, RLE_MIN_CHUNK_SIZE,
+                       RLE_MAX_CHUNK_SIZE);
+    uint64_t expect = div_ceil(info->original_size - info->tail_len, info->chunk_size);
+    if (info->chunk_count != expect)
+        return gc_fail(err, GC_E_CORRUPT,
+                       "rle: frame: chunk_count %u, original_size %llu needs %llu",
+                       (unsigned)info->chunk_count, (unsigned long long)info->original_size,
+                       (unsigned long long)expect);
+    return GC_OK;
+}
+
+/* Every index entry holds at least a record header; together they fill the
+ * rest of the frame exactly. */
+static int check_index(const rle_frame_info *info, size_t records_len, gc_error *err)
+{
+    uint64_t total = 0; /* < 2^32 entries of < 2^32 each: cannot overflow */
+    for (uint32_t i = 0; i < info->chunk_count; i++) {
+        uint32_t size = load32(info->index + 4 * (size_t)i);
+        if (size < RLE_CHUNK_HEADER)
+            return gc_fail(err, GC_E_CORRUPT,
+                           "rle: chunk %u: index entry %u is shorter than a record header",
+                           (unsigned)i, (unsigned)size);
+        total += size;
+    }
+    if (total > records_len)
+        return gc_fail(err, GC_E_TRUNCATED,
+                       "rle: frame: index needs %llu bytes of chunk records, %zu present",
+                       (unsigned long long)total, records_len);
+    if (total < records_len)
+        return gc_fail(err, GC_E_CORRUPT, "rle: frame: %llu trailing bytes after the last chunk",
+                       (unsigned long long)(records_len - total));
+    return GC_OK;
+}
+
+int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc_error *err)
+{
+    gc_error_clear(err);
+    if (src_len < RLE_HEADER_FIXED)
+        return gc_fail(err, GC_E_TRUNCATED, "rle: frame: %zu bytes, shorter than the header",
+                       src_len);
+    int rc = check_fixed_header(src, info, err);
+    if (rc != GC_OK)
+        return rc;
+    uint64_t header_size = header_size_for(info->chunk_count);
+    if (header_size > src_len)
+        return gc_fail(err, GC_E_TRUNCATED,
+                       "rle: frame: header and index need %llu bytes, %zu present",
+                       (unsigned long long)header_size, src_len);
+    info->header_size = (size_t)header_size;
+    info->tail = src + 24;
+    info->index = src + RLE_HEADER_FIXED;
+    uint32_t stored = load32(src + header_size - RLE_HEADER_CRC);
+    uint32_t computed = crc32c(src, header_size - RLE_HEADER_CRC);
+    if (stored != computed)
+        return gc_fail(err, GC_E_CRC,
+                       "rle: frame: header CRC32C mismatch (stored 0x%08x, computed 0x%08x)",
+                       (unsigned)stored, (unsigned)computed);
+    return check_index(info, src_len - info->header_size, err);
+}
+
+/* ---- whole frames --------------------------------------------------------- */
+
+typedef struct encode_job {
+    const uint8_t *src;
+    uint64_t body_len;
+    rle_options opt;
+    uint8_t *records; /* first record; chunk i is encoded at slot i */
+    uint8_t *index;
+} encode_job;
+
+/* Slot i starts where chunk i's record would be if every chunk were stored. */
+static size_t slot_offset(const encode_job *job, size_t i)
+{
+    return i * rle_chunk_bound(job->opt.chunk_size);
+}
+
+static size_t encode_one(const encode_job *job, size_t i, uint8_t *record)
+{
+    size_t len = chunk_len_at(job->body_len, job->opt.chunk_size, i);
+    size_t size = rle_encode_chunk(job->src + i * (size_t)job->opt.chunk_size, len,
+                                   job->opt.width, record);
+    store32(job->index + 4 * i, (uint32_t)size);
+    return size;
+}
+
+static void encode_item(void *ctx, size_t i)
+{
+    const encode_job *job = ctx;
+    encode_one(job, i, job->records + slot_offset(job, i));
+}
+
+/*
+ * Chunks are encoded in parallel, each into its worst-case slot, then slid
+ * down to close the gaps, so the output does not depend on the thread count.
+ * Stored chunks fill their slot exactly, so incompressible data moves nothing.
+ */
+static size_t encode_chunks(encode_job *job, size_t chunk_count)
+{
+    size_t out = 0;
+    if (job->opt.threads == 1 || chunk_count < 2) {
+        for (size_t i = 0; i < chunk_count; i++)
+            out += encode_one(job, i, job->records + out);
+        return out;
+    }
+    gc_parallel_for(chunk_count, job->opt.threads, encode_item, job);
+    for (size_t i = 0; i < chunk_count; i++) {
+        size_t size = load32(job->index + 4 * i), slot = slot_offset(job, i);
+        if (slot != out)
+            memmove(job->records + out, job->records + slot, size);
+        out += size;
+    }
+    return out;
+}
+
+static void write_header(uint8_t *dst, const rle_options *o, const uint8_t *src, size_t src_len,
+                         unsigned tail_len, uint32_t chunk_count)
+{
+    memcpy(dst, RLE_MAGIC, 4);
+    dst[4] = RLE_VERSION;
+    dst[5] = (uint8_t)o->width;
+    dst[6] = (uint8_t)tail_len;
+    dst[7] = 0;
+    store32(dst + 8, o->chunk_size);
+    store64(dst + 12, (uint64_t)src_len);
+    store32(dst + 20, chunk_count);
+    store64(dst + 24, 0);
+    if (tail_len)
+        memcpy(dst + 24, src + src_len - tail_len, tail_len);
+}
+
+int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
+                 uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
+{
+    gc_error_clear(err);
+    rle_options o;
+    int rc = rle_options_resolve(opt, &o, err);
+    if (rc != GC_OK)
+        return rc;
+    unsigned tail_len = (unsigned)(src_len % o.width);
+    uint64_t body_len = src_len - tail_len;
+    uint64_t chunk_count = div_ceil(body_len, o.chunk_size);
+    size_t bound = rle_compress_bound(src_len, &o);
+    if (chunk_count > UINT32_MAX || bound == SIZE_MAX)
+        return gc_fail(err, GC_E_LIMIT, "rle: %zu bytes of input is too large for one frame",
+                       src_len);
+    if (dst_cap < bound)
+        return gc_fail(err, GC_E_LIMIT,
+                       "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu",
+                       dst_cap, bound);
+    write_header(dst, &o, src, src_len, tail_len, (uint32_t)chunk_count);
+    size_t header_size = (size_t)header_size_for(chunk_count);
+    encode_job job = { src, body_len, o, dst + header_size, dst + RLE_HEADER_FIXED };
+    size_t records_len = encode_chunks(&job, (size_t)chunk_count);
+    store32(dst + header_size - RLE_HEADER_CRC, crc32c(dst, header_size - RLE_HEADER_CRC));
+    *dst_len = header_size + records_len;
+    return GC_OK;
+}
+
+typedef struct decode_job {
+    const uint8_t *records;
+    const uint64_t *offsets; /* of each record, from the index */
+    const rle_frame_info *info;
+    uint8_t *dst;
+    pthread_mutex_t lock;
+    atomic_size_t first_bad; /* lowest failing chunk, or SIZE_MAX */
+    gc_error err;            /* its error, under lock */
+} decode_job;
+
+static void decode_item(void *ctx, size_t i)
+{
+    decode_job *job = ctx;
+    /* Chunks past a failed one need no decoding: only the first error is kept. */
+    if (i > atomic_load_explicit(&job->first_bad, memory_order_relaxed))
+        return;
+    const rle_frame_info *info = job->info;
+    uint64_t body_len = info->original_size - info->tail_len;
+    gc_error err;
+    int rc = decode_record(job->records + job->offsets[i], load32(info->index + 4 * i),
+                           info->width, job->dst + i * (size_t)info->chunk_size,
+                           chunk_len_at(body_len, info->chunk_size, i), i, &err);
+    if (rc == GC_OK)
+        return;
+    pthread_mutex_lock(&job->lock);
+    if (i < atomic_load(&job->first_bad)) {
+        atomic_store(&job->first_bad, i);
+        job->err = err;
+    }
+    pthread_mutex_unlock(&job->lock);
+}
+
+/* Decode every chunk (in parallel); on failure report the lowest failing chunk. */
+static int decode_chunks(const uint8_t *src, const rle_frame_info *info, unsigned threads,
+                         uint8_t *dst, gc_error *err)
+{
+    uint64_t *offsets = malloc(((size_t)info->chunk_count + 1) * sizeof *offsets);
+    if (!offsets)
+        return gc_fail(err, GC_E_NOMEM, "rle: no memory for a %u-chunk index",
+                       (unsigned)info->chunk_count);
+    offsets[0] = 0;
+    for (size_t i = 0; i < info->chunk_count; i++)
+        offsets[i + 1] = offsets[i] + load32(info->index + 4 * i);
+    decode_job job = { .records = src + info->header_size, .offsets = offsets,
+                       .info = info, .dst = dst };
+    pthread_mutex_init(&job.lock, NULL);
+    atomic_init(&job.first_bad, SIZE_MAX);
+    gc_parallel_for(info->chunk_count, threads, decode_item, &job);
+    pthread_mutex_destroy(&job.lock);
+    free(offsets);
+    if (atomic_load(&job.first_bad) == SIZE_MAX)
+        return GC_OK;
+    if (err)
+        *err = job.err;
+    return job.err.code;
+}
+
+int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
+                   uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
+{
+    rle_frame_info info;
+    int rc = rle_frame_parse(src, src_len, &info, err);
+    if (rc != GC_OK)
+        return rc;
+    if (info.original_size > dst_cap)
+        return gc_fail(err, GC_E_LIMIT,
+                       "rle: frame decodes to %llu bytes, output buffer holds %zu",
+                       (unsigned long long)info.original_size, dst_cap);
+    rc = decode_chunks(src, &info, threads, dst, err);
+    if (rc != GC_OK)
+        return rc;
+    size_t body_len = (size_t)(info.original_size - info.tail_len);
+    if (info.tail_len)
+        memcpy(dst + body_len, info.tail, info.tail_len);
+    *dst_len = (size_t)info.original_size;
+    return GC_OK;
+}

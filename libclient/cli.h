@@ -1,0 +1,72 @@
+/*
+ * cli.h - the gpucomp program: state shared by its parts.
+ *
+ *   cli.c         main: the order of things, exit status
+ *   cli_args.c    command line, --help, --version
+ *   cli_file.c    one FILE (or stdin): checks, names, read, write, cleanup
+ *   cli_output.c  output through a temporary file, metadata, signals
+ *   cli_daemon.c  the connection to gpucompd, --ping, --stats, -v lines
+ *   cli_names.c   suffixes, codec names, magic bytes, sizes
+ *
+ * Exit status follows gzip: 0 success, 1 error, 2 warning (a file was
+ * skipped); an error anywhere wins over warnings.
+ */
+#ifndef GPUCOMP_CLI_H
+#define GPUCOMP_CLI_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpucomp.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_ERROR 1
+#define CLI_EXIT_WARNING 2
+
+typedef enum cli_mode { CLI_COMPRESS, CLI_DECOMPRESS, CLI_TEST } cli_mode;
+
+typedef struct cli_opts {
+    cli_mode mode;
+    gpucomp_options codec;  /* codec, level, width, chunk size */
+    bool codec_given;       /* -a on the command line */
+    bool to_stdout;         /* -c */
+    bool keep;              /* -k */
+    bool force;             /* -f */
+    int verbosity;          /* -1 quiet (-q), 0 normal, 1 verbose (-v) */
+    bool stats, ping;       /* --stats, --ping */
+    const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
+    char **files;           /* operands; none means stdin */
+    int n_files;
+} cli_opts;
+
+typedef struct cli_session {
+    cli_opts opts;
+    gpucomp_client *client; /* connected on first use */
+    int status;             /* CLI_EXIT_* so far */
+    bool fatal;             /* cannot go on (no daemon): skip remaining files */
+} cli_session;
+
+/* cli_args.c: parse argv into s->opts; returns -1 to go on, else an exit status. */
+int cli_parse_args(cli_session *s, int argc, char **argv);
+
+/* cli_file.c: compress, decompress or test one operand ("-" is stdin). */
+void cli_process(cli_session *s, const char *operand);
+
+/* cli_daemon.c */
+const char *cli_socket_path(const cli_session *s);
+bool cli_connect(cli_session *s);
+int cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
+            const uint8_t *in, size_t in_len, uint8_t **out, size_t *out_len);
+int cli_ping(cli_session *s);
+int cli_stats(cli_session *s);
+void cli_disconnect(cli_session *s);
+
+/* "gpucomp: <message>" on stderr, and the exit status becomes 1. */
+void cli_error(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "gpucomp: <message>" unless -q, and the exit status becomes 2 unless it is 1. */
+void cli_warn(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

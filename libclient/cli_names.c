@@ -1,0 +1,131 @@
+/* cli_names.c - codec names, suffixes, magic bytes, sizes (cli_names.h). */
+#include "cli_names.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Suffixes decompression recognizes, and what each becomes. Longest
+ * first where one ends another: "x.tbz2" must not match ".bz2". */
+static const struct {
+    const char *suffix;
+    const char *replacement;
+    gpucomp_codec codec;
+} suffixes[] = {
+    { ".tbz2", ".tar", GPUCOMP_CODEC_BZIP2 },
+    { ".tbz", ".tar", GPUCOMP_CODEC_BZIP2 },
+    { ".bz2", "", GPUCOMP_CODEC_BZIP2 },
+    { ".rle", "", GPUCOMP_CODEC_RLE },
+};
+
+#define N_SUFFIXES (sizeof suffixes / sizeof suffixes[0])
+
+const char *cli_codec_name(gpucomp_codec codec)
+{
+    return codec == GPUCOMP_CODEC_RLE ? "rle" : codec == GPUCOMP_CODEC_BZIP2 ? "bzip2" : "unknown";
+}
+
+bool cli_parse_codec(const char *s, gpucomp_codec *out)
+{
+    if (strcmp(s, "bzip2") == 0 || strcmp(s, "bz2") == 0)
+        *out = GPUCOMP_CODEC_BZIP2;
+    else if (strcmp(s, "rle") == 0)
+        *out = GPUCOMP_CODEC_RLE;
+    else
+        return false;
+    return true;
+}
+
+const char *cli_codec_suffix(gpucomp_codec codec)
+{
+    return codec == GPUCOMP_CODEC_RLE ? ".rle" : ".bz2";
+}
+
+/* Index into suffixes[] of name's suffix, or -1. */
+static int suffix_index(const char *name)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    size_t len = strlen(base);
+    for (size_t i = 0; i < N_SUFFIXES; i++) {
+        size_t n = strlen(suffixes[i].suffix);
+        if (len > n && strcmp(base + len - n, suffixes[i].suffix) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+const char *cli_known_suffix(const char *name)
+{
+    int i = suffix_index(name);
+    return i < 0 ? NULL : suffixes[i].suffix;
+}
+
+char *cli_compressed_name(const char *name, gpucomp_codec codec)
+{
+    const char *suffix = cli_codec_suffix(codec);
+    size_t n = strlen(name), s = strlen(suffix);
+    char *out = malloc(n + s + 1);
+    if (out) {
+        memcpy(out, name, n);
+        memcpy(out + n, suffix, s + 1);
+    }
+    return out;
+}
+
+char *cli_decompressed_name(const char *name, gpucomp_codec *codec)
+{
+    int i = suffix_index(name);
+    if (i < 0)
+        return NULL;
+    size_t keep = strlen(name) - strlen(suffixes[i].suffix);
+    size_t r = strlen(suffixes[i].replacement);
+    char *out = malloc(keep + r + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, name, keep);
+    memcpy(out + keep, suffixes[i].replacement, r + 1);
+    *codec = suffixes[i].codec;
+    return out;
+}
+
+bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec)
+{
+    if (len >= 4 && memcmp(p, "BZh", 3) == 0 && p[3] >= '1' && p[3] <= '9') {
+        *codec = GPUCOMP_CODEC_BZIP2;
+        return true;
+    }
+    if (len >= 4 && memcmp(p, "GCRL", 4) == 0) {
+        *codec = GPUCOMP_CODEC_RLE;
+        return true;
+    }
+    return false;
+}
+
+static unsigned suffix_shift(const char *s)
+{
+    if (*s == '\0')
+        return 0;
+    if (s[1] != '\0')
+        return 64; /* "1MB", "2kk": not a size */
+    switch (*s) {
+    case 'k': case 'K': return 10;
+    case 'm': case 'M': return 20;
+    case 'g': case 'G': return 30;
+    default: return 64;
+    }
+}
+
+bool cli_parse_size(const char *s, uint64_t max, uint64_t *out)
+{
+    if (*s < '0' || *s > '9') /* strtoull would accept " -1" */
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = suffix_shift(end);
+    if (errno || shift == 64 || v == 0 || v > (max >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}

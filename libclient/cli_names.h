@@ -1,0 +1,53 @@
+/*
+ * cli_names.h - what the gpucomp user types and what file names mean:
+ * codec names, compressed-file suffixes, magic bytes, size arguments.
+ *
+ * Pure string functions: nothing here touches files or the daemon, so the
+ * unit tests (tests/check_client.c) link this file directly.
+ */
+#ifndef GPUCOMP_CLI_NAMES_H
+#define GPUCOMP_CLI_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpucomp.h"
+
+/* "bzip2" or "rle". */
+const char *cli_codec_name(gpucomp_codec codec);
+
+/* Parse an -a argument ("bzip2", "bz2", "rle"); false if unknown. */
+bool cli_parse_codec(const char *s, gpucomp_codec *out);
+
+/* Suffix compression appends: ".bz2" or ".rle". */
+const char *cli_codec_suffix(gpucomp_codec codec);
+
+/*
+ * The compressed-file suffix name ends with (".bz2", ".tbz2", ".tbz",
+ * ".rle"), or NULL. Only a suffix after a non-empty base counts: ".bz2"
+ * alone is a hidden file, not a compressed empty name.
+ */
+const char *cli_known_suffix(const char *name);
+
+/* name + the codec's suffix (malloc'd; NULL when out of memory). */
+char *cli_compressed_name(const char *name, gpucomp_codec codec);
+
+/*
+ * The name decompression writes: the suffix stripped (.tbz2 and .tbz become
+ * .tar). NULL if name has no known suffix (or no memory); otherwise malloc'd,
+ * and *codec is the codec the suffix implies.
+ */
+char *cli_decompressed_name(const char *name, gpucomp_codec *codec);
+
+/* Codec whose magic bytes start p ("BZh1".."BZh9", "GCRL"); false if neither. */
+bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec);
+
+/*
+ * Parse a byte count: decimal digits with an optional binary suffix
+ * k/K (KiB), m/M (MiB) or g/G (GiB). false for anything else, 0, or more
+ * than max.
+ */
+bool cli_parse_size(const char *s, uint64_t max, uint64_t *out);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * client.c - the public API of libgpucomp-client (gpucomp.h): argument
+ * checks, option translation and error bookkeeping. The wire work is in
+ * client_connect.c and client_request.c.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "client_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+/*
+ * The same numbers travel as GPUCOMP_E_* (public), GC_E_* (internal) and
+ * gpucomp.Status (wire), and the code passes them between the three
+ * unconverted: make any drift a compile error.
+ */
+#define SAME_CODE(pub, internal, wire)                                 \
+    _Static_assert((int)(pub) == (int)(internal) && (int)(pub) == (int)(wire), \
+                   #pub " must equal " #internal " and " #wire)
+SAME_CODE(GPUCOMP_OK, GC_OK, GPUCOMP__STATUS__STATUS_OK);
+SAME_CODE(GPUCOMP_E_INVALID, GC_E_INVALID, GPUCOMP__STATUS__STATUS_INVALID);
+SAME_CODE(GPUCOMP_E_CORRUPT, GC_E_CORRUPT, GPUCOMP__STATUS__STATUS_CORRUPT);
+SAME_CODE(GPUCOMP_E_TRUNCATED, GC_E_TRUNCATED, GPUCOMP__STATUS__STATUS_TRUNCATED);
+SAME_CODE(GPUCOMP_E_CRC, GC_E_CRC, GPUCOMP__STATUS__STATUS_CRC);
+SAME_CODE(GPUCOMP_E_LIMIT, GC_E_LIMIT, GPUCOMP__STATUS__STATUS_LIMIT);
+SAME_CODE(GPUCOMP_E_NOMEM, GC_E_NOMEM, GPUCOMP__STATUS__STATUS_NOMEM);
+SAME_CODE(GPUCOMP_E_UNSUPPORTED, GC_E_UNSUPPORTED, GPUCOMP__STATUS__STATUS_UNSUPPORTED);
+SAME_CODE(GPUCOMP_E_PROTOCOL, GC_E_PROTOCOL, GPUCOMP__STATUS__STATUS_PROTOCOL);
+SAME_CODE(GPUCOMP_E_IO, GC_E_IO, GPUCOMP__STATUS__STATUS_IO);
+SAME_CODE(GPUCOMP_E_CONNECT, GC_E_CONNECT, GPUCOMP__STATUS__STATUS_CONNECT);
+SAME_CODE(GPUCOMP_E_BUSY, GC_E_BUSY, GPUCOMP__STATUS__STATUS_BUSY);
+SAME_CODE(GPUCOMP_E_INTERNAL, GC_E_INTERNAL, GPUCOMP__STATUS__STATUS_INTERNAL);
+SAME_CODE(GPUCOMP_E_DEVICE, GC_E_DEVICE, GPUCOMP__STATUS__STATUS_DEVICE);
+SAME_CODE(GPUCOMP_CODEC_RLE, GPUCOMP__CODEC__CODEC_RLE, GPUCOMP__CODEC__CODEC_RLE);
+SAME_CODE(GPUCOMP_CODEC_BZIP2, GPUCOMP__CODEC__CODEC_BZIP2, GPUCOMP__CODEC__CODEC_BZIP2);
+SAME_CODE(GPUCOMP_BACKEND_CPU, GPUCOMP__BACKEND__BACKEND_CPU, GPUCOMP__BACKEND__BACKEND_CPU);
+SAME_CODE(GPUCOMP_BACKEND_GPU, GPUCOMP__BACKEND__BACKEND_GPU, GPUCOMP__BACKEND__BACKEND_GPU);
+
+/* gpucomp_connect has no client to keep its error in. */
+static _Thread_local gc_error connect_err;
+
+void gpucomp_options_init(gpucomp_options *o, gpucomp_codec codec)
+{
+    if (o)
+        *o = (gpucomp_options){ .codec = codec, .level = 9, .element_width = 1,
+                                .chunk_size = 1u << 20, .max_output = 0 };
+}
+
+int gpucomp_connect(const char *socket_path, gpucomp_client **out)
+{
+    if (!out)
+        return gc_fail(&connect_err, GC_E_INVALID, "gpucomp_connect: out is NULL");
+    return client_connect(gc_wire_socket_path(socket_path), out, &connect_err);
+}
+
+const char *gpucomp_connect_error(void)
+{
+    return connect_err.msg;
+}
+
+void gpucomp_close(gpucomp_client *c)
+{
+    if (!c)
+        return;
+    client_disconnect(c);
+    free(c);
+}
+
+/* Options as the wire carries them; INVALID for what it cannot carry. */
+static int to_wire_options(gpucomp_client *c, const gpucomp_options *o, Gpucomp__CodecOptions *w)
+{
+    if (o->codec != GPUCOMP_CODEC_RLE && o->codec != GPUCOMP_CODEC_BZIP2)
+        return gc_fail(&c->err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
+    if (o->level < 0)
+        return gc_fail(&c->err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
+    w->level = (uint32_t)o->level;
+    w->element_width = o->element_width;
+    w->chunk_size = o->chunk_size;
+    return GC_OK;
+}
+
+static gpucomp_backend to_backend(Gpucomp__Backend b)
+{
+    return b == GPUCOMP__BACKEND__BACKEND_CPU || b == GPUCOMP__BACKEND__BACKEND_GPU ? (gpucomp_backend)b
+                                                                                   : GPUCOMP_BACKEND_UNKNOWN;
+}
+
+static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o,
+                     const void *src, size_t src_len, void **dst, size_t *dst_len)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (dst)
+        *dst = NULL;
+    if (dst_len)
+        *dst_len = 0;
+    if (!dst || !dst_len || (!src && src_len))
+        return gc_fail(&c->err, GC_E_INVALID, "NULL buffer argument");
+    gpucomp_options defaults;
+    if (!o) {
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_RLE);
+        o = &defaults;
+    }
+    Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
+    int rc = to_wire_options(c, o, &wire);
+    if (rc != GC_OK)
+        return rc;
+    client_req req = { .op = op, .codec = (Gpucomp__Codec)o->codec, .options = &wire,
+                       .src = src, .src_len = src_len,
+                       .max_output = op == GPUCOMP__OP__OP_DECOMPRESS ? o->max_output : 0 };
+    client_reply rep;
+    rc = client_call(c, &req, &rep);
+    if (rc == GC_OK) {
+        *dst = rep.buf;
+        *dst_len = rep.len;
+        rep.buf = NULL;
+        c->last_backend = to_backend(rep.backend);
+        c->last_engine_ns = rep.engine_ns;
+    }
+    client_reply_free(&rep);
+    return rc;
+}
+
+int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o,
+                     const void *src, size_t src_len, void **dst, size_t *dst_len)
+{
+    return transform(c, GPUCOMP__OP__OP_COMPRESS, o, src, src_len, dst, dst_len);
+}
+
+int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
+                       const void *src, size_t src_len, void **dst, size_t *dst_len)
+{
+    return transform(c, GPUCOMP__OP__OP_DECOMPRESS, o, src, src_len, dst, dst_len);
+}
+
+void gpucomp_free(void *buf)
+{
+    free(buf);
+}
+
+int gpucomp_ping(gpucomp_client *c)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    client_req req = { .op = GPUCOMP__OP__OP_PING };
+    client_reply rep;
+    int rc = client_call(c, &req, &rep);
+    client_reply_free(&rep);
+    return rc;
+}
+
+static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
+{
+    *out = (gpucomp_stats){
+        .uptime_ms = s->uptime_ms, .connections = s->connections,
+        .requests_ok = s->requests_ok, .requests_failed = s->requests_failed,
+        .bytes_in = s->bytes_in, .bytes_out = s->bytes_out,
+        .worker_threads = s->worker_threads, .queue_depth = s->queue_depth,
+        .memory_in_use = s->memory_in_use, .memory_budget = s->memory_budget,
+        .cpu_requests = s->cpu_requests, .gpu_requests = s->gpu_requests,
+        .gpu_devices = (uint32_t)s->n_devices,
+    };
+    snprintf(out->backend, sizeof out->backend, "%s", s->backend ? s->backend : "");
+}
+
+int gpucomp_stats_get(gpucomp_client *c, gpucomp_stats *out)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (!out)
+        return gc_fail(&c->err, GC_E_INVALID, "NULL stats argument");
+    client_req req = { .op = GPUCOMP__OP__OP_STATS };
+    client_reply rep;
+    int rc = client_call(c, &req, &rep);
+    if (rc == GC_OK && !rep.head->response->stats)
+        rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered STATS without statistics");
+    if (rc == GC_OK)
+        copy_stats(rep.head->response->stats, out);
+    client_reply_free(&rep);
+    return rc;
+}
+
+gpucomp_backend gpucomp_last_backend(const gpucomp_client *c)
+{
+    return c ? c->last_backend : GPUCOMP_BACKEND_UNKNOWN;
+}
+
+const char *gpucomp_last_error(const gpucomp_client *c)
+{
+    return c ? c->err.msg : "";
+}
+
+const char *gpucomp_strerror(int code)
+{
+    return gc_status_str(code);
+}
+
+const char *gpucomp_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+const char *gpucomp_server_version(const gpucomp_client *c)
+{
+    return c ? c->server_version : "";
+}
+
+uint64_t gpucomp_max_request_size(const gpucomp_client *c)
+{
+    return c ? c->max_request : 0;
+}
+
+uint64_t gpucomp_last_engine_ns(const gpucomp_client *c)
+{
+    return c ? c->last_engine_ns : 0;
+}

@@ -1,0 +1,160 @@
+/* client_connect.c - open the daemon's socket and check its Welcome. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "client_internal.h"
+#include "client_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+/*
+ * A connect() interrupted by a signal goes on in the background; retrying
+ * it would fail with EALREADY, so wait for the outcome instead.
+ */
+static int finish_interrupted_connect(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+    while (poll(&p, 1, -1) < 0)
+        if (errno != EINTR)
+            return errno;
+    int e = 0;
+    socklen_t len = sizeof e;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+        return errno;
+    return e;
+}
+
+static int open_socket(const char *path, int *fd_out, gc_error *err)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path)
+        return gc_fail(err, GC_E_INVALID, "socket path is longer than %zu bytes: %s",
+                       sizeof sa.sun_path - 1, path);
+    memcpy(sa.sun_path, path, n + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return gc_fail(err, GC_E_CONNECT, "cannot create a socket: %s", strerror(errno));
+    int e = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : errno;
+    if (e == EINTR)
+        e = finish_interrupted_connect(fd);
+    if (e) {
+        close(fd);
+        return gc_fail(err, GC_E_CONNECT, "cannot connect to gpucompd at %s: %s", path, strerror(e));
+    }
+    *fd_out = fd;
+    return GC_OK;
+}
+
+static int send_hello(int fd, gc_error *err)
+{
+    Gpucomp__Hello h = GPUCOMP__HELLO__INIT;
+    h.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+    h.client_name = (char *)"libgpucomp-client/" PACKAGE_VERSION;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_HELLO;
+    f.hello = &h;
+    return client_io_send_frame(fd, &f, GC_WIRE_MIN_MAX_FRAME, false, err);
+}
+
+/* A daemon may refuse with a Welcome carrying an error or, before it has parsed Hello, a connection-level error. */
+static int check_refusal(const Gpucomp__Frame *f, gc_error *err)
+{
+    Gpucomp__Status s = GPUCOMP__STATUS__STATUS_OK;
+    const char *msg = "";
+    if (f->body_case == GPUCOMP__FRAME__BODY_WELCOME) {
+        s = f->welcome->status;
+        msg = f->welcome->message;
+    } else if (f->body_case == GPUCOMP__FRAME__BODY_RESPONSE && f->response->id == 0) {
+        s = f->response->status;
+        msg = f->response->message;
+    }
+    if (s == GPUCOMP__STATUS__STATUS_OK)
+        return GC_OK;
+    return gc_fail(err, client_wire_status(s), "gpucompd refused the connection: %s",
+                   msg && *msg ? msg : gc_status_str(s));
+}
+
+static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *err)
+{
+    int rc = check_refusal(f, err);
+    if (rc != GC_OK)
+        return rc;
+    if (f->body_case != GPUCOMP__FRAME__BODY_WELCOME)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered Hello with a %s frame instead of Welcome",
+                       client_frame_kind(f));
+    const Gpucomp__Welcome *w = f->welcome;
+    if (w->protocol_version != GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT)
+        return gc_fail(err, GC_E_UNSUPPORTED, "gpucompd speaks protocol version %u, this client speaks version %d",
+                       w->protocol_version, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+    if (w->max_frame_size < GC_WIRE_MIN_MAX_FRAME)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd announced a max_frame_size of %u bytes, below the minimum of %u",
+                       w->max_frame_size, GC_WIRE_MIN_MAX_FRAME);
+    c->max_frame = w->max_frame_size;
+    c->max_request = w->max_request_size;
+    snprintf(c->server_version, sizeof c->server_version, "%s", w->server_version ? w->server_version : "");
+    return GC_OK;
+}
+
+/*
+ * The Welcome is read even if sending Hello failed: a daemon that refuses
+ * (busy, shutting down) may answer and close before reading Hello, and its
+ * reason beats "connection reset".
+ */
+static int handshake(gpucomp_client *c, gc_error *err)
+{
+    gc_error send_err;
+    gc_error_clear(&send_err);
+    int send_rc = send_hello(c->fd, &send_err);
+    Gpucomp__Frame *f;
+    int rc = client_io_recv_frame(c->fd, GC_WIRE_MIN_MAX_FRAME, &f, err);
+    if (rc != GC_OK && send_rc != GC_OK) {
+        *err = send_err;
+        return send_rc;
+    }
+    if (rc == GC_OK)
+        rc = check_welcome(c, f, err);
+    gc_wire_free(f);
+    return rc;
+}
+
+int client_connect(const char *path, gpucomp_client **out, gc_error *err)
+{
+    *out = NULL;
+    gpucomp_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
+    c->next_id = 1;
+    int rc = open_socket(path, &c->fd, err);
+    if (rc != GC_OK) {
+        free(c);
+        return rc;
+    }
+    rc = handshake(c, err);
+    if (rc != GC_OK) {
+        close(c->fd);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return GC_OK;
+}
+
+void client_disconnect(gpucomp_client *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}

@@ -1,0 +1,86 @@
+/*
+ * client_internal.h - the client handle and the helpers behind gpucomp.h.
+ *
+ * client.c is the public API; client_connect.c opens the socket and does
+ * the Hello/Welcome handshake; client_request.c sends a request in frames
+ * and reassembles its response. None of these names is exported from the
+ * shared library (libclient.am exports ^gpucomp_ only).
+ */
+#ifndef GPUCOMP_CLIENT_INTERNAL_H
+#define GPUCOMP_CLIENT_INTERNAL_H
+
+#include <stdint.h>
+
+#include "gpucomp.h"
+#include "wire.h"
+
+struct gpucomp_client {
+    int fd;                       /* -1 once the connection is unusable */
+    uint64_t next_id;             /* request ids: per-client counter, never 0 */
+    uint32_t max_frame;           /* from Welcome: largest frame body either way */
+    uint64_t max_request;         /* from Welcome: largest request input; 0 = none declared */
+    char server_version[64];      /* from Welcome */
+    gpucomp_backend last_backend; /* engine of the last successful request */
+    uint64_t last_engine_ns;
+    gc_error err;                 /* last failure on this client */
+};
+
+/* What to send: one request, already validated by the API layer. */
+typedef struct client_req {
+    Gpucomp__Op op;
+    Gpucomp__Codec codec;
+    Gpucomp__CodecOptions *options; /* NULL for PING/STATS */
+    const uint8_t *src;
+    size_t src_len;
+    uint64_t max_output;            /* 0 = no client-side limit */
+} client_req;
+
+/* What came back. buf (len bytes, never NULL on success) goes to the user. */
+typedef struct client_reply {
+    uint8_t *buf;
+    size_t len;
+    Gpucomp__Backend backend;
+    uint64_t engine_ns;
+    Gpucomp__Frame *head;           /* first response frame (stats live here); gc_wire_free it */
+} client_reply;
+
+/*
+ * A Status from the daemon as a GPUCOMP_E_* code. Codes this client does
+ * not know (a newer daemon) become GPUCOMP_E_PROTOCOL so that callers only
+ * ever see the documented values; the daemon's message is kept.
+ */
+static inline int client_wire_status(Gpucomp__Status s)
+{
+    return s > GPUCOMP__STATUS__STATUS_OK && s <= GPUCOMP__STATUS__STATUS_DEVICE ? (int)s : GPUCOMP_E_PROTOCOL;
+}
+
+/* Name of a frame's body, for "expected X, got Y" messages. */
+static inline const char *client_frame_kind(const Gpucomp__Frame *f)
+{
+    switch (f->body_case) {
+    case GPUCOMP__FRAME__BODY_HELLO: return "Hello";
+    case GPUCOMP__FRAME__BODY_WELCOME: return "Welcome";
+    case GPUCOMP__FRAME__BODY_REQUEST: return "Request";
+    case GPUCOMP__FRAME__BODY_RESPONSE: return "Response";
+    default: return "empty";
+    }
+}
+
+/* Connect to path and shake hands; on failure *out is NULL and err says why. */
+int client_connect(const char *path, gpucomp_client **out, gc_error *err);
+
+/*
+ * Run one request: send it in frames no larger than the daemon allows,
+ * read and validate the whole response. On failure the reply is empty,
+ * c->err has the message, and the connection is closed if it can no longer
+ * be trusted to be at a frame boundary.
+ */
+int client_call(gpucomp_client *c, const client_req *req, client_reply *rep);
+
+/* Free what a reply holds and zero it (safe on a zeroed reply). */
+void client_reply_free(client_reply *rep);
+
+/* Close the socket: every later call on c fails with GPUCOMP_E_IO. */
+void client_disconnect(gpucomp_client *c);
+
+#endif

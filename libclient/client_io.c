@@ -1,0 +1,139 @@
+/* client_io.c - blocking frame I/O on the client's socket (client_io.h). */
+#include "client_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* True if the daemon has sent something (or closed) that we have not read. */
+static bool input_pending(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP));
+}
+
+/*
+ * Block until fd can take more bytes, or until the daemon speaks when
+ * stop_on_input is set. POLLERR/POLLHUP count as writable: the next send()
+ * then reports the actual error.
+ */
+static int wait_writable(int fd, bool stop_on_input, gc_error *err)
+{
+    struct pollfd p = { .fd = fd, .events = POLLOUT | (stop_on_input ? POLLIN : 0) };
+    while (poll(&p, 1, -1) < 0)
+        if (errno != EINTR)
+            return gc_fail(err, GC_E_IO, "waiting on the gpucompd socket: %s", strerror(errno));
+    if (stop_on_input && (p.revents & POLLIN))
+        return CLIENT_IO_INPUT_PENDING;
+    return GC_OK;
+}
+
+static int write_failed(int e, gc_error *err)
+{
+    if (e == EPIPE || e == ECONNRESET)
+        return gc_fail(err, GC_E_IO, "gpucompd closed the connection while a request was being sent");
+    return gc_fail(err, GC_E_IO, "write to gpucompd failed: %s", strerror(e));
+}
+
+/*
+ * Non-blocking sends with poll() in between, rather than one blocking
+ * send(): a blocking send of a large frame would hang forever if the daemon
+ * stops reading to refuse the request. MSG_NOSIGNAL turns a vanished daemon
+ * into EPIPE instead of SIGPIPE.
+ */
+static int write_all(int fd, const uint8_t *buf, size_t len, bool stop_on_input, gc_error *err)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_writable(fd, stop_on_input, err);
+            if (rc != GC_OK)
+                return rc;
+        } else if (n < 0 && errno != EINTR) {
+            return write_failed(errno, err);
+        }
+    }
+    return GC_OK;
+}
+
+int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                         bool stop_on_input, gc_error *err)
+{
+    size_t size = gc_wire_packed_size(f);
+    if (size - GC_WIRE_HEADER_SIZE > max_body)
+        return gc_fail(err, GC_E_INTERNAL, "client built a %zu-byte frame, over the daemon's limit of %u",
+                       size, max_body);
+    if (stop_on_input && input_pending(fd))
+        return CLIENT_IO_INPUT_PENDING;
+    uint8_t *buf = malloc(size);
+    if (!buf)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate a %zu-byte frame", size);
+    gc_wire_pack(f, buf);
+    int rc = write_all(fd, buf, size, stop_on_input, err);
+    free(buf);
+    return rc;
+}
+
+/* read_full's "the daemon closed the connection": the caller knows where. */
+#define READ_EOF (-2)
+
+/* Read exactly len bytes; *got says how many arrived when it fails. */
+static int read_full(int fd, uint8_t *buf, size_t len, size_t *got, gc_error *err)
+{
+    *got = 0;
+    while (*got < len) {
+        ssize_t n = recv(fd, buf + *got, len - *got, 0);
+        if (n > 0)
+            *got += (size_t)n;
+        else if (n == 0)
+            return READ_EOF;
+        else if (errno != EINTR)
+            return gc_fail(err, GC_E_IO, "read from gpucompd failed: %s", strerror(errno));
+    }
+    return GC_OK;
+}
+
+static int read_header(int fd, uint32_t *body_len, gc_error *err)
+{
+    uint8_t header[GC_WIRE_HEADER_SIZE];
+    size_t got;
+    int rc = read_full(fd, header, sizeof header, &got, err);
+    if (rc == READ_EOF && got == 0)
+        return gc_fail(err, GC_E_IO, "gpucompd closed the connection");
+    if (rc == READ_EOF)
+        return gc_fail(err, GC_E_IO, "gpucompd closed the connection inside a frame header");
+    if (rc != GC_OK)
+        return rc;
+    *body_len = gc_wire_body_len(header);
+    return GC_OK;
+}
+
+int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_error *err)
+{
+    uint32_t len;
+    *out = NULL;
+    int rc = read_header(fd, &len, err);
+    if (rc != GC_OK)
+        return rc;
+    /* Checked before malloc: the header is the daemon's claim, not a fact. */
+    if (len > max_body)
+        return gc_fail(err, GC_E_LIMIT, "gpucompd sent a %u-byte frame, over the limit of %u", len, max_body);
+    uint8_t *body = malloc(len ? len : 1);
+    if (!body)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate %u bytes for a frame", len);
+    size_t got;
+    rc = read_full(fd, body, len, &got, err);
+    if (rc == READ_EOF)
+        rc = gc_fail(err, GC_E_IO, "gpucompd closed the connection inside a frame (%zu of %u bytes)", got, len);
+    if (rc == GC_OK) {
+        *out = gc_wire_unpack(body, len, err);
+        rc = *out ? GC_OK : GC_E_PROTOCOL;
+    }
+    free(body);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * client_io.h - blocking whole-frame I/O on the client's socket.
+ *
+ * The client library is synchronous: it writes a request's frames, then
+ * reads the response's frames. These helpers hide the socket details that
+ * every caller would otherwise get wrong: EINTR, short writes, SIGPIPE (a
+ * daemon that dies must never kill the user's program) and length headers
+ * that claim more than the receiver is willing to allocate.
+ */
+#ifndef GPUCOMP_CLIENT_IO_H
+#define GPUCOMP_CLIENT_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+/*
+ * Returned by client_io_send_frame (never a gc_status value) when
+ * stop_on_input is set and the daemon has something to say before the frame
+ * is fully written. While a request is being sent the daemon only speaks to
+ * refuse it, so the caller stops sending and reads that answer instead of
+ * blocking on a daemon that may no longer read.
+ */
+#define CLIENT_IO_INPUT_PENDING (-1)
+
+/*
+ * Serialize f and write it as one frame. Fails with GC_E_INTERNAL if the
+ * body would exceed max_body (a bug in the caller's chunking), GC_E_NOMEM
+ * or GC_E_IO; see CLIENT_IO_INPUT_PENDING for stop_on_input.
+ */
+int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                         bool stop_on_input, gc_error *err);
+
+/*
+ * Read one frame. A header announcing more than max_body bytes is rejected
+ * (GC_E_LIMIT) before anything is allocated. GC_E_IO when the daemon closes
+ * the connection or the read fails, GC_E_PROTOCOL for bytes that do not
+ * parse. On success *out is freed by the caller with gc_wire_free.
+ */
+int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_error *err);
+
+#endif

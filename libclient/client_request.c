@@ -1,0 +1,256 @@
+/*
+ * client_request.c - one request on the wire: chunked send, validated
+ * reassembly of the response (docs/PROTOCOL.md, "Requests" and "Responses").
+ *
+ * The client has at most one request in flight, so any frame that is not
+ * the next piece of that request's response is a protocol violation. After
+ * one, the socket may sit in the middle of a frame or a response: the
+ * connection is closed rather than guessed at. Only a complete error
+ * response from the daemon leaves the connection usable.
+ */
+#include "client_internal.h"
+#include "client_io.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t take_id(gpucomp_client *c)
+{
+    uint64_t id = c->next_id++;
+    if (c->next_id == 0) /* 0 names the connection itself */
+        c->next_id = 1;
+    return id;
+}
+
+/* The piece [off, off+n) of req as a frame; the first also carries the header fields. */
+static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id, size_t off, size_t n)
+{
+    r->id = id;
+    /* protobuf-c's payload is not const; packing only reads it. */
+    r->payload.data = n ? (uint8_t *)(uintptr_t)(req->src + off) : NULL;
+    r->payload.len = n;
+    r->last = off + n == req->src_len;
+    if (off == 0) {
+        r->op = req->op;
+        r->codec = req->codec;
+        r->options = req->options;
+        r->total_size = req->src_len;
+        r->max_output = req->max_output;
+    }
+}
+
+static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
+{
+    size_t piece = gc_wire_max_payload(c->max_frame); /* > 0: max_frame >= GC_WIRE_MIN_MAX_FRAME */
+    size_t off = 0;
+    int rc;
+    do {
+        size_t n = req->src_len - off < piece ? req->src_len - off : piece;
+        Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+        fill_request(&r, req, id, off, n);
+        Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+        f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+        f.request = &r;
+        rc = client_io_send_frame(c->fd, &f, c->max_frame, true, &c->err);
+        off += n;
+    } while (rc == GC_OK && off < req->src_len);
+    return rc;
+}
+
+/* A Response with id 0: the daemon rejects the connection itself. */
+static int connection_error(const Gpucomp__Response *r, gc_error *err)
+{
+    int code = r->status == GPUCOMP__STATUS__STATUS_OK ? GC_E_PROTOCOL : client_wire_status(r->status);
+    return gc_fail(err, code, "gpucompd closed the connection: %s",
+                   r->message && *r->message ? r->message : gc_status_str(code));
+}
+
+/* Read the next frame, which must belong to the response to id. */
+static int recv_frame_for(gpucomp_client *c, uint64_t id, Gpucomp__Frame **out)
+{
+    int rc = client_io_recv_frame(c->fd, c->max_frame, out, &c->err);
+    if (rc != GC_OK)
+        return rc;
+    const Gpucomp__Frame *f = *out;
+    if (f->body_case != GPUCOMP__FRAME__BODY_RESPONSE)
+        rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd sent a %s frame where a Response was expected",
+                     client_frame_kind(f));
+    else if (f->response->id == 0)
+        rc = connection_error(f->response, &c->err);
+    else if (f->response->id != id)
+        rc = gc_fail(&c->err, GC_E_PROTOCOL,
+                     "gpucompd answered request id %llu, but the only request in flight is %llu",
+                     (unsigned long long)f->response->id, (unsigned long long)id);
+    if (rc != GC_OK) {
+        gc_wire_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/*
+ * The daemon spoke or hung up before the whole request was sent: it is
+ * refusing the request (too large, busy, malformed). Its reason beats our
+ * "broken pipe". The connection is half a request in, so it is closed.
+ */
+static int early_answer(gpucomp_client *c, uint64_t id, int send_rc)
+{
+    if (send_rc != CLIENT_IO_INPUT_PENDING && send_rc != GC_E_IO) {
+        client_disconnect(c);
+        return send_rc;
+    }
+    gc_error send_err = c->err;
+    Gpucomp__Frame *f;
+    int rc = recv_frame_for(c, id, &f);
+    if (rc == GC_OK && f->response->status != GPUCOMP__STATUS__STATUS_OK)
+        rc = gc_fail(&c->err, client_wire_status(f->response->status), "%s",
+                     *f->response->message ? f->response->message : gc_status_str(f->response->status));
+    else if (rc == GC_OK)
+        rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered request %llu before it was completely sent",
+                     (unsigned long long)id);
+    else if (rc == GC_E_IO && send_rc == GC_E_IO)
+        c->err = send_err; /* nothing better to say than the write error */
+    gc_wire_free(f);
+    client_disconnect(c);
+    return rc;
+}
+
+/* An error response: complete (last) means the connection is still at a boundary. */
+static int daemon_error(gpucomp_client *c, const Gpucomp__Response *r, bool *clean)
+{
+    *clean = r->last;
+    return gc_fail(&c->err, client_wire_status(r->status), "%s",
+                   r->message && *r->message ? r->message : gc_status_str(r->status));
+}
+
+/* Output buffer being reassembled: grows with what actually arrives, never past total. */
+typedef struct assembly {
+    uint64_t total;
+    size_t cap;
+} assembly;
+
+static int start_output(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r,
+                        assembly *a, client_reply *rep)
+{
+    if (req->max_output && r->total_size > req->max_output)
+        return gc_fail(&c->err, GC_E_LIMIT, "gpucompd announced %llu bytes of output, over the limit of %llu",
+                       (unsigned long long)r->total_size, (unsigned long long)req->max_output);
+    if (r->total_size >= SIZE_MAX)
+        return gc_fail(&c->err, GC_E_NOMEM, "gpucompd announced %llu bytes of output, more than this process can hold",
+                       (unsigned long long)r->total_size);
+    a->total = r->total_size;
+    /*
+     * Start with one frame's worth, not total: a daemon that announces a
+     * huge total and sends little must not make us allocate it.
+     */
+    a->cap = a->total < c->max_frame ? (size_t)a->total : c->max_frame;
+    rep->buf = malloc(a->cap ? a->cap : 1);
+    if (!rep->buf)
+        return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate %zu bytes for the response", a->cap);
+    return GC_OK;
+}
+
+static int append_payload(gpucomp_client *c, const Gpucomp__Response *r, assembly *a, client_reply *rep)
+{
+    size_t n = r->payload.len;
+    if (n > a->total - rep->len)
+        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd sent more than the %llu bytes of output it announced",
+                       (unsigned long long)a->total);
+    if (rep->len + n > a->cap) {
+        size_t cap = a->cap * 2 < a->total ? a->cap * 2 : (size_t)a->total;
+        cap = cap < rep->len + n ? rep->len + n : cap;
+        uint8_t *p = realloc(rep->buf, cap);
+        if (!p)
+            return gc_fail(&c->err, GC_E_NOMEM, "cannot grow the response buffer to %zu bytes", cap);
+        rep->buf = p;
+        a->cap = cap;
+    }
+    if (n)
+        memcpy(rep->buf + rep->len, r->payload.data, n);
+    rep->len += n;
+    return GC_OK;
+}
+
+/* A read failing mid-response: say how far it got. */
+static int truncated_response(gpucomp_client *c, int rc, const assembly *a, const client_reply *rep)
+{
+    gc_error cause = c->err;
+    return gc_fail(&c->err, rc, "%s, after %zu of %llu response bytes", cause.msg, rep->len,
+                   (unsigned long long)a->total);
+}
+
+/* Frames after the first, until last. */
+static int recv_rest(gpucomp_client *c, uint64_t id, assembly *a, client_reply *rep, bool *clean)
+{
+    for (;;) {
+        Gpucomp__Frame *f;
+        int rc = recv_frame_for(c, id, &f);
+        if (rc == GC_E_IO)
+            return truncated_response(c, rc, a, rep);
+        if (rc != GC_OK)
+            return rc;
+        const Gpucomp__Response *r = f->response;
+        bool last = r->last;
+        if (r->status != GPUCOMP__STATUS__STATUS_OK)
+            rc = daemon_error(c, r, clean);
+        else
+            rc = append_payload(c, r, a, rep);
+        gc_wire_free(f);
+        if (rc != GC_OK || last)
+            return rc;
+    }
+}
+
+static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, client_reply *rep, bool *clean)
+{
+    int rc = recv_frame_for(c, id, &rep->head);
+    if (rc != GC_OK)
+        return rc;
+    const Gpucomp__Response *r = rep->head->response;
+    if (r->status != GPUCOMP__STATUS__STATUS_OK)
+        return daemon_error(c, r, clean);
+    rep->backend = r->backend;
+    rep->engine_ns = r->engine_ns;
+    assembly a;
+    rc = start_output(c, req, r, &a, rep);
+    if (rc == GC_OK)
+        rc = append_payload(c, r, &a, rep);
+    if (rc == GC_OK && !r->last)
+        rc = recv_rest(c, id, &a, rep, clean);
+    if (rc == GC_OK && rep->len != a.total)
+        rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd ended the response after %zu of the %llu bytes it announced",
+                     rep->len, (unsigned long long)a.total);
+    return rc;
+}
+
+int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    gc_error_clear(&c->err);
+    if (c->fd < 0)
+        return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
+    if (c->max_request && req->src_len > c->max_request)
+        return gc_fail(&c->err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
+                       req->src_len, (unsigned long long)c->max_request);
+    uint64_t id = take_id(c);
+    int rc = send_request(c, req, id);
+    if (rc != GC_OK)
+        return early_answer(c, id, rc);
+    bool clean = false;
+    rc = recv_response(c, req, id, rep, &clean);
+    if (rc != GC_OK) {
+        client_reply_free(rep);
+        if (!clean)
+            client_disconnect(c);
+    }
+    return rc;
+}
+
+void client_reply_free(client_reply *rep)
+{
+    free(rep->buf);
+    gc_wire_free(rep->head);
+    memset(rep, 0, sizeof *rep);
+}
