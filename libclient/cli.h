@@ -54,13 +54,28 @@ int cli_parse_args(cli_session *s, int argc, char **argv);
 /* cli_file.c: compress, decompress or test one operand ("-" is stdin). */
 void cli_process(cli_session *s, const char *operand);
 
-/* cli_daemon.c */
-const char *cli_socket_path(const cli_session *s);
+/* cli_daemon.c: everything that talks to gpucompd. */
+typedef struct cli_result {
+    uint8_t *data;          /* gpucomp_free() it */
+    size_t len;
+    double seconds;         /* wall time of the request */
+    gpucomp_backend backend;
+} cli_result;
+
+/* Connect unless connected; on failure says why, sets s->fatal, false. */
 bool cli_connect(cli_session *s);
-int cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
-            const uint8_t *in, size_t in_len, uint8_t **out, size_t *out_len);
+
+/* One request for the file called name; errors are reported (naming it). */
+bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
+             const uint8_t *in, size_t in_len, cli_result *r);
+
+/* The -v line for a file that went through cli_run. */
+void cli_report(const cli_session *s, const char *name, size_t in_len, const cli_result *r);
+
+/* --ping and --stats; return an exit status. */
 int cli_ping(cli_session *s);
 int cli_stats(cli_session *s);
+
 void cli_disconnect(cli_session *s);
 
 /* "gpucomp: <message>" on stderr, and the exit status becomes 1. */
