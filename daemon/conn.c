@@ -1,12 +1,16 @@
 /* conn.c - one client connection (see conn.h). */
 #include "conn.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
 #include "budget.h"
+#include "fd_payload.h"
+#include "fdpass.h"
 #include "log.h"
 #include "response.h"
 #include "stats.h"
@@ -16,6 +20,8 @@
 #define MAX_ASSEMBLING 64
 /* Stop reading from a client whose unread responses exceed this. */
 #define OUTPUT_HIGH_WATER (64u << 20)
+/* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
+#define READ_CHUNK (1u << 20)
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -71,7 +77,20 @@ static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_f
     r->refused = true;
 }
 
-static int admit(gcd_conn *c, gcd_request *r, gc_error *err)
+/* Give the request the two descriptors that came with its frame. */
+static int attach_fds(gcd_conn *c, gcd_request *r, gc_error *err)
+{
+    if (c->n_fds < 2)
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "request %llu: payload_in_fd set but %u descriptor(s) arrived, 2 needed",
+                       (unsigned long long)r->id, c->n_fds);
+    int in_fd = c->fds[0], out_fd = c->fds[1];
+    c->n_fds -= 2;
+    memmove(c->fds, c->fds + 2, c->n_fds * sizeof c->fds[0]);
+    return gcd_fd_payload_attach(r, in_fd, out_fd, err);
+}
+
+static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
 {
     const gcd_config *cfg = &c->server->cfg;
     int rc = gcd_engine_check(r, err);
@@ -87,6 +106,8 @@ static int admit(gcd_conn *c, gcd_request *r, gc_error *err)
                        MAX_ASSEMBLING);
     if (r->max_output == 0 || r->max_output > cfg->max_output)
         r->max_output = cfg->max_output;
+    if (payload_in_fd)
+        return attach_fds(c, r, err);
     r->input = malloc(r->total_size ? r->total_size : 1);
     if (!r->input)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
@@ -115,7 +136,13 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
     c->assembling = r;
     c->n_assembling++;
     gc_error err = { 0 };
-    if (admit(c, r, &err) != GC_OK) {
+    if (m->payload_in_fd && (!m->last || m->payload.len)) {
+        gc_fail(&err, GC_E_PROTOCOL, "request %llu: a payload_in_fd request is one frame without payload",
+                (unsigned long long)m->id);
+        refuse(c, r, &err, !m->last);
+        return NULL;
+    }
+    if (admit(c, r, m->payload_in_fd, &err) != GC_OK) {
         refuse(c, r, &err, !m->last);
         return NULL;
     }
@@ -167,11 +194,11 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 
 /* ---- frames in -------------------------------------------------------- */
 
-/* Stop reading; the connection closes once its output is flushed (on_read/on_write). */
+/* Stop reading; the connection closes once its output is flushed (process_input/on_write). */
 static void close_after_flush(gcd_conn *c)
 {
     c->state = GCD_CONN_CLOSING;
-    bufferevent_disable(c->bev, EV_READ);
+    event_del(c->read_event);
 }
 
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
@@ -234,17 +261,45 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
     return true;
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+static void process_input(gcd_conn *c)
 {
-    gcd_conn *c = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    while (c->state <= GCD_CONN_SERVING && read_one_frame(c, in))
+    while (c->state <= GCD_CONN_SERVING && read_one_frame(c, c->in))
         ;
     if (c->state == GCD_CONN_CLOSING &&
-        evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         gcd_conn_close(c);
     else
         gcd_conn_update_reading(c);
+}
+
+/* Read what the socket has, with any descriptors attached, then parse frames. */
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    gcd_conn *c = arg;
+    struct evbuffer_iovec vec;
+    if (evbuffer_reserve_space(c->in, READ_CHUNK, &vec, 1) != 1) {
+        gcd_log(LOG_ERR, "out of memory reading a connection: closing it");
+        gcd_conn_close(c);
+        return;
+    }
+    bool overflow = false;
+    ssize_t n = gc_fdpass_recv(fd, vec.iov_base, vec.iov_len, c->fds, &c->n_fds,
+                               GCD_CONN_MAX_FDS, &overflow);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        if (n < 0)
+            gcd_log(LOG_DEBUG, "connection read error: %s", strerror(errno));
+        gcd_conn_close(c);
+        return;
+    }
+    vec.iov_len = (size_t)n;
+    evbuffer_commit_space(c->in, &vec, 1);
+    if (overflow) {
+        gcd_send_error(c, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
+        close_after_flush(c);
+    }
+    process_input(c);
 }
 
 /* ---- output and lifetime ------------------------------------------------ */
@@ -258,8 +313,7 @@ static void on_write(struct bufferevent *bev, void *arg)
     }
     if (c->paused_for_output) {
         c->paused_for_output = false;
-        gcd_conn_update_reading(c);
-        on_read(bev, c); /* frames may be waiting in the input buffer */
+        process_input(c); /* frames may be waiting in the input buffer */
     }
 }
 
@@ -281,38 +335,48 @@ void gcd_conn_update_reading(gcd_conn *c)
         c->paused_for_output = true;
     bool read = !c->server->reading_paused && !c->paused_for_output && !c->server->shutting_down;
     if (read)
-        bufferevent_enable(c->bev, EV_READ);
+        event_add(c->read_event, NULL);
     else
-        bufferevent_disable(c->bev, EV_READ);
+        event_del(c->read_event);
 }
 
 void gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
 {
     gcd_conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev = c ? bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
-    if (!bev) {
+    if (c) {
+        c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+        c->in = evbuffer_new();
+    }
+    if (!c || !c->bev || !c->read_event || !c->in) {
         gcd_log(LOG_ERR, "out of memory accepting a connection");
-        evutil_closesocket(fd);
+        if (c && c->bev)
+            bufferevent_free(c->bev); /* closes fd */
+        else
+            evutil_closesocket(fd);
+        if (c && c->read_event)
+            event_free(c->read_event);
+        if (c && c->in)
+            evbuffer_free(c->in);
         free(c);
         return;
     }
     c->server = s;
-    c->bev = bev;
     c->state = GCD_CONN_AWAIT_HELLO;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
-    bufferevent_setcb(bev, on_read, on_write, on_event, c);
-    bufferevent_enable(bev, EV_WRITE);
+    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
+    bufferevent_enable(c->bev, EV_WRITE);
     gcd_conn_update_reading(c);
 }
 
 void gcd_conn_stop_reading(gcd_conn *c)
 {
     if (c->state <= GCD_CONN_SERVING)
-        bufferevent_disable(c->bev, EV_READ);
+        event_del(c->read_event);
 }
 
 void gcd_conn_close(gcd_conn *c)
@@ -322,6 +386,13 @@ void gcd_conn_close(gcd_conn *c)
     gcd_server *s = c->server;
     while (c->assembling)
         drop_request(c, c->assembling);
+    for (unsigned i = 0; i < c->n_fds; i++)
+        close(c->fds[i]);
+    c->n_fds = 0;
+    event_free(c->read_event);
+    c->read_event = NULL;
+    evbuffer_free(c->in);
+    c->in = NULL;
     bufferevent_free(c->bev);
     c->bev = NULL;
     c->state = GCD_CONN_CLOSED;

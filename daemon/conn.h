@@ -22,9 +22,15 @@ typedef enum gcd_conn_state {
     GCD_CONN_CLOSED
 } gcd_conn_state;
 
+#define GCD_CONN_MAX_FDS 16   /* descriptors received and not yet claimed by a frame */
+
 typedef struct gcd_conn {
     gcd_server *server;
-    struct bufferevent *bev;
+    struct bufferevent *bev;      /* output only: input needs recvmsg for descriptors */
+    struct event *read_event;
+    struct evbuffer *in;
+    int fds[GCD_CONN_MAX_FDS];    /* SCM_RIGHTS descriptors in arrival order */
+    unsigned n_fds;
     gcd_conn_state state;
     unsigned in_flight;           /* requests at the workers */
     unsigned n_assembling;

@@ -2,9 +2,11 @@
 #include "engine.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bzip2.h"
+#include "fd_payload.h"
 #include "rle.h"
 
 static uint64_t now_ns(void)
@@ -42,9 +44,9 @@ static int rle_compress_request(gcd_request *r, unsigned threads)
 {
     rle_options opt = rle_opts(r, threads);
     size_t cap = rle_compress_bound(r->total_size, &opt);
-    r->output = malloc(cap ? cap : 1);
-    if (!r->output)
-        return gc_fail(&r->error, GC_E_NOMEM, "cannot allocate %zu bytes for the rle frame", cap);
+    int rc = gcd_request_alloc_output(r, cap, &r->error);
+    if (rc != GC_OK)
+        return rc;
     return rle_compress(r->input, r->total_size, &opt, r->output, cap, &r->output_len, &r->error);
 }
 
@@ -58,22 +60,36 @@ static int rle_decompress_request(gcd_request *r, unsigned threads)
         return gc_fail(&r->error, GC_E_LIMIT,
                        "rle: frame would decompress to %llu bytes, over the limit of %llu",
                        (unsigned long long)info.original_size, (unsigned long long)r->max_output);
-    r->output = malloc(info.original_size ? info.original_size : 1);
-    if (!r->output)
-        return gc_fail(&r->error, GC_E_NOMEM, "cannot allocate %llu bytes for the output",
-                       (unsigned long long)info.original_size);
+    rc = gcd_request_alloc_output(r, info.original_size, &r->error);
+    if (rc != GC_OK)
+        return rc;
     return rle_decompress(r->input, r->total_size, threads, r->output, info.original_size,
                           &r->output_len, &r->error);
 }
 
+/* The bzip2 codec allocates its own output; an fd request gets it copied into its memfd. */
 static int bzip2_request(gcd_request *r, unsigned threads)
 {
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    int rc;
     if (r->op == GPUCOMP__OP__OP_COMPRESS) {
         bz2_options opt = { .level = (int)r->level, .threads = threads };
-        return bz2_compress(r->input, r->total_size, &opt, &r->output, &r->output_len, &r->error);
+        rc = bz2_compress(r->input, r->total_size, &opt, &out, &out_len, &r->error);
+    } else {
+        rc = bz2_decompress(r->input, r->total_size, r->max_output, threads, &out, &out_len,
+                            &r->error);
     }
-    return bz2_decompress(r->input, r->total_size, r->max_output, threads, &r->output,
-                          &r->output_len, &r->error);
+    if (rc == GC_OK && r->out_fd >= 0) {
+        rc = gcd_request_alloc_output(r, out_len, &r->error);
+        if (rc == GC_OK && out_len)
+            memcpy(r->output, out, out_len);
+        free(out);
+    } else if (rc == GC_OK) {
+        r->output = out;
+    }
+    r->output_len = rc == GC_OK ? out_len : 0;
+    return rc;
 }
 
 static int run_on_cpu(gcd_request *r, unsigned threads)
@@ -93,14 +109,13 @@ void gcd_engine_run(gcd_request *r, void *ctx)
     int rc = run_on_cpu(r, engine->codec_threads);
     r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
     r->engine_ns = now_ns() - start;
-    if (rc != GC_OK) {
-        if (r->error.code == GC_OK) /* a codec that returned a code without a message */
-            gc_fail(&r->error, (gc_status)rc, "%s", gc_status_str(rc));
-        free(r->output);
-        r->output = NULL;
+    if (rc != GC_OK && r->error.code == GC_OK) /* a codec that returned a code without a message */
+        gc_fail(&r->error, (gc_status)rc, "%s", gc_status_str(rc));
+    if (rc != GC_OK)
         r->output_len = 0;
-    }
     /* The input is no longer needed: release it before the response is written. */
-    free(r->input);
-    r->input = NULL;
+    if (!r->input_mapped) {
+        free(r->input);
+        r->input = NULL;
+    }
 }

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "fd_payload.h"
+
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first)
 {
     gcd_request *r = calloc(1, sizeof *r);
@@ -20,6 +22,7 @@ gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *firs
     r->total_size = first->total_size;
     r->conn = conn;
     r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    r->in_fd = r->out_fd = -1;
     return r;
 }
 
@@ -27,6 +30,7 @@ void gcd_request_free(gcd_request *r)
 {
     if (!r)
         return;
+    gcd_fd_payload_release(r);
     free(r->input);
     free(r->output);
     free(r);

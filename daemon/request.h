@@ -27,11 +27,16 @@ typedef struct gcd_request {
     uint32_t chunk_size;
     uint64_t max_output;      /* resolved: the client's limit capped by the daemon's */
 
-    uint8_t *input;           /* total_size bytes */
+    uint8_t *input;           /* total_size bytes (malloc'd, or mapped from in_fd) */
     uint64_t total_size;
     uint64_t received;
     uint64_t reserved;        /* bytes charged to the memory budget */
     bool refused;             /* answered with an error; its later frames are dropped */
+
+    /* zero-copy transport (fd_payload.h); -1 / false / 0 when unused */
+    int in_fd, out_fd;
+    bool input_mapped;
+    size_t output_mapped;     /* bytes of out_fd mapped at output */
 
     /* result, written by the engine */
     gc_error error;           /* code GC_OK on success */

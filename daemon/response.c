@@ -71,6 +71,17 @@ void gcd_send_result(gcd_conn *c, const gcd_request *r)
         gcd_send_error(c, r->id, r->error.code, "%s", r->error.msg);
         return;
     }
+    if (r->out_fd >= 0) { /* the output is already in the client's memfd */
+        Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+        resp.id = r->id;
+        resp.total_size = r->output_len;
+        resp.backend = r->backend;
+        resp.engine_ns = r->engine_ns;
+        resp.payload_in_fd = 1;
+        resp.last = 1;
+        queue_response(c, &resp);
+        return;
+    }
     size_t piece = gc_wire_max_payload(c->server->cfg.max_frame);
     size_t sent = 0;
     do {

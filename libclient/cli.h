@@ -65,6 +65,9 @@ typedef struct cli_result {
 /* Connect unless connected; on failure says why, sets s->fatal, false. */
 bool cli_connect(cli_session *s);
 
+/* Connect, then check that size bytes fit in one request, before a file is read whole. */
+bool cli_fits(cli_session *s, const char *name, uint64_t size);
+
 /* One request for the file called name; errors are reported (naming it). */
 bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
              const uint8_t *in, size_t in_len, cli_result *r);

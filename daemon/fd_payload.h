@@ -1,0 +1,29 @@
+/*
+ * fd_payload.h - the zero-copy transport, daemon side.
+ *
+ * A request may carry its input in a memfd and name a memfd for its output
+ * (docs/PROTOCOL.md). The daemon maps both instead of copying through the
+ * socket. Safety against a client that shrinks a file while the daemon
+ * touches its pages (which would be SIGBUS): the daemon itself adds
+ * F_SEAL_SHRINK to both descriptors before mapping, and refuses descriptors
+ * that cannot be sealed.
+ */
+#ifndef GCD_FD_PAYLOAD_H
+#define GCD_FD_PAYLOAD_H
+
+#include "request.h"
+
+/* Seal and map in_fd as r->input (total_size bytes); takes ownership of in_fd and out_fd. */
+int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err);
+
+/*
+ * Make r->output a buffer of `size` bytes: malloc'd, or for an fd request
+ * the output memfd grown to size, sealed against shrinking and mapped
+ * (NULL when size is 0).
+ */
+int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err);
+
+/* Unmap and close whatever the fd transport holds (called by gcd_request_free). */
+void gcd_fd_payload_release(gcd_request *r);
+
+#endif

@@ -1,0 +1,406 @@
+/*
+ * bz2_stream.c - stream framing and the bzip2.h API.
+ *
+ * Compression: split the input into blocks (bz2_rle1_plan, sequential and
+ * cheap), encode every block into its own bit buffer in parallel, then
+ * concatenate at bit granularity between the stream header and the
+ * end-of-stream marker. Blocks do not depend on each other, so the bytes
+ * are the same for every thread count.
+ *
+ * Decompression: blocks are found by scanning for the 48-bit block magic
+ * at every bit offset. Candidates are decoded speculatively in parallel
+ * batches; a walk from the stream header then accepts a candidate only
+ * where the previous block ended, so false positives inside compressed
+ * data are discarded and the result equals sequential decoding. If too
+ * many candidates turn out false, speculation stops (bounded waste).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bz2_internal.h"
+#include "bzip2.h"
+#include "parallel.h"
+
+/* ------------------------------------------------------------------ */
+/* compression                                                         */
+
+size_t bz2_compress_bound(size_t src_len, int level)
+{
+    if (level < 1 || level > 9)
+        level = 9;
+    /* RLE1 grows data by <= 5/4; MTF symbols cost <= 17 bits; per block
+     * headers/tables/selectors take < 8 KiB; plus stream framing. */
+    size_t rle = src_len + src_len / 4 + 8;
+    size_t blocks = rle / (bz2_block_limit(level) / 2) + 1;
+    return rle / 8 * 17 + 17 + blocks * 8192 + 64;
+}
+
+typedef struct cjob {
+    const uint8_t *src;
+    const size_t *starts;
+    unsigned flags;
+    bz2_bitwriter *bits;
+    uint32_t *crcs;
+    uint64_t *nbits; /* exact bit length of each block */
+    int *rcs;
+} cjob;
+
+static void compress_one(void *ctx, size_t i)
+{
+    cjob *j = ctx;
+    size_t n = j->starts[i + 1] - j->starts[i];
+    bz2_bw_init(&j->bits[i], n / 2 + 1024);
+    j->rcs[i] = bz2_encode_block(j->src + j->starts[i], n, j->flags, &j->bits[i], &j->crcs[i]);
+    j->nbits[i] = bz2_bw_bits(&j->bits[i]);
+    bz2_bw_flush(&j->bits[i]); /* pad to whole bytes; nbits keeps the length */
+}
+
+int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
+                    uint8_t **dst, size_t *dst_len, gc_error *err)
+{
+    int level = opt ? opt->level : 9;
+    unsigned threads = opt ? opt->threads : 0;
+    if (level == 0)
+        level = 9;
+    if (!dst || !dst_len || (!src && src_len))
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    if (level < 1 || level > 9)
+        return gc_fail(err, GC_E_INVALID, "bzip2: level %d out of range 1..9", level);
+    *dst = NULL;
+    *dst_len = 0;
+
+    size_t *starts = NULL;
+    size_t nb = bz2_rle1_plan(src, src_len, bz2_block_limit(level), &starts);
+    if (nb == (size_t)-1)
+        return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+    cjob job = { .src = src, .starts = starts, .flags = flags };
+    job.bits = calloc(nb + 1, sizeof *job.bits);
+    job.crcs = calloc(nb + 1, sizeof *job.crcs);
+    job.rcs = calloc(nb + 1, sizeof *job.rcs);
+    uint64_t *nbits = calloc(nb + 1, sizeof *nbits);
+    job.nbits = nbits;
+    bz2_bitwriter w = { 0 };
+    int rc = GC_E_NOMEM;
+    if (!job.bits || !job.crcs || !job.rcs || !nbits)
+        goto out;
+    gc_parallel_for(nb, threads, compress_one, &job);
+    uint64_t total_bits = 32 + 80;
+    for (size_t i = 0; i < nb; i++) {
+        if (job.rcs[i] != GC_OK)
+            goto out;
+        total_bits += nbits[i];
+    }
+    bz2_bw_init(&w, (size_t)(total_bits / 8) + 16);
+    bz2_bw_put(&w, 24, 0x425a68); /* "BZh" */
+    bz2_bw_put(&w, 8, (uint32_t)('0' + level));
+    uint32_t combined = 0;
+    for (size_t i = 0; i < nb; i++) {
+        bz2_bw_append(&w, job.bits[i].buf, nbits[i]);
+        combined = bz2_combine_crc(combined, job.crcs[i]);
+    }
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24));
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff));
+    bz2_bw_put(&w, 32, combined);
+    bz2_bw_flush(&w);
+    if (w.oom)
+        goto out;
+    *dst = w.buf;
+    *dst_len = w.len;
+    w.buf = NULL;
+    rc = GC_OK;
+out:
+    for (size_t i = 0; job.bits && i < nb; i++)
+        bz2_bw_free(&job.bits[i]);
+    bz2_bw_free(&w);
+    free(job.bits);
+    free(job.crcs);
+    free(job.rcs);
+    free(nbits);
+    free(starts);
+    if (rc != GC_OK)
+        return gc_fail(err, rc, "bzip2: out of memory while compressing");
+    gc_error_clear(err);
+    return GC_OK;
+}
+
+int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
+                 size_t *dst_len, gc_error *err)
+{
+    return bz2_compress_ex(src, src_len, opt, 0, dst, dst_len, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* decompression: finding blocks                                       */
+
+typedef struct u64vec {
+    uint64_t *v;
+    size_t n, cap;
+    int oom;
+} u64vec;
+
+static void vec_push(u64vec *v, uint64_t x)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        uint64_t *nv = realloc(v->v, cap * sizeof *nv);
+        if (!nv) {
+            v->oom = 1;
+            return;
+        }
+        v->v = nv;
+        v->cap = cap;
+    }
+    v->v[v->n++] = x;
+}
+
+#define SCAN_CHUNK (1u << 20)
+
+typedef struct scan_job {
+    const uint8_t *src;
+    size_t len;
+    uint8_t shifts[256]; /* byte value at window offset 2 -> possible shifts */
+    u64vec *found;       /* one vector per chunk */
+} scan_job;
+
+/* Candidates whose first bit lies in bytes [chunk*SCAN_CHUNK, +SCAN_CHUNK). */
+static void scan_chunk(void *ctx, size_t chunk)
+{
+    scan_job *j = ctx;
+    size_t a = chunk * SCAN_CHUNK, b = a + SCAN_CHUNK;
+    if (b > j->len)
+        b = j->len;
+    const uint64_t mask = (1ull << 48) - 1;
+    for (size_t i = a; i < b; i++) {
+        /* Byte i+2 lies wholly inside the magic for every shift 0..7. */
+        if (i + 2 >= j->len)
+            break;
+        unsigned m = j->shifts[j->src[i + 2]];
+        if (!m)
+            continue;
+        uint8_t win[8] = { 0 };
+        size_t avail = j->len - i < 8 ? j->len - i : 8;
+        memcpy(win, j->src + i, avail);
+        uint64_t w;
+        memcpy(&w, win, 8);
+        w = __builtin_bswap64(w);
+        for (unsigned s = 0; s < 8; s++) {
+            if (!(m & (1u << s)))
+                continue;
+            uint64_t bit = (uint64_t)i * 8 + s;
+            if (bit + 48 <= (uint64_t)j->len * 8 && ((w >> (16 - s)) & mask) == BZ2_BLOCK_MAGIC)
+                vec_push(&j->found[chunk], bit);
+        }
+    }
+}
+
+/* Every bit offset where the block magic occurs, ascending. */
+static int find_candidates(const uint8_t *src, size_t len, unsigned threads, u64vec *out)
+{
+    scan_job j = { .src = src, .len = len };
+    for (unsigned s = 0; s < 8; s++)
+        j.shifts[(BZ2_BLOCK_MAGIC >> (24 + s)) & 0xff] |= (uint8_t)(1u << s);
+    size_t chunks = len / SCAN_CHUNK + 1;
+    j.found = calloc(chunks, sizeof *j.found);
+    if (!j.found)
+        return -1;
+    gc_parallel_for(chunks, threads, scan_chunk, &j);
+    int rc = 0;
+    for (size_t c = 0; c < chunks; c++) {
+        for (size_t k = 0; k < j.found[c].n; k++)
+            vec_push(out, j.found[c].v[k]);
+        rc |= j.found[c].oom;
+        free(j.found[c].v);
+    }
+    free(j.found);
+    return rc || out->oom ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* decompression: speculative batches and the walk                     */
+
+typedef struct dctx {
+    const uint8_t *src;
+    size_t len;
+    size_t max_out;
+    unsigned threads;
+    u64vec cand;
+    size_t b0, b1;   /* candidates [b0, b1) are decoded into res[] */
+    bz2_dblock *res; /* capacity: batch */
+    size_t batch;    /* candidates per batch (1 = no speculation) */
+    size_t wasted;   /* decoded candidates that were not blocks */
+    uint8_t *out;
+    size_t out_len, out_cap;
+} dctx;
+
+static void decode_one(void *ctx, size_t i)
+{
+    dctx *d = ctx;
+    bz2_decode_block(d->src, d->len, d->cand.v[d->b0 + i], d->max_out, &d->res[i]);
+}
+
+static void drop_batch(dctx *d)
+{
+    for (size_t i = d->b0; i < d->b1; i++)
+        free(d->res[i - d->b0].out);
+    d->b0 = d->b1 = 0;
+}
+
+/* The decoded block whose magic is at bit pos (decoding a new batch from
+ * there if needed). Candidates before pos were false positives. */
+static bz2_dblock *block_at(dctx *d, uint64_t pos, size_t *ci)
+{
+    while (*ci < d->cand.n && d->cand.v[*ci] < pos) {
+        if (*ci >= d->b0 && *ci < d->b1) {
+            d->wasted++;
+            free(d->res[*ci - d->b0].out);
+            d->res[*ci - d->b0].out = NULL;
+        }
+        (*ci)++;
+    }
+    if (*ci >= d->cand.n || d->cand.v[*ci] != pos)
+        return NULL; /* the scan missed it: cannot happen */
+    if (*ci < d->b0 || *ci >= d->b1) {
+        drop_batch(d);
+        d->b0 = *ci;
+        d->b1 = *ci + d->batch < d->cand.n ? *ci + d->batch : d->cand.n;
+        gc_parallel_for(d->b1 - d->b0, d->threads, decode_one, d);
+    }
+    return &d->res[*ci - d->b0];
+}
+
+static int append_out(dctx *d, const uint8_t *p, size_t n)
+{
+    if (d->out_cap - d->out_len < n) {
+        size_t cap = d->out_cap ? d->out_cap : 1u << 16;
+        while (cap - d->out_len < n)
+            cap *= 2;
+        uint8_t *no = realloc(d->out, cap);
+        if (!no)
+            return -1;
+        d->out = no;
+        d->out_cap = cap;
+    }
+    memcpy(d->out + d->out_len, p, n);
+    d->out_len += n;
+    return 0;
+}
+
+static uint64_t read_bits48(const uint8_t *src, size_t len, uint64_t pos)
+{
+    bz2_bitreader br;
+    bz2_br_init(&br, src, len, pos);
+    uint64_t hi = bz2_br_get(&br, 24);
+    return hi << 24 | bz2_br_get(&br, 24);
+}
+
+/* Decode the blocks of one stream starting at bit *pos (after the header). */
+static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *ci, gc_error *err)
+{
+    uint64_t total_bits = (uint64_t)d->len * 8;
+    uint32_t combined = 0;
+    for (unsigned bno = 1;; bno++) {
+        if (*pos + 48 > total_bits)
+            return gc_fail(err, GC_E_TRUNCATED,
+                           "bzip2: stream %u: input ends before the end-of-stream marker", sno);
+        uint64_t magic = read_bits48(d->src, d->len, *pos);
+        if (magic == BZ2_EOS_MAGIC) {
+            if (*pos + 80 > total_bits)
+                return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream CRC", sno);
+            bz2_bitreader br;
+            bz2_br_init(&br, d->src, d->len, *pos + 48);
+            uint32_t stored = bz2_br_get(&br, 32);
+            if (stored != combined)
+                return gc_fail(err, GC_E_CRC,
+                               "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                               sno, stored, combined);
+            *pos = (*pos + 80 + 7) & ~7ull;
+            return GC_OK;
+        }
+        if (magic != BZ2_BLOCK_MAGIC)
+            return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", sno, bno);
+        bz2_dblock local, *r = block_at(d, *pos, ci);
+        if (!r) {
+            bz2_decode_block(d->src, d->len, *pos, d->max_out, &local);
+            r = &local;
+        }
+        int rc = r->status;
+        if (rc == GC_OK && r->nblock > (uint32_t)level * 100000u)
+            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d",
+                         sno, bno, r->nblock, level);
+        else if (rc != GC_OK)
+            gc_fail(err, rc, "bzip2: stream %u block %u: %s", sno, bno, r->msg);
+        else if (d->max_out && r->out_len > d->max_out - d->out_len)
+            rc = gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: decompressed size exceeds the %zu byte limit",
+                         sno, bno, d->max_out);
+        else if (append_out(d, r->out, r->out_len))
+            rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+        combined = bz2_combine_crc(combined, r->stored_crc);
+        free(r->out);
+        r->out = NULL;
+        if (rc != GC_OK)
+            return rc;
+        *pos = r->end_bit;
+        /* Mostly false candidates (hostile input): stop speculating. */
+        if (d->wasted > 16 + bno)
+            d->batch = 1;
+    }
+}
+
+int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
+                   uint8_t **dst, size_t *dst_len, gc_error *err)
+{
+    if (!dst || !dst_len || (!src && src_len))
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    *dst = NULL;
+    *dst_len = 0;
+    dctx d = { .src = src, .len = src_len, .max_out = max_output };
+    d.threads = threads ? threads : gc_cpu_count();
+    d.batch = d.threads;
+    int rc = GC_OK;
+    d.res = calloc(d.batch, sizeof *d.res);
+    if (!d.res || find_candidates(src, src_len, d.threads, &d.cand)) {
+        rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+        goto out;
+    }
+    uint64_t pos = 0;
+    size_t ci = 0;
+    for (unsigned sno = 1; rc == GC_OK; sno++) {
+        size_t at = (size_t)(pos / 8), left = src_len - at;
+        if (left == 0) {
+            if (sno == 1)
+                rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
+            break;
+        }
+        static const char hdr[3] = { 'B', 'Z', 'h' };
+        size_t cmp = left < 3 ? left : 3;
+        if (memcmp(src + at, hdr, cmp) != 0 || (left > 3 && (src[at + 3] < '1' || src[at + 3] > '9'))) {
+            if (sno == 1)
+                rc = gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
+            else
+                rc = gc_fail(err, GC_E_CORRUPT, "bzip2: trailing garbage after stream %u", sno - 1);
+            break;
+        }
+        if (left < 4) {
+            rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream header", sno);
+            break;
+        }
+        pos += 32;
+        rc = walk_stream(&d, sno, src[at + 3] - '0', &pos, &ci, err);
+    }
+out:
+    drop_batch(&d);
+    free(d.res);
+    free(d.cand.v);
+    if (rc != GC_OK) {
+        free(d.out);
+        return rc;
+    }
+    if (!d.out)
+        d.out = malloc(1);
+    if (!d.out)
+        return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+    *dst = d.out;
+    *dst_len = d.out_len;
+    gc_error_clear(err);
+    return GC_OK;
+}

@@ -1,0 +1,193 @@
+/* cli_args.c - gpucomp's command line, --help and --version. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_names.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+/* rle chunk sizes the format allows at most (docs/FORMAT.md); the daemon checks the rest. */
+#define CLI_MAX_CHUNK (1u << 26)
+
+enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING };
+
+static const struct option long_options[] = {
+    { "compress", no_argument, NULL, 'z' },
+    { "decompress", no_argument, NULL, 'd' },
+    { "uncompress", no_argument, NULL, 'd' },
+    { "test", no_argument, NULL, 't' },
+    { "stdout", no_argument, NULL, 'c' },
+    { "to-stdout", no_argument, NULL, 'c' },
+    { "keep", no_argument, NULL, 'k' },
+    { "force", no_argument, NULL, 'f' },
+    { "verbose", no_argument, NULL, 'v' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "algorithm", required_argument, NULL, 'a' },
+    { "fast", no_argument, NULL, '1' },
+    { "best", no_argument, NULL, '9' },
+    { "width", required_argument, NULL, 'w' },
+    { "chunk-size", required_argument, NULL, OPT_CHUNK },
+    { "socket", required_argument, NULL, OPT_SOCKET },
+    { "stats", no_argument, NULL, OPT_STATS },
+    { "ping", no_argument, NULL, OPT_PING },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Leading ':' so that a missing argument is told apart from an unknown option. */
+static const char short_options[] = ":zdtckfvqa:w:hV123456789";
+
+static void usage(FILE *f)
+{
+    fputs("Usage: gpucomp [OPTION]... [FILE]...\n"
+          "Compress or decompress FILEs in place through the gpucompd daemon (bzip2\n"
+          "format by default). With no FILE, or when FILE is -, read standard input\n"
+          "and write standard output.\n"
+          "\n"
+          "  -z, --compress       compress (the default)\n"
+          "  -d, --decompress     decompress FILE.bz2, .tbz2, .tbz or .rle\n"
+          "  -t, --test           decompress and discard: check integrity\n"
+          "  -c, --stdout         write to standard output, keep input files\n"
+          "  -k, --keep           keep (don't delete) input files\n"
+          "  -f, --force          overwrite existing output files; also compress\n"
+          "                       links and files that already have a suffix, and\n"
+          "                       read or write compressed data on a terminal\n"
+          "  -v, --verbose        per file: ratio, speed and backend (cpu or gpu)\n"
+          "  -q, --quiet          suppress warnings\n"
+          "  -a, --algorithm=ALG  bzip2 (default, suffix .bz2) or rle (suffix .rle)\n"
+          "  -1 ... -9            bzip2 block size 100k ... 900k (default -9)\n"
+          "      --fast, --best   same as -1, -9\n"
+          "  -w, --width=N        rle element width in bytes: 1, 2, 4 or 8 (default 1)\n"
+          "      --chunk-size=N   rle chunk size in bytes; k, M suffixes (default 1M)\n"
+          "      --socket=PATH    gpucompd's socket (default: $GPUCOMP_SOCKET, else\n"
+          "                       " GC_DEFAULT_SOCKET_TEXT ")\n"
+          "      --ping           check that gpucompd answers, then exit\n"
+          "      --stats          print gpucompd's counters, then exit\n"
+          "  -h, --help           display this help and exit\n"
+          "  -V, --version        display version information and exit\n"
+          "\n"
+          "Decompression recognises the format from the data; -a matters only for data\n"
+          "it does not recognise. Each file is held in memory whole, and gpucompd limits\n"
+          "the size of one request.\n"
+          "\n"
+          "Exit status: 0 success, 1 error, 2 warning (a file was skipped).\n",
+          f);
+}
+
+static void version(void)
+{
+    printf("gpucomp (gpucompd) %s\nlibgpucomp-client %s\n", PACKAGE_VERSION, gpucomp_version());
+}
+
+/* A usage error: message, hint, exit status 1. */
+static int bad_usage(cli_session *s, const char *fmt, const char *arg)
+{
+    fputs("gpucomp: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'gpucomp --help' for more information.\n", stderr);
+    s->status = CLI_EXIT_ERROR;
+    return CLI_EXIT_ERROR;
+}
+
+/* Codec settings as typed; 0 means "not given". */
+typedef struct codec_args {
+    gpucomp_codec codec;
+    int level;
+    unsigned width;
+    uint32_t chunk;
+} codec_args;
+
+static int codec_option(cli_session *s, int opt, const char *arg, codec_args *ca)
+{
+    uint64_t v;
+    switch (opt) {
+    case 'a':
+        if (!cli_parse_codec(arg, &ca->codec))
+            return bad_usage(s, "unknown algorithm '%s' (use bzip2 or rle)", arg);
+        s->opts.codec_given = true;
+        return -1;
+    case 'w':
+        if (!cli_parse_size(arg, 8, &v) || (v & (v - 1)))
+            return bad_usage(s, "invalid width '%s' (use 1, 2, 4 or 8)", arg);
+        ca->width = (unsigned)v;
+        return -1;
+    case OPT_CHUNK:
+        if (!cli_parse_size(arg, CLI_MAX_CHUNK, &v))
+            return bad_usage(s, "invalid chunk size '%s' (bytes, with an optional k or M, at most 64M)", arg);
+        ca->chunk = (uint32_t)v;
+        return -1;
+    default: /* '1'..'9' */
+        ca->level = opt - '0';
+        return -1;
+    }
+}
+
+/* One option; returns -1 to go on, else the exit status. */
+static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
+{
+    cli_opts *o = &s->opts;
+    switch (opt) {
+    case 'z': o->mode = CLI_COMPRESS; return -1;
+    case 'd': o->mode = CLI_DECOMPRESS; return -1;
+    case 't': o->mode = CLI_TEST; return -1;
+    case 'c': o->to_stdout = true; return -1;
+    case 'k': o->keep = true; return -1;
+    case 'f': o->force = true; return -1;
+    case 'v': o->verbosity = 1; return -1;
+    case 'q': o->verbosity = -1; return -1;
+    case OPT_SOCKET: o->socket = optarg; return -1;
+    case OPT_STATS: o->stats = true; return -1;
+    case OPT_PING: o->ping = true; return -1;
+    case 'h': usage(stdout); return CLI_EXIT_OK;
+    case 'V': version(); return CLI_EXIT_OK;
+    case ':':
+        return optopt ? bad_usage(s, "option requires an argument -- '%c'", (char[]){ (char)optopt, 0 })
+                      : bad_usage(s, "option '%s' requires an argument", argv[optind - 1]);
+    case '?':
+        return optopt ? bad_usage(s, "invalid option -- '%c'", (char[]){ (char)optopt, 0 })
+                      : bad_usage(s, "unrecognized option '%s'", argv[optind - 1]);
+    default:
+        return codec_option(s, opt, optarg, ca);
+    }
+}
+
+static void apply_codec_args(cli_opts *o, const codec_args *ca)
+{
+    gpucomp_options_init(&o->codec, ca->codec);
+    if (ca->level)
+        o->codec.level = ca->level;
+    if (ca->width)
+        o->codec.element_width = ca->width;
+    if (ca->chunk)
+        o->codec.chunk_size = ca->chunk;
+}
+
+int cli_parse_args(cli_session *s, int argc, char **argv)
+{
+    codec_args ca = { .codec = GPUCOMP_CODEC_BZIP2 };
+    s->opts.mode = CLI_COMPRESS;
+    opterr = 0; /* our messages say "gpucomp", not argv[0] */
+    int opt;
+    while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
+        int rc = one_option(s, opt, argv, &ca);
+        if (rc >= 0)
+            return rc;
+    }
+    apply_codec_args(&s->opts, &ca);
+    s->opts.files = argv + optind;
+    s->opts.n_files = argc - optind;
+    if ((s->opts.ping || s->opts.stats) && s->opts.n_files > 0)
+        return bad_usage(s, "%s takes no FILE", s->opts.ping ? "--ping" : "--stats");
+    return -1;
+}

@@ -1,0 +1,174 @@
+/*
+ * cli_daemon.c - everything gpucomp says to gpucompd: the lazy connection,
+ * one request per file, --ping, --stats, and the -v line.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "cli.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wire.h" /* GC_WIRE_DEFAULT_SOCKET, GC_WIRE_SOCKET_ENV */
+
+/* The path gpucomp_connect will use, for messages (same rule as the library). */
+static const char *socket_path(const cli_session *s)
+{
+    if (s->opts.socket && *s->opts.socket)
+        return s->opts.socket;
+    const char *env = getenv(GC_WIRE_SOCKET_ENV);
+    return env && *env ? env : GC_WIRE_DEFAULT_SOCKET;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static const char *backend_name(gpucomp_backend b)
+{
+    return b == GPUCOMP_BACKEND_GPU ? "gpu" : b == GPUCOMP_BACKEND_CPU ? "cpu" : "unknown";
+}
+
+/*
+ * Connected lazily, so that a file skipped for its name never needs the
+ * daemon. No daemon is fatal: every other file would fail the same way.
+ */
+bool cli_connect(cli_session *s)
+{
+    if (s->client)
+        return true;
+    int rc = gpucomp_connect(s->opts.socket, &s->client);
+    if (rc == GPUCOMP_OK)
+        return true;
+    if (rc == GPUCOMP_E_CONNECT)
+        cli_error(s, "%s (is gpucompd running? set --socket or %s)", gpucomp_connect_error(), GC_WIRE_SOCKET_ENV);
+    else
+        cli_error(s, "%s", gpucomp_connect_error());
+    s->fatal = true;
+    return false;
+}
+
+void cli_disconnect(cli_session *s)
+{
+    gpucomp_close(s->client);
+    s->client = NULL;
+}
+
+bool cli_fits(cli_session *s, const char *name, uint64_t size)
+{
+    if (!cli_connect(s))
+        return false;
+    uint64_t max = gpucomp_max_request_size(s->client);
+    if ((max && size > max) || size > SIZE_MAX) {
+        cli_error(s, "%s: %llu bytes is more than gpucompd takes in one request (%llu bytes)", name,
+                  (unsigned long long)size, (unsigned long long)(max ? max : SIZE_MAX));
+        return false;
+    }
+    return true;
+}
+
+bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
+             const uint8_t *in, size_t in_len, cli_result *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!cli_connect(s))
+        return false;
+    double t0 = now();
+    void *out;
+    int rc = decompress ? gpucomp_decompress(s->client, o, in, in_len, &out, &r->len)
+                        : gpucomp_compress(s->client, o, in, in_len, &out, &r->len);
+    r->seconds = now() - t0;
+    if (rc != GPUCOMP_OK) {
+        const char *msg = gpucomp_last_error(s->client);
+        cli_error(s, "%s: %s", name, *msg ? msg : gpucomp_strerror(rc));
+        /* Some failures close the connection; a fresh one for the next file is always safe. */
+        cli_disconnect(s);
+        return false;
+    }
+    r->data = out;
+    r->backend = gpucomp_last_backend(s->client);
+    return true;
+}
+
+void cli_report(const cli_session *s, const char *name, size_t in_len, const cli_result *r)
+{
+    if (s->opts.verbosity < 1)
+        return;
+    bool compressing = s->opts.mode == CLI_COMPRESS;
+    /* Ratio and speed are of the uncompressed side, whichever way the data went. */
+    double plain = (double)(compressing ? in_len : r->len);
+    double packed = (double)(compressing ? r->len : in_len);
+    double ratio = packed > 0 ? plain / packed : 0;
+    double mbps = r->seconds > 0 ? plain / r->seconds / 1e6 : 0;
+    fprintf(stderr, "%s: %sratio %.2fx, %.0f MB/s, backend %s\n", name,
+            s->opts.mode == CLI_TEST ? "OK, " : "", ratio, mbps, backend_name(r->backend));
+}
+
+int cli_ping(cli_session *s)
+{
+    if (!cli_connect(s))
+        return s->status;
+    double t0 = now();
+    int rc = gpucomp_ping(s->client);
+    double ms = (now() - t0) * 1e3;
+    if (rc != GPUCOMP_OK) {
+        cli_error(s, "ping: %s", gpucomp_last_error(s->client));
+        return s->status;
+    }
+    const char *v = gpucomp_server_version(s->client);
+    printf("gpucompd%s%s at %s is alive (round trip %.3f ms)\n", *v ? " " : "", v, socket_path(s), ms);
+    return s->status;
+}
+
+/* 123456789 -> "117.7 MiB" */
+static const char *human(uint64_t n, char buf[32])
+{
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+static void print_stats(const cli_session *s, const gpucomp_stats *st)
+{
+    char a[32], b[32];
+    const char *v = gpucomp_server_version(s->client);
+    printf("gpucompd%s%s at %s\n", *v ? " " : "", v, socket_path(s));
+    printf("  backend:         %s (%u GPU device%s)\n", st->backend, st->gpu_devices, st->gpu_devices == 1 ? "" : "s");
+    printf("  uptime:          %.1f s\n", (double)st->uptime_ms / 1e3);
+    printf("  connections:     %u\n", st->connections);
+    printf("  worker threads:  %u\n", st->worker_threads);
+    printf("  queue depth:     %u\n", st->queue_depth);
+    printf("  requests ok:     %llu (cpu %llu, gpu %llu)\n", (unsigned long long)st->requests_ok,
+           (unsigned long long)st->cpu_requests, (unsigned long long)st->gpu_requests);
+    printf("  requests failed: %llu\n", (unsigned long long)st->requests_failed);
+    printf("  bytes in:        %llu (%s)\n", (unsigned long long)st->bytes_in, human(st->bytes_in, a));
+    printf("  bytes out:       %llu (%s)\n", (unsigned long long)st->bytes_out, human(st->bytes_out, a));
+    printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a), human(st->memory_budget, b));
+}
+
+int cli_stats(cli_session *s)
+{
+    if (!cli_connect(s))
+        return s->status;
+    gpucomp_stats st;
+    if (gpucomp_stats_get(s->client, &st) != GPUCOMP_OK) {
+        cli_error(s, "stats: %s", gpucomp_last_error(s->client));
+        return s->status;
+    }
+    print_stats(s, &st);
+    return s->status;
+}

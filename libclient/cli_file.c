@@ -1,0 +1,252 @@
+/*
+ * cli_file.c - one operand of gpucomp, the way gzip and bzip2 treat it:
+ * decide whether to touch it at all, pick the output name and codec, read
+ * it whole, send it through the daemon, write the result, and only then
+ * remove the input.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_names.h"
+#include "cli_output.h"
+
+typedef struct job {
+    const char *name;          /* for messages: the operand, or "(stdin)" */
+    int fd;
+    struct stat st;
+    char *out_name;            /* NULL: standard output, or nothing for -t */
+    bool has_suffix_codec;
+    gpucomp_codec suffix_codec; /* what the input's suffix says (-d) */
+} job;
+
+/* Writes FILE.suffix (or FILE) next to FILE and removes FILE, rather than using stdout. */
+static bool in_place(const cli_session *s)
+{
+    return s->opts.mode != CLI_TEST && !s->opts.to_stdout;
+}
+
+/* Read fd to EOF; size is a hint (st_size), the data decides. Returns 0 or an errno. */
+static int read_all(int fd, off_t size, uint8_t **buf, size_t *len)
+{
+    /* +1 so that a file of exactly st_size bytes hits EOF without a realloc */
+    size_t cap = size > 0 && (uint64_t)size < SIZE_MAX / 2 ? (size_t)size + 1 : 1u << 16;
+    size_t n = 0;
+    uint8_t *p = malloc(cap);
+    while (p) {
+        if (n == cap) {
+            uint8_t *q = cap <= SIZE_MAX / 2 ? realloc(p, cap * 2) : NULL;
+            if (!q)
+                break;
+            p = q;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, p + n, cap - n);
+        if (r > 0) {
+            n += (size_t)r;
+        } else if (r == 0) {
+            *buf = p;
+            *len = n;
+            return 0;
+        } else if (errno != EINTR) {
+            int e = errno;
+            free(p);
+            return e;
+        }
+    }
+    free(p);
+    return ENOMEM;
+}
+
+/* The name to write for -z or -d without -c; false (reported) to skip the file. */
+static bool plan_output_name(cli_session *s, job *j)
+{
+    if (s->opts.mode == CLI_COMPRESS) {
+        const char *sfx = cli_known_suffix(j->name);
+        if (sfx && !s->opts.force) {
+            cli_warn(s, "%s already has %s suffix -- unchanged", j->name, sfx);
+            return false;
+        }
+        j->out_name = cli_compressed_name(j->name, s->opts.codec.codec);
+    } else {
+        if (!cli_known_suffix(j->name)) {
+            cli_warn(s, "%s: unknown suffix -- ignored", j->name);
+            return false;
+        }
+        j->out_name = cli_decompressed_name(j->name, &j->suffix_codec);
+        j->has_suffix_codec = true;
+    }
+    if (!j->out_name)
+        cli_error(s, "%s: out of memory", j->name);
+    return j->out_name != NULL;
+}
+
+/* Checks before any work when writing next to the input; false (reported) to skip. */
+static bool plan_output(cli_session *s, job *j)
+{
+    if (!plan_output_name(s, j))
+        return false;
+    /* Removing one name of a hard-linked file frees nothing and surprises. */
+    if (j->st.st_nlink > 1 && !s->opts.keep && !s->opts.force) {
+        unsigned long others = (unsigned long)j->st.st_nlink - 1;
+        cli_warn(s, "%s has %lu other link%s -- unchanged", j->name, others, others == 1 ? "" : "s");
+        return false;
+    }
+    struct stat st;
+    /* An early answer for the common case; the final rename checks again, atomically. */
+    if (!s->opts.force && lstat(j->out_name, &st) == 0) {
+        cli_error(s, "%s already exists; not overwritten (use -f to overwrite)", j->out_name);
+        return false;
+    }
+    return true;
+}
+
+/* Is this operand something to work on? Opens it; false (reported) to skip. */
+static bool open_input(cli_session *s, job *j)
+{
+    struct stat st;
+    if (lstat(j->name, &st) != 0) {
+        cli_error(s, "%s: %s", j->name, strerror(errno));
+        return false;
+    }
+    if (S_ISLNK(st.st_mode) && in_place(s) && !s->opts.force) {
+        cli_warn(s, "%s is a symbolic link -- ignored", j->name);
+        return false;
+    }
+    /* stat() before open(): opening a FIFO we are about to refuse would block. */
+    if (stat(j->name, &st) != 0) {
+        cli_error(s, "%s: %s", j->name, strerror(errno));
+        return false;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        cli_warn(s, "%s is a directory -- ignored", j->name);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode) && in_place(s)) {
+        cli_warn(s, "%s is not a regular file -- ignored", j->name);
+        return false;
+    }
+    j->fd = open(j->name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (j->fd < 0 || fstat(j->fd, &j->st) != 0) {
+        cli_error(s, "%s: %s", j->name, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Codec for -d/-t: the data's magic bytes, else -a, else the suffix. */
+static bool choose_codec(cli_session *s, const job *j, const uint8_t *in, size_t len, gpucomp_options *o)
+{
+    *o = s->opts.codec;
+    if (s->opts.mode == CLI_COMPRESS)
+        return true;
+    gpucomp_codec c;
+    if (cli_codec_from_magic(in, len, &c))
+        o->codec = c;
+    else if (j->has_suffix_codec && !s->opts.codec_given)
+        o->codec = j->suffix_codec;
+    else if (!s->opts.codec_given) {
+        cli_error(s, "%s: not in bzip2 or rle format", j->name);
+        return false;
+    }
+    return true;
+}
+
+static bool write_output_file(cli_session *s, const job *j, const cli_result *r)
+{
+    cli_output out;
+    int e = cli_output_open(&out, j->out_name);
+    if (e) {
+        cli_error(s, "%s: cannot create a temporary file: %s", j->out_name, strerror(e));
+        return false;
+    }
+    e = cli_write_all(out.fd, r->data, r->len);
+    int meta = e ? 0 : cli_output_copy_meta(&out, &j->st);
+    if (meta)
+        cli_warn(s, "%s: cannot preserve mode or times: %s", j->out_name, strerror(meta));
+    if (!e)
+        e = cli_output_commit(&out, s->opts.force);
+    if (e == EEXIST)
+        cli_error(s, "%s already exists; not overwritten (use -f to overwrite)", j->out_name);
+    else if (e)
+        cli_error(s, "%s: write error: %s", j->out_name, strerror(e));
+    if (e)
+        cli_output_abort(&out);
+    return e == 0;
+}
+
+static bool deliver(cli_session *s, const job *j, const cli_result *r)
+{
+    if (s->opts.mode == CLI_TEST)
+        return true;
+    if (j->out_name)
+        return write_output_file(s, j, r);
+    int e = cli_write_all(STDOUT_FILENO, r->data, r->len);
+    if (e)
+        cli_error(s, "(stdout): write error: %s", strerror(e));
+    return e == 0;
+}
+
+/* From an open input to a delivered output (and the input removed, if that is the job). */
+static void run_job(cli_session *s, job *j)
+{
+    if (S_ISREG(j->st.st_mode) && !cli_fits(s, j->name, (uint64_t)j->st.st_size))
+        return;
+    uint8_t *in;
+    size_t in_len;
+    int e = read_all(j->fd, S_ISREG(j->st.st_mode) ? j->st.st_size : 0, &in, &in_len);
+    if (e) {
+        cli_error(s, "%s: read error: %s", j->name, strerror(e));
+        return;
+    }
+    gpucomp_options o;
+    cli_result r;
+    if (choose_codec(s, j, in, in_len, &o) &&
+        cli_run(s, j->name, s->opts.mode != CLI_COMPRESS, &o, in, in_len, &r)) {
+        if (deliver(s, j, &r)) {
+            cli_report(s, j->name, in_len, &r);
+            if (j->out_name && !s->opts.keep && unlink(j->name) != 0)
+                cli_warn(s, "%s: cannot remove: %s", j->name, strerror(errno));
+        }
+        gpucomp_free(r.data);
+    }
+    free(in);
+}
+
+static void process_stdin(cli_session *s)
+{
+    job j = { .name = "(stdin)", .fd = STDIN_FILENO };
+    if (s->opts.mode != CLI_COMPRESS && isatty(STDIN_FILENO) && !s->opts.force) {
+        cli_error(s, "compressed data not read from a terminal. Use -f to force decompression.");
+        return;
+    }
+    if (fstat(STDIN_FILENO, &j.st) != 0) {
+        cli_error(s, "(stdin): %s", strerror(errno));
+        return;
+    }
+    run_job(s, &j);
+}
+
+void cli_process(cli_session *s, const char *operand)
+{
+    if (strcmp(operand, "-") == 0) {
+        process_stdin(s);
+        return;
+    }
+    job j = { .name = operand, .fd = -1 };
+    if (open_input(s, &j) && (!in_place(s) || plan_output(s, &j)))
+        run_job(s, &j);
+    if (j.fd >= 0)
+        close(j.fd);
+    free(j.out_name);
+}
