@@ -9,6 +9,7 @@
 #include <event2/buffer.h>
 
 #include "budget.h"
+#include "dispatch.h"
 #include "fd_payload.h"
 #include "fdpass.h"
 #include "log.h"
@@ -153,7 +154,7 @@ static void submit(gcd_conn *c, gcd_request *r)
 {
     unlink_assembling(c, r);
     c->in_flight++;
-    gcd_workers_submit(c->server->workers, r);
+    gcd_dispatch_submit(c->server, r);
 }
 
 static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
@@ -411,6 +412,7 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     gcd_server *s = server;
     gcd_conn *c = r->conn;
     c->in_flight--;
+    s->requests_in_flight--;
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
         gcd_send_result(c, r);

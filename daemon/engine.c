@@ -92,7 +92,7 @@ static int bzip2_request(gcd_request *r, unsigned threads)
     return rc;
 }
 
-static int run_on_cpu(gcd_request *r, unsigned threads)
+int gcd_engine_compute_cpu(gcd_request *r, unsigned threads)
 {
     if (r->codec == GPUCOMP__CODEC__CODEC_BZIP2)
         return bzip2_request(r, threads);
@@ -101,21 +101,34 @@ static int run_on_cpu(gcd_request *r, unsigned threads)
     return rle_decompress_request(r, threads);
 }
 
-void gcd_engine_run(gcd_request *r, void *ctx)
+void gcd_engine_finish(gcd_request *r)
 {
-    const gcd_engine *engine = ctx;
-    uint64_t start = now_ns();
-    gc_error_clear(&r->error);
-    int rc = run_on_cpu(r, engine->codec_threads);
-    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
-    r->engine_ns = now_ns() - start;
-    if (rc != GC_OK && r->error.code == GC_OK) /* a codec that returned a code without a message */
-        gc_fail(&r->error, (gc_status)rc, "%s", gc_status_str(rc));
-    if (rc != GC_OK)
+    if (r->error.code != GC_OK) {
+        if (!r->error.msg[0]) /* a codec that returned a code without a message */
+            gc_fail(&r->error, r->error.code, "%s", gc_status_str(r->error.code));
         r->output_len = 0;
+    }
     /* The input is no longer needed: release it before the response is written. */
     if (!r->input_mapped) {
         free(r->input);
         r->input = NULL;
     }
+}
+
+void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
+{
+    uint64_t start = now_ns();
+    gc_error_clear(&r->error);
+    int rc = gcd_engine_compute_cpu(r, threads);
+    if (rc != GC_OK && r->error.code == GC_OK)
+        r->error.code = (gc_status)rc;
+    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    r->engine_ns = now_ns() - start;
+    gcd_engine_finish(r);
+}
+
+void gcd_engine_run(gcd_request *r, void *ctx)
+{
+    const gcd_engine *engine = ctx;
+    gcd_engine_run_cpu(r, engine->codec_threads);
 }

@@ -14,8 +14,17 @@ typedef struct gcd_engine {
     unsigned codec_threads;   /* threads one codec call may use (0 = CPUs) */
 } gcd_engine;
 
-/* Run r's operation; fills r->error, r->output, r->backend, r->engine_ns. */
+/* Run r's operation on the CPU engine: r->error, r->output, r->backend, r->engine_ns. */
+void gcd_engine_run_cpu(gcd_request *r, unsigned threads);
+
+/* The worker-pool entry point (gcd_run_fn): gcd_engine_run_cpu with engine's threads. */
 void gcd_engine_run(gcd_request *r, void *engine);
+
+/* Only the codec work, no timing or clean-up: for devices that emulate a GPU on the CPU. */
+int gcd_engine_compute_cpu(gcd_request *r, unsigned threads);
+
+/* After any backend ran r: complete the error message and release the input. */
+void gcd_engine_finish(gcd_request *r);
 
 /* Validate op/codec/options before any payload is accepted (loop thread). */
 int gcd_engine_check(const gcd_request *r, gc_error *err);

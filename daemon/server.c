@@ -23,6 +23,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "conn.h"
+#include "dispatch.h"
 #include "log.h"
 
 #define SHUTDOWN_GRACE_SEC 10
@@ -109,7 +110,7 @@ static void check_drained(evutil_socket_t fd, short what, void *arg)
     for (gcd_conn *c = s->conns; c; c = c->next)
         if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
             output_pending = true;
-    if (gcd_workers_pending(s->workers) == 0 && !output_pending)
+    if (s->requests_in_flight == 0 && !output_pending)
         event_base_loopbreak(s->base);
 }
 
@@ -161,7 +162,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     evconnlistener_set_error_cb(s->listener, on_accept_error);
     unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
     s->workers = gcd_workers_start(s->base, n ? n : 1, gcd_engine_run, gcd_conn_request_done, s);
-    if (!s->workers)
+    if (!s->workers || !gcd_dispatch_init(s))
         return false;
     if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {
         gcd_log(LOG_ERR, "cannot install signal handlers");
@@ -172,9 +173,10 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 
 int gcd_server_run(gcd_server *s)
 {
-    gcd_log(LOG_INFO, "gpucompd %s serving on %s with %u CPU workers (backend: cpu)", PACKAGE_VERSION,
-            s->cfg.socket_path, gcd_workers_threads(s->workers));
-    sd_notifyf(0, "READY=1\nSTATUS=serving on %s (cpu backend)", s->cfg.socket_path);
+    const char *backend = gcd_dispatch_backend(s);
+    gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u device(s), backend %s",
+            PACKAGE_VERSION, s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_devices, backend);
+    sd_notifyf(0, "READY=1\nSTATUS=serving on %s (%s backend)", s->cfg.socket_path, backend);
     if (event_base_dispatch(s->base) < 0) {
         gcd_log(LOG_ERR, "event loop failed");
         return 1;
@@ -184,7 +186,8 @@ int gcd_server_run(gcd_server *s)
 
 void gcd_server_cleanup(gcd_server *s)
 {
-    /* Workers first: their completions may still reference connections. */
+    /* Devices, then workers: their completions may still reference connections. */
+    gcd_dispatch_stop(s);
     gcd_workers_stop(s->workers);
     s->workers = NULL;
     while (s->conns)

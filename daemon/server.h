@@ -18,6 +18,9 @@
 #include "workers.h"
 
 struct gcd_conn;
+struct gcd_batcher;
+
+#define GCD_MAX_DEVICES 16
 
 typedef struct gcd_counters {
     uint64_t started_ns;
@@ -37,6 +40,9 @@ typedef struct gcd_server {
     struct event *sigint_event, *sigterm_event, *drain_timer;
     gcd_workers *workers;
     gcd_engine engine;
+    struct gcd_batcher *devices[GCD_MAX_DEVICES]; /* one scheduler per usable device */
+    unsigned n_devices;
+    uint64_t requests_in_flight;  /* handed to an engine, not yet answered */
     gcd_counters counters;
 
     uint64_t memory_in_use;       /* request bytes held (budget.h) */

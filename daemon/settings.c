@@ -77,6 +77,8 @@ static bool set_max_request(gcd_config *c, const char *v) { return gcd_parse_siz
 static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_output) && c->max_output > 0; }
 static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
+static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
+static bool set_batch_wait_us(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_wait_us) && c->batch_wait_us <= 1000000; }
 
 static bool set_max_frame(gcd_config *c, const char *v)
 {
@@ -93,6 +95,10 @@ static bool set_gpu(gcd_config *c, const char *v)
         c->gpu = GCD_GPU_AUTO;
     else if (strcmp(v, "off") == 0)
         c->gpu = GCD_GPU_OFF;
+    else if (strcmp(v, "emulate") == 0)
+        c->gpu = GCD_GPU_EMULATE;
+    else if (strcmp(v, "emulate-failing") == 0)
+        c->gpu = GCD_GPU_EMULATE_FAILING;
     else
         return false;
     return true;
@@ -119,6 +125,8 @@ static const setting settings[] = {
     { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output },
     { "memory-budget", "SIZE", "request bytes held before reads pause (default 8G)", set_memory_budget },
     { "gpu", "auto|off", "use GPUs when present (default auto)", set_gpu },
+    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
+    { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
 };
@@ -134,6 +142,8 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->memory_budget = 8ull << 30;
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 4ull << 20;
+    cfg->batch_bytes = 64ull << 20;
+    cfg->batch_wait_us = 200;
     cfg->log_level = LOG_INFO;
 }
 

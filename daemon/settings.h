@@ -14,8 +14,10 @@
 #define GCD_SOCKET_PATH_MAX 108
 
 typedef enum gcd_gpu_mode {
-    GCD_GPU_AUTO = 0, /* use GPUs when present, else CPU */
-    GCD_GPU_OFF = 1   /* CPU engine only */
+    GCD_GPU_AUTO = 0,           /* use GPUs when present, else CPU */
+    GCD_GPU_OFF = 1,            /* CPU engine only */
+    GCD_GPU_EMULATE = 2,        /* testing aid: one CPU-backed device behind the scheduler */
+    GCD_GPU_EMULATE_FAILING = 3 /* testing aid: as above, failing from its second batch */
 } gcd_gpu_mode;
 
 typedef struct gcd_config {
@@ -28,6 +30,8 @@ typedef struct gcd_config {
     uint64_t memory_budget;   /* request bytes held at once before reads pause */
     gcd_gpu_mode gpu;
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
+    uint64_t batch_bytes;     /* most input bytes in one device batch */
+    uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */
 } gcd_config;
 

@@ -1,6 +1,28 @@
 /* stats.c - counters and the STATS message (see stats.h). */
 #include "stats.h"
 
+#include <stdio.h>
+
+#include "batcher.h"
+#include "dispatch.h"
+
+static void fill_device(gcd_batcher *b, Gpucomp__DeviceStats *d, char *name, size_t name_size)
+{
+    gcd_batcher_stats bs;
+    gcd_batcher_get_stats(b, &bs);
+    gpucomp__device_stats__init(d);
+    snprintf(name, name_size, "%s", gcd_batcher_name(b));
+    d->name = name;
+    d->batches = bs.batches;
+    d->bytes_in = bs.bytes_in;
+    d->bytes_out = bs.bytes_out;
+    d->kernel_ns = bs.kernel_ns;
+    d->copy_ns = bs.h2d_ns + bs.d2h_ns;
+    d->queue_depth = bs.queue_depth;
+    d->fallbacks = bs.fallbacks;
+    d->retired = bs.retired;
+}
+
 void gcd_stats_count(gcd_server *s, const gcd_request *r)
 {
     gcd_counters *k = &s->counters;
@@ -32,7 +54,13 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->queue_depth = s->workers ? gcd_workers_pending(s->workers) : 0;
     st->memory_in_use = s->memory_in_use;
     st->memory_budget = s->cfg.memory_budget;
-    st->backend = (char *)"cpu";
+    st->backend = (char *)gcd_dispatch_backend(s);
+    for (unsigned i = 0; i < s->n_devices; i++) {
+        fill_device(s->devices[i], &msg->devices[i], msg->names[i], sizeof msg->names[i]);
+        msg->device_ptrs[i] = &msg->devices[i];
+    }
+    st->n_devices = s->n_devices;
+    st->devices = msg->device_ptrs;
     st->cpu_requests = k->cpu_requests;
     st->gpu_requests = k->gpu_requests;
 }

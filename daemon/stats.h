@@ -8,6 +8,9 @@
 /* A Stats message with the storage its fields point to. */
 typedef struct gcd_stats_message {
     Gpucomp__Stats stats;
+    Gpucomp__DeviceStats devices[GCD_MAX_DEVICES];
+    Gpucomp__DeviceStats *device_ptrs[GCD_MAX_DEVICES];
+    char names[GCD_MAX_DEVICES][96];
 } gcd_stats_message;
 
 /* Fill *msg from the server's counters (loop thread). */

@@ -134,6 +134,15 @@ void gcd_workers_submit(gcd_workers *w, gcd_request *r)
     pthread_mutex_unlock(&w->lock);
 }
 
+void gcd_workers_complete(gcd_workers *w, gcd_request *r)
+{
+    atomic_fetch_add(&w->pending, 1); /* taken off again when delivered */
+    pthread_mutex_lock(&w->lock);
+    queue_push(&w->done, r);
+    event_active(w->done_event, EV_READ, 0);
+    pthread_mutex_unlock(&w->lock);
+}
+
 unsigned gcd_workers_pending(const gcd_workers *w)
 {
     return atomic_load(&((gcd_workers *)w)->pending);

@@ -25,6 +25,12 @@ gcd_workers *gcd_workers_start(struct event_base *base, unsigned n,
 /* Queue a request (loop thread). */
 void gcd_workers_submit(gcd_workers *w, gcd_request *r);
 
+/*
+ * Hand a request finished elsewhere (a device scheduler thread) to the loop
+ * through the same completion queue. Any thread.
+ */
+void gcd_workers_complete(gcd_workers *w, gcd_request *r);
+
 /* Requests queued or running. */
 unsigned gcd_workers_pending(const gcd_workers *w);
 unsigned gcd_workers_threads(const gcd_workers *w);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_names.h"
+#include "wire.h" /* GC_WIRE_DEFAULT_SOCKET */
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"
@@ -71,7 +72,7 @@ static void usage(FILE *f)
           "  -w, --width=N        rle element width in bytes: 1, 2, 4 or 8 (default 1)\n"
           "      --chunk-size=N   rle chunk size in bytes; k, M suffixes (default 1M)\n"
           "      --socket=PATH    gpucompd's socket (default: $GPUCOMP_SOCKET, else\n"
-          "                       " GC_DEFAULT_SOCKET_TEXT ")\n"
+          "                       " GC_WIRE_DEFAULT_SOCKET ")\n"
           "      --ping           check that gpucompd answers, then exit\n"
           "      --stats          print gpucompd's counters, then exit\n"
           "  -h, --help           display this help and exit\n"

@@ -1,0 +1,251 @@
+/* batcher.c - batching scheduler for one device (see batcher.h). */
+#include "batcher.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "log.h"
+
+struct gcd_batcher {
+    gcd_device dev;
+    gcd_batcher_config cfg;
+    gcd_complete_fn complete;
+    void *ctx;
+
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    gcd_request *head, *tail;  /* queue, linked through request->next */
+    unsigned queued;
+    bool stopping;
+    gcd_batcher_stats stats;   /* under lock */
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
+static void wait_for_batch(gcd_batcher *b)
+{
+    while (!b->head && !b->stopping)
+        pthread_cond_wait(&b->wake, &b->lock);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    uint64_t ns = (uint64_t)deadline.tv_nsec + b->cfg.max_wait_us * 1000u;
+    deadline.tv_sec += (time_t)(ns / 1000000000u);
+    deadline.tv_nsec = (long)(ns % 1000000000u);
+    for (;;) {
+        uint64_t bytes = 0;
+        for (gcd_request *r = b->head; r && bytes < b->cfg.max_batch_bytes; r = r->next)
+            bytes += r->total_size;
+        if (b->stopping || bytes >= b->cfg.max_batch_bytes)
+            return;
+        if (pthread_cond_timedwait(&b->wake, &b->lock, &deadline) == ETIMEDOUT)
+            return;
+    }
+}
+
+/* Take requests off the queue (lock held) up to max_batch_bytes; always at least one. */
+static size_t take_batch(gcd_batcher *b, gcd_request ***out)
+{
+    size_t n = 0, cap = 16;
+    uint64_t bytes = 0;
+    gcd_request **reqs = malloc(cap * sizeof *reqs);
+    while (reqs && b->head && (n == 0 || bytes + b->head->total_size <= b->cfg.max_batch_bytes)) {
+        if (n == cap) {
+            gcd_request **grown = realloc(reqs, 2 * cap * sizeof *reqs);
+            if (!grown)
+                break;
+            reqs = grown;
+            cap *= 2;
+        }
+        gcd_request *r = b->head;
+        b->head = r->next;
+        if (!b->head)
+            b->tail = NULL;
+        r->next = NULL;
+        bytes += r->total_size;
+        reqs[n++] = r;
+        b->queued--;
+    }
+    *out = reqs;
+    return n;
+}
+
+static void reset_result(gcd_request *r)
+{
+    if (!r->output_mapped)
+        free(r->output);
+    r->output = NULL;
+    r->output_len = 0;
+    gc_error_clear(&r->error);
+}
+
+static void fallback_to_cpu(gcd_batcher *b, gcd_request **reqs, size_t n, const gc_error *why)
+{
+    gcd_log(LOG_ERR, "%s failed (%s): rerunning %zu request(s) on the CPU and retiring the device",
+            b->dev.name, why->msg, n);
+    for (size_t i = 0; i < n; i++) {
+        reset_result(reqs[i]);
+        gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
+    }
+    pthread_mutex_lock(&b->lock);
+    b->stats.fallbacks += n;
+    b->stats.retired = true;
+    pthread_mutex_unlock(&b->lock);
+    b->dev.ops->close(b->dev.impl);
+    b->dev.impl = NULL;
+}
+
+static void account(gcd_batcher *b, gcd_request **reqs, size_t n, const gcd_batch_timing *t)
+{
+    pthread_mutex_lock(&b->lock);
+    b->stats.batches++;
+    b->stats.requests += n;
+    for (size_t i = 0; i < n; i++) {
+        b->stats.bytes_in += reqs[i]->total_size;
+        b->stats.bytes_out += reqs[i]->output_len;
+    }
+    b->stats.h2d_ns += t->h2d_ns;
+    b->stats.kernel_ns += t->kernel_ns;
+    b->stats.d2h_ns += t->d2h_ns;
+    b->stats.wall_ns += t->wall_ns;
+    pthread_mutex_unlock(&b->lock);
+}
+
+static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
+{
+    gcd_batch_timing timing = { 0 };
+    gc_error err = { 0 };
+    if (b->stats.retired) { /* no lock needed: only this thread sets it */
+        for (size_t i = 0; i < n; i++)
+            gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
+    } else {
+        uint64_t start = mono_ns();
+        int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
+        if (rc == GC_E_DEVICE) {
+            fallback_to_cpu(b, reqs, n, &err);
+        } else {
+            uint64_t per_request = (mono_ns() - start) / n;
+            for (size_t i = 0; i < n; i++) {
+                reqs[i]->backend = GPUCOMP__BACKEND__BACKEND_GPU;
+                reqs[i]->engine_ns = per_request;
+                gcd_engine_finish(reqs[i]);
+            }
+            account(b, reqs, n, &timing);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        b->complete(reqs[i], b->ctx);
+}
+
+static void *batcher_main(void *arg)
+{
+    gcd_batcher *b = arg;
+    pthread_mutex_lock(&b->lock);
+    for (;;) {
+        wait_for_batch(b);
+        if (!b->head && b->stopping)
+            break;
+        gcd_request **reqs;
+        size_t n = take_batch(b, &reqs);
+        pthread_mutex_unlock(&b->lock);
+        if (n)
+            run_batch(b, reqs, n);
+        free(reqs);
+        pthread_mutex_lock(&b->lock);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return NULL;
+}
+
+gcd_batcher *gcd_batcher_start(gcd_device *dev, const gcd_batcher_config *cfg,
+                               gcd_complete_fn complete, void *ctx)
+{
+    gcd_batcher *b = calloc(1, sizeof *b);
+    if (!b) {
+        dev->ops->close(dev->impl);
+        return NULL;
+    }
+    b->dev = *dev;
+    b->cfg = *cfg;
+    b->complete = complete;
+    b->ctx = ctx;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->wake, NULL);
+    if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
+        dev->ops->close(dev->impl);
+        pthread_mutex_destroy(&b->lock);
+        pthread_cond_destroy(&b->wake);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void gcd_batcher_submit(gcd_batcher *b, gcd_request *r)
+{
+    r->next = NULL;
+    pthread_mutex_lock(&b->lock);
+    if (b->tail)
+        b->tail->next = r;
+    else
+        b->head = r;
+    b->tail = r;
+    b->queued++;
+    pthread_cond_signal(&b->wake);
+    pthread_mutex_unlock(&b->lock);
+}
+
+bool gcd_batcher_retired(gcd_batcher *b)
+{
+    pthread_mutex_lock(&b->lock);
+    bool retired = b->stats.retired;
+    pthread_mutex_unlock(&b->lock);
+    return retired;
+}
+
+unsigned gcd_batcher_queue_depth(gcd_batcher *b)
+{
+    pthread_mutex_lock(&b->lock);
+    unsigned depth = b->queued;
+    pthread_mutex_unlock(&b->lock);
+    return depth;
+}
+
+void gcd_batcher_get_stats(gcd_batcher *b, gcd_batcher_stats *out)
+{
+    pthread_mutex_lock(&b->lock);
+    *out = b->stats;
+    out->queue_depth = b->queued;
+    pthread_mutex_unlock(&b->lock);
+}
+
+const char *gcd_batcher_name(const gcd_batcher *b)
+{
+    return b->dev.name;
+}
+
+void gcd_batcher_stop(gcd_batcher *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&b->lock);
+    b->stopping = true;
+    pthread_cond_broadcast(&b->wake);
+    pthread_mutex_unlock(&b->lock);
+    pthread_join(b->thread, NULL);
+    if (b->dev.impl)
+        b->dev.ops->close(b->dev.impl);
+    pthread_mutex_destroy(&b->lock);
+    pthread_cond_destroy(&b->wake);
+    free(b);
+}

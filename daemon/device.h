@@ -1,0 +1,51 @@
+/*
+ * device.h - what the scheduler needs from an accelerator.
+ *
+ * One implementation drives a CUDA device (device_gpu.c); another runs the
+ * same batches on the CPU engine (device_emulated.c) so that batching,
+ * routing and fallback are tested on machines without a GPU.
+ */
+#ifndef GCD_DEVICE_H
+#define GCD_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+/* Times for one batch, from CUDA event timestamps on a real device. */
+typedef struct gcd_batch_timing {
+    uint64_t h2d_ns;     /* summed host-to-device copy time */
+    uint64_t kernel_ns;  /* summed kernel time */
+    uint64_t d2h_ns;     /* summed device-to-host copy time */
+    uint64_t wall_ns;    /* first copy start to last copy end */
+} gcd_batch_timing;
+
+typedef struct gcd_device_ops {
+    /*
+     * Run every request of the batch, setting each one's output and error
+     * (a corrupt input fails only its own request). Returning GC_E_DEVICE
+     * means the device failed: the scheduler reruns the whole batch on the
+     * CPU engine and retires the device.
+     */
+    int (*run_batch)(void *dev, gcd_request **reqs, size_t n, gcd_batch_timing *timing, gc_error *err);
+    /* Release the device. */
+    void (*close)(void *dev);
+} gcd_device_ops;
+
+typedef struct gcd_device {
+    const gcd_device_ops *ops;
+    void *impl;
+    char name[96];
+} gcd_device;
+
+/* A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on (0 = never). */
+int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, gc_error *err);
+
+/* CUDA device `index` (device_gpu.c); GC_E_UNSUPPORTED in builds without CUDA. */
+int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err);
+
+/* Number of usable CUDA devices (0 without CUDA or a driver). */
+unsigned gcd_device_gpu_count(void);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * device_gpu.c - a CUDA device behind the scheduler (kernels/cuda/gpu.h).
+ *
+ * Turns a batch of requests into gc_gpu_jobs (output buffers allocated here
+ * so they can be the client's mapped memfd), runs them in one pipelined call
+ * and copies per-job status back. Only rle has GPU kernels; dispatch.c
+ * routes nothing else here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "device.h"
+#include "fd_payload.h"
+#include "gpu.h"
+#include "log.h"
+
+unsigned gcd_device_gpu_count(void)
+{
+    int n = gc_gpu_device_count();
+    return n > 0 ? (unsigned)n : 0;
+}
+
+/* Size the output of one request; false (with r->error set) if it cannot be run. */
+static bool prepare_job(gcd_request *r, gc_gpu_job *job)
+{
+    job->src = r->input;
+    job->src_len = r->total_size;
+    job->user = r;
+    size_t cap;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS) {
+        job->op = GC_GPU_ENCODE;
+        job->opt = (rle_options){ .width = r->element_width, .chunk_size = r->chunk_size, .threads = 1 };
+        cap = rle_compress_bound(r->total_size, &job->opt);
+    } else {
+        job->op = GC_GPU_DECODE;
+        rle_frame_info info;
+        if (rle_frame_parse(r->input, r->total_size, &info, &r->error) != GC_OK)
+            return false;
+        if (info.original_size > r->max_output) {
+            gc_fail(&r->error, GC_E_LIMIT, "rle: frame would decompress to %llu bytes, over the limit of %llu",
+                    (unsigned long long)info.original_size, (unsigned long long)r->max_output);
+            return false;
+        }
+        cap = info.original_size;
+    }
+    if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
+        return false;
+    job->dst = r->output;
+    job->dst_cap = cap;
+    return true;
+}
+
+static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t, gc_error *err)
+{
+    gc_gpu_job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs)
+        return gc_fail(err, GC_E_NOMEM, "out of memory building a batch");
+    size_t n_jobs = 0;
+    for (size_t i = 0; i < n; i++) {
+        gc_error_clear(&reqs[i]->error);
+        if (prepare_job(reqs[i], &jobs[n_jobs]))
+            n_jobs++;
+    }
+    gc_gpu_batch_stats st = { 0 };
+    int rc = n_jobs ? gc_gpu_rle_run_batch(impl, jobs, n_jobs, &st, err) : GC_OK;
+    for (size_t j = 0; rc == GC_OK && j < n_jobs; j++) {
+        gcd_request *r = jobs[j].user;
+        r->output_len = jobs[j].dst_len;
+        if (jobs[j].status != GC_OK)
+            r->error = jobs[j].err, r->error.code = (gc_status)jobs[j].status;
+    }
+    free(jobs);
+    t->h2d_ns = (uint64_t)(st.h2d_ms * 1e6);
+    t->kernel_ns = (uint64_t)(st.kernel_ms * 1e6);
+    t->d2h_ns = (uint64_t)(st.d2h_ms * 1e6);
+    t->wall_ns = (uint64_t)(st.wall_ms * 1e6);
+    return rc;
+}
+
+static void gpu_close(void *impl)
+{
+    gc_gpu_close(impl);
+}
+
+static const gcd_device_ops gpu_ops = { gpu_run_batch, gpu_close };
+
+int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err)
+{
+    gc_gpu_info info;
+    int rc = gc_gpu_device_info((int)index, &info, err);
+    if (rc != GC_OK)
+        return rc;
+    gc_gpu_config cfg = { .streams = 0, .batch_bytes = batch_bytes / 4 };
+    gc_gpu_ctx *ctx;
+    rc = gc_gpu_open((int)index, &cfg, &ctx, err);
+    if (rc != GC_OK)
+        return rc;
+    d->ops = &gpu_ops;
+    d->impl = ctx;
+    snprintf(d->name, sizeof d->name, "gpu%u (%.80s)", index, info.name);
+    return GC_OK;
+}

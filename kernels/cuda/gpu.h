@@ -1,0 +1,148 @@
+/*
+ * gpu.h - the CUDA backend of the `rle` codec, as a plain C API.
+ *
+ * Built from the kernels/cuda .cu files into kernels/cuda/libgccuda.a when configure
+ * finds CUDA; otherwise kernels/cuda/gpu_stub.c provides the same functions
+ * (no devices, every other call GC_E_UNSUPPORTED). Frames are byte-identical
+ * to the CPU backend (kernels/cpu/rle.c, docs/FORMAT.md).
+ *
+ * Error policy: no function here aborts or exits. A CUDA failure returns
+ * GC_E_DEVICE with cudaGetErrorString() in err->msg; after GC_E_DEVICE the
+ * caller should rerun the work on the CPU and close the context (the device
+ * may be in a sticky error state).
+ *
+ * Threads: a gc_gpu_ctx may be shared between threads: gc_gpu_rle_run_batch
+ * and the *_device calls serialise on a mutex inside the context. One context
+ * per worker thread gives more overlap.
+ */
+#ifndef GC_GPU_H
+#define GC_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gc_status.h"
+#include "rle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- device discovery ---------------------------------------------------- */
+
+typedef struct gc_gpu_info {
+    char name[256];
+    uint64_t total_mem;     /* bytes of device memory */
+    uint64_t free_mem;      /* bytes free when asked */
+    int sm_count;
+    int cc_major, cc_minor; /* compute capability */
+    int pci_bus_id;
+} gc_gpu_info;
+
+/* Number of usable CUDA devices: 0 without a driver or device (never aborts;
+ * respects CUDA_VISIBLE_DEVICES). */
+int gc_gpu_device_count(void);
+
+/* Describe device dev (0 .. count-1). */
+int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err);
+
+/* ---- per-device context ----------------------------------------------------- */
+
+typedef struct gc_gpu_config {
+    unsigned streams;      /* CUDA streams / pipeline slots (0 = 3) */
+    size_t batch_bytes;    /* bytes of input per slice and slot (0 = 64 MiB) */
+} gc_gpu_config;
+
+typedef struct gc_gpu_ctx gc_gpu_ctx;
+
+/*
+ * Open device dev: allocates once, for the lifetime of the context, cfg->streams
+ * streams, and per stream a pinned host staging pair and device input / output
+ * / scratch buffers of about batch_bytes each (so about
+ * streams * (3.2 * batch_bytes) of device memory and 2.1 * batch_bytes * streams
+ * of pinned host memory). cfg may be NULL.
+ */
+int gc_gpu_open(int dev, const gc_gpu_config *cfg, gc_gpu_ctx **out, gc_error *err);
+void gc_gpu_close(gc_gpu_ctx *ctx);
+
+/* ---- batch API (the scheduler's entry point) ------------------------------- */
+
+typedef enum gc_gpu_op { GC_GPU_ENCODE = 0, GC_GPU_DECODE = 1 } gc_gpu_op;
+
+typedef struct gc_gpu_job {
+    gc_gpu_op op;
+    /* encode: src = original data, opt = width / chunk_size (threads ignored),
+     *         dst capacity >= rle_compress_bound(src_len, &opt).
+     * decode: src = a whole rle frame, dst capacity >= its original size
+     *         (rle_frame_parse tells it); opt is ignored. */
+    const uint8_t *src;
+    size_t src_len;
+    rle_options opt;
+    uint8_t *dst;
+    size_t dst_cap;
+    /* results */
+    size_t dst_len;        /* frame length (encode) or original size (decode) */
+    int status;            /* GC_OK or the job's error code */
+    gc_error err;          /* the job's error message */
+    void *user;            /* untouched: for the caller */
+} gc_gpu_job;
+
+typedef struct gc_gpu_batch_stats {
+    uint64_t bytes_in;     /* sum of src_len over successful jobs */
+    uint64_t bytes_out;    /* sum of dst_len over successful jobs */
+    uint64_t h2d_bytes, d2h_bytes;
+    double h2d_ms;         /* sum of host-to-device copy times (CUDA events) */
+    double kernel_ms;      /* sum of kernel times (CUDA events) */
+    double d2h_ms;         /* sum of device-to-host copy times (CUDA events) */
+    double wall_ms;        /* first to last event of the batch (CUDA events) */
+    double host_ms;        /* wall clock of the whole call, host staging included */
+    unsigned slices;       /* pipeline slices run */
+} gc_gpu_batch_stats;
+
+/*
+ * Run every job of the batch on the device, pipelined over the context's
+ * streams (H2D of slice k+1, kernels of slice k, D2H of slice k-1 overlap).
+ * Each job gets its own status: a corrupt frame fails only its job
+ * (GC_E_CORRUPT / GC_E_CRC / GC_E_TRUNCATED / GC_E_LIMIT with a message naming
+ * the chunk and check). Returns GC_OK when the batch ran (look at each job's
+ * status), GC_E_DEVICE (err) when the device failed: then no job's output can
+ * be trusted; rerun them all on the CPU. stats may be NULL.
+ */
+int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
+                         gc_gpu_batch_stats *stats, gc_error *err);
+
+/* ---- device-resident entry points (benchmarks, future zero-copy paths) ---- */
+
+/* Bytes of device scratch the *_device calls need for src_len bytes of input
+ * with these options (decode: src_len = the original size). */
+size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt);
+
+/*
+ * Encode d_src[0..src_len) (device memory, 16-byte aligned) into d_dst
+ * (device memory, 16-byte aligned, capacity >= rle_compress_bound) as a whole
+ * frame; d_scratch (device, >= gc_gpu_rle_scratch_size) is caller-owned.
+ * Runs on the context's stream 0 and waits for it: *dst_len is the frame size.
+ */
+int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
+                             const rle_options *opt, void *d_dst, size_t dst_cap,
+                             size_t *dst_len, void *d_scratch, size_t scratch_len,
+                             gc_error *err);
+
+/*
+ * Decode the frame at d_frame (device, 16-byte aligned, frame_len bytes) into
+ * d_dst (device, capacity dst_cap >= original size). The header and index are
+ * read back to the host and validated there; records, run lengths and CRCs are
+ * validated on the device. *dst_len is the original size.
+ */
+int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len,
+                             void *d_dst, size_t dst_cap, size_t *dst_len,
+                             void *d_scratch, size_t scratch_len, gc_error *err);
+
+/* The context's stream i (a cudaStream_t) for callers that time with events. */
+void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

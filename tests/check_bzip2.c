@@ -1,0 +1,707 @@
+/*
+ * check_bzip2.c - tests of the bzip2 CPU codec (kernels/cpu/bz2_*.c).
+ *
+ * libbz2 is the oracle (linked by the tests only); pbzip2 and lbzip2 are
+ * run as commands to get streams from other encoders. Sizes are kept
+ * small so the suite stays fast under sanitizers.
+ */
+#include <bzlib.h>
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bz2_internal.h"
+#include "bzip2.h"
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Text-like data: words from a small vocabulary, some numbers. */
+static uint8_t *make_text(size_t n)
+{
+    static const char *words[] = { "the ", "compress", "block ", "sorting ", "of ", "data\n",
+                                   "Burrows", "Wheeler ", "transform, ", "and ", "Huffman ", "codes. " };
+    uint8_t *b = malloc(n ? n : 1);
+    size_t i = 0;
+    while (i < n) {
+        const char *w = words[rnd() % 12];
+        for (; *w && i < n; w++)
+            b[i++] = (uint8_t)*w;
+        if (rnd() % 7 == 0 && i < n)
+            b[i++] = (uint8_t)('0' + rnd() % 10);
+    }
+    return b;
+}
+
+static uint8_t *make_random(size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)rnd();
+    return b;
+}
+
+static uint8_t *ours_compress(const uint8_t *src, size_t n, int level, unsigned threads, size_t *out_len)
+{
+    bz2_options o = { .level = level, .threads = threads };
+    uint8_t *out = NULL;
+    gc_error err;
+    int rc = bz2_compress(src, n, &o, &out, out_len, &err);
+    ck_assert_msg(rc == GC_OK, "compress failed: %s", err.msg);
+    ck_assert(*out_len <= bz2_compress_bound(n, level));
+    return out;
+}
+
+/* libbz2 decoding of all concatenated streams; returns BZ_OK or error. */
+static int libbz2_decompress(const uint8_t *src, size_t n, uint8_t **out, size_t *out_len)
+{
+    size_t cap = n * 8 + 1024, len = 0;
+    uint8_t *buf = malloc(cap);
+    size_t used = 0;
+    int ret = BZ_OK;
+    while (used < n) {
+        bz_stream s;
+        memset(&s, 0, sizeof s);
+        if (BZ2_bzDecompressInit(&s, 0, 0) != BZ_OK)
+            return BZ_MEM_ERROR;
+        s.next_in = (char *)(uintptr_t)(src + used);
+        s.avail_in = (unsigned)(n - used);
+        do {
+            if (cap - len < 65536)
+                buf = realloc(buf, cap *= 2);
+            s.next_out = (char *)buf + len;
+            s.avail_out = (unsigned)(cap - len);
+            ret = BZ2_bzDecompress(&s);
+            len = cap - s.avail_out;
+        } while (ret == BZ_OK && (s.avail_in > 0 || s.avail_out == 0));
+        used = n - s.avail_in;
+        BZ2_bzDecompressEnd(&s);
+        if (ret != BZ_STREAM_END) {
+            free(buf);
+            return ret == BZ_OK ? BZ_UNEXPECTED_EOF : ret;
+        }
+        ret = BZ_OK;
+    }
+    *out = buf;
+    *out_len = len;
+    return BZ_OK;
+}
+
+static uint8_t *libbz2_compress(const uint8_t *src, size_t n, int level, size_t *out_len)
+{
+    unsigned cap = (unsigned)(n + n / 100 + 700);
+    char *buf = malloc(cap);
+    int rc = BZ2_bzBuffToBuffCompress(buf, &cap, (char *)(uintptr_t)src, (unsigned)n, level, 0, 0);
+    ck_assert_int_eq(rc, BZ_OK);
+    *out_len = cap;
+    return (uint8_t *)buf;
+}
+
+static void check_ours_decodes(const uint8_t *bz, size_t bzlen, const uint8_t *expect, size_t n, unsigned threads)
+{
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    gc_error err;
+    int rc = bz2_decompress(bz, bzlen, 0, threads, &out, &out_len, &err);
+    ck_assert_msg(rc == GC_OK, "decompress failed (%d): %s", rc, err.msg);
+    ck_assert_uint_eq(out_len, n);
+    ck_assert(n == 0 || memcmp(out, expect, n) == 0);
+    free(out);
+}
+
+/* Full round trip: ours -> libbz2 and ours -> ours, threads 1 and 4 equal. */
+static void roundtrip(const uint8_t *src, size_t n, int level)
+{
+    size_t l1, l4;
+    uint8_t *c1 = ours_compress(src, n, level, 1, &l1);
+    uint8_t *c4 = ours_compress(src, n, level, 4, &l4);
+    ck_assert_uint_eq(l1, l4);
+    ck_assert_msg(memcmp(c1, c4, l1) == 0, "output differs between thread counts");
+    uint8_t *back;
+    size_t bl;
+    ck_assert_int_eq(libbz2_decompress(c1, l1, &back, &bl), BZ_OK);
+    ck_assert_uint_eq(bl, n);
+    ck_assert(n == 0 || memcmp(back, src, n) == 0);
+    free(back);
+    check_ours_decodes(c1, l1, src, n, 1);
+    check_ours_decodes(c1, l1, src, n, 3);
+    free(c1);
+    free(c4);
+}
+
+static void roundtrip_free(uint8_t *src, size_t n, int level)
+{
+    roundtrip(src, n, level);
+    free(src);
+}
+
+/* ---- BWT unit tests ---- */
+
+static const uint8_t *naive_blk;
+static size_t naive_n;
+static int naive_cmp(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    for (size_t k = 0; k < naive_n; k++) {
+        uint8_t x = naive_blk[(i + k) % naive_n], y = naive_blk[(j + k) % naive_n];
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
+    return i < j ? -1 : i > j; /* equal rotations: by starting index */
+}
+
+static void check_bwt(const uint8_t *blk, size_t n)
+{
+    size_t *idx = malloc(n * sizeof *idx);
+    uint8_t *want = malloc(n), *got = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    naive_blk = blk;
+    naive_n = n;
+    qsort(idx, n, sizeof *idx, naive_cmp);
+    int32_t want_orig = -1;
+    for (size_t i = 0; i < n; i++) {
+        want[i] = blk[(idx[i] + n - 1) % n];
+        if (idx[i] == 0)
+            want_orig = (int32_t)i;
+    }
+    int32_t orig = bz2_bwt(blk, (int32_t)n, got);
+    ck_assert_int_eq(orig, want_orig);
+    ck_assert(memcmp(got, want, n) == 0);
+    free(idx);
+    free(want);
+    free(got);
+}
+
+START_TEST(test_bwt_small)
+{
+    uint8_t b[600];
+    for (int round = 0; round < 300; round++) {
+        size_t n = 1 + rnd() % 500;
+        unsigned alpha = 1 + rnd() % (round % 3 == 0 ? 2 : 255);
+        for (size_t i = 0; i < n; i++)
+            b[i] = (uint8_t)('a' + rnd() % alpha);
+        if (round % 5 == 0) { /* periodic: u^k */
+            size_t p = 1 + rnd() % 7;
+            for (size_t i = p; i < n; i++)
+                b[i] = b[i - p];
+        }
+        check_bwt(b, n);
+    }
+}
+END_TEST
+
+START_TEST(test_bwt_repetitive)
+{
+    /* Fibonacci string: worst case for comparison-based sorting. */
+    size_t n = 20000;
+    uint8_t *f = malloc(n + 1);
+    size_t a = 1, b = 2;
+    f[0] = 'a';
+    f[1] = 'b';
+    while (b < n) { /* f_k = f_{k-1} f_{k-2} */
+        size_t nb = b + a < n ? b + a : n;
+        memcpy(f + b, f, nb - b);
+        a = b;
+        b = nb;
+    }
+    check_bwt(f, n);
+    check_bwt(f, 987);
+    memset(f, 'x', n);
+    check_bwt(f, n);
+    for (size_t i = 0; i < n; i++)
+        f[i] = "abcab"[i % 5];
+    check_bwt(f, n);
+    f[n - 1] = 'z';
+    check_bwt(f, n);
+    free(f);
+}
+END_TEST
+
+START_TEST(test_bwt_large_repetitive_fast)
+{
+    /* 900k blocks of periodic / Fibonacci / long-repeat data: must finish
+     * quickly (O(n log n)), and be decodable. */
+    size_t n = 900000;
+    uint8_t *f = malloc(n);
+    uint8_t *o = malloc(n);
+    size_t a = 1, b = 2;
+    f[0] = 'a';
+    f[1] = 'b';
+    while (b < n) {
+        size_t nb = b + a < n ? b + a : n;
+        memcpy(f + b, f, nb - b);
+        a = b;
+        b = nb;
+    }
+    clock_t t0 = clock();
+    ck_assert_int_ge(bz2_bwt(f, (int32_t)n, o), 0);
+    for (size_t i = 0; i < n; i++) /* period 1000 with one defect */
+        f[i] = (uint8_t)(i % 1000 * 7);
+    f[n / 2] ^= 1;
+    ck_assert_int_ge(bz2_bwt(f, (int32_t)n, o), 0);
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    ck_assert_msg(secs < 20, "repetitive BWT too slow: %.1fs", secs);
+    roundtrip(f, 300000, 9);
+    free(f);
+    free(o);
+}
+END_TEST
+
+/* ---- Huffman ---- */
+
+START_TEST(test_code_lengths_limited)
+{
+    uint32_t freq[BZ2_MAX_ALPHA];
+    uint8_t len[BZ2_MAX_ALPHA];
+    /* Fibonacci frequencies force depth > 17 without limiting. */
+    uint32_t a = 1, b = 1;
+    for (int i = 0; i < 40; i++) {
+        freq[i] = a;
+        uint32_t c = a + b;
+        a = b;
+        b = c < 100000000 ? c : b;
+    }
+    bz2_code_lengths(freq, 40, 17, len);
+    double kraft = 0;
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_ge(len[i], 1);
+        ck_assert_int_le(len[i], 17);
+        kraft += 1.0 / (double)(1u << len[i]);
+    }
+    ck_assert(kraft <= 1.0 + 1e-12);
+    for (int i = 0; i < 258; i++)
+        freq[i] = 0;
+    bz2_code_lengths(freq, 258, 17, len);
+    for (int i = 0; i < 258; i++)
+        ck_assert_int_le(len[i], 17);
+}
+END_TEST
+
+START_TEST(test_rnums_table)
+{
+    extern int BZ2_rNums[512]; /* libbz2's copy of the format table */
+    for (int i = 0; i < 512; i++)
+        ck_assert_int_eq(bz2_rnums[i], BZ2_rNums[i]);
+}
+END_TEST
+
+/* ---- round trips ---- */
+
+START_TEST(test_empty_and_tiny)
+{
+    roundtrip((const uint8_t *)"", 0, 9);
+    roundtrip((const uint8_t *)"x", 1, 9);
+    roundtrip((const uint8_t *)"ab", 2, 1);
+    /* Our empty stream is byte-identical to bzip2's (14 bytes). */
+    size_t l;
+    uint8_t *c = ours_compress(NULL, 0, 9, 1, &l);
+    size_t ll;
+    uint8_t *ref = libbz2_compress((const uint8_t *)"", 0, 9, &ll);
+    ck_assert_uint_eq(l, ll);
+    ck_assert(memcmp(c, ref, l) == 0);
+    free(c);
+    free(ref);
+}
+END_TEST
+
+START_TEST(test_runs)
+{
+    static const size_t lens[] = { 1, 2, 3, 4, 5, 6, 254, 255, 256, 257, 258, 259, 260, 511, 1000, 100000 };
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        size_t n = lens[k] + 20;
+        uint8_t *b = malloc(n);
+        memset(b, 'q', n);
+        memcpy(b, "head", 4);
+        memcpy(b + 4 + lens[k], "tail-of-the-run!", 16);
+        roundtrip(b, n, 9);
+        roundtrip(b + 4, lens[k], 9); /* run alone */
+        free(b);
+    }
+    /* mixed runs of every length 1..300 */
+    size_t n = 0, cap = 300 * 301 / 2 + 1;
+    uint8_t *b = malloc(cap);
+    for (size_t r = 1; r <= 300; r++) {
+        memset(b + n, (int)(r & 0xff), r);
+        n += r;
+    }
+    roundtrip(b, n, 1);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_block_exactly_full)
+{
+    /* No runs: RLE1 output == input, so limit bytes fill one block. */
+    size_t limit = bz2_block_limit(1);
+    size_t n = limit + 1;
+    uint8_t *b = malloc(n + 5);
+    for (size_t i = 0; i < n + 5; i++)
+        b[i] = (uint8_t)(i * 7 + i / 256);
+    size_t *st;
+    ck_assert_uint_eq(bz2_rle1_plan(b, limit, limit, &st), 1);
+    free(st);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, &st), 2);
+    ck_assert_uint_eq(st[1], limit);
+    free(st);
+    roundtrip(b, limit, 1);
+    roundtrip(b, n, 1);
+    /* A run unit that straddles the limit goes whole to the next block. */
+    memset(b + limit - 2, 'r', 7);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, &st), 2);
+    ck_assert_uint_eq(st[1], limit - 2);
+    free(st);
+    roundtrip(b, n, 1);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_all_bytes_and_random)
+{
+    uint8_t all[256 * 3];
+    for (int i = 0; i < 256 * 3; i++)
+        all[i] = (uint8_t)(i % 256);
+    roundtrip(all, sizeof all, 9);
+    roundtrip_free(make_random(300000), 300000, 2);
+    roundtrip_free(make_random(1000), 1000, 9);
+}
+END_TEST
+
+START_TEST(test_text_multiblock_levels)
+{
+    size_t n = 450000;
+    uint8_t *t = make_text(n);
+    for (int level = 1; level <= 9; level += 4)
+        roundtrip(t, n, level);
+    /* ratio sanity vs libbz2 at the same level */
+    size_t ol, rl;
+    uint8_t *o = ours_compress(t, n, 9, 2, &ol);
+    uint8_t *r = libbz2_compress(t, n, 9, &rl);
+    ck_assert_msg(ol <= rl + rl / 100, "ratio: ours %zu vs libbz2 %zu", ol, rl);
+    free(o);
+    free(r);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_periodic_fibonacci_streams)
+{
+    size_t n = 400000;
+    uint8_t *f = malloc(n);
+    size_t a = 1, b = 2;
+    f[0] = 'a';
+    f[1] = 'b';
+    while (b < n) {
+        size_t nb = b + a < n ? b + a : n;
+        memcpy(f + b, f, nb - b);
+        a = b;
+        b = nb;
+    }
+    roundtrip(f, n, 1);
+    for (size_t i = 0; i < n; i++)
+        f[i] = "abc"[i % 3];
+    roundtrip(f, n, 1); /* periodic RLE1 blocks (origPtr tie rule) */
+    free(f);
+}
+END_TEST
+
+/* ---- streams from other encoders ---- */
+
+START_TEST(test_libbz2_every_level)
+{
+    size_t n = 250000;
+    uint8_t *t = make_text(n);
+    for (int level = 1; level <= 9; level++) {
+        size_t cl;
+        uint8_t *c = libbz2_compress(t, n, level, &cl);
+        check_ours_decodes(c, cl, t, n, 1);
+        check_ours_decodes(c, cl, t, n, 4);
+        free(c);
+    }
+    free(t);
+}
+END_TEST
+
+/* Run `cmd` (a shell command with %s = input file) and return its stdout. */
+static uint8_t *run_tool(const char *tool, const char *args, const uint8_t *in, size_t n, size_t *out_len)
+{
+    char path[] = "/tmp/check_bzip2_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert(write(fd, in, n) == (ssize_t)n);
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+    int have = system(cmd) == 0;
+    if (!have) {
+        unlink(path);
+        ck_abort_msg("%s is not installed: it is needed to test streams from other encoders", tool);
+    }
+    snprintf(cmd, sizeof cmd, "%s %s < %s", tool, args, path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t cap = 1 << 16, len = 0;
+    uint8_t *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len, p)) > 0) {
+        len += r;
+        if (len == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    ck_assert_int_eq(pclose(p), 0);
+    unlink(path);
+    *out_len = len;
+    return buf;
+}
+
+START_TEST(test_pbzip2_lbzip2_streams)
+{
+    size_t n = 1200000;
+    uint8_t *t = make_text(n);
+    memset(t + 1000, 0, 300000); /* a long run too */
+    static const char *const cmds[][2] = {
+        { "pbzip2", "-c -1 -p2" }, { "pbzip2", "-c -9 -p2" }, { "lbzip2", "-c -1 -n2" }, { "lbzip2", "-c -9 -n2" },
+        { "bzip2", "-c -1" },
+    };
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        size_t cl;
+        uint8_t *c = run_tool(cmds[k][0], cmds[k][1], t, n, &cl);
+        check_ours_decodes(c, cl, t, n, 1);
+        check_ours_decodes(c, cl, t, n, 4);
+        free(c);
+    }
+    /* and the tools decode our output */
+    size_t ol;
+    uint8_t *o = ours_compress(t, n, 1, 2, &ol);
+    static const char *const dec[] = { "pbzip2", "lbzip2", "bzip2" };
+    for (size_t k = 0; k < 3; k++) {
+        size_t dl;
+        uint8_t *d = run_tool(dec[k], "-dc", o, ol, &dl);
+        ck_assert_uint_eq(dl, n);
+        ck_assert(memcmp(d, t, n) == 0);
+        free(d);
+    }
+    free(o);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_concatenated_streams)
+{
+    size_t n1 = 150000, n2 = 5;
+    uint8_t *a = make_text(n1);
+    size_t l1, l2, l3;
+    uint8_t *c1 = ours_compress(a, n1, 1, 1, &l1);
+    uint8_t *c2 = libbz2_compress((const uint8_t *)"tail!", n2, 3, &l2);
+    uint8_t *c3 = ours_compress(NULL, 0, 5, 1, &l3);
+    uint8_t *cat = malloc(l1 + l2 + l3 + l1);
+    memcpy(cat, c1, l1);
+    memcpy(cat + l1, c3, l3);
+    memcpy(cat + l1 + l3, c2, l2);
+    memcpy(cat + l1 + l3 + l2, c1, l1);
+    size_t total = l1 + l2 + l3 + l1;
+    uint8_t *want = malloc(n1 * 2 + n2);
+    memcpy(want, a, n1);
+    memcpy(want + n1, "tail!", n2);
+    memcpy(want + n1 + n2, a, n1);
+    check_ours_decodes(cat, total, want, 2 * n1 + n2, 1);
+    check_ours_decodes(cat, total, want, 2 * n1 + n2, 4);
+    /* trailing garbage is an error naming the stream */
+    cat[total - 1] = cat[total - 1]; /* keep valid */
+    uint8_t *g = malloc(total + 3);
+    memcpy(g, cat, total);
+    memcpy(g + total, "xyz", 3);
+    uint8_t *out;
+    size_t ol;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress(g, total + 3, 0, 2, &out, &ol, &err), GC_E_CORRUPT);
+    ck_assert_msg(strstr(err.msg, "after stream 4") != NULL, "%s", err.msg);
+    free(g);
+    free(cat);
+    free(want);
+    free(a);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
+START_TEST(test_randomised_block)
+{
+    /* libbz2 never writes randomised blocks; our encoder can (test hook),
+     * and both libbz2 and our decoder must undo the randomisation. */
+    size_t n = 250000;
+    uint8_t *t = make_text(n);
+    bz2_options o = { .level = 1, .threads = 2 };
+    uint8_t *c;
+    size_t cl;
+    gc_error err;
+    ck_assert_int_eq(bz2_compress_ex(t, n, &o, BZ2_ENC_RANDOMISE, &c, &cl, &err), GC_OK);
+    uint8_t *back;
+    size_t bl;
+    ck_assert_int_eq(libbz2_decompress(c, cl, &back, &bl), BZ_OK);
+    ck_assert_uint_eq(bl, n);
+    ck_assert(memcmp(back, t, n) == 0);
+    free(back);
+    check_ours_decodes(c, cl, t, n, 1);
+    check_ours_decodes(c, cl, t, n, 3);
+    free(c);
+    free(t);
+}
+END_TEST
+
+/* ---- hostile input ---- */
+
+START_TEST(test_bit_flips)
+{
+    size_t n = 3000;
+    uint8_t *t = make_text(n);
+    size_t cl;
+    uint8_t *c = ours_compress(t, n, 9, 1, &cl);
+    uint8_t *m = malloc(cl);
+    int errors = 0;
+    for (size_t bit = 0; bit < cl * 8; bit++) {
+        memcpy(m, c, cl);
+        m[bit / 8] ^= (uint8_t)(0x80 >> (bit % 8));
+        uint8_t *out = NULL;
+        size_t ol;
+        gc_error err;
+        int rc = bz2_decompress(m, cl, 0, 1 + bit % 2, &out, &ol, &err);
+        if (rc == GC_OK) {
+            /* only the padding bits of the last byte may be flipped */
+            ck_assert_msg(ol == n && memcmp(out, t, n) == 0, "bit %zu: wrong output accepted", bit);
+            ck_assert_uint_ge(bit, (cl - 1) * 8);
+        } else {
+            errors++;
+            ck_assert(rc == GC_E_CORRUPT || rc == GC_E_CRC || rc == GC_E_TRUNCATED);
+            ck_assert(strncmp(err.msg, "bzip2: ", 7) == 0);
+        }
+        free(out);
+    }
+    ck_assert_int_gt(errors, (int)(cl * 8) - 8);
+    free(m);
+    free(c);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_truncation)
+{
+    size_t n = 2000;
+    uint8_t *t = make_text(n);
+    size_t cl;
+    uint8_t *c = ours_compress(t, n, 9, 1, &cl);
+    for (size_t k = 0; k < cl; k++) {
+        uint8_t *cut = malloc(k ? k : 1);
+        memcpy(cut, c, k);
+        uint8_t *out = NULL;
+        size_t ol;
+        gc_error err;
+        int rc = bz2_decompress(cut, k, 0, 2, &out, &ol, &err);
+        ck_assert_msg(rc != GC_OK, "prefix %zu accepted", k);
+        ck_assert_msg(rc == GC_E_TRUNCATED || rc == GC_E_CORRUPT, "prefix %zu: rc %d", k, rc);
+        free(cut);
+    }
+    free(c);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_crc_message_and_limit)
+{
+    size_t n = 500000;
+    uint8_t *t = make_text(n);
+    size_t cl;
+    uint8_t *c = ours_compress(t, n, 1, 2, &cl); /* 5+ blocks */
+    uint8_t *out;
+    size_t ol;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress(c, cl, n - 1, 2, &out, &ol, &err), GC_E_LIMIT);
+    ck_assert_int_eq(bz2_decompress(c, cl, n, 2, &out, &ol, &err), GC_OK);
+    free(out);
+    ck_assert_int_eq(bz2_decompress(c, cl, 1000, 1, &out, &ol, &err), GC_E_LIMIT);
+    /* corrupt the stored CRC of block 1 (right after the 4-byte header
+     * and 6-byte magic) */
+    c[10] ^= 0x40;
+    ck_assert_int_eq(bz2_decompress(c, cl, 0, 2, &out, &ol, &err), GC_E_CRC);
+    ck_assert_msg(strstr(err.msg, "stream 1 block 1: block CRC mismatch") != NULL, "%s", err.msg);
+    c[10] ^= 0x40;
+    /* the stream CRC: the last 4 bytes hold it (minus padding bits) */
+    c[cl - 2] ^= 0x10;
+    ck_assert_int_eq(bz2_decompress(c, cl, 0, 2, &out, &ol, &err), GC_E_CRC);
+    ck_assert_msg(strstr(err.msg, "stream CRC mismatch") != NULL, "%s", err.msg);
+    ck_assert_int_eq(bz2_decompress((const uint8_t *)"BZh9", 4, 0, 1, &out, &ol, &err), GC_E_TRUNCATED);
+    ck_assert_int_eq(bz2_decompress((const uint8_t *)"PK\3\4abc", 7, 0, 1, &out, &ol, &err), GC_E_CORRUPT);
+    ck_assert_int_eq(bz2_decompress(NULL, 0, 0, 1, &out, &ol, &err), GC_E_TRUNCATED);
+    bz2_options bad = { .level = 10 };
+    ck_assert_int_eq(bz2_compress(t, 10, &bad, &out, &ol, &err), GC_E_INVALID);
+    free(c);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_block_level_and_four_run_end)
+{
+    /* A level-1 header on a stream whose block is larger than 100k. */
+    size_t n = 300000;
+    uint8_t *t = make_text(n);
+    size_t cl;
+    uint8_t *c = ours_compress(t, n, 9, 1, &cl);
+    c[3] = '1';
+    uint8_t *out;
+    size_t ol;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress(c, cl, 0, 1, &out, &ol, &err), GC_E_CORRUPT);
+    ck_assert_msg(strstr(err.msg, "exceeds level 1") != NULL, "%s", err.msg);
+    free(c);
+    free(t);
+}
+END_TEST
+
+static Suite *bzip2_suite(void)
+{
+    Suite *s = suite_create("bzip2");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rnums_table);
+    tcase_add_test(tc, test_bwt_small);
+    tcase_add_test(tc, test_bwt_repetitive);
+    tcase_add_test(tc, test_bwt_large_repetitive_fast);
+    tcase_add_test(tc, test_code_lengths_limited);
+    tcase_add_test(tc, test_empty_and_tiny);
+    tcase_add_test(tc, test_runs);
+    tcase_add_test(tc, test_block_exactly_full);
+    tcase_add_test(tc, test_all_bytes_and_random);
+    tcase_add_test(tc, test_text_multiblock_levels);
+    tcase_add_test(tc, test_periodic_fibonacci_streams);
+    tcase_add_test(tc, test_libbz2_every_level);
+    tcase_add_test(tc, test_pbzip2_lbzip2_streams);
+    tcase_add_test(tc, test_concatenated_streams);
+    tcase_add_test(tc, test_randomised_block);
+    tcase_add_test(tc, test_bit_flips);
+    tcase_add_test(tc, test_truncation);
+    tcase_add_test(tc, test_crc_message_and_limit);
+    tcase_add_test(tc, test_block_level_and_four_run_end);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(bzip2_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
