@@ -18,6 +18,10 @@ static void fill_device(gcd_batcher *b, Gpucomp__DeviceStats *d, char *name, siz
     d->bytes_out = bs.bytes_out;
     d->kernel_ns = bs.kernel_ns;
     d->copy_ns = bs.h2d_ns + bs.d2h_ns;
+    d->h2d_ns = bs.h2d_ns;
+    d->d2h_ns = bs.d2h_ns;
+    d->wall_ns = bs.wall_ns;
+    d->requests = bs.requests;
     d->queue_depth = bs.queue_depth;
     d->fallbacks = bs.fallbacks;
     d->retired = bs.retired;

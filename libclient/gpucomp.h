@@ -70,7 +70,25 @@ typedef struct gpucomp_options {
     uint64_t max_output;     /* decompress: fail with GPUCOMP_E_LIMIT beyond this; 0 = daemon default */
 } gpucomp_options;
 
-/* Daemon-wide counters, as returned by gpucomp_stats(). */
+#define GPUCOMP_MAX_DEVICES 16
+
+/* One accelerator's counters (times summed over its batches, from CUDA events). */
+typedef struct gpucomp_device_stats {
+    char name[96];
+    uint64_t batches;
+    uint64_t requests;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t h2d_ns;         /* host-to-device copies */
+    uint64_t kernel_ns;      /* kernels */
+    uint64_t d2h_ns;         /* device-to-host copies */
+    uint64_t wall_ns;        /* batch wall time, first copy in to last copy out */
+    uint64_t fallbacks;      /* requests rerun on the CPU after a device failure */
+    uint32_t queue_depth;
+    int retired;             /* nonzero once the device failed and was taken out of service */
+} gpucomp_device_stats;
+
+/* Daemon-wide counters, as returned by gpucomp_stats_get(). */
 typedef struct gpucomp_stats {
     uint64_t uptime_ms;
     uint32_t connections;
@@ -85,7 +103,8 @@ typedef struct gpucomp_stats {
     uint64_t cpu_requests;
     uint64_t gpu_requests;
     char backend[16];        /* "cpu" or "gpu" */
-    uint32_t gpu_devices;
+    uint32_t gpu_devices;    /* entries used in devices[] */
+    gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES];
 } gpucomp_stats;
 
 typedef struct gpucomp_client gpucomp_client;
@@ -120,6 +139,25 @@ int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
 
 /* Release a buffer returned by gpucomp_compress/gpucomp_decompress. */
 void gpucomp_free(void *buf);
+
+/*
+ * Zero-copy variants for large buffers: the input is in_len bytes at offset 0
+ * of in_fd and the daemon writes the result into out_fd, growing it as
+ * needed; *out_len is the result's length. Both descriptors must be memfds
+ * made with MFD_ALLOW_SEALING (gpucomp_memfd_create makes one): the daemon
+ * seals both against shrinking (F_SEAL_SHRINK) so it can map them safely.
+ * The descriptors stay the caller's. gpucomp_compress/gpucomp_decompress use
+ * this transport by themselves for inputs of GPUCOMP_MEMFD_THRESHOLD bytes
+ * and more.
+ */
+#define GPUCOMP_MEMFD_THRESHOLD (8u << 20)
+int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
+                        int out_fd, size_t *out_len);
+int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
+                          int out_fd, size_t *out_len);
+
+/* A sealable memfd for the calls above (close() it when done), or -1 with errno set. */
+int gpucomp_memfd_create(const char *name);
 
 /* Round trip to the daemon; GPUCOMP_OK if it answers. */
 int gpucomp_ping(gpucomp_client *c);

@@ -105,61 +105,98 @@ static int valid_width(unsigned w)
 
 /* ---- chunk encoder -------------------------------------------------------- */
 
-/* Byte offset of the end of the run starting at byte offset pos (< nb). */
-ALWAYS_INLINE size_t run_end(const uint8_t *p, size_t pos, size_t nb, unsigned w)
+/*
+ * diff_bytes(p, w): which of the elements in the SCAN_STEP bytes at p differ
+ * from the element after them. Bit i is set when byte i is the last byte of
+ * such an element, so a run ends at byte i and the next starts at i + 1.
+ * Reads SCAN_STEP + w bytes. SSE2 is part of x86-64; elsewhere the same
+ * question is answered 8 bytes at a time with word arithmetic.
+ */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define SCAN_STEP 16u
+
+ALWAYS_INLINE uint32_t diff_bytes(const uint8_t *p, unsigned w)
 {
-    uint64_t elem = load_n(p + pos, w);
-    uint64_t pattern = broadcast(elem, w);
-    size_t q = pos + w;
-    for (; q + 8 <= nb; q += 8) {
-        uint64_t diff = load64(p + q) ^ pattern;
-        if (diff)
-            return q + (size_t)__builtin_ctzll(diff) / (8 * w) * w;
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + w));
+    __m128i eq;
+    switch (w) {
+    case 1: eq = _mm_cmpeq_epi8(a, b); break;
+    case 2: eq = _mm_cmpeq_epi16(a, b); break;
+    case 4: eq = _mm_cmpeq_epi32(a, b); break;
+    default: /* no 64-bit compare in SSE2: both 32-bit halves must match */
+        eq = _mm_cmpeq_epi32(a, b);
+        eq = _mm_and_si128(eq, _mm_shuffle_epi32(eq, _MM_SHUFFLE(2, 3, 0, 1)));
+        break;
     }
-    while (q < nb && load_n(p + q, w) == elem)
-        q += w;
-    return q;
+    static const uint32_t last_byte_of_lane[9] = { 0, 0xFFFF, 0xAAAA, 0, 0x8888, 0, 0, 0, 0x8080 };
+    return ~(uint32_t)_mm_movemask_epi8(eq) & last_byte_of_lane[w];
+}
+#else
+#define SCAN_STEP 8u
+
+ALWAYS_INLINE uint32_t diff_bytes(const uint8_t *p, unsigned w)
+{
+    static const uint64_t lane_top_bit[9] = {
+        0, 0x8080808080808080ull, 0x8000800080008000ull, 0, 0x8000000080000000ull,
+        0, 0, 0, 0x8000000000000000ull,
+    };
+    uint64_t hi = lane_top_bit[w];
+    uint64_t x = load64(p) ^ load64(p + w);
+    uint64_t nonzero = (((x & ~hi) + ~hi) | x) & hi; /* top bit of each lane != 0 */
+    return (uint32_t)((nonzero * 0x0002040810204081ull) >> 56); /* gather to bit per byte */
+}
+#endif
+
+/* Number of runs in nb > 0 bytes, or any number above limit once it is
+ * certain to be above it (the chunk is then stored: no need to finish). */
+ALWAYS_INLINE size_t count_runs(const uint8_t *src, size_t nb, unsigned w, size_t limit)
+{
+    size_t runs = 1, q = 0;
+    for (; q + w + SCAN_STEP <= nb; q += SCAN_STEP) {
+        runs += (size_t)__builtin_popcount(diff_bytes(src + q, w));
+        if (runs > limit)
+            return runs;
+    }
+    for (; q + w < nb; q += w)
+        runs += load_n(src + q, w) != load_n(src + q + w, w);
+    return runs;
 }
 
-typedef struct run_stats {
-    size_t runs;    /* max_runs + 1 when the scan gave up */
-    size_t max_len; /* longest run, in elements */
-} run_stats;
+/* Append the run [*start, end) as symbol r and length r; returns its length. */
+ALWAYS_INLINE size_t emit_run(const uint8_t *src, size_t *start, size_t end, unsigned w,
+                              unsigned lw, uint8_t *syms, uint8_t *lens, size_t r)
+{
+    size_t len = (end - *start) / w;
+    memcpy(syms + r * w, src + *start, w);
+    store_n(lens + r * lw, len - 1, lw);
+    *start = end;
+    return len;
+}
 
 /*
- * Write every run's symbol to syms and its length - 1, truncated to a byte,
- * to lens8; give up as soon as there are more than max_runs runs (the chunk
- * is then stored, so finishing the scan would be wasted work).
+ * Write every run's symbol and length - 1 (lw bytes, truncated if longer:
+ * the caller checks the returned longest run and rewrites them wider).
  */
-ALWAYS_INLINE run_stats scan_runs(const uint8_t *src, size_t nb, unsigned w, size_t max_runs,
-                                  uint8_t *syms, uint8_t *lens8)
+ALWAYS_INLINE size_t write_runs(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
+                                uint8_t *syms, uint8_t *lens)
 {
-    run_stats st = { 0, 0 };
-    for (size_t pos = 0; pos < nb;) {
-        if (st.runs == max_runs) {
-            st.runs++;
-            return st;
+    size_t start = 0, r = 0, max_len = 0, len, q = 0;
+    for (; q + w + SCAN_STEP <= nb; q += SCAN_STEP) {
+        for (uint32_t m = diff_bytes(src + q, w); m; m &= m - 1) {
+            len = emit_run(src, &start, q + (size_t)__builtin_ctz(m) + 1, w, lw, syms, lens, r++);
+            max_len = len > max_len ? len : max_len;
         }
-        size_t end = run_end(src, pos, nb, w);
-        size_t len = (end - pos) / w;
-        memcpy(syms + st.runs * w, src + pos, w);
-        lens8[st.runs] = (uint8_t)(len - 1);
-        st.max_len = len > st.max_len ? len : st.max_len;
-        st.runs++;
-        pos = end;
     }
-    return st;
-}
-
-/* Second scan, only for chunks with a run longer than 256 elements. */
-ALWAYS_INLINE void write_wide_lengths(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
-                                      uint8_t *lens)
-{
-    for (size_t pos = 0; pos < nb; lens += lw) {
-        size_t end = run_end(src, pos, nb, w);
-        store_n(lens, (end - pos) / w - 1, lw);
-        pos = end;
+    for (; q + w < nb; q += w) {
+        if (load_n(src + q, w) != load_n(src + q + w, w)) {
+            len = emit_run(src, &start, q + w, w, lw, syms, lens, r++);
+            max_len = len > max_len ? len : max_len;
+        }
     }
+    len = emit_run(src, &start, nb, w, lw, syms, lens, r);
+    return len > max_len ? len : max_len;
 }
 
 static unsigned len_width_for(size_t max_len)
@@ -173,31 +210,30 @@ static unsigned len_width_for(size_t max_len)
  * Encode the rle payload and mode fields of a record; returns the record size,
  * or 0 when the chunk must be stored (rule 3). nb > 0.
  *
- * Symbols go straight to their final place. One-byte lengths go to a parking
- * area at the offset the symbols could reach before rule 3 makes the chunk
- * stored (max_runs), so symbols and lengths never collide, and are moved
- * down behind the symbols at the end: one scan instead of two.
+ * Counting the runs first is cheap (a compare and popcount per SCAN_STEP
+ * bytes), proves most incompressible chunks stored after reading half of
+ * them, and fixes where the lengths start. Lengths are written one byte wide
+ * in the same scan as the symbols; only chunks with a run over 256 elements
+ * need a second scan to write them wider.
  */
 ALWAYS_INLINE size_t encode_rle(const uint8_t *src, size_t nb, unsigned w, uint8_t *rec)
 {
     size_t max_runs = (nb - 1) / (w + 1); /* most runs with runs*(w+1) < nb */
-    uint8_t *syms = rec + RLE_CHUNK_HEADER;
-    uint8_t *parked = syms + max_runs * w;
-    run_stats st = scan_runs(src, nb, w, max_runs, syms, parked);
-    if (st.runs > max_runs)
+    size_t runs = count_runs(src, nb, w, max_runs);
+    if (runs > max_runs)
         return 0;
-    unsigned lw = len_width_for(st.max_len);
-    if (st.runs * (w + lw) >= nb)
+    uint8_t *syms = rec + RLE_CHUNK_HEADER, *lens = syms + runs * w;
+    unsigned lw = len_width_for(write_runs(src, nb, w, 1, syms, lens));
+    if (runs * (w + lw) >= nb)
         return 0;
-    uint8_t *lens = syms + st.runs * w;
-    if (lw == 1)
-        memmove(lens, parked, st.runs);
-    else
-        write_wide_lengths(src, nb, w, lw, lens);
+    if (lw == 2)
+        write_runs(src, nb, w, 2, syms, lens);
+    else if (lw == 4)
+        write_runs(src, nb, w, 4, syms, lens);
     rec[0] = RLE_MODE_RLE;
     rec[1] = (uint8_t)lw;
-    store32(rec + 4, (uint32_t)st.runs);
-    return RLE_CHUNK_HEADER + st.runs * (w + lw);
+    store32(rec + 4, (uint32_t)runs);
+    return RLE_CHUNK_HEADER + runs * (w + lw);
 }
 
 static size_t encode_rle_any(const uint8_t *src, size_t nb, unsigned w, uint8_t *rec)
