@@ -204,8 +204,9 @@ END_TEST
 
 START_TEST(test_bwt_repetitive)
 {
-    /* Fibonacci string: worst case for comparison-based sorting. */
-    size_t n = 20000;
+    /* Fibonacci string: worst case for comparison-based sorting (small:
+     * the naive reference sort is quadratic here). */
+    size_t n = 2500;
     uint8_t *f = malloc(n + 1);
     size_t a = 1, b = 2;
     f[0] = 'a';
@@ -359,10 +360,10 @@ START_TEST(test_block_exactly_full)
     roundtrip(b, n, 1);
     /* A run unit that straddles the limit goes whole to the next block. */
     memset(b + limit - 2, 'r', 7);
-    ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, &st), 2);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, &st), 2);
     ck_assert_uint_eq(st[1], limit - 2);
     free(st);
-    roundtrip(b, n, 1);
+    roundtrip(b, n + 5, 1);
     free(b);
 }
 END_TEST
@@ -579,9 +580,10 @@ START_TEST(test_bit_flips)
         gc_error err;
         int rc = bz2_decompress(m, cl, 0, 1 + bit % 2, &out, &ol, &err);
         if (rc == GC_OK) {
-            /* only the padding bits of the last byte may be flipped */
+            /* only padding bits of the last byte, or a level digit that
+             * still allows the block size, may be flipped */
             ck_assert_msg(ol == n && memcmp(out, t, n) == 0, "bit %zu: wrong output accepted", bit);
-            ck_assert_uint_ge(bit, (cl - 1) * 8);
+            ck_assert(bit >= (cl - 1) * 8 || bit / 8 == 3);
         } else {
             errors++;
             ck_assert(rc == GC_E_CORRUPT || rc == GC_E_CRC || rc == GC_E_TRUNCATED);

@@ -1,0 +1,41 @@
+/*
+ * crc32c_device.cu - the constant tables of the device CRC32C (built once on
+ * the host per context and uploaded; see crc32c_device.cuh for the method).
+ */
+#include "crc32c_device.cuh"
+
+namespace gcgpu {
+
+void crc_tables_build(CrcTables *t)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+        t->t8[0][i] = c;
+    }
+    for (int s = 1; s < 8; s++)
+        for (int i = 0; i < 256; i++)
+            t->t8[s][i] = (t->t8[s - 1][i] >> 8) ^ t->t8[0][t->t8[s - 1][i] & 255];
+    /* reflected: bit 31 - e stands for x^e */
+    t->xp8[0] = 0x00800000u;              /* x^8 */
+    uint32_t xinv = 0x05EC76F1u;          /* x^-1: x^31 + (P - 1 - x^32) / x */
+    uint32_t xi = 0x80000000u;
+    for (int i = 0; i < 8; i++)
+        xi = gf2_mul(xinv, xi);
+    t->xi8[0] = xi;                       /* x^-8 */
+    for (int k = 1; k < 32; k++) {
+        t->xp8[k] = gf2_mul(t->xp8[k - 1], t->xp8[k - 1]);
+        t->xi8[k] = gf2_mul(t->xi8[k - 1], t->xi8[k - 1]);
+    }
+    for (int th = 0; th < kThreads; th++) {
+        uint64_t n = (uint64_t)kSeg * (kThreads - 1 - th);
+        uint32_t p = 0x80000000u;
+        for (int k = 0; n; k++, n >>= 1)
+            if (n & 1)
+                p = gf2_mul(t->xp8[k], p);
+        t->kseg[th] = p;
+    }
+}
+
+} // namespace gcgpu

@@ -1,0 +1,143 @@
+/*
+ * gpu_internal.cuh - shared by the CUDA backend's translation units (not
+ * installed, not seen by C code): error macro, tile geometry, the CRC table
+ * block every kernel gets by pointer, and the host launchers of the encoder
+ * and decoder that rle_pipeline.cu strings together.
+ */
+#ifndef GC_GPU_INTERNAL_CUH
+#define GC_GPU_INTERNAL_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "gpu.h"
+
+/* Every CUDA call goes through this: a failure becomes GC_E_DEVICE with the
+ * runtime's message in *err and the calling function returns it. Never exits. */
+#define GC_CUDA(call)                                                                  \
+    do {                                                                               \
+        cudaError_t gc_cuda_rc_ = (call);                                              \
+        if (gc_cuda_rc_ != cudaSuccess)                                                \
+            return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s (%s:%d)", #call,             \
+                           cudaGetErrorString(gc_cuda_rc_), __FILE__, __LINE__);        \
+    } while (0)
+
+/* After a kernel launch: launch-configuration errors surface here. */
+#define GC_CUDA_LAUNCHED(name) GC_CUDA(cudaGetLastError())
+
+namespace gcgpu {
+
+/* Tile geometry shared by every kernel: a block of 256 threads covers one
+ * 16 KiB window of memory aligned to 16 bytes; each thread owns a contiguous
+ * 64-byte segment of it (four 16-byte vectors). 64 contiguous bytes per thread
+ * is what lets the CRC be computed per thread with slicing tables and combined
+ * with one GF(2) multiply per 64 bytes. */
+constexpr int kThreads = 256;
+constexpr int kSeg = 64;
+constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
+/* Decoder: runs per run tile (8 per thread). */
+constexpr int kRunTile = 2048;
+
+/* Tile length in bytes, chunk-relative: a tile must fit one window wherever
+ * it starts, so 16 bytes less when chunk starts are not 16-byte aligned. */
+static inline uint32_t tile_len_for(uint32_t chunk_size)
+{
+    return (chunk_size % 16 == 0) ? kWin : kWin - 16;
+}
+
+constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
+
+/* Tables the kernels copy to shared memory or read directly. */
+struct CrcTables {
+    uint32_t t8[8][256]; /* slicing-by-8 */
+    uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
+    uint32_t xi8[32];    /* x^(-8*2^k) mod P */
+    uint32_t kseg[kThreads]; /* x^(8*64*(255-t)): shift of thread t's segment to the window end */
+};
+
+/* Host-side helpers (crc32c_device.cu). */
+void crc_tables_build(CrcTables *t);
+
+/* Per-tile summary written by the encoder's analysis pass. */
+struct TileSum {
+    uint32_t count;  /* run heads in the tile */
+    int32_t first;   /* element index (chunk-relative) of the first head, or INT32_MAX */
+    int32_t last;    /* ... of the last head, or -1 */
+    uint32_t maxgap; /* longest run between two heads of the tile that cross segments */
+    uint32_t crcw;   /* raw CRC (init 0, no xor) of the tile's bytes over its window */
+    uint32_t pad;
+};
+
+struct ChunkEnc {
+    uint32_t runs;
+    uint32_t crc;
+    uint8_t mode, lw, pad0, pad1;
+    uint32_t rec_size;
+};
+
+/* Scratch layout of one encode of n_body bytes into chunk_count chunks. */
+struct EncScratch {
+    TileSum *tiles;
+    uint32_t *tile_base; /* runs before the tile in its chunk */
+    int32_t *tile_lastb; /* last head before the tile in its chunk */
+    ChunkEnc *chunks;
+    unsigned long long *rec_off; /* exclusive scan of record sizes */
+    uint32_t *crc_part;          /* header CRC partials */
+    unsigned long long *total;   /* records bytes (device) */
+    void *cub_tmp;
+    size_t cub_bytes;
+};
+
+struct EncParams {
+    const uint8_t *src;     /* body (16-byte aligned) */
+    uint64_t body_len;
+    unsigned width;
+    uint32_t chunk_size;
+    uint64_t chunk_count;
+    uint8_t *records;       /* where chunk records go (any alignment) */
+    uint8_t *out_base;      /* 16-byte aligned base that `records` lies in */
+    uint32_t *index;        /* chunk_count record sizes (4-byte aligned) */
+};
+
+/* Scratch bytes for an encode / decode of n bytes in chunks of chunk_size. */
+size_t enc_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size);
+size_t dec_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size);
+
+/*
+ * Encode the body into records + index on `stream` (asynchronous). After it,
+ * scratch total (device) holds the bytes of records written.
+ */
+int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+               cudaStream_t stream, unsigned long long **d_total, gc_error *err);
+
+/* Write the frame header (fixed part + tail; index already in place) and the
+ * header CRC of a whole frame at d_frame; asynchronous. */
+int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width,
+                     uint32_t chunk_size, uint64_t chunk_count, const CrcTables *d_tab,
+                     void *scratch, size_t scratch_len, cudaStream_t stream, gc_error *err);
+
+struct DecParams {
+    const uint8_t *records;     /* chunk records back to back (any alignment) */
+    uint64_t records_len;
+    const uint32_t *index;      /* device copy of the index entries (4-byte aligned) */
+    unsigned width;
+    uint32_t chunk_size;
+    uint64_t chunk_count;
+    uint64_t body_len;          /* bytes of output (whole chunks) */
+    uint8_t *out;               /* 16-byte aligned */
+};
+
+/*
+ * Decode and verify; asynchronous. *d_status points to chunk_count status
+ * words (0 = OK, else (gc_status << 8) | check) in device scratch.
+ */
+int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+               cudaStream_t stream, uint32_t **d_status, gc_error *err);
+
+/* Turn a non-zero chunk status word into an error. */
+int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);
+
+} // namespace gcgpu
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * bench_daemon.c - throughput and latency through a running gpucompd.
+ *
+ *   bench_daemon SOCKET large SIZE_MIB          one client, memfd transport
+ *   bench_daemon SOCKET many CLIENTS SIZE_MIB ROUNDS
+ *   bench_daemon SOCKET small CLIENTS SIZE_BYTES ROUNDS   (latency percentiles)
+ *
+ * Data: short runs (mean run 8 bytes), the class the rle codec is for.
+ * Every round trip is verified. Prints one markdown table row per run, plus
+ * the daemon's device counters (copy/kernel overlap) for the run.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpucomp.h"
+
+static const char *socket_path;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, gpucomp_client *c, int rc)
+{
+    fprintf(stderr, "bench_daemon: %s: %s (%s)\n", what, gpucomp_strerror(rc),
+            c ? gpucomp_last_error(c) : gpucomp_connect_error());
+    exit(1);
+}
+
+static void fill_runs(uint8_t *p, size_t len, uint64_t seed)
+{
+    size_t i = 0;
+    while (i < len) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t run = 1 + ((seed >> 33) % 15);
+        uint8_t v = (uint8_t)(seed >> 56);
+        for (size_t k = 0; k < run && i < len; k++)
+            p[i++] = v;
+    }
+}
+
+static gpucomp_client *connect_client(void)
+{
+    gpucomp_client *c;
+    int rc = gpucomp_connect(socket_path, &c);
+    if (rc != GPUCOMP_OK)
+        die("connect", NULL, rc);
+    return c;
+}
+
+static uint8_t *map_memfd(int fd, size_t len, int prot)
+{
+    void *p = mmap(NULL, len, prot, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    return p;
+}
+
+/* Snapshot of the device counters, summed over devices. */
+typedef struct device_totals {
+    uint64_t h2d, kernel, d2h, wall, batches, fallbacks, gpu_requests;
+} device_totals;
+
+static device_totals totals(gpucomp_client *c)
+{
+    gpucomp_stats st;
+    int rc = gpucomp_stats_get(c, &st);
+    if (rc != GPUCOMP_OK)
+        die("stats", c, rc);
+    device_totals t = { .gpu_requests = st.gpu_requests };
+    for (uint32_t i = 0; i < st.gpu_devices; i++) {
+        t.h2d += st.devices[i].h2d_ns;
+        t.kernel += st.devices[i].kernel_ns;
+        t.d2h += st.devices[i].d2h_ns;
+        t.wall += st.devices[i].wall_ns;
+        t.batches += st.devices[i].batches;
+        t.fallbacks += st.devices[i].fallbacks;
+    }
+    return t;
+}
+
+static void print_overlap(const char *label, device_totals a, device_totals b, double wall_s)
+{
+    double h2d = (double)(b.h2d - a.h2d) * 1e-9, k = (double)(b.kernel - a.kernel) * 1e-9;
+    double d2h = (double)(b.d2h - a.d2h) * 1e-9;
+    double slowest = h2d > k ? (h2d > d2h ? h2d : d2h) : (k > d2h ? k : d2h);
+    printf("| %s | device: %llu batches, %llu GPU requests, H2D %.3f s, kernels %.3f s, D2H %.3f s; "
+           "end-to-end %.3f s = %.2fx the slowest stage |\n",
+           label, (unsigned long long)(b.batches - a.batches),
+           (unsigned long long)(b.gpu_requests - a.gpu_requests), h2d, k, d2h, wall_s,
+           slowest > 0 ? wall_s / slowest : 0.0);
+}
+
+static void run_large(size_t mib)
+{
+    size_t len = mib << 20;
+    gpucomp_client *c = connect_client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    int in = gpucomp_memfd_create("bench-in"), packed = gpucomp_memfd_create("bench-packed");
+    int back = gpucomp_memfd_create("bench-back");
+    if (in < 0 || packed < 0 || back < 0 || ftruncate(in, (off_t)len) != 0) {
+        perror("memfd");
+        exit(1);
+    }
+    uint8_t *src = map_memfd(in, len, PROT_READ | PROT_WRITE);
+    fill_runs(src, len, 42);
+    size_t packed_len, back_len;
+    device_totals t0 = totals(c);
+    double t = now_s();
+    int rc = gpucomp_compress_fd(c, &o, in, len, packed, &packed_len);
+    double compress_s = now_s() - t;
+    if (rc != GPUCOMP_OK)
+        die("compress", c, rc);
+    device_totals t1 = totals(c);
+    gpucomp_backend backend = gpucomp_last_backend(c);
+    t = now_s();
+    rc = gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len);
+    double decompress_s = now_s() - t;
+    if (rc != GPUCOMP_OK)
+        die("decompress", c, rc);
+    device_totals t2 = totals(c);
+    uint8_t *out = map_memfd(back, back_len, PROT_READ);
+    if (back_len != len || memcmp(out, src, len) != 0) {
+        fprintf(stderr, "bench_daemon: round trip mismatch\n");
+        exit(1);
+    }
+    printf("| large: 1 client, %zu MiB, memfd | compress %.2f GB/s, decompress %.2f GB/s, ratio %.2f, backend %s |\n",
+           mib, (double)len / compress_s / 1e9, (double)len / decompress_s / 1e9,
+           (double)len / (double)packed_len, backend == GPUCOMP_BACKEND_GPU ? "gpu" : "cpu");
+    print_overlap("large compress", t0, t1, compress_s);
+    print_overlap("large decompress", t1, t2, decompress_s);
+    munmap(src, len);
+    munmap(out, back_len);
+    close(in), close(packed), close(back);
+    gpucomp_close(c);
+}
+
+typedef struct worker_arg {
+    size_t size;
+    int rounds;
+    int index;
+    double *latencies; /* rounds entries */
+} worker_arg;
+
+static void *many_worker(void *p)
+{
+    worker_arg *a = p;
+    gpucomp_client *c = connect_client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    uint8_t *src = malloc(a->size);
+    fill_runs(src, a->size, (uint64_t)a->index + 1);
+    for (int r = 0; r < a->rounds; r++) {
+        void *packed;
+        size_t packed_len;
+        double t = now_s();
+        int rc = gpucomp_compress(c, &o, src, a->size, &packed, &packed_len);
+        a->latencies[r] = now_s() - t;
+        if (rc != GPUCOMP_OK)
+            die("compress", c, rc);
+        gpucomp_free(packed);
+    }
+    free(src);
+    gpucomp_close(c);
+    return NULL;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void run_clients(const char *mode, int clients, size_t size, int rounds)
+{
+    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
+    worker_arg *args = calloc((size_t)clients, sizeof *args);
+    double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
+    gpucomp_client *c = connect_client();
+    device_totals t0 = totals(c);
+    double t = now_s();
+    for (int i = 0; i < clients; i++) {
+        args[i] = (worker_arg){ size, rounds, i, lat + (size_t)i * (size_t)rounds };
+        pthread_create(&threads[i], NULL, many_worker, &args[i]);
+    }
+    for (int i = 0; i < clients; i++)
+        pthread_join(threads[i], NULL);
+    double wall = now_s() - t;
+    device_totals t1 = totals(c);
+    size_t n = (size_t)clients * (size_t)rounds;
+    qsort(lat, n, sizeof *lat, compare_double);
+    printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s compress, %.0f req/s, latency p50 %.3f ms p99 %.3f ms |\n",
+           mode, clients, rounds, size, (double)size * (double)n / wall / 1e9, (double)n / wall,
+           lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3);
+    print_overlap(mode, t0, t1, wall);
+    gpucomp_close(c);
+    free(threads), free(args), free(lat);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many CLIENTS SIZE_MIB ROUNDS | "
+                        "small CLIENTS SIZE_BYTES ROUNDS\n");
+        return 2;
+    }
+    socket_path = argv[1];
+    if (strcmp(argv[2], "large") == 0)
+        run_large((size_t)atol(argv[3]));
+    else if (strcmp(argv[2], "many") == 0 && argc >= 6)
+        run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]));
+    else if (strcmp(argv[2], "small") == 0 && argc >= 6)
+        run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]));
+    else
+        return 2;
+    return 0;
+}

@@ -1,0 +1,202 @@
+/*
+ * check_scheduler.c - routing, batching, device failure and the memfd
+ * transport, on machines without a GPU: the daemon runs with its emulated
+ * device (--gpu=emulate), which takes the same scheduler path as a GPU.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "daemon_harness.h"
+#include "gpucomp.h"
+
+static test_daemon dut;
+
+static gpucomp_client *connect_or_fail(void)
+{
+    gpucomp_client *c = NULL;
+    int rc = gpucomp_connect(dut.socket_path, &c);
+    ck_assert_msg(rc == GPUCOMP_OK, "connect: %s (%s)", gpucomp_strerror(rc), gpucomp_connect_error());
+    return c;
+}
+
+/* Round trip through c; returns the backend that compressed. */
+static gpucomp_backend round_trip(gpucomp_client *c, gpucomp_codec codec, size_t len, uint64_t seed)
+{
+    uint8_t *data = malloc(len ? len : 1);
+    fill_test_data(data, len, 1, seed);
+    gpucomp_options o;
+    gpucomp_options_init(&o, codec);
+    void *packed, *unpacked;
+    size_t packed_len, unpacked_len;
+    int rc = gpucomp_compress(c, &o, data, len, &packed, &packed_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
+    gpucomp_backend backend = gpucomp_last_backend(c);
+    rc = gpucomp_decompress(c, &o, packed, packed_len, &unpacked, &unpacked_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "decompress: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(unpacked_len, len);
+    ck_assert(len == 0 || memcmp(unpacked, data, len) == 0);
+    gpucomp_free(packed);
+    gpucomp_free(unpacked);
+    free(data);
+    return backend;
+}
+
+static void start_emulated(const char *mode)
+{
+    const char *args[] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", NULL };
+    test_daemon_start(&dut, args);
+}
+
+static void teardown(void)
+{
+    test_daemon_cleanup(&dut);
+}
+
+START_TEST(test_routing_by_size_and_codec)
+{
+    start_emulated("emulate");
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 1000, 1), GPUCOMP_BACKEND_CPU);
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 2), GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_BZIP2, 2u << 20, 3), GPUCOMP_BACKEND_CPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_str_eq(st.backend, "gpu");
+    ck_assert_uint_eq(st.gpu_devices, 1);
+    ck_assert_str_eq(st.devices[0].name, "emulated0");
+    ck_assert_uint_eq(st.devices[0].requests, 2); /* the large rle compress and decompress */
+    ck_assert_uint_eq(st.gpu_requests, 2);
+    ck_assert_uint_eq(st.cpu_requests, 4);
+    gpucomp_close(c);
+}
+END_TEST
+
+static void *concurrent_client(void *arg)
+{
+    gpucomp_client *c = connect_or_fail();
+    round_trip(c, GPUCOMP_CODEC_RLE, (2u << 20) + (size_t)(uintptr_t)arg, (uint64_t)(uintptr_t)arg);
+    gpucomp_close(c);
+    return NULL;
+}
+
+START_TEST(test_concurrent_requests_are_batched)
+{
+    start_emulated("emulate");
+    enum { N = 8 };
+    pthread_t t[N];
+    for (uintptr_t i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, concurrent_client, (void *)i), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 2 * N);
+    /* a 100 ms batch window gathers concurrent requests into shared batches */
+    ck_assert_uint_lt(st.devices[0].batches, st.devices[0].requests);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_device_failure_falls_back_to_cpu)
+{
+    start_emulated("emulate-failing"); /* its second batch fails */
+    gpucomp_client *c = connect_or_fail();
+    for (int i = 0; i < 4; i++)
+        round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, (uint64_t)i); /* every request still succeeds */
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_int_ne(st.devices[0].retired, 0);
+    ck_assert_uint_ge(st.devices[0].fallbacks, 1);
+    ck_assert_str_eq(st.backend, "cpu");
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.requests_ok, 8);
+    /* after retirement, new work goes straight to the CPU engine */
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 9), GPUCOMP_BACKEND_CPU);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_memfd_transport)
+{
+    start_emulated("off");
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20;
+    int in = gpucomp_memfd_create("in"), packed = gpucomp_memfd_create("packed");
+    int back = gpucomp_memfd_create("back");
+    ck_assert(in >= 0 && packed >= 0 && back >= 0);
+    ck_assert_int_eq(ftruncate(in, (off_t)len), 0);
+    uint8_t *src = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, in, 0);
+    ck_assert(src != MAP_FAILED);
+    fill_test_data(src, len, 1, 5);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    size_t packed_len, back_len;
+    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, len, packed, &packed_len), GPUCOMP_OK);
+    ck_assert_uint_lt(packed_len, len);
+    ck_assert_int_eq(gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len), GPUCOMP_OK);
+    ck_assert_uint_eq(back_len, len);
+    uint8_t *out = mmap(NULL, len, PROT_READ, MAP_SHARED, back, 0);
+    ck_assert(out != MAP_FAILED);
+    ck_assert(memcmp(out, src, len) == 0);
+    /* the daemon sealed the input: the client can no longer shrink it under the daemon */
+    ck_assert_int_ne(ftruncate(in, 0), 0);
+    /* bzip2 through the same transport */
+    o.codec = GPUCOMP_CODEC_BZIP2;
+    int packed2 = gpucomp_memfd_create("packed2");
+    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, len, packed2, &packed_len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_decompress_fd(c, &o, packed2, packed_len, back, &back_len), GPUCOMP_OK);
+    ck_assert_uint_eq(back_len, len);
+    ck_assert(memcmp(out, src, len) == 0);
+    munmap(src, len);
+    munmap(out, len);
+    close(in), close(packed), close(back), close(packed2);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_memfd_refuses_unsealable_fd)
+{
+    start_emulated("off");
+    gpucomp_client *c = connect_or_fail();
+    char path[128];
+    snprintf(path, sizeof path, "%s/plain", dut.dir);
+    ck_assert_int_eq(write_file(path, "hello world", 11), 0);
+    int in = open(path, O_RDWR), out = gpucomp_memfd_create("out");
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    size_t out_len;
+    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, 11, out, &out_len), GPUCOMP_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(gpucomp_last_error(c), "seal"));
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    close(in), close(out);
+    gpucomp_close(c);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("scheduler");
+    TCase *tc = tcase_create("emulated-device");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_routing_by_size_and_codec);
+    tcase_add_test(tc, test_concurrent_requests_are_batched);
+    tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
+    tcase_add_test(tc, test_memfd_transport);
+    tcase_add_test(tc, test_memfd_refuses_unsealable_fd);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
