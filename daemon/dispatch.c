@@ -2,6 +2,7 @@
 #include "dispatch.h"
 
 #include "batcher.h"
+#include "rle.h"
 #include "log.h"
 
 /* Completion from a batcher thread: hand back through the worker pool's queue. */
@@ -72,10 +73,29 @@ static gcd_batcher *least_loaded_device(gcd_server *s)
     return best;
 }
 
+/*
+ * Bytes of data the request moves: its input, or for an rle decompress the
+ * original size its header declares (the output dominates there). The header
+ * is only peeked at; the engine validates it.
+ */
+static uint64_t work_bytes(const gcd_request *r)
+{
+    uint64_t bytes = r->total_size;
+    if (r->codec == GPUCOMP__CODEC__CODEC_RLE && r->op == GPUCOMP__OP__OP_DECOMPRESS &&
+        r->total_size >= RLE_HEADER_FIXED && r->input) {
+        uint64_t declared = 0;
+        for (int i = 7; i >= 0; i--)
+            declared = declared << 8 | r->input[12 + i]; /* original_size, docs/FORMAT.md */
+        if (declared > bytes)
+            bytes = declared;
+    }
+    return bytes;
+}
+
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
     s->requests_in_flight++;
-    bool device_worthy = r->codec == GPUCOMP__CODEC__CODEC_RLE && r->total_size >= s->cfg.gpu_min_bytes;
+    bool device_worthy = r->codec == GPUCOMP__CODEC__CODEC_RLE && work_bytes(r) >= s->cfg.gpu_min_bytes;
     gcd_batcher *dev = device_worthy ? least_loaded_device(s) : NULL;
     if (dev)
         gcd_batcher_submit(dev, r);

@@ -8,6 +8,7 @@
 #endif
 
 #include "client_internal.h"
+#include "fdpass.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,27 @@ static gpucomp_backend to_backend(Gpucomp__Backend b)
                                                                                    : GPUCOMP_BACKEND_UNKNOWN;
 }
 
+/* The request fields every transform shares: op, codec, options, limit. */
+static int prepare(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, Gpucomp__CodecOptions *wire,
+                   client_req *req)
+{
+    gpucomp_options defaults;
+    if (!o) {
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_RLE);
+        o = &defaults;
+    }
+    int rc = to_wire_options(c, o, wire);
+    *req = (client_req){ .op = op, .codec = (Gpucomp__Codec)o->codec, .options = wire,
+                         .max_output = op == GPUCOMP__OP__OP_DECOMPRESS ? o->max_output : 0 };
+    return rc;
+}
+
+static void note_success(gpucomp_client *c, const client_reply *rep)
+{
+    c->last_backend = to_backend(rep->backend);
+    c->last_engine_ns = rep->engine_ns;
+}
+
 static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o,
                      const void *src, size_t src_len, void **dst, size_t *dst_len)
 {
@@ -104,26 +126,52 @@ static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o
         *dst_len = 0;
     if (!dst || !dst_len || (!src && src_len))
         return gc_fail(&c->err, GC_E_INVALID, "NULL buffer argument");
-    gpucomp_options defaults;
-    if (!o) {
-        gpucomp_options_init(&defaults, GPUCOMP_CODEC_RLE);
-        o = &defaults;
-    }
     Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
-    int rc = to_wire_options(c, o, &wire);
+    client_req req;
+    int rc = prepare(c, op, o, &wire, &req);
     if (rc != GC_OK)
         return rc;
-    client_req req = { .op = op, .codec = (Gpucomp__Codec)o->codec, .options = &wire,
-                       .src = src, .src_len = src_len,
-                       .max_output = op == GPUCOMP__OP__OP_DECOMPRESS ? o->max_output : 0 };
+    req.src = src;
+    req.src_len = src_len;
     client_reply rep;
-    rc = client_call(c, &req, &rep);
+    rc = CLIENT_STAGING_UNAVAILABLE;
+    if (src_len >= GPUCOMP_MEMFD_THRESHOLD && c->fd >= 0)
+        rc = client_call_staged(c, &req, src, &rep);
+    if (rc == CLIENT_STAGING_UNAVAILABLE)
+        rc = client_call(c, &req, &rep);
     if (rc == GC_OK) {
         *dst = rep.buf;
         *dst_len = rep.len;
         rep.buf = NULL;
-        c->last_backend = to_backend(rep.backend);
-        c->last_engine_ns = rep.engine_ns;
+        note_success(c, &rep);
+    }
+    client_reply_free(&rep);
+    return rc;
+}
+
+static int transform_fd(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o,
+                        int in_fd, size_t in_len, int out_fd, size_t *out_len)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (out_len)
+        *out_len = 0;
+    if (!out_len || in_fd < 0 || out_fd < 0)
+        return gc_fail(&c->err, GC_E_INVALID, "invalid descriptor or NULL out_len argument");
+    Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
+    client_req req;
+    int rc = prepare(c, op, o, &wire, &req);
+    if (rc != GC_OK)
+        return rc;
+    req.src_len = in_len;
+    req.via_fd = true;
+    req.in_fd = in_fd;
+    req.out_fd = out_fd;
+    client_reply rep;
+    rc = client_call(c, &req, &rep);
+    if (rc == GC_OK) {
+        *out_len = rep.len;
+        note_success(c, &rep);
     }
     client_reply_free(&rep);
     return rc;
@@ -146,6 +194,23 @@ void gpucomp_free(void *buf)
     free(buf);
 }
 
+int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
+                        int out_fd, size_t *out_len)
+{
+    return transform_fd(c, GPUCOMP__OP__OP_COMPRESS, o, in_fd, in_len, out_fd, out_len);
+}
+
+int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
+                          int out_fd, size_t *out_len)
+{
+    return transform_fd(c, GPUCOMP__OP__OP_DECOMPRESS, o, in_fd, in_len, out_fd, out_len);
+}
+
+int gpucomp_memfd_create(const char *name)
+{
+    return gc_memfd_create(name && *name ? name : "gpucomp");
+}
+
 int gpucomp_ping(gpucomp_client *c)
 {
     if (!c)
@@ -157,6 +222,17 @@ int gpucomp_ping(gpucomp_client *c)
     return rc;
 }
 
+static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out)
+{
+    *out = (gpucomp_device_stats){
+        .batches = d->batches, .requests = d->requests,
+        .bytes_in = d->bytes_in, .bytes_out = d->bytes_out,
+        .h2d_ns = d->h2d_ns, .kernel_ns = d->kernel_ns, .d2h_ns = d->d2h_ns, .wall_ns = d->wall_ns,
+        .fallbacks = d->fallbacks, .queue_depth = d->queue_depth, .retired = d->retired != 0,
+    };
+    snprintf(out->name, sizeof out->name, "%s", d->name ? d->name : "");
+}
+
 static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
 {
     *out = (gpucomp_stats){
@@ -166,9 +242,13 @@ static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
         .worker_threads = s->worker_threads, .queue_depth = s->queue_depth,
         .memory_in_use = s->memory_in_use, .memory_budget = s->memory_budget,
         .cpu_requests = s->cpu_requests, .gpu_requests = s->gpu_requests,
-        .gpu_devices = (uint32_t)s->n_devices,
     };
     snprintf(out->backend, sizeof out->backend, "%s", s->backend ? s->backend : "");
+    /* A daemon with more devices than the struct holds: report the first ones. */
+    size_t n = s->n_devices < GPUCOMP_MAX_DEVICES ? s->n_devices : GPUCOMP_MAX_DEVICES;
+    for (size_t i = 0; i < n; i++)
+        copy_device(s->devices[i], &out->devices[i]);
+    out->gpu_devices = (uint32_t)n;
 }
 
 int gpucomp_stats_get(gpucomp_client *c, gpucomp_stats *out)

@@ -9,6 +9,7 @@
 #ifndef GPUCOMP_CLIENT_INTERNAL_H
 #define GPUCOMP_CLIENT_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpucomp.h"
@@ -33,9 +34,14 @@ typedef struct client_req {
     const uint8_t *src;
     size_t src_len;
     uint64_t max_output;            /* 0 = no client-side limit */
+    /* memfd transport: src is unused, the input is src_len bytes of in_fd
+     * and the daemon writes the output into out_fd */
+    bool via_fd;
+    int in_fd, out_fd;
 } client_req;
 
-/* What came back. buf (len bytes, never NULL on success) goes to the user. */
+/* What came back. buf (len bytes, never NULL on success; NULL with via_fd,
+ * where the len bytes are in out_fd) goes to the user. */
 typedef struct client_reply {
     uint8_t *buf;
     size_t len;
@@ -76,6 +82,15 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err);
  * be trusted to be at a frame boundary.
  */
 int client_call(gpucomp_client *c, const client_req *req, client_reply *rep);
+
+/*
+ * Run req (inline fields set, src_len >= GPUCOMP_MEMFD_THRESHOLD) through
+ * the memfd transport, src copied into a memfd; on success rep->buf holds
+ * the output like an inline reply. CLIENT_STAGING_UNAVAILABLE (not a
+ * gc_status) if no memfd could be made: nothing was sent, use the socket.
+ */
+#define CLIENT_STAGING_UNAVAILABLE (-1)
+int client_call_staged(gpucomp_client *c, client_req *req, const uint8_t *src, client_reply *rep);
 
 /* Free what a reply holds and zero it (safe on a zeroed reply). */
 void client_reply_free(client_reply *rep);

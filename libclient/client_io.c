@@ -1,6 +1,8 @@
 /* client_io.c - blocking frame I/O on the client's socket (client_io.h). */
 #include "client_io.h"
 
+#include "fdpass.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -61,20 +63,44 @@ static int write_all(int fd, const uint8_t *buf, size_t len, bool stop_on_input,
     return GC_OK;
 }
 
+/* f serialized with its header into a new buffer of *size bytes. */
+static int pack_frame(const Gpucomp__Frame *f, uint32_t max_body, uint8_t **buf, size_t *size, gc_error *err)
+{
+    *size = gc_wire_packed_size(f);
+    if (*size - GC_WIRE_HEADER_SIZE > max_body)
+        return gc_fail(err, GC_E_INTERNAL, "client built a %zu-byte frame, over the daemon's limit of %u",
+                       *size, max_body);
+    *buf = malloc(*size);
+    if (!*buf)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate a %zu-byte frame", *size);
+    gc_wire_pack(f, *buf);
+    return GC_OK;
+}
+
 int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
                          bool stop_on_input, gc_error *err)
 {
-    size_t size = gc_wire_packed_size(f);
-    if (size - GC_WIRE_HEADER_SIZE > max_body)
-        return gc_fail(err, GC_E_INTERNAL, "client built a %zu-byte frame, over the daemon's limit of %u",
-                       size, max_body);
     if (stop_on_input && input_pending(fd))
         return CLIENT_IO_INPUT_PENDING;
-    uint8_t *buf = malloc(size);
-    if (!buf)
-        return gc_fail(err, GC_E_NOMEM, "cannot allocate a %zu-byte frame", size);
-    gc_wire_pack(f, buf);
-    int rc = write_all(fd, buf, size, stop_on_input, err);
+    uint8_t *buf;
+    size_t size;
+    int rc = pack_frame(f, max_body, &buf, &size, err);
+    if (rc != GC_OK)
+        return rc;
+    rc = write_all(fd, buf, size, stop_on_input, err);
+    free(buf);
+    return rc;
+}
+
+int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                             const int *fds, unsigned n_fds, gc_error *err)
+{
+    uint8_t *buf;
+    size_t size;
+    int rc = pack_frame(f, max_body, &buf, &size, err);
+    if (rc != GC_OK)
+        return rc;
+    rc = gc_fdpass_send(fd, buf, size, fds, n_fds, err);
     free(buf);
     return rc;
 }

@@ -34,6 +34,14 @@ int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
                          bool stop_on_input, gc_error *err);
 
 /*
+ * Send f as one frame with n_fds descriptors attached (SCM_RIGHTS, through
+ * proto/fdpass.h), for the memfd transport. The frame is small (no
+ * payload), so a plain blocking send is enough.
+ */
+int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                             const int *fds, unsigned n_fds, gc_error *err);
+
+/*
  * Read one frame. A header announcing more than max_body bytes is rejected
  * (GC_E_LIMIT) before anything is allocated. GC_E_IO when the daemon closes
  * the connection or the read fails, GC_E_PROTOCOL for bytes that do not

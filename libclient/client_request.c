@@ -11,10 +11,12 @@
 #include "client_internal.h"
 #include "client_io.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static uint64_t take_id(gpucomp_client *c)
 {
@@ -41,8 +43,29 @@ static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id
     }
 }
 
+/* memfd transport: one frame, no payload, the two descriptors attached. */
+static int send_fd_request(gpucomp_client *c, const client_req *req, uint64_t id)
+{
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = id;
+    r.op = req->op;
+    r.codec = req->codec;
+    r.options = req->options;
+    r.total_size = req->src_len;
+    r.max_output = req->max_output;
+    r.payload_in_fd = true;
+    r.last = true;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = &r;
+    int fds[2] = { req->in_fd, req->out_fd };
+    return client_io_send_frame_fds(c->fd, &f, c->max_frame, fds, 2, &c->err);
+}
+
 static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
 {
+    if (req->via_fd)
+        return send_fd_request(c, req, id);
     size_t piece = gc_wire_max_payload(c->max_frame); /* > 0: max_frame >= GC_WIRE_MIN_MAX_FRAME */
     size_t off = 0;
     int rc;
@@ -203,6 +226,28 @@ static int recv_rest(gpucomp_client *c, uint64_t id, assembly *a, client_reply *
     }
 }
 
+/*
+ * The answer to a memfd request: one frame saying how many bytes the daemon
+ * wrote into out_fd. The memfd must really hold them: the caller maps it.
+ */
+static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r,
+                          client_reply *rep)
+{
+    if (!r->payload_in_fd || r->payload.len || !r->last)
+        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered a memfd request with an inline response");
+    if (req->max_output && r->total_size > req->max_output)
+        return gc_fail(&c->err, GC_E_LIMIT, "gpucompd announced %llu bytes of output, over the limit of %llu",
+                       (unsigned long long)r->total_size, (unsigned long long)req->max_output);
+    struct stat st;
+    if (fstat(req->out_fd, &st) != 0)
+        return gc_fail(&c->err, GC_E_IO, "cannot stat the output memfd: %s", strerror(errno));
+    if ((uint64_t)st.st_size < r->total_size || r->total_size >= SIZE_MAX)
+        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd announced %llu bytes of output, but the output memfd holds %lld",
+                       (unsigned long long)r->total_size, (long long)st.st_size);
+    rep->len = (size_t)r->total_size;
+    return GC_OK;
+}
+
 static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, client_reply *rep, bool *clean)
 {
     int rc = recv_frame_for(c, id, &rep->head);
@@ -213,6 +258,10 @@ static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, 
         return daemon_error(c, r, clean);
     rep->backend = r->backend;
     rep->engine_ns = r->engine_ns;
+    if (req->via_fd)
+        return check_fd_reply(c, req, r, rep);
+    if (r->payload_in_fd)
+        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered an inline request with payload_in_fd");
     assembly a;
     rc = start_output(c, req, r, &a, rep);
     if (rc == GC_OK)

@@ -1,7 +1,8 @@
 /*
  * check_client.c - libgpucomp-client without a daemon: the pure API, and a
  * fake gpucompd (a thread behind a real Unix socket, speaking the protocol
- * from this file) that checks what the client sends and misbehaves on
+ * from this file, memfd transport included) that checks what the client
+ * sends and misbehaves on
  * purpose to check what the client accepts. Also the CLI's name rules.
  *
  * The fake runs on its own thread, where Check's asserts must not be used:
@@ -10,6 +11,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli_names.h"
+#include "fdpass.h"
 #include "gc_status.h"
 #include "gpucomp.h"
 #include "wire.h"
@@ -56,6 +59,9 @@ struct fake {
     size_t input_len;
     unsigned frames;
     size_t largest_frame;     /* largest body seen */
+    int fds[GC_FDPASS_MAX];   /* descriptors that came with the client's bytes */
+    unsigned n_fds;
+    bool lie_about_fd_output; /* memfd answers: announce more than was written */
     uint64_t prev_id;         /* id of the request before the last */
     char fail[256];           /* first complaint; "" if all was well */
 };
@@ -86,11 +92,15 @@ static bool raw_write(fake *f, const void *buf, size_t len)
     return true;
 }
 
+/* Reads keep any descriptors the client attached (memfd transport). */
 static bool raw_read(fake *f, void *buf, size_t len)
 {
     uint8_t *p = buf;
     while (len) {
-        ssize_t n = recv(f->fd, p, len, 0);
+        bool overflow = false;
+        ssize_t n = gc_fdpass_recv(f->fd, p, len, f->fds, &f->n_fds, GC_FDPASS_MAX, &overflow);
+        if (overflow)
+            complain(f, "client sent more than %d descriptors", GC_FDPASS_MAX);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -952,7 +962,7 @@ START_TEST(test_early_refusal_while_sending)
     f->max_frame = GC_WIRE_MIN_MAX_FRAME;
     fake_start(f, serve_refuse_early);
     gpucomp_client *c = connect_ok(f);
-    size_t len = 8u << 20;
+    size_t len = GPUCOMP_MEMFD_THRESHOLD - 1; /* the largest that still goes through the socket */
     uint8_t *in = pattern(len);
     void *out;
     size_t out_len;
@@ -1044,6 +1054,19 @@ static void serve_stats(fake *f)
     if (f->op != GPUCOMP__OP__OP_STATS)
         complain(f, "op %d, expected STATS", f->op);
     Gpucomp__DeviceStats d0 = GPUCOMP__DEVICE_STATS__INIT, d1 = GPUCOMP__DEVICE_STATS__INIT;
+    d0.name = (char *)"NVIDIA H100";
+    d1.name = (char *)"emulated1";
+    d1.batches = 5;
+    d1.requests = 11;
+    d1.bytes_in = 100;
+    d1.bytes_out = 50;
+    d1.h2d_ns = 1;
+    d1.kernel_ns = 2;
+    d1.d2h_ns = 3;
+    d1.wall_ns = 9;
+    d1.fallbacks = 1;
+    d1.queue_depth = 2;
+    d1.retired = true;
     Gpucomp__DeviceStats *devs[2] = { &d0, &d1 };
     Gpucomp__Stats st = GPUCOMP__STATS__INIT;
     st.uptime_ms = 123456;
@@ -1095,8 +1118,200 @@ START_TEST(test_stats)
     ck_assert_uint_eq(st.gpu_requests, 7);
     ck_assert_str_eq(st.backend, "gpu");
     ck_assert_uint_eq(st.gpu_devices, 2);
+    ck_assert_str_eq(st.devices[0].name, "NVIDIA H100");
+    ck_assert_int_eq(st.devices[0].retired, 0);
+    ck_assert_str_eq(st.devices[1].name, "emulated1");
+    ck_assert_uint_eq(st.devices[1].batches, 5);
+    ck_assert_uint_eq(st.devices[1].requests, 11);
+    ck_assert_uint_eq(st.devices[1].bytes_in, 100);
+    ck_assert_uint_eq(st.devices[1].bytes_out, 50);
+    ck_assert_uint_eq(st.devices[1].h2d_ns, 1);
+    ck_assert_uint_eq(st.devices[1].kernel_ns, 2);
+    ck_assert_uint_eq(st.devices[1].d2h_ns, 3);
+    ck_assert_uint_eq(st.devices[1].wall_ns, 9);
+    ck_assert_uint_eq(st.devices[1].fallbacks, 1);
+    ck_assert_uint_eq(st.devices[1].queue_depth, 2);
+    ck_assert_int_ne(st.devices[1].retired, 0);
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_E_PROTOCOL);
     ck_assert_contains(gpucomp_last_error(c), "without statistics");
+    gpucomp_close(c);
+    fake_finish(f);
+}
+END_TEST
+
+/* ---- memfd transport ------------------------------------------------------ */
+
+static bool read_fd_fully(int fd, uint8_t *buf, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t n = pread(fd, buf + off, len - off, (off_t)off);
+        if (n <= 0)
+            return false;
+        off += (size_t)n;
+    }
+    return true;
+}
+
+/* Answer one memfd request: output = input xor 0x5a, written into the output memfd. */
+static void answer_fd_request(fake *f, const Gpucomp__Request *r)
+{
+    record_first(f, r);
+    f->frames = 1;
+    if (!r->payload_in_fd || !r->last || r->payload.len || f->n_fds != 2) {
+        complain(f, "memfd request: payload_in_fd %d, last %d, %zu payload bytes, %u fds", r->payload_in_fd,
+                 r->last, r->payload.len, f->n_fds);
+        return;
+    }
+    if (!read_fd_fully(f->fds[0], f->input, r->total_size))
+        complain(f, "cannot read %llu bytes from the input memfd", (unsigned long long)r->total_size);
+    f->input_len = r->total_size;
+    for (size_t i = 0; i < f->input_len; i++)
+        f->input[i] ^= 0x5a;
+    if (ftruncate(f->fds[1], (off_t)f->input_len) != 0 ||
+        pwrite(f->fds[1], f->input, f->input_len, 0) != (ssize_t)f->input_len)
+        complain(f, "cannot write the output memfd");
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = r->id;
+    resp.total_size = f->input_len + (f->lie_about_fd_output ? 100 : 0);
+    resp.payload_in_fd = true;
+    resp.last = true;
+    resp.backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    Gpucomp__Frame fr = GPUCOMP__FRAME__INIT;
+    fr.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
+    fr.response = &resp;
+    send_frame(f, &fr);
+}
+
+static void serve_memfd(fake *f)
+{
+    if (!handshake(f))
+        return;
+    for (;;) {
+        Gpucomp__Frame *fr = recv_frame(f);
+        if (!fr)
+            return;
+        if (fr->body_case == GPUCOMP__FRAME__BODY_REQUEST)
+            answer_fd_request(f, fr->request);
+        else
+            complain(f, "expected a Request");
+        gc_wire_free(fr);
+        while (f->n_fds)
+            close(f->fds[--f->n_fds]);
+    }
+}
+
+START_TEST(test_large_buffer_goes_through_memfd)
+{
+    fake *f = fake_new();
+    fake_start(f, serve_memfd);
+    gpucomp_client *c = connect_ok(f);
+    size_t len = GPUCOMP_MEMFD_THRESHOLD + 12345;
+    uint8_t *in = pattern(len);
+    void *out;
+    size_t out_len;
+    int rc = gpucomp_compress(c, NULL, in, len, &out, &out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(out_len, len);
+    for (size_t i = 0; i < len; i++)
+        ck_assert_uint_eq(((uint8_t *)out)[i], in[i] ^ 0x5a);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    gpucomp_free(out);
+    gpucomp_close(c);
+    free(in);
+    fake_finish(f);
+    ck_assert_uint_eq(f->frames, 1);
+    ck_assert_uint_eq(f->total_size, len);
+    ck_assert_int_eq(f->op, GPUCOMP__OP__OP_COMPRESS);
+}
+END_TEST
+
+START_TEST(test_fd_api)
+{
+    fake *f = fake_new();
+    fake_start(f, serve_memfd);
+    gpucomp_client *c = connect_ok(f);
+    int in = gpucomp_memfd_create("check-in"), out = gpucomp_memfd_create(NULL);
+    ck_assert(in >= 0 && out >= 0);
+    ck_assert_int_ne(fcntl(in, F_GETFD) & FD_CLOEXEC, 0);
+    uint8_t *data = pattern(1000);
+    ck_assert_int_eq(pwrite(in, data, 1000, 0), 1000);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.max_output = 5000;
+    size_t out_len = 0;
+    int rc = gpucomp_decompress_fd(c, &o, in, 1000, out, &out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "decompress_fd: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(out_len, 1000);
+    uint8_t back[1000];
+    ck_assert(read_fd_fully(out, back, sizeof back));
+    for (size_t i = 0; i < sizeof back; i++)
+        ck_assert_uint_eq(back[i], data[i] ^ 0x5a);
+    ck_assert_int_eq(gpucomp_decompress_fd(c, &o, -1, 10, out, &out_len), GPUCOMP_E_INVALID);
+    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, 10, out, NULL), GPUCOMP_E_INVALID);
+    ck_assert_int_eq(gpucomp_compress_fd(NULL, &o, in, 10, out, &out_len), GPUCOMP_E_INVALID);
+    gpucomp_close(c);
+    close(in);
+    close(out);
+    free(data);
+    fake_finish(f);
+    ck_assert_int_eq(f->op, GPUCOMP__OP__OP_DECOMPRESS);
+    ck_assert_int_eq(f->codec, GPUCOMP__CODEC__CODEC_BZIP2);
+    ck_assert_uint_eq(f->max_output, 5000);
+}
+END_TEST
+
+START_TEST(test_memfd_create_is_sealable)
+{
+    int fd = gpucomp_memfd_create("sealable");
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_fd_output_shorter_than_announced)
+{
+    fake *f = fake_new();
+    f->lie_about_fd_output = true;
+    fake_start(f, serve_memfd);
+    gpucomp_client *c = connect_ok(f);
+    int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
+    ck_assert_int_eq(pwrite(in, "hello", 5, 0), 5);
+    size_t out_len = 1;
+    ck_assert_int_eq(gpucomp_compress_fd(c, NULL, in, 5, out, &out_len), GPUCOMP_E_PROTOCOL);
+    ck_assert_uint_eq(out_len, 0);
+    ck_assert_contains(gpucomp_last_error(c), "memfd holds 5");
+    gpucomp_close(c);
+    close(in);
+    close(out);
+    fake_finish(f);
+}
+END_TEST
+
+static void serve_fd_flag_inline(fake *f)
+{
+    if (!handshake(f) || !read_request(f))
+        return;
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = f->id;
+    resp.payload_in_fd = true;
+    resp.last = true;
+    Gpucomp__Frame fr = GPUCOMP__FRAME__INIT;
+    fr.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
+    fr.response = &resp;
+    send_frame(f, &fr);
+    gc_wire_free(recv_frame(f));
+}
+
+START_TEST(test_fd_answer_to_inline_request)
+{
+    fake *f = fake_new();
+    fake_start(f, serve_fd_flag_inline);
+    gpucomp_client *c = connect_ok(f);
+    void *out;
+    size_t out_len;
+    ck_assert_int_eq(gpucomp_compress(c, NULL, "abc", 3, &out, &out_len), GPUCOMP_E_PROTOCOL);
+    ck_assert_contains(gpucomp_last_error(c), "payload_in_fd");
     gpucomp_close(c);
     fake_finish(f);
 }
@@ -1215,6 +1430,15 @@ static Suite *client_suite(void)
     tcase_add_test(wire, test_stats);
     tcase_set_timeout(wire, 20);
     suite_add_tcase(s, wire);
+
+    TCase *memfd = tcase_create("memfd");
+    tcase_add_test(memfd, test_large_buffer_goes_through_memfd);
+    tcase_add_test(memfd, test_fd_api);
+    tcase_add_test(memfd, test_memfd_create_is_sealable);
+    tcase_add_test(memfd, test_fd_output_shorter_than_announced);
+    tcase_add_test(memfd, test_fd_answer_to_inline_request);
+    tcase_set_timeout(memfd, 20);
+    suite_add_tcase(s, memfd);
 
     TCase *cli = tcase_create("cli-names");
     tcase_add_test(cli, test_cli_suffixes);

@@ -13,13 +13,15 @@
  *   1. bucket by the first two bytes (counting sort, 65536 buckets);
  *   2. sort each bucket by multikey quicksort on 8-byte big-endian keys read
  *      from a copy of the block doubled (so reads never wrap), insertion
- *      sort for small ranges;
- *   3. step 2 is fast on real data but quadratic on highly repetitive data,
- *      so it runs under a work budget; past it the whole block is sorted by
- *      prefix doubling on cyclic ranks (Manber-Myers / Larsson-Sadakane
- *      style, O(n log n) per pass, only unsorted groups revisited).
- * Both paths produce the same (unique) order, so the budget never changes
- * the output bytes.
+ *      sort for small ranges, but only down to depth DEEP bytes: ranges
+ *      still equal there are recorded as "deep groups" (long repeats; on
+ *      such data comparison sorting is quadratic);
+ *   3. deep groups are finished by prefix doubling on cyclic ranks
+ *      (Larsson-Sadakane): rank = start of the rotation's group, sort a
+ *      group by the rank h bytes further, split, double h (from DEEP).
+ *      Only unfinished groups are revisited; O(n log n) per pass.
+ * Any correct sort gives the same order here, so none of these engineering
+ * choices changes the output bytes.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -57,11 +59,20 @@ typedef struct sort_ctx {
     int32_t n;
     int32_t *sa;
     int32_t *bucket; /* 65537 two-byte bucket starts */
-    uint64_t work;
-    uint64_t budget;
     struct frame *stack;
     size_t stack_cap;
+    struct frame *deep; /* groups equal in their first DEEP bytes */
+    size_t n_deep, deep_cap;
 } sort_ctx;
+
+/* Comparison sorting stops at this depth (2 radix bytes + 8 keys of 8). */
+/* Ranges this small are insertion sorted. */
+#ifndef INSERTION_MAX
+#define INSERTION_MAX 16
+#endif
+#ifndef DEEP
+#define DEEP (2 + 8 * 32)
+#endif
 
 typedef struct frame {
     int32_t lo, hi, depth;
@@ -74,31 +85,61 @@ static inline uint64_t key8(const uint8_t *p)
     return __builtin_bswap64(v);
 }
 
-/* Rotation a < rotation b, both known equal in their first d bytes. */
-static inline int rot_less(sort_ctx *c, int32_t a, int32_t b, int32_t d)
+/* Compare rotations a and b, known equal in their first d bytes, up to
+ * depth DEEP: <0, 0 (equal to DEEP), >0. */
+static inline int rot_cmp(const sort_ctx *c, int32_t a, int32_t b, int32_t d)
 {
     const uint8_t *ext = c->ext;
-    for (; d < c->n; d += 8) {
+    for (; d < DEEP; d += 8) {
         uint64_t ka = key8(ext + a + d), kb = key8(ext + b + d);
-        c->work++;
         if (ka != kb)
-            return ka < kb;
+            return ka < kb ? -1 : 1;
     }
-    return a < b; /* unreachable for primitive blocks */
+    return 0;
 }
 
-static void insertion_sort(sort_ctx *c, int32_t lo, int32_t hi, int32_t d)
+static int push_deep(sort_ctx *c, int32_t lo, int32_t hi)
+{
+    if (c->n_deep == c->deep_cap) {
+        size_t cap = c->deep_cap ? c->deep_cap * 2 : 64;
+        frame *nd = realloc(c->deep, cap * sizeof *nd);
+        if (!nd)
+            return -1;
+        c->deep = nd;
+        c->deep_cap = cap;
+    }
+    c->deep[c->n_deep++] = (frame){ lo, hi, DEEP };
+    return 0;
+}
+
+/* Small ranges: insertion sort to depth DEEP, then record runs that are
+ * still equal as deep groups. */
+static int insertion_sort(sort_ctx *c, int32_t lo, int32_t hi, int32_t d)
 {
     int32_t *sa = c->sa;
+    int ties = 0;
     for (int32_t i = lo + 1; i < hi; i++) {
         int32_t v = sa[i];
         int32_t j = i;
-        while (j > lo && rot_less(c, v, sa[j - 1], d)) {
+        int r = 1;
+        while (j > lo && (r = rot_cmp(c, v, sa[j - 1], d)) < 0) {
             sa[j] = sa[j - 1];
             j--;
         }
+        ties |= r == 0;
         sa[j] = v;
     }
+    if (!ties)
+        return 0;
+    for (int32_t a = lo; a < hi;) {
+        int32_t b = a + 1;
+        while (b < hi && rot_cmp(c, sa[a], sa[b], d) == 0)
+            b++;
+        if (b - a > 1 && push_deep(c, a, b))
+            return -1;
+        a = b;
+    }
+    return 0;
 }
 
 static inline uint64_t med3(uint64_t a, uint64_t b, uint64_t c)
@@ -129,9 +170,8 @@ static int push(sort_ctx *c, size_t *sp, int32_t lo, int32_t hi, int32_t d)
     return 0;
 }
 
-/* Multikey quicksort of sa[lo..hi), all equal in their first d bytes.
- * Returns 1 if the work budget ran out (sa is then a permutation of the
- * same range, in no particular order), -1 when out of memory, 0 done. */
+/* Multikey quicksort of sa[lo..hi), all equal in their first d bytes, down
+ * to depth DEEP. Returns -1 when out of memory, else 0. */
 static int mkqs(sort_ctx *c, int32_t lo, int32_t hi, int32_t d)
 {
     int32_t *sa = c->sa;
@@ -145,15 +185,16 @@ static int mkqs(sort_ctx *c, int32_t lo, int32_t hi, int32_t d)
         hi = f.hi;
         d = f.depth;
         while (hi - lo > 1) {
-            if (d >= c->n) /* equal rotations: impossible when primitive */
-                break;
-            if (hi - lo <= 16) {
-                insertion_sort(c, lo, hi, d);
+            if (d >= DEEP) {
+                if (push_deep(c, lo, hi))
+                    return -1;
                 break;
             }
-            c->work += (uint64_t)(hi - lo);
-            if (c->work > c->budget)
-                return 1;
+            if (hi - lo <= INSERTION_MAX) {
+                if (insertion_sort(c, lo, hi, d))
+                    return -1;
+                break;
+            }
             const uint8_t *base = ext + d;
             uint64_t pv = med3(key8(base + sa[lo]), key8(base + sa[lo + (hi - lo) / 2]),
                                key8(base + sa[hi - 1]));
@@ -221,69 +262,79 @@ static void sort_u64(uint64_t *a, size_t n)
     }
 }
 
-/* sa holds the rotations bucketed by their first two bytes (c->bucket).
- * Refine by doubling h: sort each unsorted group by the rank of the
- * rotation h further on. Ranks are group start indexes. */
+/* Finish the deep groups by prefix doubling. Ranks: a rotation's rank is
+ * the start index of its group in sa (its own index once alone), so
+ * comparing ranks h bytes further compares the next h bytes. Keys of a
+ * pass are stored in tmp before any rank changes, so a pass only ever
+ * sees ranks of the previous one. */
 static int doubling_sort(sort_ctx *c)
 {
     int32_t n = c->n;
     int32_t *sa = c->sa;
     int32_t *rank = malloc((size_t)n * sizeof *rank);
-    int32_t *gend = malloc((size_t)n * sizeof *gend);
     uint64_t *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!rank || !gend || !tmp) {
-        free(rank);
-        free(gend);
-        free(tmp);
-        return -1;
+    /* Open groups have >= 2 members, so there are never more than this. */
+    size_t total = 0;
+    for (size_t g = 0; g < c->n_deep; g++)
+        total += (size_t)(c->deep[g].hi - c->deep[g].lo);
+    size_t cap = total / 2 + 1;
+    frame *next = malloc(cap * sizeof *next);
+    frame *grown = realloc(c->deep, cap * sizeof *grown);
+    if (grown) {
+        c->deep = grown;
+        c->deep_cap = cap;
     }
-    for (int b = 0; b < 65536; b++) {
-        int32_t lo = c->bucket[b], hi = c->bucket[b + 1];
-        if (lo < hi)
-            gend[lo] = hi;
-        for (int32_t j = lo; j < hi; j++)
-            rank[sa[j]] = lo;
-    }
-    for (int64_t h = 2; h < n; h *= 2) {
-        int any = 0;
-        /* Phase 1: sort every unsorted group by (rank at +h, index). The
-         * keys go to tmp so phase 2 can split without reading new ranks. */
-        for (int32_t a = 0; a < n; a = gend[a]) {
-            int32_t b = gend[a];
-            if (b - a < 2)
-                continue;
-            any = 1;
+    if (!rank || !tmp || !next || !grown)
+        goto oom;
+    for (int32_t j = 0; j < n; j++)
+        rank[sa[j]] = j;
+    for (size_t g = 0; g < c->n_deep; g++)
+        for (int32_t j = c->deep[g].lo; j < c->deep[g].hi; j++)
+            rank[sa[j]] = c->deep[g].lo;
+    for (int64_t h = DEEP; c->n_deep > 0; h *= 2) {
+        int32_t hm = (int32_t)(h % n);
+        /* Phase 1: sort every open group by (rank at +h, index). */
+        for (size_t g = 0; g < c->n_deep; g++) {
+            int32_t a = c->deep[g].lo, b = c->deep[g].hi;
             for (int32_t j = a; j < b; j++) {
-                int32_t r = rank[(int32_t)(((int64_t)sa[j] + h) % n)];
+                int32_t p = sa[j] + hm;
+                int32_t r = rank[p >= n ? p - n : p];
                 tmp[j] = (uint64_t)(uint32_t)r << 32 | (uint32_t)sa[j];
             }
             sort_u64(tmp + a, (size_t)(b - a));
             for (int32_t j = a; j < b; j++)
                 sa[j] = (int32_t)(uint32_t)tmp[j];
         }
-        if (!any)
-            break;
-        /* Phase 2: split groups where the key changes, renumber. */
-        for (int32_t a = 0; a < n;) {
-            int32_t b = gend[a];
-            if (b - a >= 2) {
-                int32_t s = a;
-                for (int32_t j = a + 1; j <= b; j++) {
-                    if (j == b || (tmp[j] >> 32) != (tmp[s] >> 32)) {
-                        gend[s] = j;
-                        for (int32_t t = s; t < j; t++)
-                            rank[sa[t]] = s;
-                        s = j;
-                    }
-                }
+        /* Phase 2: split where the key changes, renumber, keep open ones. */
+        size_t n_next = 0;
+        for (size_t g = 0; g < c->n_deep; g++) {
+            int32_t a = c->deep[g].lo, b = c->deep[g].hi;
+            for (int32_t s = a, j = a + 1; j <= b; j++) {
+                if (j < b && (tmp[j] >> 32) == (tmp[s] >> 32))
+                    continue;
+                for (int32_t t = s; t < j; t++)
+                    rank[sa[t]] = s;
+                if (j - s > 1)
+                    next[n_next++] = (frame){ s, j, 0 };
+                s = j;
             }
-            a = b;
         }
+        frame *t = c->deep;
+        c->deep = next;
+        next = t;
+        c->n_deep = n_next;
+        if (h >= n && n_next) /* equal rotations: impossible when primitive */
+            goto oom;
     }
     free(rank);
-    free(gend);
     free(tmp);
+    free(next);
     return 0;
+oom:
+    free(rank);
+    free(tmp);
+    free(next);
+    return -1;
 }
 
 /* ---- driver ---- */
@@ -312,7 +363,7 @@ static int bucket_sort2(sort_ctx *c)
 static int sort_primitive(const uint8_t *blk, int32_t n, int32_t *sa)
 {
     sort_ctx c = { 0 };
-    size_t elen = 2 * (size_t)n + 16;
+    size_t elen = 2 * (size_t)n + DEEP + 16; /* keys read up to n-1+DEEP+7 */
     uint8_t *ext = malloc(elen);
     int32_t *bucket = malloc(65537 * sizeof *bucket);
     if (!ext || !bucket) {
@@ -326,18 +377,16 @@ static int sort_primitive(const uint8_t *blk, int32_t n, int32_t *sa)
     c.n = n;
     c.sa = sa;
     c.bucket = bucket;
-    c.budget = (uint64_t)n * 48 + 100000;
     int rc = bucket_sort2(&c);
     for (int b = 0; b < 65536 && rc == 0; b++)
         if (bucket[b + 1] - bucket[b] > 1)
             rc = mkqs(&c, bucket[b], bucket[b + 1], 2);
-    if (rc == 1) {
+    if (rc == 0 && c.n_deep) {
         atomic_fetch_add_explicit(&fallback_count, 1, memory_order_relaxed);
-        rc = bucket_sort2(&c);
-        if (rc == 0)
-            rc = doubling_sort(&c);
+        rc = doubling_sort(&c);
     }
     free(c.stack);
+    free(c.deep);
     free(ext);
     free(bucket);
     return rc;

@@ -87,20 +87,23 @@ int bz2_table_count(size_t n_sym)
     return 6;
 }
 
-/* Starting point: table t "owns" a contiguous symbol range holding about
- * 1/n_groups of the remaining symbol occurrences (cost 0 inside, 15
- * outside), so the first assignment clusters groups by symbol range. */
+/* Starting point: split the symbol values into n_groups contiguous ranges
+ * of about equal remaining frequency; a table costs 0 inside its range and
+ * 15 outside, so the first assignment clusters groups by symbol range.
+ * Range k (from symbol 0 up) belongs to table n_groups-1-k, and odd ranges
+ * other than the first and last give back their last symbol (the same
+ * heuristic as bzip2: it measurably lands in better local optima). */
 static void initial_tables(const uint32_t *freq, int alpha, int n_groups, size_t n_sym,
                            uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA])
 {
     size_t rem = n_sym;
     int gs = 0;
-    for (int t = 0; t < n_groups; t++) {
-        int left = n_groups - t;
+    for (int k = 0; k < n_groups; k++) {
+        int left = n_groups - k;
         size_t target = rem / (size_t)left;
         int ge = gs;
         size_t acc = gs < alpha ? freq[gs] : 0;
-        if (t == n_groups - 1) {
+        if (k == n_groups - 1) {
             ge = alpha - 1;
             acc = rem;
         } else {
@@ -108,9 +111,14 @@ static void initial_tables(const uint32_t *freq, int alpha, int n_groups, size_t
                 ge++;
                 acc += freq[ge];
             }
+            if (k % 2 == 1 && ge > gs) {
+                acc -= freq[ge];
+                ge--;
+            }
         }
+        uint8_t *l = len[n_groups - 1 - k];
         for (int v = 0; v < alpha; v++)
-            len[t][v] = (v >= gs && v <= ge) ? 0 : 15;
+            l[v] = (v >= gs && v <= ge) ? 0 : 15;
         rem -= acc < rem ? acc : rem;
         gs = ge + 1;
     }
@@ -175,5 +183,5 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
             bz2_code_lengths(tfreq[t], alpha, BZ2_MAX_CODE_LEN_ENC, len[t]);
     }
     /* Final pick with the final tables: never worse than the last pass. */
-    /*X*/
+    assign_groups(sym, n_sym, alpha, n_groups, len, selectors, NULL);
 }

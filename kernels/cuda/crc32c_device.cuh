@@ -25,7 +25,9 @@ namespace gcgpu {
 __host__ __device__ __forceinline__ uint32_t gf2_mul(uint32_t a, uint32_t b)
 {
     uint32_t p = 0;
+#ifdef __CUDA_ARCH__
 #pragma unroll
+#endif
     for (int i = 0; i < 32; i++) {
         p ^= (0u - ((a >> (31 - i)) & 1u)) & b;
         b = (b >> 1) ^ ((0u - (b & 1u)) & kPoly);

@@ -21,12 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the engine's C headers have no guards of their own */
+#endif
+
 #include "gc_status.h"
 #include "rle.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 /* ---- device discovery ---------------------------------------------------- */
 

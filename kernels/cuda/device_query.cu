@@ -1,0 +1,46 @@
+/*
+ * device_query.cu - device discovery for the daemon: how many GPUs, and what
+ * they are. Never aborts: no driver or no device is simply 0 devices.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_internal.cuh"
+
+extern "C" int gc_gpu_device_count(void)
+{
+    int n = 0;
+    /* cudaGetDeviceCount honours CUDA_VISIBLE_DEVICES; no driver -> error -> 0 */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the non-sticky error */
+        return 0;
+    }
+    return n < 0 ? 0 : n;
+}
+
+extern "C" int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err)
+{
+    int n = gc_gpu_device_count();
+    if (!info || dev < 0 || dev >= n)
+        return gc_fail(err, GC_E_INVALID, "gpu: device %d does not exist (%d visible)", dev, n);
+    memset(info, 0, sizeof *info);
+    cudaDeviceProp p;
+    GC_CUDA(cudaGetDeviceProperties(&p, dev));
+    snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof p.name, p.name);
+    info->total_mem = p.totalGlobalMem;
+    info->sm_count = p.multiProcessorCount;
+    info->cc_major = p.major;
+    info->cc_minor = p.minor;
+    info->pci_bus_id = p.pciBusID;
+    int cur = 0;
+    GC_CUDA(cudaGetDevice(&cur));
+    GC_CUDA(cudaSetDevice(dev));
+    size_t fr = 0, tot = 0;
+    cudaError_t rc = cudaMemGetInfo(&fr, &tot);
+    (void)cudaSetDevice(cur);
+    GC_CUDA(rc);
+    info->free_mem = fr;
+    gc_error_clear(err);
+    return GC_OK;
+}

@@ -1,0 +1,542 @@
+/*
+ * rle_decode.cu - the rle decoder on the device, validating as it goes.
+ *
+ * The host has already checked the frame header, header CRC and that the
+ * index entries add up to the records present (rle_frame_parse), so every
+ * record lies inside the records buffer. Then:
+ *   1. cub scan of the index -> record offsets.
+ *   2. dec_check (thread per chunk): record header against the index and the
+ *      chunk length; work items per chunk (stored: 16 KiB output tiles; rle:
+ *      run tiles of 2048 runs). A bad chunk gets a status word and no items.
+ *   3. cub scan of item counts, dec_map: item -> chunk.
+ *   4. dec_sum (block per rle item): sum of its run lengths.
+ *   5. dec_cscan (warp per chunk): run-tile start positions; the lengths must
+ *      add up to the chunk's element count, else the chunk fails here and is
+ *      never expanded (so no write can leave the chunk's output range).
+ *   6. dec_expand (block per item): stored tiles are copied with funnel-shifted
+ *      aligned loads; run tiles scan their lengths into shared memory and
+ *      expand them window by window, each thread filling its 64 contiguous
+ *      output bytes (binary search, then a walk). Both compute the raw CRC of
+ *      what they write in the same pass.
+ *   7. dec_ccrc (warp per chunk): combine item CRCs, compare with the record.
+ */
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cuda/std/functional>
+
+#include <algorithm>
+
+#include "crc32c_device.cuh"
+#include "rle_segment.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+enum Check : uint32_t {
+    CK_SHORT = 1,
+    CK_RESERVED,
+    CK_MODE,
+    CK_STORED_FIELDS,
+    CK_STORED_SIZE,
+    CK_LW,
+    CK_RUNS,
+    CK_RLE_SIZE,
+    CK_SUM,
+    CK_CRC,
+};
+
+struct ChunkDec {
+    uint32_t runs;
+    uint32_t crc;
+    uint8_t mode, lw, pad0, pad1;
+    uint32_t pad2;
+};
+
+struct DecK {
+    const uint8_t *rec;
+    int64_t rec_len;
+    const uint32_t *index;
+    const unsigned long long *rec_off; /* includes rec_shift */
+    unsigned long long rec_shift;
+    uint32_t cs, tl;
+    uint64_t cc;
+    int64_t body_len;
+    uint8_t *out;
+    const CrcTables *tab;
+    ChunkDec *chunks;
+    uint32_t *status;
+    uint32_t *items;
+    uint32_t *item_base;
+    uint32_t *n_items;
+    uint32_t *item_chunk;
+    unsigned long long *item_sum;
+    unsigned long long *item_start;
+    uint32_t *item_crc;
+    long long *item_wend;
+};
+
+__device__ __forceinline__ uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+template <int W>
+__global__ void dec_check(DecK k)
+{
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < k.cc;
+         c += (uint64_t)gridDim.x * blockDim.x) {
+        int64_t cstart = (int64_t)c * k.cs;
+        int64_t clen = min(cstart + (int64_t)k.cs, k.body_len) - cstart;
+        uint64_t elems = (uint64_t)clen / W;
+        uint32_t isz = k.index[c];
+        uint32_t st = 0, items = 0;
+        ChunkDec cd{};
+        if (isz < 12) {
+            st = (GC_E_CORRUPT << 8) | CK_SHORT;
+        } else {
+            const uint8_t *h = k.rec + k.rec_off[c];
+            cd.mode = h[0];
+            cd.lw = h[1];
+            cd.runs = (uint32_t)get_le(h + 4, 4);
+            cd.crc = (uint32_t)get_le(h + 8, 4);
+            if (h[2] || h[3]) {
+                st = (GC_E_CORRUPT << 8) | CK_RESERVED;
+            } else if (cd.mode == 0) {
+                if (cd.lw || cd.runs)
+                    st = (GC_E_CORRUPT << 8) | CK_STORED_FIELDS;
+                else if ((uint64_t)isz != 12 + (uint64_t)clen)
+                    st = (GC_E_CORRUPT << 8) | CK_STORED_SIZE;
+                else
+                    items = (uint32_t)((clen + k.tl - 1) / k.tl);
+            } else if (cd.mode == 1) {
+                if (cd.lw != 1 && cd.lw != 2 && cd.lw != 4)
+                    st = (GC_E_CORRUPT << 8) | CK_LW;
+                else if (cd.runs == 0 || cd.runs > elems)
+                    st = (GC_E_CORRUPT << 8) | CK_RUNS;
+                else if ((uint64_t)isz != 12 + (uint64_t)cd.runs * (W + cd.lw))
+                    st = (GC_E_CORRUPT << 8) | CK_RLE_SIZE;
+                else
+                    items = (cd.runs + kRunTile - 1) / kRunTile;
+            } else {
+                st = (GC_E_CORRUPT << 8) | CK_MODE;
+            }
+        }
+        k.chunks[c] = cd;
+        k.status[c] = st;
+        k.items[c] = items;
+    }
+}
+
+__global__ void dec_count(DecK k)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        *k.n_items = k.cc ? k.item_base[k.cc - 1] + k.items[k.cc - 1] : 0;
+}
+
+/* warp per chunk */
+__global__ void dec_map(DecK k)
+{
+    const int lane = threadIdx.x & 31;
+    const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x >> 5);
+    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc; c += warps) {
+        uint32_t n = k.items[c], b = k.item_base[c];
+        for (uint32_t i = lane; i < n; i += 32)
+            k.item_chunk[b + i] = (uint32_t)c;
+    }
+}
+
+template <int W>
+__global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
+{
+    using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
+    __shared__ typename BlockReduce::TempStorage tmp;
+    const uint32_t n_items = *k.n_items;
+    for (uint32_t id = blockIdx.x; id < n_items; id += gridDim.x) {
+        uint32_t c = k.item_chunk[id];
+        ChunkDec cd = k.chunks[c];
+        if (cd.mode != 1 || k.status[c])
+            continue;
+        uint32_t r0 = (id - k.item_base[c]) * kRunTile;
+        uint32_t nr = min((uint32_t)kRunTile, cd.runs - r0);
+        const uint8_t *lens = k.rec + k.rec_off[c] + 12 + (uint64_t)cd.runs * W + (uint64_t)r0 * cd.lw;
+        unsigned long long s = 0;
+        for (uint32_t i = threadIdx.x; i < nr; i += kThreads)
+            s += get_le(lens + (uint64_t)i * cd.lw, cd.lw) + 1;
+        s = BlockReduce(tmp).Sum(s);
+        if (threadIdx.x == 0)
+            k.item_sum[id] = s;
+        __syncthreads();
+    }
+}
+
+/* warp per chunk: run-tile starts; the lengths must fill the chunk exactly */
+template <int W>
+__global__ void dec_cscan(DecK k)
+{
+    const int lane = threadIdx.x & 31;
+    const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x >> 5);
+    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc; c += warps) {
+        if (k.status[c] || k.chunks[c].mode != 1)
+            continue;
+        int64_t cstart = (int64_t)c * k.cs;
+        uint64_t elems = (uint64_t)(min(cstart + (int64_t)k.cs, k.body_len) - cstart) / W;
+        uint32_t n = k.items[c], b = k.item_base[c];
+        unsigned long long carry = 0;
+        for (uint32_t i0 = 0; i0 < n; i0 += 32) {
+            uint32_t i = i0 + lane;
+            unsigned long long v = i < n ? k.item_sum[b + i] : 0, incl = v;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                unsigned long long t = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += t;
+            }
+            if (i < n)
+                k.item_start[b + i] = carry + incl - v;
+            carry += __shfl_sync(0xffffffffu, incl, 31);
+        }
+        if (lane == 0 && carry != elems)
+            k.status[c] = (GC_E_CORRUPT << 8) | CK_SUM;
+    }
+}
+
+template <int W>
+__device__ __forceinline__ uint64_t sym_at(const uint8_t *s, uint32_t r)
+{
+    if (W == 8) return reinterpret_cast<const unsigned long long *>(s)[r];
+    if (W == 4) return reinterpret_cast<const uint32_t *>(s)[r];
+    if (W == 2) return reinterpret_cast<const uint16_t *>(s)[r];
+    return s[r];
+}
+
+template <int W>
+__device__ __forceinline__ void put_elem(uint32_t w[16], int k, uint64_t v)
+{
+    if (W == 8) {
+        w[2 * k] = (uint32_t)v;
+        w[2 * k + 1] = (uint32_t)(v >> 32);
+    } else if (W == 4) {
+        w[k] = (uint32_t)v;
+    } else if (W == 2) {
+        w[k >> 1] |= (uint32_t)v << (16 * (k & 1));
+    } else {
+        w[k >> 2] |= (uint32_t)v << (8 * (k & 3));
+    }
+}
+
+template <int W>
+__global__ void __launch_bounds__(kThreads) dec_expand(DecK k)
+{
+    constexpr int N = Elem<W>::N;
+    constexpr int IPT = kRunTile / kThreads;
+    using BlockScan = cub::BlockScan<uint32_t, kThreads>;
+    __shared__ uint32_t tb[8][256];
+    __shared__ uint32_t red[32];
+    __shared__ typename BlockScan::TempStorage scan_tmp;
+    __shared__ uint32_t s_start[kRunTile + 1];
+    __shared__ __align__(16) uint8_t s_sym[kRunTile * W];
+    load_tables(tb, k.tab);
+    const uint32_t kseg = __ldg(&k.tab->kseg[threadIdx.x]);
+    const uint32_t xwin = xpow8(k.tab, kWin);
+    __syncthreads();
+    const uint32_t n_items = *k.n_items;
+    for (uint32_t id = blockIdx.x; id < n_items; id += gridDim.x) {
+        uint32_t c = k.item_chunk[id];
+        if (k.status[c]) {
+            if (threadIdx.x == 0) {
+                k.item_crc[id] = 0;
+                k.item_wend[id] = 0;
+            }
+            continue;
+        }
+        ChunkDec cd = k.chunks[c];
+        int64_t ostart = (int64_t)c * k.cs;
+        int64_t cend = min(ostart + (int64_t)k.cs, k.body_len);
+        int64_t rec = (int64_t)k.rec_off[c];
+        uint32_t kl = id - k.item_base[c];
+        if (cd.mode == 0) {
+            int64_t s = ostart + (int64_t)kl * k.tl, e = min(s + (int64_t)k.tl, cend);
+            int64_t w0 = s & ~(int64_t)15;
+            int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
+            uint32_t w[16];
+            load_seg_unaligned(k.rec, rec + 12 + (a - ostart), k.rec_len, w);
+            mask_seg(w, s - a, e - a);
+            uint32_t crc = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
+            store_seg(k.out, a, s, e, w);
+            if (threadIdx.x == 0) {
+                k.item_crc[id] = crc;
+                k.item_wend[id] = w0 + kWin;
+            }
+            continue;
+        }
+        /* run tile: lengths -> start positions in shared memory */
+        uint32_t r0 = kl * kRunTile;
+        uint32_t nr = min((uint32_t)kRunTile, cd.runs - r0);
+        const uint8_t *syms = k.rec + rec + 12 + (uint64_t)r0 * W;
+        const uint8_t *lens = k.rec + rec + 12 + (uint64_t)cd.runs * W + (uint64_t)r0 * cd.lw;
+        uint32_t len[IPT];
+#pragma unroll
+        for (int i = 0; i < IPT; i++) {
+            uint32_t r = threadIdx.x * IPT + i;
+            len[i] = r < nr ? (uint32_t)get_le(lens + (uint64_t)r * cd.lw, cd.lw) + 1 : 0;
+        }
+        uint32_t base = (uint32_t)k.item_start[id];
+        uint32_t total;
+        BlockScan(scan_tmp).ExclusiveSum(len, len, total);
+#pragma unroll
+        for (int i = 0; i < IPT; i++)
+            s_start[threadIdx.x * IPT + i] = base + len[i];
+        if (threadIdx.x == 0 && nr == kRunTile)
+            s_start[nr] = base + total; /* sentinel (for nr < kRunTile the scan wrote it) */
+        for (uint32_t i = threadIdx.x; i < nr * W; i += kThreads)
+            s_sym[i] = syms[i];
+        __syncthreads();
+        /* expand [ob0, ob1) window by window */
+        int64_t ob0 = ostart + (int64_t)base * W, ob1 = ob0 + (int64_t)total * W;
+        uint32_t acc = 0;
+        int64_t wlast = 0;
+        for (int64_t w0 = ob0 & ~(int64_t)15; w0 < ob1; w0 += kWin) {
+            int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
+            int64_t lo = max(a, ob0), hi = min(a + 64, ob1);
+            uint32_t w[16];
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                w[i] = 0;
+            if (hi > lo) {
+                int klo = (int)((lo - a) / W), khi = (int)((hi - a) / W);
+                uint32_t pa = (uint32_t)((a - ostart) / W); /* element index of w[0] (may wrap: a < ostart) */
+                uint32_t q0 = pa + (uint32_t)klo;
+                /* last run with start <= q0 */
+                uint32_t lo_r = 0, hi_r = nr; /* s_start[lo_r] <= q0 < s_start[hi_r] */
+                while (hi_r - lo_r > 1) {
+                    uint32_t mid = (lo_r + hi_r) >> 1;
+                    if (s_start[mid] <= q0)
+                        lo_r = mid;
+                    else
+                        hi_r = mid;
+                }
+                uint32_t r = lo_r, next = s_start[r + 1];
+                uint64_t v = sym_at<W>(s_sym, r);
+#pragma unroll
+                for (int kk = 0; kk < N; kk++) {
+                    if (kk >= klo && kk < khi) {
+                        uint32_t q = pa + (uint32_t)kk;
+                        while (q >= next) {
+                            r++;
+                            next = s_start[r + 1];
+                            v = sym_at<W>(s_sym, r);
+                        }
+                        put_elem<W>(w, kk, v);
+                    }
+                }
+            }
+            uint32_t crc = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
+            acc = gf2_mul(xwin, acc) ^ crc;
+            store_seg(k.out, a, lo, hi, w);
+            wlast = w0 + kWin;
+        }
+        if (threadIdx.x == 0) {
+            k.item_crc[id] = acc;
+            k.item_wend[id] = wlast;
+        }
+        __syncthreads(); /* s_start / s_sym / scan_tmp reused by the next item */
+    }
+}
+
+/* warp per chunk: combine item CRCs and compare with the record's */
+__global__ void dec_ccrc(DecK k)
+{
+    const int lane = threadIdx.x & 31;
+    const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x >> 5);
+    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc; c += warps) {
+        if (k.status[c])
+            continue;
+        int64_t ostart = (int64_t)c * k.cs;
+        int64_t cend = min(ostart + (int64_t)k.cs, k.body_len);
+        uint32_t n = k.items[c], b = k.item_base[c];
+        int64_t ref = k.item_wend[b + n - 1];
+        uint32_t acc = 0;
+        for (uint32_t i = lane; i < n; i += 32) {
+            uint32_t cw = k.item_crc[b + i];
+            if (cw)
+                acc ^= gf2_mul(xpow8(k.tab, (uint64_t)(ref - k.item_wend[b + i])), cw);
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+            acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) {
+            uint32_t raw = gf2_mul(xinv8(k.tab, (uint64_t)(ref - cend)), acc);
+            uint32_t crc = raw ^ gf2_mul(xpow8(k.tab, (uint64_t)(cend - ostart)), 0xffffffffu) ^ 0xffffffffu;
+            if (crc != k.chunks[c].crc)
+                k.status[c] = (GC_E_CRC << 8) | CK_CRC;
+        }
+    }
+}
+
+size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+int sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        return 132;
+    return n;
+}
+
+struct DecLayout {
+    uint64_t cc, max_items;
+    uint32_t tl;
+    size_t off_chunks, off_status, off_items, off_base, off_n, off_recoff, off_ichunk, off_isum, off_istart,
+        off_icrc, off_iwend, off_cub, cub_bytes, total;
+};
+
+DecLayout dec_layout(uint64_t body_len, uint32_t cs)
+{
+    DecLayout L;
+    L.cc = (body_len + cs - 1) / cs;
+    L.tl = tile_len_for(cs);
+    uint64_t per = std::max<uint64_t>((cs + L.tl - 1) / L.tl, (cs + kRunTile - 1) / kRunTile);
+    L.max_items = L.cc * per;
+    size_t o = 0;
+    L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkDec), 256);
+    L.off_status = o; o = align_up(o + L.cc * 4, 256);
+    L.off_items = o; o = align_up(o + L.cc * 4, 256);
+    L.off_base = o; o = align_up(o + L.cc * 4, 256);
+    L.off_n = o; o = align_up(o + 4, 256);
+    L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
+    L.off_ichunk = o; o = align_up(o + L.max_items * 4, 256);
+    L.off_isum = o; o = align_up(o + L.max_items * 8, 256);
+    L.off_istart = o; o = align_up(o + L.max_items * 8, 256);
+    L.off_icrc = o; o = align_up(o + L.max_items * 4, 256);
+    L.off_iwend = o; o = align_up(o + L.max_items * 8, 256);
+    L.off_cub = o;
+    L.cub_bytes = align_up(64 * 1024 + L.cc * 2, 256);
+    L.total = o + L.cub_bytes;
+    return L;
+}
+
+template <int W>
+int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t st, gc_error *err)
+{
+    int sms = sm_count();
+    int g_thr = (int)std::min<uint64_t>((k.cc + 255) / 256, (uint64_t)sms * 8);
+    int g_warp = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)sms * 16);
+    int g_items = sms * 8;
+    size_t need = 0, have = L.cub_bytes;
+    GC_CUDA(cub::DeviceScan::ExclusiveScan(nullptr, need, k.index, (unsigned long long *)k.rec_off,
+                                           ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
+    size_t need2 = 0;
+    GC_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, need2, k.items, k.item_base, (int64_t)k.cc, st));
+    if (std::max(need, need2) > L.cub_bytes)
+        return gc_fail(err, GC_E_INTERNAL, "gpu rle: scan needs %zu bytes of scratch, %zu reserved",
+                       std::max(need, need2), L.cub_bytes);
+    GC_CUDA(cub::DeviceScan::ExclusiveScan(scr + L.off_cub, have, k.index, (unsigned long long *)k.rec_off,
+                                           ::cuda::std::plus<>{}, k.rec_shift, (int64_t)k.cc, st));
+    dec_check<W><<<g_thr, 256, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_check");
+    have = L.cub_bytes;
+    GC_CUDA(cub::DeviceScan::ExclusiveSum(scr + L.off_cub, have, k.items, k.item_base, (int64_t)k.cc, st));
+    dec_count<<<1, 32, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_count");
+    dec_map<<<g_warp, 256, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_map");
+    dec_sum<W><<<g_items, kThreads, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_sum");
+    dec_cscan<W><<<g_warp, 256, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_cscan");
+    dec_expand<W><<<g_items, kThreads, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_expand");
+    dec_ccrc<<<g_warp, 256, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("dec_ccrc");
+    return GC_OK;
+}
+
+} // namespace
+
+size_t dec_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size)
+{
+    (void)width;
+    return dec_layout(body_len, chunk_size).total;
+}
+
+int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+               cudaStream_t stream, uint32_t **d_status, gc_error *err)
+{
+    DecLayout L = dec_layout(p.body_len, p.chunk_size);
+    if (scratch_len < L.total)
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: decode needs %zu bytes of device scratch, %zu given",
+                       L.total, scratch_len);
+    if (((uintptr_t)p.out & 15) || ((uintptr_t)p.index & 3))
+        return gc_fail(err, GC_E_INVALID, "gpu rle: device buffers must be 16-byte aligned");
+    if (L.cc != p.chunk_count)
+        return gc_fail(err, GC_E_INTERNAL, "gpu rle: chunk count mismatch");
+    uint8_t *scr = (uint8_t *)scratch;
+    DecK k;
+    /* Records may start anywhere (after a frame header, say): kernels see the
+     * 16-byte aligned address below them, and the offset scan starts at the gap. */
+    k.rec = (const uint8_t *)((uintptr_t)p.records & ~(uintptr_t)15);
+    k.rec_shift = (unsigned long long)(p.records - k.rec);
+    k.rec_len = (int64_t)(p.records_len + k.rec_shift);
+    k.index = p.index;
+    k.rec_off = (const unsigned long long *)(scr + L.off_recoff);
+    k.cs = p.chunk_size;
+    k.tl = L.tl;
+    k.cc = L.cc;
+    k.body_len = (int64_t)p.body_len;
+    k.out = p.out;
+    k.tab = d_tab;
+    k.chunks = (ChunkDec *)(scr + L.off_chunks);
+    k.status = (uint32_t *)(scr + L.off_status);
+    k.items = (uint32_t *)(scr + L.off_items);
+    k.item_base = (uint32_t *)(scr + L.off_base);
+    k.n_items = (uint32_t *)(scr + L.off_n);
+    k.item_chunk = (uint32_t *)(scr + L.off_ichunk);
+    k.item_sum = (unsigned long long *)(scr + L.off_isum);
+    k.item_start = (unsigned long long *)(scr + L.off_istart);
+    k.item_crc = (uint32_t *)(scr + L.off_icrc);
+    k.item_wend = (long long *)(scr + L.off_iwend);
+    *d_status = k.status;
+    if (L.cc == 0)
+        return GC_OK;
+    switch (p.width) {
+    case 1: return dec_launch_w<1>(k, L, scr, stream, err);
+    case 2: return dec_launch_w<2>(k, L, scr, stream, err);
+    case 4: return dec_launch_w<4>(k, L, scr, stream, err);
+    case 8: return dec_launch_w<8>(k, L, scr, stream, err);
+    default: return gc_fail(err, GC_E_INVALID, "gpu rle: width %u is not 1, 2, 4 or 8", p.width);
+    }
+}
+
+int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err)
+{
+    static const char *const what[] = {
+        "",
+        "index entry is shorter than a record header",
+        "reserved bytes of the record header are not zero",
+        "record mode is neither 0 (stored) nor 1 (rle)",
+        "stored record has a non-zero len_width or run_count",
+        "index entry does not match a stored record of the chunk's length",
+        "len_width is not 1, 2 or 4",
+        "run_count is 0 or larger than the chunk's element count",
+        "index entry does not match 12 + run_count * (width + len_width)",
+        "run lengths do not add up to the chunk's element count",
+        "CRC32C of the decoded chunk does not match the record",
+    };
+    uint32_t ck = status & 0xff;
+    int code = (int)(status >> 8);
+    if (code == 0)
+        code = GC_E_INTERNAL;
+    return gc_fail(err, (gc_status)code, "rle: chunk %llu: %s (GPU decoder)", (unsigned long long)chunk,
+                   ck < sizeof what / sizeof what[0] ? what[ck] : "unknown check");
+}
+
+} // namespace gcgpu

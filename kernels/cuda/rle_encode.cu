@@ -1,0 +1,642 @@
+/*
+ * rle_encode.cu - the rle encoder on the device (docs/FORMAT.md).
+ *
+ * Two passes over the input, each reading it once:
+ *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block): run-head
+ *      count, first/last head, longest run crossing thread segments, and the
+ *      raw CRC32C of the tile, all from the same load.
+ *   2. enc_chunks (one warp per chunk): combines its tiles into run count,
+ *      longest run (-> len_width), stored/rle decision, record size, chunk CRC,
+ *      and each tile's run base; writes the index entry.
+ *   3. cub::DeviceScan over record sizes -> record offsets.
+ *   4. enc_emit: per tile, the stored copy (16-byte stores, funnel-shifted
+ *      from aligned loads) or the symbols and run lengths of the tile's runs
+ *      (positions from a block scan of head counts).
+ * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
+ * a 16 KiB window (see gpu_internal.cuh).
+ */
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cuda/std/functional>
+
+#include <algorithm>
+#include <climits>
+
+#include "crc32c_device.cuh"
+#include "rle_segment.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+struct EncK {
+    const uint8_t *src;
+    int64_t body_len;
+    uint32_t cs, tl, tpc;
+    uint64_t cc, ntiles;
+    const CrcTables *tab;
+    TileSum *tiles;
+    uint32_t *tile_base;
+    int32_t *tile_lastb;
+    ChunkEnc *chunks;
+    uint32_t *index;
+    const unsigned long long *rec_off;
+    uint8_t *out_base;
+    int64_t rec_start; /* records - out_base */
+    unsigned long long *total;
+};
+
+struct Geo {
+    uint64_t c;
+    uint32_t j;
+    int64_t cstart, cend, s, e, w0;
+};
+
+__device__ __forceinline__ Geo tile_geo(const EncK &k, uint64_t id)
+{
+    Geo g;
+    g.c = id / k.tpc;
+    g.j = (uint32_t)(id % k.tpc);
+    g.cstart = (int64_t)g.c * k.cs;
+    g.cend = min(g.cstart + (int64_t)k.cs, k.body_len);
+    g.s = g.cstart + (int64_t)g.j * k.tl;
+    g.e = min(g.s + (int64_t)k.tl, g.cend);
+    g.w0 = g.s & ~(int64_t)15;
+    return g;
+}
+
+/* Ordered summary of run heads over a stretch of a chunk. */
+struct HeadSum {
+    uint32_t count;
+    int32_t first, last;
+    uint32_t maxgap;
+};
+
+__device__ __forceinline__ HeadSum hs_identity()
+{
+    return HeadSum{0, INT_MAX, -1, 0};
+}
+
+/* a followed by b: not commutative, keep the order. */
+__device__ __forceinline__ HeadSum hs_combine(const HeadSum &a, const HeadSum &b)
+{
+    if (a.count == 0)
+        return b;
+    if (b.count == 0)
+        return a;
+    HeadSum r;
+    r.count = a.count + b.count;
+    r.first = a.first;
+    r.last = b.last;
+    r.maxgap = max(max(a.maxgap, b.maxgap), (uint32_t)(b.first - a.last));
+    return r;
+}
+
+__device__ __forceinline__ HeadSum hs_shfl_down(const HeadSum &v, int o)
+{
+    HeadSum r;
+    r.count = __shfl_down_sync(0xffffffffu, v.count, o);
+    r.first = __shfl_down_sync(0xffffffffu, v.first, o);
+    r.last = __shfl_down_sync(0xffffffffu, v.last, o);
+    r.maxgap = __shfl_down_sync(0xffffffffu, v.maxgap, o);
+    return r;
+}
+
+/* Ordered warp reduction; result in lane 0. */
+__device__ __forceinline__ HeadSum hs_warp_reduce(HeadSum v)
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        HeadSum other = hs_shfl_down(v, o);
+        if (lane + o < 32)
+            v = hs_combine(v, other);
+    }
+    return v;
+}
+
+/* Ordered block reduction; result in thread 0. */
+__device__ __forceinline__ HeadSum hs_block_reduce(HeadSum v, HeadSum *wsum)
+{
+    v = hs_warp_reduce(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        wsum[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < (blockDim.x >> 5) ? wsum[threadIdx.x] : hs_identity();
+        v = hs_warp_reduce(v);
+    }
+    return v;
+}
+
+/* Word(s) just before segment offset a (zero when a == 0). */
+template <int W>
+__device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_t limit, uint32_t &pw,
+                                           uint32_t &pw2)
+{
+    pw = pw2 = 0;
+    if (a > 0 && a <= limit) {
+        uint2 v = __ldg(reinterpret_cast<const uint2 *>(src + a - 8));
+        pw = W == 8 ? v.x : v.y;
+        pw2 = v.y;
+    }
+}
+
+/* Per-thread run heads of its segment in tile g. */
+template <int W>
+__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64_t a,
+                                              const uint32_t w[16], uint64_t *raw_out, uint64_t *vm_out)
+{
+    uint32_t pw, pw2;
+    prev_words<W>(k.src, a, k.body_len, pw, pw2);
+    uint64_t hm = head_mask<W>(w, pw, pw2);
+    if (g.cstart >= a && g.cstart < a + 64)
+        hm |= 1ull << ((g.cstart - a) / W);
+    int64_t lo = max(g.s, a), hi = min(g.e, a + 64);
+    uint64_t vm = hi > lo ? bit_range((int)((lo - a) / W), (int)((hi - a) / W)) : 0;
+    *raw_out = hm;
+    *vm_out = vm;
+    return hm & vm;
+}
+
+template <int W>
+__global__ void __launch_bounds__(kThreads) enc_analyze(EncK k)
+{
+    __shared__ uint32_t tb[8][256];
+    __shared__ uint32_t red[32];
+    __shared__ HeadSum wsum[32];
+    load_tables(tb, k.tab);
+    const uint32_t kseg = __ldg(&k.tab->kseg[threadIdx.x]);
+    __syncthreads();
+    for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
+        Geo g = tile_geo(k, id);
+        int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
+        uint32_t w[16];
+        load_seg(k.src, a, k.body_len, w);
+        uint64_t raw, vm;
+        uint64_t heads = seg_heads<W>(k, g, a, w, &raw, &vm);
+        HeadSum hs = hs_identity();
+        if (heads) {
+            int32_t pos0 = (int32_t)((a - g.cstart) / W);
+            hs.count = __popcll(heads);
+            hs.first = pos0 + __ffsll((long long)heads) - 1;
+            hs.last = pos0 + 63 - __clzll((long long)heads);
+        }
+        mask_seg(w, g.s - a, g.e - a);
+        uint32_t crc = gf2_mul(kseg, seg_crc(tb, w));
+        crc = block_xor(crc, red);
+        hs = hs_block_reduce(hs, wsum);
+        if (threadIdx.x == 0) {
+            TileSum t;
+            t.count = hs.count;
+            t.first = hs.first;
+            t.last = hs.last;
+            t.maxgap = hs.maxgap;
+            t.crcw = crc;
+            t.pad = 0;
+            k.tiles[id] = t;
+        }
+    }
+}
+
+/* One warp per chunk: combine the chunk's tiles. */
+template <int W>
+__global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
+{
+    const int lane = threadIdx.x & 31;
+    const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x >> 5);
+    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc;
+         c += warps) {
+        int64_t cstart = (int64_t)c * k.cs;
+        int64_t cend = min(cstart + (int64_t)k.cs, k.body_len);
+        int64_t clen = cend - cstart;
+        uint32_t nt = (uint32_t)((clen + k.tl - 1) / k.tl);
+        uint64_t tid0 = c * k.tpc;
+        int64_t ref = ((cstart + (int64_t)(nt - 1) * k.tl) & ~(int64_t)15) + kWin;
+        uint32_t run_carry = 0;
+        int32_t last_carry = -1;
+        HeadSum agg = hs_identity();
+        uint32_t acc = 0;
+        for (uint32_t b = 0; b < nt; b += 32) {
+            uint32_t j = b + lane;
+            bool valid = j < nt;
+            TileSum ts;
+            if (valid) {
+                ts = k.tiles[tid0 + j];
+            } else {
+                ts.count = 0; ts.first = INT_MAX; ts.last = -1; ts.maxgap = 0; ts.crcw = 0; ts.pad = 0;
+            }
+            uint32_t incl = ts.count;
+            int32_t im = ts.last;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+                int32_t m = __shfl_up_sync(0xffffffffu, im, o);
+                if (lane >= o) {
+                    incl += v;
+                    im = max(im, m);
+                }
+            }
+            int32_t em = __shfl_up_sync(0xffffffffu, im, 1);
+            if (lane == 0)
+                em = -1;
+            if (valid) {
+                k.tile_base[tid0 + j] = run_carry + incl - ts.count;
+                k.tile_lastb[tid0 + j] = max(last_carry, em);
+            }
+            HeadSum hs{ts.count, ts.first, ts.last, ts.maxgap};
+            hs = hs_warp_reduce(hs);
+            hs.count = __shfl_sync(0xffffffffu, hs.count, 0);
+            hs.first = __shfl_sync(0xffffffffu, hs.first, 0);
+            hs.last = __shfl_sync(0xffffffffu, hs.last, 0);
+            hs.maxgap = __shfl_sync(0xffffffffu, hs.maxgap, 0);
+            agg = hs_combine(agg, hs);
+            uint32_t contrib = 0;
+            if (valid && ts.crcw) {
+                int64_t wend = ((cstart + (int64_t)j * k.tl) & ~(int64_t)15) + kWin;
+                contrib = gf2_mul(xpow8(k.tab, (uint64_t)(ref - wend)), ts.crcw);
+            }
+#pragma unroll
+            for (int o = 16; o; o >>= 1)
+                contrib ^= __shfl_xor_sync(0xffffffffu, contrib, o);
+            acc ^= contrib;
+            run_carry += __shfl_sync(0xffffffffu, incl, 31);
+            last_carry = max(last_carry, __shfl_sync(0xffffffffu, im, 31));
+        }
+        if (lane == 0) {
+            uint64_t elems = (uint64_t)clen / W;
+            uint64_t maxrun = max((uint64_t)agg.maxgap, elems - (uint64_t)agg.last);
+            unsigned lw = maxrun - 1 <= 0xffu ? 1 : (maxrun - 1 <= 0xffffu ? 2 : 4);
+            uint64_t rle_bytes = (uint64_t)agg.count * (W + lw);
+            ChunkEnc ce;
+            ce.runs = agg.count;
+            uint32_t raw = gf2_mul(xinv8(k.tab, (uint64_t)(ref - cend)), acc);
+            ce.crc = raw ^ gf2_mul(xpow8(k.tab, (uint64_t)clen), 0xffffffffu) ^ 0xffffffffu;
+            ce.pad0 = ce.pad1 = 0;
+            if (rle_bytes >= (uint64_t)clen) {
+                ce.mode = 0;
+                ce.lw = 0;
+                ce.rec_size = (uint32_t)(12 + clen);
+            } else {
+                ce.mode = 1;
+                ce.lw = (uint8_t)lw;
+                ce.rec_size = (uint32_t)(12 + rle_bytes);
+            }
+            k.chunks[c] = ce;
+            k.index[c] = ce.rec_size;
+        }
+    }
+}
+
+__device__ __forceinline__ void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+template <int Q>
+__device__ __forceinline__ uint4 shift_vec(const uint32_t a[8], uint32_t sh)
+{
+    return make_uint4(__funnelshift_r(a[Q], a[Q + 1], sh), __funnelshift_r(a[Q + 1], a[Q + 2], sh),
+                      __funnelshift_r(a[Q + 2], a[Q + 3], sh), __funnelshift_r(a[Q + 3], a[Q + 4], sh));
+}
+
+/* Stored record payload: copy src[s, e) to out_base[d0, d0 + e - s), 16-byte
+ * aligned stores (coalesced across the block), funnel-shifted from aligned loads. */
+__device__ __forceinline__ void stored_copy(const EncK &k, int64_t s, int64_t e, int64_t d0)
+{
+    int64_t d1 = d0 + (e - s), off = d0 - s;
+    for (int64_t v = (d0 & ~(int64_t)15) + 16 * (int64_t)threadIdx.x; v < d1; v += 16 * kThreads) {
+        if (v >= d0 && v + 16 <= d1) {
+            int64_t sp = v - off, a0 = sp & ~(int64_t)15;
+            uint32_t r = (uint32_t)(sp - a0);
+            uint32_t a[8];
+            load_vec_guarded(k.src, a0, k.body_len, a);
+            uint4 o;
+            if (r == 0) {
+                o = make_uint4(a[0], a[1], a[2], a[3]);
+            } else {
+                load_vec_guarded(k.src, a0 + 16, k.body_len, a + 4);
+                uint32_t sh = 8 * (r & 3);
+                switch (r >> 2) {
+                case 0: o = shift_vec<0>(a, sh); break;
+                case 1: o = shift_vec<1>(a, sh); break;
+                case 2: o = shift_vec<2>(a, sh); break;
+                default: o = shift_vec<3>(a, sh); break;
+                }
+            }
+            *reinterpret_cast<uint4 *>(k.out_base + v) = o;
+        } else {
+            for (int64_t p = max(v, d0); p < min(v + 16, d1); p++)
+                k.out_base[p] = k.src[p - off];
+        }
+    }
+}
+
+struct ScanPair {
+    uint32_t count;
+    int32_t last;
+};
+
+struct ScanPairOp {
+    __device__ __forceinline__ ScanPair operator()(const ScanPair &a, const ScanPair &b) const
+    {
+        return ScanPair{a.count + b.count, max(a.last, b.last)};
+    }
+};
+
+template <int W>
+__global__ void __launch_bounds__(kThreads) enc_emit(EncK k)
+{
+    using BlockScan = cub::BlockScan<ScanPair, kThreads>;
+    __shared__ typename BlockScan::TempStorage scan_tmp;
+    constexpr int N = Elem<W>::N;
+    for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
+        Geo g = tile_geo(k, id);
+        ChunkEnc ce = k.chunks[g.c];
+        int64_t rec = k.rec_start + (int64_t)k.rec_off[g.c];
+        if (g.j == 0 && threadIdx.x == 0) {
+            uint8_t *h = k.out_base + rec;
+            h[0] = ce.mode;
+            h[1] = ce.lw;
+            h[2] = 0;
+            h[3] = 0;
+            put_le(h + 4, ce.mode ? ce.runs : 0, 4);
+            put_le(h + 8, ce.crc, 4);
+        }
+        if (ce.mode == 0) {
+            stored_copy(k, g.s, g.e, rec + 12 + (g.s - g.cstart));
+            continue;
+        }
+        int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
+        uint32_t w[16];
+        load_seg(k.src, a, k.body_len, w);
+        uint64_t raw, vm;
+        uint64_t heads = seg_heads<W>(k, g, a, w, &raw, &vm);
+        /* Run ends: the element before a head, and the chunk's last element. */
+        uint32_t nh = 1;
+        if (a + 64 + W <= k.body_len) {
+            const uint8_t *np = k.src + a + 64;
+            uint64_t nv = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(np))
+                        : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(np))
+                        : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(np))
+                                 : __ldg(np);
+            nh = nv != elem_at<W>(w, N - 1);
+        }
+        uint64_t ends = (raw >> 1) | ((uint64_t)nh << (N - 1));
+        if (g.cend - W >= a && g.cend - W < a + 64)
+            ends |= 1ull << ((g.cend - W - a) / W);
+        ends &= vm;
+        int32_t pos0 = (int32_t)((a - g.cstart) / W);
+        ScanPair mine{(uint32_t)__popcll(heads),
+                      heads ? pos0 + 63 - __clzll((long long)heads) : -1};
+        ScanPair pre;
+        BlockScan(scan_tmp).ExclusiveScan(mine, pre, ScanPair{k.tile_base[id], k.tile_lastb[id]},
+                                          ScanPairOp());
+        uint8_t *sym = k.out_base + rec + 12;
+        uint8_t *len = sym + (uint64_t)ce.runs * W;
+        uint64_t hm = heads;
+        uint32_t idx = pre.count;
+        while (hm) {
+            int b = __ffsll((long long)hm) - 1;
+            hm &= hm - 1;
+            const uint8_t *sp = k.src + a + (int64_t)b * W;
+            uint64_t v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
+                       : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
+                       : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
+                                : __ldg(sp);
+            put_le(sym + (uint64_t)idx * W, v, W);
+            idx++;
+        }
+        uint64_t em = ends;
+        while (em) {
+            int b = __ffsll((long long)em) - 1;
+            em &= em - 1;
+            uint64_t hb = heads & bit_range(0, b + 1);
+            uint32_t ridx = pre.count + __popcll(hb) - 1;
+            int32_t lh = hb ? pos0 + 63 - __clzll((long long)hb) : pre.last;
+            uint32_t l1 = (uint32_t)(pos0 + b - lh); /* run length - 1 */
+            put_le(len + (uint64_t)ridx * ce.lw, l1, ce.lw);
+        }
+        __syncthreads(); /* scan_tmp is reused by the next tile */
+    }
+}
+
+__global__ void enc_total(EncK k)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        *k.total = k.cc ? k.rec_off[k.cc - 1] + k.index[k.cc - 1] : 0;
+}
+
+/* Header CRC: per-window raw CRCs, then one block combines them. */
+__global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int64_t len,
+                                                        const CrcTables *tab, uint32_t *part)
+{
+    __shared__ uint32_t tb[8][256];
+    __shared__ uint32_t red[32];
+    load_tables(tb, tab);
+    const uint32_t kseg = __ldg(&tab->kseg[threadIdx.x]);
+    __syncthreads();
+    int64_t nwin = (len + kWin - 1) / kWin;
+    for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
+        int64_t a = wi * kWin + (int64_t)kSeg * threadIdx.x;
+        uint32_t w[16];
+        load_seg(buf, a, len, w);
+        uint32_t c = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
+        if (threadIdx.x == 0)
+            part[wi] = c;
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len, const CrcTables *tab,
+                                                       const uint32_t *part)
+{
+    __shared__ uint32_t red[32];
+    int64_t nwin = (len + kWin - 1) / kWin;
+    int64_t ref = nwin * kWin;
+    uint32_t acc = 0;
+    for (int64_t i = threadIdx.x; i < nwin; i += blockDim.x)
+        acc ^= gf2_mul(xpow8(tab, (uint64_t)(ref - (i + 1) * kWin)), part[i]);
+    acc = block_xor(acc, red);
+    if (threadIdx.x == 0) {
+        uint32_t raw = gf2_mul(xinv8(tab, (uint64_t)(ref - len)), acc);
+        uint32_t crc = raw ^ gf2_mul(xpow8(tab, (uint64_t)len), 0xffffffffu) ^ 0xffffffffu;
+        *reinterpret_cast<uint32_t *>(buf + len) = crc;
+    }
+}
+
+__global__ void enc_header_fixed(uint8_t *f, const uint8_t *src, uint64_t src_len, unsigned width,
+                                 uint32_t chunk_size, uint64_t cc)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    unsigned tail_len = (unsigned)(src_len % width);
+    f[0] = 'G'; f[1] = 'C'; f[2] = 'R'; f[3] = 'L';
+    f[4] = 1;
+    f[5] = (uint8_t)width;
+    f[6] = (uint8_t)tail_len;
+    f[7] = 0;
+    put_le(f + 8, chunk_size, 4);
+    put_le(f + 12, src_len, 8);
+    put_le(f + 20, cc, 4);
+    for (unsigned i = 0; i < 8; i++)
+        f[24 + i] = i < tail_len ? src[src_len - tail_len + i] : 0;
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+int sm_count_cached()
+{
+    static int cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+        return 132;
+    if (!cache[dev]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+            n = 132;
+        cache[dev] = n;
+    }
+    return cache[dev];
+}
+
+size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+struct EncLayout {
+    uint64_t cc, ntiles, nwin_hdr;
+    uint32_t tl, tpc;
+    size_t off_tiles, off_base, off_lastb, off_chunks, off_recoff, off_part, off_total, off_cub, cub_bytes,
+        total;
+};
+
+EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
+{
+    (void)width;
+    EncLayout L;
+    L.cc = (body_len + cs - 1) / cs;
+    L.tl = tile_len_for(cs);
+    L.tpc = (cs + L.tl - 1) / L.tl;
+    L.ntiles = 0;
+    if (L.cc) {
+        uint64_t last = body_len - (L.cc - 1) * cs;
+        L.ntiles = (L.cc - 1) * L.tpc + (last + L.tl - 1) / L.tl;
+    }
+    L.nwin_hdr = (32 + 4 * L.cc + kWin - 1) / kWin;
+    size_t o = 0;
+    L.off_tiles = o; o = align_up(o + L.ntiles * sizeof(TileSum), 256);
+    L.off_base = o; o = align_up(o + L.ntiles * 4, 256);
+    L.off_lastb = o; o = align_up(o + L.ntiles * 4, 256);
+    L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkEnc), 256);
+    L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
+    L.off_part = o; o = align_up(o + L.nwin_hdr * 4, 256);
+    L.off_total = o; o = align_up(o + 8, 256);
+    L.off_cub = o;
+    /* cub's single-pass scan: a few words per 1-2K items; checked at run time */
+    L.cub_bytes = align_up(64 * 1024 + L.cc * 2, 256);
+    o += L.cub_bytes;
+    L.total = o;
+    return L;
+}
+
+} // namespace
+
+size_t enc_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size)
+{
+    return enc_layout(body_len, width, chunk_size).total;
+}
+
+template <int W>
+static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStream_t st, gc_error *err)
+{
+    int grid_tiles = (int)std::min<uint64_t>(k.ntiles, (uint64_t)sm_count_cached() * 8);
+    if (grid_tiles < 1)
+        grid_tiles = 1;
+    enc_analyze<W><<<grid_tiles, kThreads, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("enc_analyze");
+    int grid_chunks = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)sm_count_cached() * 16);
+    if (grid_chunks < 1)
+        grid_chunks = 1;
+    enc_chunks<W><<<grid_chunks, kThreads, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("enc_chunks");
+    size_t need = 0;
+    GC_CUDA(cub::DeviceScan::ExclusiveScan(nullptr, need, k.index, (unsigned long long *)k.rec_off,
+                                           ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
+    if (need > L.cub_bytes)
+        return gc_fail(err, GC_E_INTERNAL, "gpu rle: scan needs %zu bytes of scratch, %zu reserved",
+                       need, L.cub_bytes);
+    size_t have = L.cub_bytes;
+    GC_CUDA(cub::DeviceScan::ExclusiveScan(scr + L.off_cub, have, k.index, (unsigned long long *)k.rec_off,
+                                           ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
+    enc_emit<W><<<grid_tiles, kThreads, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("enc_emit");
+    enc_total<<<1, 32, 0, st>>>(k);
+    GC_CUDA_LAUNCHED("enc_total");
+    return GC_OK;
+}
+
+int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+               cudaStream_t stream, unsigned long long **d_total, gc_error *err)
+{
+    EncLayout L = enc_layout(p.body_len, p.width, p.chunk_size);
+    if (scratch_len < L.total)
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: encode needs %zu bytes of device scratch, %zu given",
+                       L.total, scratch_len);
+    if (((uintptr_t)p.src & 15) || ((uintptr_t)p.out_base & 15) || ((uintptr_t)p.index & 3))
+        return gc_fail(err, GC_E_INVALID, "gpu rle: device buffers must be 16-byte aligned");
+    uint8_t *scr = (uint8_t *)scratch;
+    EncK k;
+    k.src = p.src;
+    k.body_len = (int64_t)p.body_len;
+    k.cs = p.chunk_size;
+    k.tl = L.tl;
+    k.tpc = L.tpc;
+    k.cc = L.cc;
+    k.ntiles = L.ntiles;
+    k.tab = d_tab;
+    k.tiles = (TileSum *)(scr + L.off_tiles);
+    k.tile_base = (uint32_t *)(scr + L.off_base);
+    k.tile_lastb = (int32_t *)(scr + L.off_lastb);
+    k.chunks = (ChunkEnc *)(scr + L.off_chunks);
+    k.index = p.index;
+    k.rec_off = (unsigned long long *)(scr + L.off_recoff);
+    k.out_base = p.out_base;
+    k.rec_start = p.records - p.out_base;
+    k.total = (unsigned long long *)(scr + L.off_total);
+    *d_total = k.total;
+    if (L.cc == 0) {
+        GC_CUDA(cudaMemsetAsync(k.total, 0, 8, stream));
+        return GC_OK;
+    }
+    switch (p.width) {
+    case 1: return enc_launch_w<1>(k, L, scr, stream, err);
+    case 2: return enc_launch_w<2>(k, L, scr, stream, err);
+    case 4: return enc_launch_w<4>(k, L, scr, stream, err);
+    case 8: return enc_launch_w<8>(k, L, scr, stream, err);
+    default: return gc_fail(err, GC_E_INVALID, "gpu rle: width %u is not 1, 2, 4 or 8", p.width);
+    }
+}
+
+int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width,
+                     uint32_t chunk_size, uint64_t chunk_count, const CrcTables *d_tab, void *scratch,
+                     size_t scratch_len, cudaStream_t stream, gc_error *err)
+{
+    EncLayout L = enc_layout(src_len - src_len % width, width, chunk_size);
+    if (scratch_len < L.total)
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: header needs %zu bytes of scratch", L.total);
+    uint32_t *part = (uint32_t *)((uint8_t *)scratch + L.off_part);
+    enc_header_fixed<<<1, 32, 0, stream>>>(d_frame, d_src, src_len, width, chunk_size, chunk_count);
+    GC_CUDA_LAUNCHED("enc_header_fixed");
+    int64_t hlen = 32 + 4 * (int64_t)chunk_count;
+    int grid = (int)std::min<int64_t>((int64_t)L.nwin_hdr, (int64_t)sm_count_cached() * 8);
+    crc_windows<<<grid, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
+    GC_CUDA_LAUNCHED("crc_windows");
+    crc_finish<<<1, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
+    GC_CUDA_LAUNCHED("crc_finish");
+    return GC_OK;
+}
+
+} // namespace gcgpu

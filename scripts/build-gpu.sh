@@ -1,0 +1,54 @@
+#!/bin/sh
+# build-gpu.sh - build the CUDA rle suite and benchmark on a CPU machine (nvcc,
+# no GPU needed) for a GPU host; see scripts/gpu-suite.sh for the run there.
+#
+#   scripts/build-gpu.sh              direct nvcc/gcc build into build-gpu/bin
+#   scripts/build-gpu.sh --autotools  also configure --with-cuda in build-gpu/
+#                                     and `make gpu-programs` (the product build)
+#
+# The direct build needs only this tree's kernels/ and tests/ (so it works
+# while the rest of the autotools build is in flux). Binaries are stripped and
+# link the CUDA runtime statically: carry build-gpu/bin to the GPU host.
+# CUDA_ARCHS (default 90) picks the architectures.
+set -eu
+cd "$(dirname "$0")/.."
+NVCC=${NVCC:-nvcc}
+ARCHS=${CUDA_ARCHS:-90}
+GENCODE=""
+for a in $ARCHS; do GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"; done
+NVFLAGS="-std=c++17 -O3 $GENCODE -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings -Ikernels -Ikernels/cpu -Ikernels/cuda"
+CFLAGS="-std=c11 -O2 -pthread -Wall -Wextra -Werror -D_GNU_SOURCE -Ikernels -Ikernels/cpu"
+O=build-gpu/obj
+B=build-gpu/bin
+mkdir -p "$O" "$B"
+pids=""
+for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/crc32c.c kernels/cpu/rle.c; do
+    gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o"
+done
+gcc -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Ikernels -Ikernels/cpu \
+    -c kernels/cuda/gpu_stub.c -o "$O/gpu_stub.o" # the CPU-only API must keep compiling too
+for f in kernels/cuda/*.cu; do
+    $NVCC $NVFLAGS -c "$f" -o "$O/$(basename "$f" .cu).o" &
+    pids="$pids $!"
+done
+for p in $pids; do wait "$p"; done
+rm -f "$O/libgccuda.a"
+ar rcs "$O/libgccuda.a" "$O/device_query.o" "$O/crc32c_device.o" "$O/rle_encode.o" "$O/rle_decode.o" \
+    "$O/rle_pipeline.o"
+ENGINE="$O/gc_status.o $O/parallel.o $O/crc32c.o $O/rle.o"
+$NVCC $NVFLAGS -o "$B/test_gpu_rle" tests/gpu/test_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
+p1=$!
+$NVCC $NVFLAGS -o "$B/bench_gpu_rle" tests/bench/bench_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
+p2=$!
+wait $p1
+wait $p2
+strip "$B/test_gpu_rle" "$B/bench_gpu_rle"
+cp scripts/gpu-suite.sh "$B/" 2>/dev/null || true
+ls -l "$B"
+if [ "${1:-}" = "--autotools" ]; then
+    autoreconf -fi
+    mkdir -p build-gpu && cd build-gpu
+    ../configure --disable-shared --with-cuda
+    make -j2 && make -j2 gpu-programs
+    strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle
+fi
