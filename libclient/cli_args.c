@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,13 +93,37 @@ static void version(void)
 }
 
 /* A usage error: message, hint, exit status 1. */
-static int bad_usage(cli_session *s, const char *fmt, const char *arg)
+static int bad_usage(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad_usage(cli_session *s, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("gpucomp: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
     fputs("\nTry 'gpucomp --help' for more information.\n", stderr);
+    va_end(ap);
     s->status = CLI_EXIT_ERROR;
     return CLI_EXIT_ERROR;
+}
+
+/*
+ * getopt's complaint, in our words. optopt is the offending character, or
+ * for long options 0 (unknown) or the option's value: those are named from
+ * argv, where getopt has just stepped past them.
+ */
+static int getopt_error(cli_session *s, int opt, char **argv)
+{
+    bool named_by_argv = optopt == 0 || optopt >= OPT_CHUNK;
+    if (opt == ':' && named_by_argv)
+        return bad_usage(s, "option '%s' requires an argument", argv[optind - 1]);
+    if (opt == ':')
+        return bad_usage(s, "option requires an argument -- '%c'", optopt);
+    if (named_by_argv)
+        return bad_usage(s, "unrecognized option '%s'", argv[optind - 1]);
+    /* A known option letter refused: its long form was given "=value". */
+    if (optopt != ':' && strchr(short_options + 1, optopt))
+        return bad_usage(s, "option '%s' doesn't allow an argument", argv[optind - 1]);
+    return bad_usage(s, "invalid option -- '%c'", optopt);
 }
 
 /* Codec settings as typed; 0 means "not given". */
@@ -153,11 +178,8 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case 'h': usage(stdout); return CLI_EXIT_OK;
     case 'V': version(); return CLI_EXIT_OK;
     case ':':
-        return optopt ? bad_usage(s, "option requires an argument -- '%c'", (char[]){ (char)optopt, 0 })
-                      : bad_usage(s, "option '%s' requires an argument", argv[optind - 1]);
     case '?':
-        return optopt ? bad_usage(s, "invalid option -- '%c'", (char[]){ (char)optopt, 0 })
-                      : bad_usage(s, "unrecognized option '%s'", argv[optind - 1]);
+        return getopt_error(s, opt, argv);
     default:
         return codec_option(s, opt, optarg, ca);
     }

@@ -202,8 +202,8 @@ static void run_job(cli_session *s, job *j)
 {
     if (S_ISREG(j->st.st_mode) && !cli_fits(s, j->name, (uint64_t)j->st.st_size))
         return;
-    uint8_t *in;
-    size_t in_len;
+    uint8_t *in = NULL;
+    size_t in_len = 0;
     int e = read_all(j->fd, S_ISREG(j->st.st_mode) ? j->st.st_size : 0, &in, &in_len);
     if (e) {
         cli_error(s, "%s: read error: %s", j->name, strerror(e));

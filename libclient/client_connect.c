@@ -143,6 +143,10 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
         return rc;
     }
     rc = handshake(c, err);
+    if (rc == GC_E_IO || rc == GC_E_LIMIT || rc == GC_E_NOMEM) {
+        gc_error cause = *err; /* the bare socket error needs the context */
+        gc_fail(err, rc, "no handshake with gpucompd at %s: %s", path, cause.msg);
+    }
     if (rc != GC_OK) {
         close(c->fd);
         free(c);

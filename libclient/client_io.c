@@ -141,7 +141,7 @@ static int read_header(int fd, uint32_t *body_len, gc_error *err)
 
 int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_error *err)
 {
-    uint32_t len;
+    uint32_t len = 0;
     *out = NULL;
     int rc = read_header(fd, &len, err);
     if (rc != GC_OK)

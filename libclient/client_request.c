@@ -251,6 +251,10 @@ static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucom
 static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, client_reply *rep, bool *clean)
 {
     int rc = recv_frame_for(c, id, &rep->head);
+    if (rc == GC_E_IO) {
+        gc_error cause = c->err;
+        return gc_fail(&c->err, rc, "%s before answering the request", cause.msg);
+    }
     if (rc != GC_OK)
         return rc;
     const Gpucomp__Response *r = rep->head->response;

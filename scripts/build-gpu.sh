@@ -42,6 +42,17 @@ $NVCC $NVFLAGS -o "$B/bench_gpu_rle" tests/bench/bench_gpu_rle.cu "$O/libgccuda.
 p2=$!
 wait $p1
 wait $p2
+if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
+    # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
+    mkdir -p "$O/var"
+    for f in kernels/cuda/*.cu; do
+        $NVCC $NVFLAGS $GPU_VARIANT_FLAGS -c "$f" -o "$O/var/$(basename "$f" .cu).o" &
+    done
+    wait
+    $NVCC $NVFLAGS $GPU_VARIANT_FLAGS -o "$B/bench_gpu_rle_variant" tests/bench/bench_gpu_rle.cu "$O"/var/*.o \
+        $ENGINE -lpthread
+    strip "$B/bench_gpu_rle_variant"
+fi
 strip "$B/test_gpu_rle" "$B/bench_gpu_rle"
 cp scripts/gpu-suite.sh "$B/" 2>/dev/null || true
 ls -l "$B"

@@ -341,6 +341,17 @@ static uint8_t *pattern(size_t len)
 #define ck_assert_contains(hay, needle)                                                      \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))
 
+/* Is out exactly in with every byte xor 0x5a (what the fakes answer)? */
+static bool is_xor_of(const void *out, const uint8_t *in, size_t len)
+{
+    uint8_t *want = malloc(len ? len : 1);
+    for (size_t i = 0; i < len; i++)
+        want[i] = in[i] ^ 0x5a;
+    bool same = memcmp(out, want, len) == 0;
+    free(want);
+    return same;
+}
+
 /* ---- pure API ----------------------------------------------------------- */
 
 START_TEST(test_strerror_every_code)
@@ -540,6 +551,7 @@ START_TEST(test_handshake_daemon_hangs_up)
     gpucomp_client *c;
     ck_assert_int_eq(gpucomp_connect(f->path, &c), GPUCOMP_E_IO);
     ck_assert_contains(gpucomp_connect_error(), "closed the connection");
+    ck_assert_contains(gpucomp_connect_error(), f->path);
     fake_finish(f);
 }
 END_TEST
@@ -609,8 +621,7 @@ START_TEST(test_chunked_request_and_response)
         int rc = gpucomp_compress(c, &o, in, len, &out, &out_len);
         ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
         ck_assert_uint_eq(out_len, len);
-        for (size_t i = 0; i < len; i++)
-            ck_assert_uint_eq(((uint8_t *)out)[i], in[i] ^ 0x5a);
+        ck_assert(is_xor_of(out, in, len));
         gpucomp_free(out);
         ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
         ck_assert_uint_eq(gpucomp_last_engine_ns(c), 4242);
@@ -729,6 +740,27 @@ START_TEST(test_daemon_vanishes_mid_response)
     ck_assert_contains(gpucomp_last_error(c), "closed the connection");
     ck_assert_contains(gpucomp_last_error(c), "100 of 1000");
     ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IO);
+    gpucomp_close(c);
+    fake_finish(f);
+}
+END_TEST
+
+/* The whole request read, then gone without a word. */
+static void serve_silent_death(fake *f)
+{
+    if (handshake(f))
+        read_request(f);
+}
+
+START_TEST(test_daemon_dies_before_answering)
+{
+    fake *f = fake_new();
+    fake_start(f, serve_silent_death);
+    gpucomp_client *c = connect_ok(f);
+    void *out;
+    size_t out_len;
+    ck_assert_int_eq(gpucomp_compress(c, NULL, "abc", 3, &out, &out_len), GPUCOMP_E_IO);
+    ck_assert_str_eq(gpucomp_last_error(c), "gpucompd closed the connection before answering the request");
     gpucomp_close(c);
     fake_finish(f);
 }
@@ -1212,8 +1244,7 @@ START_TEST(test_large_buffer_goes_through_memfd)
     int rc = gpucomp_compress(c, NULL, in, len, &out, &out_len);
     ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
     ck_assert_uint_eq(out_len, len);
-    for (size_t i = 0; i < len; i++)
-        ck_assert_uint_eq(((uint8_t *)out)[i], in[i] ^ 0x5a);
+    ck_assert(is_xor_of(out, in, len));
     ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
     gpucomp_free(out);
     gpucomp_close(c);
@@ -1244,8 +1275,7 @@ START_TEST(test_fd_api)
     ck_assert_uint_eq(out_len, 1000);
     uint8_t back[1000];
     ck_assert(read_fd_fully(out, back, sizeof back));
-    for (size_t i = 0; i < sizeof back; i++)
-        ck_assert_uint_eq(back[i], data[i] ^ 0x5a);
+    ck_assert(is_xor_of(back, data, sizeof back));
     ck_assert_int_eq(gpucomp_decompress_fd(c, &o, -1, 10, out, &out_len), GPUCOMP_E_INVALID);
     ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, 10, out, NULL), GPUCOMP_E_INVALID);
     ck_assert_int_eq(gpucomp_compress_fd(NULL, &o, in, 10, out, &out_len), GPUCOMP_E_INVALID);
@@ -1416,6 +1446,7 @@ static Suite *client_suite(void)
     tcase_add_test(wire, test_payload_sum_long);
     tcase_add_test(wire, test_daemon_vanishes_mid_response);
     tcase_add_test(wire, test_daemon_vanishes_mid_frame);
+    tcase_add_test(wire, test_daemon_dies_before_answering);
     tcase_add_test(wire, test_response_for_another_id);
     tcase_add_test(wire, test_connection_level_error);
     tcase_add_test(wire, test_daemon_error_keeps_connection);

@@ -7,14 +7,13 @@
  *
  * Speed: the encoder finds run boundaries 16 bytes at a time (SSE2 compare
  * of the data with itself shifted by one element, then movemask), counts
- * runs before writing any (most incompressible chunks are proven stored
- * after half a chunk), and writes symbols and one-byte lengths in a single
- * further scan; see encode_rle. The decoder writes short runs as two
- * unconditional 8-byte stores.
+ * the runs before writing any (most incompressible chunks are proven stored
+ * after half a chunk), then writes symbols and lengths in one more scan;
+ * see encode_rle. The decoder writes each short run as one unconditional
+ * 16-byte store.
  */
 #include "rle.h"
 
-#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,8 +24,8 @@
 #include "crc32c.h"
 #include "parallel.h"
 
-/* Word compares find the first differing element with ctz, and integers are
- * copied to and from the frame with memcpy: both need a little-endian host. */
+/* Integers are copied to and from the frame with memcpy, and bit i of a
+ * compare mask is byte i of the data: both need a little-endian host. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rle.c assumes a little-endian host"
 #endif
@@ -284,7 +283,7 @@ static void narrow_lengths(uint8_t *lens, size_t runs)
  * Encode the rle payload and mode fields of a record; returns the record size,
  * or 0 when the chunk must be stored (rule 3). nb > 0.
  *
- * Counting the runs first is cheap (a compare and popcount per SCAN_STEP
+ * Counting the runs first is cheap (a compare and an add per SCAN_STEP
  * bytes), proves most incompressible chunks stored after reading half of
  * them, and fixes where the lengths start. The symbols are then written in
  * one scan with 2-byte lengths when the record would have room for them
@@ -490,7 +489,9 @@ static int decode_rle(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *o
 static int decode_record(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *out,
                          size_t out_len, size_t chunk_no, gc_error *err)
 {
-    if (!valid_width(w) || out_len % w != 0)
+    if (!valid_width(w))
+        return chunk_fail(err, GC_E_INVALID, chunk_no, "element width %u is not 1, 2, 4 or 8", w);
+    if (out_len % w != 0)
         return chunk_fail(err, GC_E_INVALID, chunk_no,
                           "chunk length %zu is not a whole number of %u-byte elements",
                           out_len, w);

@@ -50,7 +50,9 @@ int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err);
 
 typedef struct gc_gpu_config {
     unsigned streams;      /* CUDA streams / pipeline slots (0 = 3) */
-    size_t batch_bytes;    /* bytes of input per slice and slot (0 = 64 MiB) */
+    size_t batch_bytes;    /* bytes of input per slice and slot (0 = 64 MiB). A job whose
+                            * chunk_size exceeds it fails with GC_E_LIMIT (run it on the
+                            * CPU): use >= 64 MiB (RLE_MAX_CHUNK_SIZE) to take every job. */
 } gc_gpu_config;
 
 typedef struct gc_gpu_ctx gc_gpu_ctx;
@@ -121,7 +123,9 @@ size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt);
  * Encode d_src[0..src_len) (device memory, 16-byte aligned) into d_dst
  * (device memory, 16-byte aligned, capacity >= rle_compress_bound) as a whole
  * frame; d_scratch (device, >= gc_gpu_rle_scratch_size) is caller-owned.
- * Runs on the context's stream 0 and waits for it: *dst_len is the frame size.
+ * Runs on the context's stream 0 (after work already queued on the legacy
+ * default stream; work on the caller's own non-blocking streams must be
+ * synchronised by the caller) and waits for it: *dst_len is the frame size.
  */
 int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
                              const rle_options *opt, void *d_dst, size_t dst_cap,

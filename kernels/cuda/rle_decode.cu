@@ -230,7 +230,7 @@ __device__ __forceinline__ void put_elem(uint32_t w[16], int k, uint64_t v)
 }
 
 template <int W>
-__global__ void __launch_bounds__(kThreads) dec_expand(DecK k)
+__global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 {
     constexpr int N = Elem<W>::N;
     constexpr int IPT = kRunTile / kThreads;

@@ -161,7 +161,7 @@ __device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64
 }
 
 template <int W>
-__global__ void __launch_bounds__(kThreads) enc_analyze(EncK k)
+__global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
 {
     __shared__ uint32_t tb[8][256];
     __shared__ uint32_t red[32];
@@ -347,7 +347,7 @@ struct ScanPairOp {
 };
 
 template <int W>
-__global__ void __launch_bounds__(kThreads) enc_emit(EncK k)
+__global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
     using BlockScan = cub::BlockScan<ScanPair, kThreads>;
     __shared__ typename BlockScan::TempStorage scan_tmp;

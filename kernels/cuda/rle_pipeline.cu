@@ -104,7 +104,7 @@ struct gc_gpu_ctx {
     CrcTables *d_tab = nullptr;
     pthread_mutex_t mu;
     std::vector<Slot> slots;
-    cudaEvent_t e_begin = nullptr;
+    cudaEvent_t e_begin = nullptr, e_legacy = nullptr;
     uint8_t *h_small = nullptr; /* pinned, for the *_device calls */
 };
 
@@ -113,6 +113,16 @@ namespace {
 int ctx_use(gc_gpu_ctx *ctx, gc_error *err)
 {
     GC_CUDA(cudaSetDevice(ctx->dev));
+    return GC_OK;
+}
+
+/* The context's streams are non-blocking: make stream 0 wait for work the
+ * caller queued on the legacy default stream (cudaMemset, kernels without a
+ * stream), as a synchronous API would. */
+int order_after_legacy(gc_gpu_ctx *ctx, gc_error *err)
+{
+    GC_CUDA(cudaEventRecord(ctx->e_legacy, cudaStreamLegacy));
+    GC_CUDA(cudaStreamWaitEvent(ctx->slots[0].st, ctx->e_legacy, 0));
     return GC_OK;
 }
 
@@ -139,6 +149,8 @@ void ctx_free(gc_gpu_ctx *ctx)
     }
     if (ctx->e_begin)
         cudaEventDestroy(ctx->e_begin);
+    if (ctx->e_legacy)
+        cudaEventDestroy(ctx->e_legacy);
     cudaFree(ctx->d_tab);
     cudaFreeHost(ctx->h_small);
     (void)cudaGetLastError();
@@ -160,6 +172,7 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     GC_CUDA(rc);
     GC_CUDA(cudaMallocHost(&ctx->h_small, 4096));
     GC_CUDA(cudaEventCreate(&ctx->e_begin));
+    GC_CUDA(cudaEventCreateWithFlags(&ctx->e_legacy, cudaEventDisableTiming));
     size_t b = ctx->batch;
     ctx->in_cap = b + b / 64 + (64 << 10);
     ctx->out_cap = ctx->in_cap;
@@ -255,6 +268,8 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
     uint64_t hdr = 32 + 4 * cc + 4;
     pthread_mutex_lock(&ctx->mu);
     rc = ctx_use(ctx, err);
+    if (rc == GC_OK)
+        rc = order_after_legacy(ctx, err);
     cudaStream_t st = ctx->slots[0].st;
     EncParams p;
     p.src = (const uint8_t *)d_src;
@@ -296,6 +311,8 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
         return gc_fail(err, GC_E_TRUNCATED, "rle: frame: %zu bytes, shorter than the header", frame_len);
     pthread_mutex_lock(&ctx->mu);
     int rc = ctx_use(ctx, err);
+    if (rc == GC_OK)
+        rc = order_after_legacy(ctx, err);
     cudaStream_t st = ctx->slots[0].st;
     uint8_t *hdr = nullptr;
     std::vector<uint32_t> status;

@@ -1,0 +1,82 @@
+/*
+ * bz2_bwt_sort.h - stages of the cyclic rotation sort behind bz2_bwt()
+ * (bz2_bwt.c drives them). Internal to the bzip2 codec.
+ *
+ * The sort is an induced sort (Itoh-Tanaka / SA-IS family) adapted to
+ * cyclic rotations of a primitive block t[0..n):
+ *   type:  rotation i is S if rot(i) < rot(i+1), else L (never equal when
+ *          t is primitive); i is an LMS position if it is S and i-1 is L.
+ *   The driver rotates the block so that position 0 is an LMS position;
+ *   then the LMS substring of p, t[p .. next LMS] (both ends included),
+ *   never wraps past t[n] (== t[0]).
+ *   1. bz2_bwt_lms.c: find the LMS positions, bucket them by their first two
+ *      bytes, sort them by their LMS substrings (multikey quicksort).
+ *   2. bz2_bwt_reduce.c: LMS rotations with equal substrings are ordered
+ *      by the rotations at the next LMS positions: the reduced string of
+ *      substring names is sorted by SA-IS (bz2_bwt_sais.c).
+ *   3. bz2_bwt_induce.c: two scans induce the order of every other
+ *      rotation from the sorted LMS ones and write the BWT.
+ * Only ~1/3 of the rotations of typical data are LMS, and only they are
+ * compared; everything else costs two linear scans.
+ */
+#ifndef GC_BZ2_BWT_SORT_H
+#define GC_BZ2_BWT_SORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes after t[n-1] a rotated block must hold: t[n + k] = t[k % n]. Key
+ * reads go up to 7 bytes past an LMS substring's end (<= n). */
+#define BWT_PAD 16
+
+/* Returned by the stages when two rotations are equal: the block is a
+ * power u^k of a shorter string (bz2_bwt.c then sorts u). */
+#define BWT_NOT_PRIMITIVE (-2)
+
+/* ---- tie marks: one bit per sorted slot, set where a group begins ---- */
+/* Slots [a, b) form a tied group (equal so far) when bit a is set and
+ * bits a+1 .. b-1 are clear. A bit array, not a list of groups: there can
+ * be m / 2 groups. */
+static inline int bwt_tie_is_head(const uint64_t *head, int32_t x)
+{
+    return (int)(head[x >> 6] >> (x & 63) & 1);
+}
+/* Words of a mark array for `slots` slots. */
+static inline size_t bwt_tie_words(int32_t slots) { return (size_t)slots / 64 + 1; }
+
+/* ---- bz2_bwt_lms.c ---- */
+/* Find the LMS positions of t (0 is one). lenb has (n + 1) / 2 entries:
+ * lenb[p >> 1] = (len << 1) | (p & 1) for each LMS p, len = distance to the
+ * next LMS position (n for the last), 0 for a pair without LMS (LMS
+ * positions are >= 2 apart). Returns their count m (<= n / 2). */
+int32_t bwt_lms_find(const uint8_t *t, int32_t n, int32_t *lenb);
+/* Write the LMS positions in increasing order to pos[0..m). */
+void bwt_lms_list(const uint8_t *t, int32_t n, int32_t *pos);
+/* Sort the m LMS positions described by lenb by their LMS substrings
+ * into sa[0..m) (lenb may be sa + n / 2, as m <= n / 2). Groups of equal
+ * substrings are marked in head (all bits set on entry). Returns 1 when
+ * some groups are tied, 0 when none, -1 when out of memory. */
+int bwt_lms_sort(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *sa, uint64_t *head);
+
+/* ---- bz2_bwt_reduce.c ---- */
+/* Order the tied groups of sa[0..m) (LMS positions sorted by substring,
+ * lenb at sa + n / 2 as bwt_lms_find left it) completely. Uses sa[m..n)
+ * as scratch. Returns 0, -1 (out of memory), or BWT_NOT_PRIMITIVE when
+ * two rotations turn out equal (t is a power of a shorter string). */
+int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, const uint64_t *head);
+
+/* ---- bz2_bwt_sais.c ---- */
+/* Sort the cyclic rotations of r[0..m) (values in [0, k)) into sa[0..m).
+ * r must not overlap sa. spare[0..spare_len) is scratch used for bucket
+ * arrays when large enough (else they are allocated). Returns 0, -1 (out
+ * of memory) or BWT_NOT_PRIMITIVE (r is a power of a shorter string). */
+int bwt_sais_int(const int32_t *r, int32_t m, int32_t k, int32_t *sa, int32_t *spare,
+                 int32_t spare_len);
+
+/* ---- bz2_bwt_induce.c ---- */
+/* sa[0..m) holds the LMS positions in rotation order. Induce the order of
+ * all rotations (sa[] is overwritten), write the last column to out[0..n)
+ * and return the rank of rotation `zero`. */
+int32_t bwt_induce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, int32_t zero, uint8_t *out);
+
+#endif
