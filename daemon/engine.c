@@ -126,9 +126,3 @@ void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
     r->engine_ns = now_ns() - start;
     gcd_engine_finish(r);
 }
-
-void gcd_engine_run(gcd_request *r, void *ctx)
-{
-    const gcd_engine *engine = ctx;
-    gcd_engine_run_cpu(r, engine->codec_threads);
-}

@@ -17,9 +17,6 @@ typedef struct gcd_engine {
 /* Run r's operation on the CPU engine: r->error, r->output, r->backend, r->engine_ns. */
 void gcd_engine_run_cpu(gcd_request *r, unsigned threads);
 
-/* The worker-pool entry point (gcd_run_fn): gcd_engine_run_cpu with engine's threads. */
-void gcd_engine_run(gcd_request *r, void *engine);
-
 /* Only the codec work, no timing or clean-up: for devices that emulate a GPU on the CPU. */
 int gcd_engine_compute_cpu(gcd_request *r, unsigned threads);
 

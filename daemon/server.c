@@ -138,6 +138,13 @@ static bool add_signal(gcd_server *s, int sig, struct event **ev)
     return *ev && event_add(*ev, NULL) == 0;
 }
 
+/* Worker-thread entry: the pool's callbacks share the server as their context. */
+static void run_on_worker(gcd_request *r, void *server)
+{
+    gcd_server *s = server;
+    gcd_engine_run_cpu(r, s->engine.codec_threads);
+}
+
 bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -161,7 +168,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     }
     evconnlistener_set_error_cb(s->listener, on_accept_error);
     unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    s->workers = gcd_workers_start(s->base, n ? n : 1, gcd_engine_run, gcd_conn_request_done, s);
+    s->workers = gcd_workers_start(s->base, n ? n : 1, run_on_worker, gcd_conn_request_done, s);
     if (!s->workers || !gcd_dispatch_init(s))
         return false;
     if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {

@@ -142,6 +142,18 @@ static const char *human(uint64_t n, char buf[32])
     return buf;
 }
 
+static void print_device(unsigned i, const gpucomp_device_stats *d)
+{
+    char a[32], b[32];
+    printf("  gpu %u:           %s%s\n", i, d->name, d->retired ? " (retired after a failure)" : "");
+    printf("    requests:      %llu in %llu batches, %llu fell back to the cpu, queue %u\n",
+           (unsigned long long)d->requests, (unsigned long long)d->batches,
+           (unsigned long long)d->fallbacks, d->queue_depth);
+    printf("    bytes:         %s in, %s out\n", human(d->bytes_in, a), human(d->bytes_out, b));
+    printf("    time:          %.1f ms copy in, %.1f ms kernels, %.1f ms copy out, %.1f ms wall\n",
+           (double)d->h2d_ns / 1e6, (double)d->kernel_ns / 1e6, (double)d->d2h_ns / 1e6, (double)d->wall_ns / 1e6);
+}
+
 static void print_stats(const cli_session *s, const gpucomp_stats *st)
 {
     char a[32], b[32];
@@ -158,6 +170,8 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     printf("  bytes in:        %llu (%s)\n", (unsigned long long)st->bytes_in, human(st->bytes_in, a));
     printf("  bytes out:       %llu (%s)\n", (unsigned long long)st->bytes_out, human(st->bytes_out, a));
     printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a), human(st->memory_budget, b));
+    for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++)
+        print_device(i, &st->devices[i]);
 }
 
 int cli_stats(cli_session *s)

@@ -26,7 +26,17 @@ static uint64_t take_id(gpucomp_client *c)
     return id;
 }
 
-/* The piece [off, off+n) of req as a frame; the first also carries the header fields. */
+/* The fields only a request's first frame carries. */
+static void fill_first(Gpucomp__Request *r, const client_req *req)
+{
+    r->op = req->op;
+    r->codec = req->codec;
+    r->options = req->options;
+    r->total_size = req->src_len;
+    r->max_output = req->max_output;
+}
+
+/* The piece [off, off+n) of req as a frame. */
 static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id, size_t off, size_t n)
 {
     r->id = id;
@@ -34,13 +44,8 @@ static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id
     r->payload.data = n ? (uint8_t *)(uintptr_t)(req->src + off) : NULL;
     r->payload.len = n;
     r->last = off + n == req->src_len;
-    if (off == 0) {
-        r->op = req->op;
-        r->codec = req->codec;
-        r->options = req->options;
-        r->total_size = req->src_len;
-        r->max_output = req->max_output;
-    }
+    if (off == 0)
+        fill_first(r, req);
 }
 
 /* memfd transport: one frame, no payload, the two descriptors attached. */
@@ -48,11 +53,7 @@ static int send_fd_request(gpucomp_client *c, const client_req *req, uint64_t id
 {
     Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
     r.id = id;
-    r.op = req->op;
-    r.codec = req->codec;
-    r.options = req->options;
-    r.total_size = req->src_len;
-    r.max_output = req->max_output;
+    fill_first(&r, req);
     r.payload_in_fd = true;
     r.last = true;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
@@ -113,6 +114,14 @@ static int recv_frame_for(gpucomp_client *c, uint64_t id, Gpucomp__Frame **out)
     return rc;
 }
 
+/* An error response: complete (last) means the connection is still at a boundary. */
+static int daemon_error(gpucomp_client *c, const Gpucomp__Response *r, bool *clean)
+{
+    *clean = r->last;
+    return gc_fail(&c->err, client_wire_status(r->status), "%s",
+                   r->message && *r->message ? r->message : gc_status_str(r->status));
+}
+
 /*
  * The daemon spoke or hung up before the whole request was sent: it is
  * refusing the request (too large, busy, malformed). Its reason beats our
@@ -126,10 +135,10 @@ static int early_answer(gpucomp_client *c, uint64_t id, int send_rc)
     }
     gc_error send_err = c->err;
     Gpucomp__Frame *f;
+    bool at_boundary; /* irrelevant: the rest of the request was never sent */
     int rc = recv_frame_for(c, id, &f);
     if (rc == GC_OK && f->response->status != GPUCOMP__STATUS__STATUS_OK)
-        rc = gc_fail(&c->err, client_wire_status(f->response->status), "%s",
-                     *f->response->message ? f->response->message : gc_status_str(f->response->status));
+        rc = daemon_error(c, f->response, &at_boundary);
     else if (rc == GC_OK)
         rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered request %llu before it was completely sent",
                      (unsigned long long)id);
@@ -138,14 +147,6 @@ static int early_answer(gpucomp_client *c, uint64_t id, int send_rc)
     gc_wire_free(f);
     client_disconnect(c);
     return rc;
-}
-
-/* An error response: complete (last) means the connection is still at a boundary. */
-static int daemon_error(gpucomp_client *c, const Gpucomp__Response *r, bool *clean)
-{
-    *clean = r->last;
-    return gc_fail(&c->err, client_wire_status(r->status), "%s",
-                   r->message && *r->message ? r->message : gc_status_str(r->status));
 }
 
 /* Output buffer being reassembled: grows with what actually arrives, never past total. */

@@ -81,9 +81,9 @@ static int sort_rotations(const uint8_t *t, int32_t n, int32_t *sa, int32_t *m)
     memset(head, 0xff, bwt_tie_words(n / 2 + 1) * sizeof *head);
     *m = bwt_lms_find(t, n, sa + n / 2);
     int rc = bwt_lms_sort(t, n, sa + n / 2, sa, head);
-    if (rc == 1) {
+    if (rc > 0) {
         atomic_fetch_add_explicit(&fallback_count, 1, memory_order_relaxed);
-        rc = bwt_reduce(t, n, sa, *m, head);
+        rc = bwt_reduce(t, n, sa, *m, head, rc);
     }
     free(head);
     return rc;

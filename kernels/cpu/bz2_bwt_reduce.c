@@ -5,42 +5,79 @@
  * Two such rotations compare like the rotations at their next LMS
  * positions. Number the LMS positions 0..m-1 in block order and name each
  * by the rank of its substring: sorting the LMS rotations is sorting the
- * rotations of this reduced string of names, which bz2_bwt_sais.c does in
- * linear time (long repeats of typical text make a doubling sort here
- * take ~15 passes). The reduced string is primitive when the block is:
- * equal names would tile the block periodically.
+ * rotations of this reduced string of names. It is primitive when the
+ * block is (equal names would tile the block periodically).
+ * Two ways, by measurement:
+ *   - few ties (binaries): prefix doubling over the tied slots only
+ *     (bz2_bwt_double.c) - typically 2-3 cheap rounds;
+ *   - many ties (text, source: most substrings recur), or doubling that
+ *     stops paying off (long repeats need ~log2(length) rounds): SA-IS on
+ *     the whole reduced string (bz2_bwt_sais.c), linear time.
+ * Any group refinement doubling achieved is kept as finer names.
  */
+#include <stdlib.h>
 #include <stdio.h>
+
 #include "bz2_bwt_sort.h"
 
-/* Names (group numbers, from the tie marks) of the LMS positions in
- * block order, into r[0..m) = sa[m..2m). lenb (sa + n / 2) is reused: an
- * LMS pair gets its name + 1, others keep 0. r[j] is written no later
- * than lenb slot >= j is read, as m <= n / 2. */
-static int32_t reduced_string(int32_t n, int32_t *sa, int32_t m, const uint64_t *head)
+/* Doubling is tried when at most this share of the slots is tied. */
+#ifndef BWT_DOUBLING_MAX_TIED
+#define BWT_DOUBLING_MAX_TIED 0.5
+#endif
+
+/* Replace the LMS positions in sa[0..m) by their reduced indices (rank
+ * in block order), via lenb (sa + n / 2), which is consumed. */
+static void to_reduced(int32_t n, int32_t *sa, int32_t m)
 {
-    int32_t *lenb = sa + n / 2, *r = sa + m, half = (n + 1) / 2, names = 0;
+    int32_t *lenb = sa + n / 2, half = (n + 1) / 2;
+    for (int32_t q = 0, k = 0; q < half; q++)
+        if (lenb[q])
+            lenb[q] = k++;
+    for (int32_t x = 0; x < m; x++)
+        sa[x] = lenb[sa[x] >> 1];
+}
+
+/* r[k] = group number of reduced index k; returns the number of groups. */
+static int32_t name_groups(const int32_t *sa, int32_t m, const uint64_t *head, int32_t *r)
+{
+    int32_t names = 0;
     for (int32_t x = 0; x < m; x++) {
         names += bwt_tie_is_head(head, x);
-        lenb[sa[x] >> 1] = names;
+        r[sa[x]] = names - 1;
     }
-    for (int32_t q = 0, j = 0; q < half; q++)
-        if (lenb[q])
-            r[j++] = lenb[q] - 1;
     return names;
 }
 
-int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, const uint64_t *head)
+static int32_t try_doubling(int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied)
 {
-    int32_t names = reduced_string(n, sa, m, head);
-    int32_t *r = sa + m;
+    if (tied > BWT_DOUBLING_MAX_TIED * m)
+        return tied;
+    int32_t *key = 3 * (int64_t)m <= n ? sa + 2 * m : malloc((size_t)m * sizeof *key);
+    if (!key) /* not fatal: SA-IS needs no key array */
+        return tied;
+    tied = bwt_double(sa, m, head, sa + m, key, tied);
+    if (key != sa + 2 * m)
+        free(key);
+    return tied;
+}
+
+int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied)
+{
+    to_reduced(n, sa, m);
 #ifdef BWT_STATS
-    { int32_t tied = 0; for (int32_t x = 0; x < m; x++) tied += !bwt_tie_is_head(head, x) || (x + 1 < m && !bwt_tie_is_head(head, x + 1));
-      fprintf(stderr, "n=%d m=%d names=%d tied=%d\n", n, m, names, tied); }
+    int32_t t0 = tied;
 #endif
-    int rc = bwt_sais_int(r, m, names, sa, sa + 2 * m, n - 2 * m);
-    if (rc)
-        return rc;
+    tied = try_doubling(n, sa, m, head, tied);
+#ifdef BWT_STATS
+    fprintf(stderr, "m=%d tied=%d after doubling=%d\n", m, t0, tied);
+#endif
+    int32_t *r = sa + m; /* m <= n / 2: sa[m..2m) is free */
+    if (tied > 0) {
+        int32_t names = name_groups(sa, m, head, r);
+        int rc = bwt_sais_int(r, m, names, sa, sa + 2 * m, n - 2 * m);
+        if (rc)
+            return rc;
+    }
     bwt_lms_list(t, n, r); /* reduced indices back to positions */
     for (int32_t x = 0; x < m; x++)
         sa[x] = r[sa[x]];

@@ -9,8 +9,8 @@
  *   The driver rotates the block so that position 0 is an LMS position;
  *   then the LMS substring of p, t[p .. next LMS] (both ends included),
  *   never wraps past t[n] (== t[0]).
- *   1. bz2_bwt_lms.c: find the LMS positions, bucket them by their first two
- *      bytes, sort them by their LMS substrings (multikey quicksort).
+ *   1. bz2_bwt_lms.c: find the LMS positions; bz2_bwt_substr.c: sort them
+ *      by their LMS substrings (2-byte buckets, multikey quicksort).
  *   2. bz2_bwt_reduce.c: LMS rotations with equal substrings are ordered
  *      by the rotations at the next LMS positions: the reduced string of
  *      substring names is sorted by SA-IS (bz2_bwt_sais.c).
@@ -52,18 +52,27 @@ static inline size_t bwt_tie_words(int32_t slots) { return (size_t)slots / 64 + 
 int32_t bwt_lms_find(const uint8_t *t, int32_t n, int32_t *lenb);
 /* Write the LMS positions in increasing order to pos[0..m). */
 void bwt_lms_list(const uint8_t *t, int32_t n, int32_t *pos);
+/* ---- bz2_bwt_substr.c ---- */
 /* Sort the m LMS positions described by lenb by their LMS substrings
  * into sa[0..m) (lenb may be sa + n / 2, as m <= n / 2). Groups of equal
- * substrings are marked in head (all bits set on entry). Returns 1 when
- * some groups are tied, 0 when none, -1 when out of memory. */
+ * substrings are marked in head (all bits set on entry). Returns the
+ * number of slots in tied groups, -1 when out of memory. */
 int bwt_lms_sort(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *sa, uint64_t *head);
 
 /* ---- bz2_bwt_reduce.c ---- */
-/* Order the tied groups of sa[0..m) (LMS positions sorted by substring,
- * lenb at sa + n / 2 as bwt_lms_find left it) completely. Uses sa[m..n)
- * as scratch. Returns 0, -1 (out of memory), or BWT_NOT_PRIMITIVE when
- * two rotations turn out equal (t is a power of a shorter string). */
-int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, const uint64_t *head);
+/* Order the `tied` tied slots of sa[0..m) (LMS positions sorted by
+ * substring, lenb at sa + n / 2 as bwt_lms_find left it) completely.
+ * Uses sa[m..n) as scratch. Returns 0, -1 (out of memory), or
+ * BWT_NOT_PRIMITIVE when two rotations turn out equal (t is a power of a
+ * shorter string). */
+int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied);
+
+/* ---- bz2_bwt_double.c ---- */
+/* Prefix doubling rounds on reduced indices sa[0..m) grouped by head;
+ * rank[0..m) and key[0..m) are scratch, rank ends as group starts. Stops
+ * when a round fails to halve the tied slots; returns those left. */
+int32_t bwt_double(int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, int32_t *key,
+                   int32_t tied);
 
 /* ---- bz2_bwt_sais.c ---- */
 /* Sort the cyclic rotations of r[0..m) (values in [0, k)) into sa[0..m).
