@@ -156,6 +156,11 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         gcd_log(LOG_ERR, "cannot create the event loop");
         return false;
     }
+    /* Signals first: a client may connect, and a supervisor signal us, the moment we listen. */
+    if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {
+        gcd_log(LOG_ERR, "cannot install signal handlers");
+        return false;
+    }
     int fd = listening_socket(s);
     if (fd < 0)
         return false;
@@ -171,10 +176,6 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     s->workers = gcd_workers_start(s->base, n ? n : 1, run_on_worker, gcd_conn_request_done, s);
     if (!s->workers || !gcd_dispatch_init(s))
         return false;
-    if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {
-        gcd_log(LOG_ERR, "cannot install signal handlers");
-        return false;
-    }
     return true;
 }
 

@@ -21,7 +21,7 @@ check_in() {
     (cd "$dir" && make -j2 check >check.out 2>&1)
     grep -E '^(PASS|FAIL|ERROR|SKIP):' "$dir/check.out"
     grep -q '^# FAIL:  *0$' "$dir/check.out" && grep -q '^# ERROR: *0$' "$dir/check.out" ||
-        { echo "check-$dir: 0 passed, 1 failed" >>"$extra"; tail -40 "$dir"/tests/*.log | grep -v '^$' | tail -60; }
+        { echo "check-$dir: 0 passed, 1 failed" >>"$extra"; tail -n 40 "$dir"/tests/*.log | grep -v '^$' | tail -60; }
 }
 
 echo "== make check"
@@ -35,7 +35,7 @@ if [ "${SKIP_DISTCHECK:-0}" != 1 ]; then
     if (cd build && make distcheck DISTCHECK_CONFIGURE_FLAGS=--without-cuda >distcheck.out 2>&1); then
         echo "distcheck: 1 passed, 0 failed" | tee -a "$extra"
     else
-        tail -40 build/distcheck.out
+        tail -n 40 build/distcheck.out
         echo "distcheck: 0 passed, 1 failed" | tee -a "$extra"
     fi
 fi

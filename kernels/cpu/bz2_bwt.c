@@ -72,18 +72,19 @@ static uint8_t *rotated_copy(const uint8_t *blk, int32_t n, int32_t r)
     return t;
 }
 
-/* Sort the rotations of t (t[0] LMS) into sa; bwt_reduce's codes. */
-static int sort_rotations(const uint8_t *t, int32_t n, int32_t *sa, int32_t *m)
+/* Sort the LMS rotations of t (t[0] LMS) into sa[0..m); bwt_reduce's
+ * codes. */
+static int sort_lms(const uint8_t *t, const bwt_lms *l, int32_t *sa)
 {
-    uint64_t *head = malloc(bwt_tie_words(n / 2 + 1) * sizeof *head);
+    size_t words = bwt_tie_words(l->m);
+    uint64_t *head = malloc(words * sizeof *head);
     if (!head)
         return -1;
-    memset(head, 0xff, bwt_tie_words(n / 2 + 1) * sizeof *head);
-    *m = bwt_lms_find(t, n, sa + n / 2);
-    int rc = bwt_lms_sort(t, n, sa + n / 2, sa, head);
+    memset(head, 0xff, words * sizeof *head);
+    int rc = bwt_lms_sort(t, l, sa, head);
     if (rc > 0) {
         atomic_fetch_add_explicit(&fallback_count, 1, memory_order_relaxed);
-        rc = bwt_reduce(t, n, sa, *m, head, rc);
+        rc = bwt_reduce(l, sa, head, rc);
     }
     free(head);
     return rc;
@@ -98,11 +99,13 @@ static int32_t bwt_primitive(const uint8_t *blk, int32_t n, uint8_t *out)
         return BWT_NOT_PRIMITIVE;
     uint8_t *t = rotated_copy(blk, n, r);
     int32_t *sa = malloc((size_t)n * sizeof *sa);
-    int32_t m = 0, rc = -1;
-    if (t && sa)
-        rc = sort_rotations(t, n, sa, &m);
+    bwt_lms l = { 0 };
+    int32_t rc = -1;
+    if (t && sa && bwt_lms_find(t, n, &l) == 0)
+        rc = sort_lms(t, &l, sa);
     if (rc == 0) /* original rotation 0 is rotation n - r of t */
-        rc = bwt_induce(t, n, sa, m, r ? n - r : 0, out);
+        rc = bwt_induce(t, n, sa, l.m, r ? n - r : 0, out);
+    bwt_lms_free(&l);
     free(t);
     free(sa);
     return rc;

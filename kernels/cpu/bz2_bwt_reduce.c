@@ -25,16 +25,11 @@
 #define BWT_DOUBLING_MAX_TIED 0.5
 #endif
 
-/* Replace the LMS positions in sa[0..m) by their reduced indices (rank
- * in block order), via lenb (sa + n / 2), which is consumed. */
-static void to_reduced(int32_t n, int32_t *sa, int32_t m)
+/* Replace the LMS positions in sa[0..m) by their reduced indices. */
+static void to_reduced(const bwt_lms *l, int32_t *sa)
 {
-    int32_t *lenb = sa + n / 2, half = (n + 1) / 2;
-    for (int32_t q = 0, k = 0; q < half; q++)
-        if (lenb[q])
-            lenb[q] = k++;
-    for (int32_t x = 0; x < m; x++)
-        sa[x] = lenb[sa[x] >> 1];
+    for (int32_t x = 0; x < l->m; x++)
+        sa[x] = bwt_lms_rank(l, sa[x]);
 }
 
 /* r[k] = group number of reduced index k; returns the number of groups. */
@@ -61,9 +56,10 @@ static int32_t try_doubling(int32_t n, int32_t *sa, int32_t m, uint64_t *head, i
     return tied;
 }
 
-int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied)
+int bwt_reduce(const bwt_lms *l, int32_t *sa, uint64_t *head, int32_t tied)
 {
-    to_reduced(n, sa, m);
+    int32_t n = l->n, m = l->m;
+    to_reduced(l, sa);
 #ifdef BWT_STATS
     int32_t t0 = tied;
 #endif
@@ -78,7 +74,7 @@ int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, uint64_t *he
         if (rc)
             return rc;
     }
-    bwt_lms_list(t, n, r); /* reduced indices back to positions */
+    bwt_lms_list(l, r); /* reduced indices back to positions */
     for (int32_t x = 0; x < m; x++)
         sa[x] = r[sa[x]];
     return 0;

@@ -44,28 +44,50 @@ static inline int bwt_tie_is_head(const uint64_t *head, int32_t x)
 /* Words of a mark array for `slots` slots. */
 static inline size_t bwt_tie_words(int32_t slots) { return (size_t)slots / 64 + 1; }
 
-/* ---- bz2_bwt_lms.c ---- */
-/* Find the LMS positions of t (0 is one). lenb has (n + 1) / 2 entries:
- * lenb[p >> 1] = (len << 1) | (p & 1) for each LMS p, len = distance to the
- * next LMS position (n for the last), 0 for a pair without LMS (LMS
- * positions are >= 2 apart). Returns their count m (<= n / 2). */
-int32_t bwt_lms_find(const uint8_t *t, int32_t n, int32_t *lenb);
+/* ---- bz2_bwt_lms.c: the LMS positions as a bit set ---- */
+typedef struct bwt_lms {
+    uint64_t *bits; /* bit p set iff p is LMS; bit n is set as a sentinel */
+    int32_t *cum;   /* cum[w] = LMS positions below 64 w */
+    int32_t n, m;   /* block length, LMS count (<= n / 2: they are >= 2 apart) */
+} bwt_lms;
+/* Find the LMS positions of t (0 is one). Returns -1 when out of memory. */
+int bwt_lms_find(const uint8_t *t, int32_t n, bwt_lms *l);
+void bwt_lms_free(bwt_lms *l);
+/* Next LMS position after p (n after the last one): p's substring is
+ * t[p .. bwt_lms_next(p)]. */
+static inline int32_t bwt_lms_next(const bwt_lms *l, int32_t p)
+{
+    int32_t q = p + 1;
+    const uint64_t *w = l->bits + (q >> 6);
+    uint64_t v = *w >> (q & 63);
+    if (v)
+        return q + __builtin_ctzll(v);
+    do
+        v = *++w;
+    while (!v);
+    return (int32_t)((w - l->bits) << 6) + __builtin_ctzll(v);
+}
+/* Index of LMS position p among all LMS positions in block order. */
+static inline int32_t bwt_lms_rank(const bwt_lms *l, int32_t p)
+{
+    uint64_t below = l->bits[p >> 6] & ((1ull << (p & 63)) - 1);
+    return l->cum[p >> 6] + __builtin_popcountll(below);
+}
 /* Write the LMS positions in increasing order to pos[0..m). */
-void bwt_lms_list(const uint8_t *t, int32_t n, int32_t *pos);
+void bwt_lms_list(const bwt_lms *l, int32_t *pos);
+
 /* ---- bz2_bwt_substr.c ---- */
-/* Sort the m LMS positions described by lenb by their LMS substrings
- * into sa[0..m) (lenb may be sa + n / 2, as m <= n / 2). Groups of equal
- * substrings are marked in head (all bits set on entry). Returns the
- * number of slots in tied groups, -1 when out of memory. */
-int bwt_lms_sort(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *sa, uint64_t *head);
+/* Sort the LMS positions by their LMS substrings into sa[0..m). Groups of
+ * equal substrings are marked in head (all bits set on entry). Returns
+ * the number of slots in tied groups, -1 when out of memory. */
+int bwt_lms_sort(const uint8_t *t, const bwt_lms *l, int32_t *sa, uint64_t *head);
 
 /* ---- bz2_bwt_reduce.c ---- */
 /* Order the `tied` tied slots of sa[0..m) (LMS positions sorted by
- * substring, lenb at sa + n / 2 as bwt_lms_find left it) completely.
- * Uses sa[m..n) as scratch. Returns 0, -1 (out of memory), or
- * BWT_NOT_PRIMITIVE when two rotations turn out equal (t is a power of a
- * shorter string). */
-int bwt_reduce(const uint8_t *t, int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied);
+ * substring) completely; sa[m..n) is scratch. Returns 0, -1 (out of
+ * memory), or BWT_NOT_PRIMITIVE when two rotations turn out equal (t is
+ * a power of a shorter string). */
+int bwt_reduce(const bwt_lms *l, int32_t *sa, uint64_t *head, int32_t tied);
 
 /* ---- bz2_bwt_double.c ---- */
 /* Prefix doubling rounds on reduced indices sa[0..m) grouped by head;

@@ -14,8 +14,8 @@
  * and those ties are left to bz2_bwt_reduce.c.
  *
  * Method: counting sort by the first two bytes, then per bucket a
- * multikey quicksort on 8-byte big-endian keys. Reading a key costs two
- * cache misses (block byte, substring length), so a range that fits the
+ * multikey quicksort on 8-byte big-endian keys. Reading a key costs a
+ * cache miss (and a bit scan for the substring's end), so a range that fits the
  * record buffer reads each key once into (key, position) records and
  * sorts those; only larger ranges are partitioned reading keys in place.
  * Every comparison stops at the end of a substring and the substrings
@@ -42,7 +42,7 @@ typedef struct frame {
 
 typedef struct sorter {
     const uint8_t *t;
-    const int32_t *lenb;
+    const bwt_lms *lms;
     int32_t *sa;
     uint64_t *head;
     frame *stack;
@@ -57,7 +57,7 @@ typedef struct sorter {
  * past its end; *ended = whether the substring ends within them. */
 static inline uint64_t key_at(const sorter *s, int32_t p, int32_t d, int *ended)
 {
-    int32_t r = (s->lenb[p >> 1] >> 1) + 1 - d; /* bytes left */
+    int32_t r = bwt_lms_next(s->lms, p) - p + 1 - d; /* bytes left */
     *ended = r < 8;
     if (r <= 0)
         return ~0ull;
@@ -151,7 +151,36 @@ static inline uint64_t med3(uint64_t a, uint64_t b, uint64_t c)
     return b < c ? b : a > c ? a : c;
 }
 
-/* Introsort with three-way partitions (keys repeat a lot). */
+/* Move the records with key < pv (or <= pv when `le`) to the front;
+ * returns their number. Branch-free Lomuto: everything between the
+ * boundary and i belongs to the back, so swapping it with a[i] is
+ * harmless when a[i] stays at the back, and the comparison result is
+ * only added, never branched on (it is unpredictable). */
+static int32_t rec_partition(rec *a, int32_t n, uint64_t pv, int le, int32_t *n_eq)
+{
+    int32_t j = 0, eq = 0;
+    for (int32_t i = 0; i < n; i++) {
+        rec v = a[i];
+        a[i] = a[j];
+        a[j] = v;
+        j += le ? v.key <= pv : v.key < pv;
+        eq += v.key == pv;
+    }
+    *n_eq = eq;
+    return j;
+}
+
+static int32_t med3_index(const rec *a, int32_t x, int32_t y, int32_t z)
+{
+    uint64_t kx = a[x].key, ky = a[y].key, kz = a[z].key;
+    if (kx < ky)
+        return ky < kz ? y : kx < kz ? z : x;
+    return kx < kz ? x : ky < kz ? z : y;
+}
+
+/* Introsort. The pivot record is kept out of the partition (progress is
+ * guaranteed); keys repeat a lot (identical substrings), so a second pass
+ * splits off the other keys equal to the pivot when there are any. */
 static void rec_sort(rec *a, int32_t n, int32_t budget)
 {
     while (n > 16) {
@@ -159,16 +188,14 @@ static void rec_sort(rec *a, int32_t n, int32_t budget)
             rec_heapsort(a, n);
             return;
         }
-        uint64_t pv = med3(a[0].key, a[n / 2].key, a[n - 1].key);
-        int32_t lt = 0, i = 0, gt = n;
-        while (i < gt) {
-            if (a[i].key < pv)
-                rec_swap(a, i++, lt++);
-            else if (a[i].key > pv)
-                rec_swap(a, i, --gt);
-            else
-                i++;
-        }
+        rec_swap(a, 0, med3_index(a, 0, n / 2, n - 1));
+        uint64_t pv = a[0].key;
+        int32_t eq, lt = 1 + rec_partition(a + 1, n - 1, pv, 0, &eq);
+        rec_swap(a, 0, lt - 1); /* pivot between the parts */
+        lt--;
+        int32_t gt = lt + 1 + eq;
+        if (eq > 0)
+            rec_partition(a + lt + 1, n - lt - 1, pv, 1, &eq);
         if (lt < n - gt) { /* recurse into the smaller side */
             rec_sort(a, lt, budget);
             a += gt;
@@ -334,13 +361,12 @@ static int sort_frame(sorter *s, frame f)
 
 /* Counting sort of the LMS positions by t[p], t[p+1] into sa[0..m).
  * Afterwards bkt[b] is the end of bucket b (its start is bkt[b - 1]). */
-static void bucket2(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *sa, int32_t *bkt)
+static void bucket2(const uint8_t *t, const bwt_lms *l, int32_t *sa, int32_t *bkt)
 {
-    int32_t half = (n + 1) / 2;
     memset(bkt, 0, 65536 * sizeof *bkt);
-    for (int32_t k = 0; k < half; k++)
-        if (lenb[k]) {
-            int32_t p = 2 * k + (lenb[k] & 1);
+    for (int32_t k = 0, w = 0; k < l->m; w++)
+        for (uint64_t v = l->bits[w]; v && k < l->m; v &= v - 1, k++) {
+            int32_t p = (w << 6) + __builtin_ctzll(v);
             bkt[t[p] << 8 | t[p + 1]]++;
         }
     for (int32_t b = 0, sum = 0; b < 65536; b++) {
@@ -348,9 +374,9 @@ static void bucket2(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *s
         bkt[b] = sum;
         sum += c;
     }
-    for (int32_t k = 0; k < half; k++)
-        if (lenb[k]) {
-            int32_t p = 2 * k + (lenb[k] & 1);
+    for (int32_t k = 0, w = 0; k < l->m; w++)
+        for (uint64_t v = l->bits[w]; v && k < l->m; v &= v - 1, k++) {
+            int32_t p = (w << 6) + __builtin_ctzll(v);
             sa[bkt[t[p] << 8 | t[p + 1]]++] = p;
         }
 }
@@ -369,14 +395,14 @@ static int sort_buckets(sorter *s, const int32_t *bkt)
     return 0;
 }
 
-int bwt_lms_sort(const uint8_t *t, int32_t n, const int32_t *lenb, int32_t *sa, uint64_t *head)
+int bwt_lms_sort(const uint8_t *t, const bwt_lms *l, int32_t *sa, uint64_t *head)
 {
     int32_t *bkt = malloc(65536 * sizeof *bkt);
-    sorter s = { .t = t, .lenb = lenb, .sa = sa, .head = head };
+    sorter s = { .t = t, .lms = l, .sa = sa, .head = head };
     s.rec = malloc(REC_MAX * sizeof *s.rec);
     int rc = -1;
     if (bkt && s.rec) {
-        bucket2(t, n, lenb, sa, bkt);
+        bucket2(t, l, sa, bkt);
         rc = sort_buckets(&s, bkt);
     }
     free(s.stack);

@@ -5,23 +5,50 @@
  *
  * Jobs are cut into pieces of whole chunks that fit one slot (a stream with
  * its own pinned staging and device buffers, allocated once in gc_gpu_open).
- * Pieces go round-robin over the slots; per piece the host queues H2D,
- * kernels and (encode) a small D2H of the record sizes, then, while the GPU
- * works on that, it waits for the previous piece's kernels, learns its output
- * size and queues its D2H. So H2D of piece k+1, kernels of piece k and D2H of
- * piece k-1 run at once on different streams. Each piece is timed with events.
- * Frame headers and header CRCs are made on the host (a few bytes per chunk);
- * the device never sees a frame header in the batch path.
+ * A piece goes through these steps, each slot holding one piece at a time:
+ *
+ *   stage-in   copy the piece's pageable input into the slot's pinned h_in
+ *              (the context's copy pool: several threads, several pieces at once)
+ *   queue      H2D, kernels and (encode) a small D2H of the record sizes;
+ *              (decode) also the output D2H, whose size is known
+ *   d2h        (encode) once the record sizes are back, the output D2H
+ *   stage-out  copy the pinned h_out into the caller's pageable output
+ *
+ * The host thread never blocks on one piece: it polls CUDA events and the
+ * copy tasks, moves every slot on as far as it can, and copies stripes itself
+ * when it has nothing else to do. So the stage-in of piece k+1, the GPU work
+ * of piece k and the stage-out of piece k-1 run at once. Pieces are queued on
+ * the GPU in order, and an encode job's output D2Hs are issued in chunk order
+ * (each needs the sizes of those before it).
+ *
+ * Caller memory that is page-locked (cudaMallocHost, cudaHostRegister) is not
+ * staged: the DMA reads / writes it directly. With GC_GPU_HOST_COPY=register
+ * the batch also cudaHostRegister()s, for its duration, the whole pages inside
+ * each caller buffer of at least 64 MiB (read-only registration for inputs when
+ * the default one fails, e.g. PROT_READ mappings; staging when both fail); the
+ * partial pages at the ends of such a buffer are staged.
+ *
+ * Environment, read by gc_gpu_open:
+ *   GC_GPU_HOST_COPY    stage (default) | register
+ *   GC_GPU_COPY_THREADS staging copy threads (default min(8, cores / 2))
+ *   GC_GPU_COPY_NT      0 disables non-temporal stores in the staging copies
+ *
+ * Each piece is timed with events. Frame headers and header CRCs are made on
+ * the host (a few bytes per chunk); the device never sees a frame header in
+ * the batch path.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "gpu_internal.cuh"
+#include "host_copy.cuh"
 extern "C" {
 #include "crc32c.h"
 }
@@ -31,29 +58,41 @@ using namespace gcgpu;
 namespace {
 
 constexpr uint64_t kMaxPieceChunks = 1u << 16;
+constexpr size_t kRegisterMin = 64u << 20; /* GC_GPU_HOST_COPY=register: buffers from this size */
+
+enum SlotState { S_IDLE = 0, S_STAGE_IN, S_GPU, S_D2H, S_STAGE_OUT };
 
 struct Slot {
     cudaStream_t st = nullptr;
     uint8_t *h_in = nullptr, *h_out = nullptr, *h_meta = nullptr;
     uint8_t *d_in = nullptr, *d_out = nullptr, *d_idx = nullptr, *d_scr = nullptr;
     cudaEvent_t e_h0 = nullptr, e_h1 = nullptr, e_k1 = nullptr, e_m1 = nullptr, e_d0 = nullptr, e_d1 = nullptr;
-    int state = 0; /* 0 idle, 1 kernels queued, 2 output copy queued */
+    int state = S_IDLE;
     bool used = false;
     /* the piece in flight */
+    uint64_t seq = 0;
     size_t job = 0;
-    uint64_t c0 = 0, n = 0, body = 0, rec_len = 0;
-    uint64_t out_off = 0, out_len = 0;
-    bool staged_out = false;
+    uint64_t c0 = 0, n = 0, body = 0;
+    /* input: in_host[0..in_len); [in_lo, in_hi) goes straight from caller memory
+     * (page-locked), the rest through h_in at the same offsets */
+    const uint8_t *in_host = nullptr;
+    uint64_t in_len = 0, in_lo = 0, in_hi = 0;
+    /* output: out_host[0..out_len) likewise, through h_out */
+    uint8_t *out_host = nullptr;
+    uint64_t out_len = 0, out_lo = 0, out_hi = 0;
+    CopyTask cp[2];
     unsigned long long *d_total = nullptr;
     uint32_t *d_status = nullptr;
 };
 
 struct JobState {
-    bool pinned_src = false, pinned_dst = false;
     unsigned width = 1;
     uint32_t cs = 0;
     uint64_t body = 0, cc = 0, next_chunk = 0, rec_cursor = 0, done_chunks = 0;
     uint64_t header_size = 0, records_written = 0;
+    uint64_t meta_next = 0; /* encode: first chunk of the next piece whose output D2H is due */
+    /* page-locked parts of the caller's buffers: [lo, hi) addresses */
+    uintptr_t src_lo = 0, src_hi = 0, dst_lo = 0, dst_hi = 0;
     const uint8_t *index = nullptr; /* decode: the frame's index (host) */
     rle_frame_info info{};
     bool failed = false;
@@ -106,6 +145,8 @@ struct gc_gpu_ctx {
     std::vector<Slot> slots;
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;
     uint8_t *h_small = nullptr; /* pinned, for the *_device calls */
+    CopyPool *pool = nullptr;   /* staging copies of the batch pipeline */
+    bool reg_mode = false;      /* GC_GPU_HOST_COPY=register */
 };
 
 namespace {
@@ -130,6 +171,7 @@ void ctx_free(gc_gpu_ctx *ctx)
 {
     if (!ctx)
         return;
+    copy_pool_destroy(ctx->pool);
     (void)cudaSetDevice(ctx->dev);
     for (Slot &s : ctx->slots) {
         if (s.st)
@@ -191,6 +233,19 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
         for (cudaEvent_t *e : {&s.e_h0, &s.e_h1, &s.e_k1, &s.e_m1, &s.e_d0, &s.e_d1})
             GC_CUDA(cudaEventCreate(e));
     }
+    /* the staging copy pool */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = (unsigned)std::min<long>(8, std::max<long>(1, cores / 2));
+    const char *v = getenv("GC_GPU_COPY_THREADS");
+    if (v && *v)
+        threads = (unsigned)std::min(64l, std::max(0l, strtol(v, nullptr, 10)));
+    v = getenv("GC_GPU_COPY_NT");
+    bool nt = !(v && !strcmp(v, "0"));
+    v = getenv("GC_GPU_HOST_COPY");
+    ctx->reg_mode = v && !strcmp(v, "register");
+    ctx->pool = copy_pool_create(threads, nt);
+    if (!ctx->pool)
+        return gc_fail(err, GC_E_NOMEM, "gpu: out of host memory");
     return GC_OK;
 }
 
@@ -388,7 +443,69 @@ struct Batch {
     size_t n;
     std::vector<JobState> js;
     gc_gpu_batch_stats st{};
+    std::vector<void *> registered; /* cudaHostRegister'ed by this batch */
+    /* piece generator */
+    size_t gen_job = 0;
+    bool gen_prepared = false;
+    uint64_t next_seq = 0, queue_seq = 0;
 };
+
+/* Register the whole pages inside [p, p + len) for the batch; false (and no
+ * error left behind) when the driver refuses. */
+bool try_register(Batch &b, const void *p, size_t len, bool input, uintptr_t *lo, uintptr_t *hi)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0)
+        pg = 4096;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    uintptr_t e = ((uintptr_t)p + len) & ~((uintptr_t)pg - 1);
+    if (e <= a)
+        return false;
+    cudaError_t rc = cudaHostRegister((void *)a, e - a, cudaHostRegisterDefault);
+    if (rc != cudaSuccess && input) {
+        /* a PROT_READ mapping (the daemon's input memfd) cannot be pinned for writing */
+        (void)cudaGetLastError();
+        rc = cudaHostRegister((void *)a, e - a, cudaHostRegisterReadOnly);
+    }
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    b.registered.push_back((void *)a);
+    *lo = a;
+    *hi = e;
+    return true;
+}
+
+/* Where the caller's buffer [p, p + len) is page-locked: the whole of it when
+ * it is pinned, else (register mode, large buffers) its registered pages. */
+void locate_direct(Batch &b, const uint8_t *p, size_t len, bool input, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = *hi = 0;
+    if (!len)
+        return;
+    if (is_pinned(p) && is_pinned(p + len - 1)) {
+        *lo = (uintptr_t)p;
+        *hi = (uintptr_t)p + len;
+        return;
+    }
+    if (b.ctx->reg_mode && len >= kRegisterMin)
+        try_register(b, p, len, input, lo, hi);
+}
+
+/* The part of [p, p + len) inside [lo, hi), as offsets [*a, *e); *a == *e ==
+ * len when none. */
+void direct_part(uintptr_t lo, uintptr_t hi, const void *p, uint64_t len, uint64_t *a, uint64_t *e)
+{
+    uintptr_t s = (uintptr_t)p;
+    uintptr_t x = std::max<uintptr_t>(s, lo), y = std::min<uintptr_t>(s + len, hi);
+    if (x < y) {
+        *a = x - s;
+        *e = y - s;
+    } else {
+        *a = *e = len;
+    }
+}
 
 /* Prepare a job; false when it failed already (status set). */
 bool job_prepare(Batch &b, size_t j)
@@ -402,6 +519,7 @@ bool job_prepare(Batch &b, size_t j)
         job.status = gc_fail(&job.err, GC_E_INVALID, "gpu rle: job %zu: missing buffer", j);
         return false;
     }
+    size_t out_len;
     if (job.op == GC_GPU_ENCODE) {
         rle_options o;
         int rc = rle_options_resolve(&job.opt, &o, &job.err);
@@ -425,6 +543,7 @@ bool job_prepare(Batch &b, size_t j)
             return false;
         }
         s.header_size = 32 + 4 * s.cc + 4;
+        out_len = bound;
     } else if (job.op == GC_GPU_DECODE) {
         int rc = rle_frame_parse(job.src, job.src_len, &s.info, &job.err);
         if (rc != GC_OK) {
@@ -443,12 +562,15 @@ bool job_prepare(Batch &b, size_t j)
         s.header_size = s.info.header_size;
         s.index = s.info.index;
         s.rec_cursor = s.info.header_size;
+        out_len = (size_t)s.body;
     } else {
         job.status = gc_fail(&job.err, GC_E_INVALID, "gpu rle: job %zu: unknown operation %d", j, (int)job.op);
         return false;
     }
-    s.pinned_src = is_pinned(job.src);
-    s.pinned_dst = is_pinned(job.dst);
+    if (s.cc) {
+        locate_direct(b, job.src, job.src_len, true, &s.src_lo, &s.src_hi);
+        locate_direct(b, job.dst, out_len, false, &s.dst_lo, &s.dst_hi);
+    }
     return true;
 }
 
@@ -509,6 +631,42 @@ uint64_t piece_chunks(const Batch &b, size_t j, uint64_t c0)
     return 0;
 }
 
+/* The next piece in job order; false when every job is cut up. */
+bool next_piece(Batch &b, size_t *pj, uint64_t *pc0, uint64_t *pn)
+{
+    for (; b.gen_job < b.n; b.gen_job++, b.gen_prepared = false) {
+        size_t j = b.gen_job;
+        JobState &s = b.js[j];
+        if (!b.gen_prepared) {
+            b.gen_prepared = true;
+            if (!job_prepare(b, j)) {
+                s.failed = true;
+                continue;
+            }
+            if (s.cc == 0) {
+                job_finish(b, j);
+                continue;
+            }
+        }
+        if (s.failed || s.next_chunk >= s.cc)
+            continue;
+        uint64_t n = piece_chunks(b, j, s.next_chunk);
+        if (n == 0) {
+            b.jobs[j].status = gc_fail(&b.jobs[j].err, GC_E_LIMIT,
+                                       "gpu rle: chunk_size %u does not fit the GPU batch buffers (%zu bytes)",
+                                       (unsigned)s.cs, b.ctx->batch);
+            s.failed = true;
+            continue;
+        }
+        *pj = j;
+        *pc0 = s.next_chunk;
+        *pn = n;
+        s.next_chunk += n;
+        return true;
+    }
+    return false;
+}
+
 #define BCUDA(call)                                                                              \
     do {                                                                                         \
         cudaError_t rc_ = (call);                                                                \
@@ -516,41 +674,104 @@ uint64_t piece_chunks(const Batch &b, size_t j, uint64_t c0)
             return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s", #call, cudaGetErrorString(rc_));    \
     } while (0)
 
-int piece_launch(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n, gc_error *err)
+/* Is the event done? 1 yes, 0 not yet, else the device error. */
+int ev_poll(cudaEvent_t e, gc_error *err)
 {
-    gc_gpu_ctx *ctx = b.ctx;
+    cudaError_t rc = cudaEventQuery(e);
+    if (rc == cudaSuccess)
+        return 1;
+    if (rc == cudaErrorNotReady)
+        return 0;
+    gc_fail(err, GC_E_DEVICE, "cuda: cudaEventQuery: %s", cudaGetErrorString(rc));
+    return -1;
+}
+
+float ev_ms(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return ms;
+}
+
+/* Queue the staged parts (outside [lo, hi)) of host[0..len) <-> pinned[0..len). */
+void stage(CopyPool *pool, CopyTask *cp, uint8_t *dst, const uint8_t *src, uint64_t len, uint64_t lo, uint64_t hi)
+{
+    copy_pool_submit(pool, &cp[0], dst, src, lo);
+    copy_pool_submit(pool, &cp[1], dst + hi, src + hi, len - hi);
+}
+
+/* Copy host[0..len) <-> device, [lo, hi) straight from / to host, the rest
+ * from / to the pinned staging buffer at the same offsets. */
+cudaError_t dma_parts(uint8_t *dev, uint8_t *host, uint8_t *pinned, uint64_t len, uint64_t lo, uint64_t hi,
+                      bool h2d, cudaStream_t st)
+{
+    struct Part {
+        uint64_t off, n;
+        uint8_t *h;
+    } parts[3] = {{0, lo, pinned}, {lo, hi - lo, host + lo}, {hi, len - hi, pinned + hi}};
+    for (const Part &p : parts) {
+        if (!p.n)
+            continue;
+        cudaError_t rc = h2d ? cudaMemcpyAsync(dev + p.off, p.h, p.n, cudaMemcpyHostToDevice, st)
+                             : cudaMemcpyAsync(p.h, dev + p.off, p.n, cudaMemcpyDeviceToHost, st);
+        if (rc != cudaSuccess)
+            return rc;
+    }
+    return cudaSuccess;
+}
+
+/* Start a piece on an idle slot: its input goes to the copy pool. */
+void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n)
+{
     gc_gpu_job &job = b.jobs[j];
     JobState &s = b.js[j];
+    sl.seq = b.next_seq++;
     sl.job = j;
     sl.c0 = c0;
     sl.n = n;
     sl.body = std::min<uint64_t>(n * s.cs, s.body - c0 * s.cs);
     sl.used = true;
-    const uint8_t *src;
-    uint64_t in_len;
     if (job.op == GC_GPU_ENCODE) {
-        src = job.src + c0 * s.cs;
-        in_len = sl.body;
+        sl.in_host = job.src + c0 * s.cs;
+        sl.in_len = sl.body;
     } else {
         uint64_t rec = 0;
         for (uint64_t c = c0; c < c0 + n; c++)
             rec += get32(s.index + 4 * c);
-        src = job.src + s.rec_cursor;
-        in_len = rec;
-        sl.rec_len = rec;
+        sl.in_host = job.src + s.rec_cursor;
+        sl.in_len = rec;
         s.rec_cursor += rec;
         memcpy(sl.h_meta + 64, s.index + 4 * c0, 4 * n);
+        sl.out_host = job.dst + c0 * s.cs;
+        sl.out_len = sl.body;
+        direct_part(s.dst_lo, s.dst_hi, sl.out_host, sl.out_len, &sl.out_lo, &sl.out_hi);
     }
-    if (!s.pinned_src) {
-        memcpy(sl.h_in, src, in_len);
-        src = sl.h_in;
-    }
+    direct_part(s.src_lo, s.src_hi, sl.in_host, sl.in_len, &sl.in_lo, &sl.in_hi);
+    stage(b.ctx->pool, sl.cp, sl.h_in, sl.in_host, sl.in_len, sl.in_lo, sl.in_hi);
+    sl.state = S_STAGE_IN;
+}
+
+/* Input staged: queue H2D, kernels and what can be copied back already. */
+int piece_queue(Batch &b, Slot &sl, gc_error *err)
+{
+    gc_gpu_ctx *ctx = b.ctx;
+    gc_gpu_job &job = b.jobs[sl.job];
+    JobState &s = b.js[sl.job];
+    const uint64_t n = sl.n;
+    /* the host loop polls events: drop a cudaErrorNotReady the runtime may
+     * have kept, so that the launchers' cudaGetLastError() sees only theirs */
+    cudaError_t pending = cudaGetLastError();
+    if (pending != cudaSuccess && pending != cudaErrorNotReady)
+        return gc_fail(err, GC_E_DEVICE, "cuda: %s", cudaGetErrorString(pending));
     BCUDA(cudaEventRecord(sl.e_h0, sl.st));
-    BCUDA(cudaMemcpyAsync(sl.d_in, src, in_len, cudaMemcpyHostToDevice, sl.st));
+    BCUDA(dma_parts(sl.d_in, (uint8_t *)sl.in_host, sl.h_in, sl.in_len, sl.in_lo, sl.in_hi, true, sl.st));
     if (job.op == GC_GPU_DECODE)
         BCUDA(cudaMemcpyAsync(sl.d_idx, sl.h_meta + 64, 4 * n, cudaMemcpyHostToDevice, sl.st));
     BCUDA(cudaEventRecord(sl.e_h1, sl.st));
-    b.st.h2d_bytes += in_len;
+    b.st.h2d_bytes += sl.in_len;
     int rc;
     if (job.op == GC_GPU_ENCODE) {
         EncParams p;
@@ -569,11 +790,11 @@ int piece_launch(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n, gc_error
         BCUDA(cudaMemcpyAsync(sl.h_meta, sl.d_total, 8, cudaMemcpyDeviceToHost, sl.st));
         BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_idx, 4 * n, cudaMemcpyDeviceToHost, sl.st));
         BCUDA(cudaEventRecord(sl.e_m1, sl.st));
-        sl.state = 1;
+        sl.state = S_GPU;
     } else {
         DecParams p;
         p.records = sl.d_in;
-        p.records_len = sl.rec_len;
+        p.records_len = sl.in_len;
         p.index = (const uint32_t *)sl.d_idx;
         p.width = s.width;
         p.chunk_size = s.cs;
@@ -588,73 +809,49 @@ int piece_launch(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n, gc_error
         /* decode knows its output size: queue the copies now */
         BCUDA(cudaEventRecord(sl.e_d0, sl.st));
         BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_status, 4 * n, cudaMemcpyDeviceToHost, sl.st));
-        sl.out_off = c0 * s.cs;
-        sl.out_len = sl.body;
-        sl.staged_out = !s.pinned_dst;
-        BCUDA(cudaMemcpyAsync(sl.staged_out ? sl.h_out : job.dst + sl.out_off, sl.d_out, sl.out_len,
-                              cudaMemcpyDeviceToHost, sl.st));
+        BCUDA(dma_parts(sl.d_out, sl.out_host, sl.h_out, sl.out_len, sl.out_lo, sl.out_hi, false, sl.st));
         BCUDA(cudaEventRecord(sl.e_d1, sl.st));
         b.st.d2h_bytes += sl.out_len + 4 * n;
-        sl.state = 2;
+        sl.state = S_D2H;
     }
     return GC_OK;
 }
 
-/* Encode: learn the piece's output size, queue its D2H. */
+/* Encode, record sizes back: place the index entries, queue the output D2H. */
 int piece_issue_d2h(Batch &b, Slot &sl, gc_error *err)
 {
-    if (sl.state != 1)
-        return GC_OK;
     gc_gpu_job &job = b.jobs[sl.job];
     JobState &s = b.js[sl.job];
-    BCUDA(cudaEventSynchronize(sl.e_m1));
-    uint64_t total = *(unsigned long long *)sl.h_meta;
+    uint64_t total = *(volatile unsigned long long *)sl.h_meta;
     memcpy(job.dst + 32 + 4 * sl.c0, sl.h_meta + 64, 4 * sl.n);
-    sl.out_off = s.header_size + s.records_written;
-    sl.out_len = total;
+    uint64_t off = s.header_size + s.records_written;
     s.records_written += total;
-    if (sl.out_off + total > job.dst_cap) /* cannot happen: the bound covers it */
+    s.meta_next = sl.c0 + sl.n;
+    if (off + total > job.dst_cap) /* cannot happen: the bound covers it */
         return gc_fail(err, GC_E_INTERNAL, "gpu rle: encoder output past rle_compress_bound");
-    sl.staged_out = !s.pinned_dst;
+    sl.out_host = job.dst + off;
+    sl.out_len = total;
+    direct_part(s.dst_lo, s.dst_hi, sl.out_host, sl.out_len, &sl.out_lo, &sl.out_hi);
     BCUDA(cudaEventRecord(sl.e_d0, sl.st));
-    BCUDA(cudaMemcpyAsync(sl.staged_out ? sl.h_out : job.dst + sl.out_off, sl.d_out, total,
-                          cudaMemcpyDeviceToHost, sl.st));
+    BCUDA(dma_parts(sl.d_out, sl.out_host, sl.h_out, sl.out_len, sl.out_lo, sl.out_hi, false, sl.st));
     BCUDA(cudaEventRecord(sl.e_d1, sl.st));
     b.st.d2h_bytes += total + 4 * sl.n + 8;
-    sl.state = 2;
+    sl.state = S_D2H;
     return GC_OK;
 }
 
-float ev_ms(cudaEvent_t a, cudaEvent_t b)
+/* Output on the host (pinned or direct): account, check, stage it out. */
+void piece_d2h_done(Batch &b, Slot &sl)
 {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return ms;
-}
-
-/* Wait for the slot's piece and hand its output to the job. */
-int piece_complete(Batch &b, Slot &sl, gc_error *err)
-{
-    if (sl.state == 1) {
-        int rc = piece_issue_d2h(b, sl, err);
-        if (rc != GC_OK)
-            return rc;
-    }
-    if (sl.state != 2)
-        return GC_OK;
-    BCUDA(cudaEventSynchronize(sl.e_d1));
     gc_gpu_job &job = b.jobs[sl.job];
     JobState &s = b.js[sl.job];
+    gc_gpu_ctx *ctx = b.ctx;
     b.st.h2d_ms += ev_ms(sl.e_h0, sl.e_h1);
     b.st.kernel_ms += ev_ms(sl.e_h1, sl.e_k1);
     b.st.d2h_ms += ev_ms(sl.e_d0, sl.e_d1);
     if (job.op == GC_GPU_ENCODE)
         b.st.d2h_ms += ev_ms(sl.e_k1, sl.e_m1);
     b.st.slices++;
-    sl.state = 0;
     if (job.op == GC_GPU_DECODE && !s.failed) {
         const uint32_t *stw = (const uint32_t *)(sl.h_meta + 64);
         for (uint64_t i = 0; i < sl.n; i++) {
@@ -665,11 +862,91 @@ int piece_complete(Batch &b, Slot &sl, gc_error *err)
             }
         }
     }
-    if (!s.failed && sl.staged_out)
-        memcpy(job.dst + sl.out_off, sl.h_out, sl.out_len);
+    if (s.failed) /* nothing to hand over */
+        stage(ctx->pool, sl.cp, nullptr, nullptr, 0, 0, 0);
+    else
+        stage(ctx->pool, sl.cp, sl.out_host, sl.h_out, sl.out_len, sl.out_lo, sl.out_hi);
+    sl.state = S_STAGE_OUT;
+}
+
+void piece_done(Batch &b, Slot &sl)
+{
+    JobState &s = b.js[sl.job];
     s.done_chunks += sl.n;
     if (s.done_chunks == s.cc)
         job_finish(b, sl.job);
+    sl.state = S_IDLE;
+}
+
+bool copies_done(const Slot &sl)
+{
+    return copy_task_done(&sl.cp[0]) && copy_task_done(&sl.cp[1]);
+}
+
+/* One pass over the slots: move each on as far as it can go. Sets *busy when
+ * something is still in flight. */
+int batch_step(Batch &b, bool *progress, bool *busy, gc_error *err)
+{
+    gc_gpu_ctx *ctx = b.ctx;
+    const size_t ns = ctx->slots.size();
+    int rc;
+    *busy = false;
+    /* finished pieces free their slots */
+    for (Slot &sl : ctx->slots) {
+        if (sl.state == S_D2H) {
+            if ((rc = ev_poll(sl.e_d1, err)) < 0)
+                return GC_E_DEVICE;
+            if (rc) {
+                piece_d2h_done(b, sl);
+                *progress = true;
+            }
+        }
+        if (sl.state == S_STAGE_OUT && copies_done(sl)) {
+            piece_done(b, sl);
+            *progress = true;
+        }
+    }
+    /* new pieces on idle slots (stage-in starts at once) */
+    for (Slot &sl : ctx->slots) {
+        if (sl.state != S_IDLE)
+            continue;
+        size_t j;
+        uint64_t c0, n;
+        if (!next_piece(b, &j, &c0, &n))
+            break;
+        piece_begin(b, sl, j, c0, n);
+        *progress = true;
+    }
+    /* staged pieces go to the GPU in order */
+    for (bool again = true; again;) {
+        again = false;
+        for (Slot &sl : ctx->slots) {
+            if (sl.state == S_STAGE_IN && sl.seq == b.queue_seq && copies_done(sl)) {
+                if ((rc = piece_queue(b, sl, err)) != GC_OK)
+                    return rc;
+                b.queue_seq++;
+                *progress = again = true;
+                break;
+            }
+        }
+    }
+    /* encode: output D2H once the sizes are back, in chunk order per job */
+    for (bool again = true; again;) {
+        again = false;
+        for (Slot &sl : ctx->slots) {
+            if (sl.state != S_GPU || b.js[sl.job].meta_next != sl.c0)
+                continue;
+            if ((rc = ev_poll(sl.e_m1, err)) < 0)
+                return GC_E_DEVICE;
+            if (rc) {
+                if ((rc = piece_issue_d2h(b, sl, err)) != GC_OK)
+                    return rc;
+                *progress = again = true;
+            }
+        }
+    }
+    for (size_t i = 0; i < ns; i++)
+        *busy = *busy || ctx->slots[i].state != S_IDLE;
     return GC_OK;
 }
 
@@ -682,47 +959,21 @@ int batch_run(Batch &b, gc_error *err)
         BCUDA(cudaStreamWaitEvent(ctx->slots[i].st, ctx->e_begin, 0));
     for (Slot &s : ctx->slots) {
         s.used = false;
-        s.state = 0;
+        s.state = S_IDLE;
     }
-    size_t next_slot = 0;
-    Slot *prev = nullptr;
-    int rc;
-    for (size_t j = 0; j < b.n; j++) {
-        if (!job_prepare(b, j)) {
-            b.js[j].failed = true;
-            continue;
-        }
-        JobState &s = b.js[j];
-        if (s.cc == 0) {
-            job_finish(b, j);
-            continue;
-        }
-        while (s.next_chunk < s.cc && !s.failed) {
-            uint64_t n = piece_chunks(b, j, s.next_chunk);
-            if (n == 0) {
-                b.jobs[j].status = gc_fail(&b.jobs[j].err, GC_E_LIMIT,
-                                           "gpu rle: chunk_size %u does not fit the GPU batch buffers (%zu bytes)",
-                                           (unsigned)s.cs, ctx->batch);
-                s.failed = true;
-                break;
-            }
-            Slot &sl = ctx->slots[next_slot];
-            next_slot = (next_slot + 1) % ns;
-            if ((rc = piece_complete(b, sl, err)) != GC_OK)
-                return rc;
-            if ((rc = piece_launch(b, sl, j, s.next_chunk, n, err)) != GC_OK)
-                return rc;
-            s.next_chunk += n;
-            /* while this piece's H2D and kernels run, queue the previous piece's output copy */
-            if (prev && (rc = piece_issue_d2h(b, *prev, err)) != GC_OK)
-                return rc;
-            prev = &sl;
-        }
+    int rc = GC_OK;
+    for (;;) {
+        bool progress = false, busy = false;
+        rc = batch_step(b, &progress, &busy, err);
+        if (rc != GC_OK || (!busy && b.gen_job >= b.n))
+            break;
+        if (!progress && !copy_pool_help(ctx->pool))
+            sched_yield();
     }
-    for (size_t i = 0; i < ns; i++) {
-        Slot &sl = ctx->slots[(next_slot + i) % ns];
-        if ((rc = piece_complete(b, sl, err)) != GC_OK)
-            return rc;
+    if (rc != GC_OK) {
+        /* no copy may touch the caller's buffers after we return */
+        copy_pool_cancel(ctx->pool);
+        return rc;
     }
     float wall = 0;
     for (Slot &sl : ctx->slots)
@@ -753,6 +1004,12 @@ extern "C" int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_
         /* leave the streams idle before returning; errors here are the same device failure */
         for (Slot &s : ctx->slots)
             (void)cudaStreamSynchronize(s.st);
+    }
+    /* the streams are idle: nothing reads or writes the registered pages any more */
+    for (void *p : b.registered) {
+        cudaError_t e = cudaHostUnregister(p);
+        if (e != cudaSuccess && rc == GC_OK)
+            rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaHostUnregister: %s", cudaGetErrorString(e));
     }
     pthread_mutex_unlock(&ctx->mu);
     b.st.host_ms = now_ms() - t0;
