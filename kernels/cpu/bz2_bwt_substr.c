@@ -29,6 +29,10 @@
 
 /* Record buffer: ranges up to this size are sorted on cached keys. */
 #define REC_MAX 16384
+/* Ranges from this size on are radix sorted by key byte. */
+#ifndef RADIX_MIN
+#define RADIX_MIN 256
+#endif
 
 typedef struct rec {
     uint64_t key;
@@ -151,36 +155,7 @@ static inline uint64_t med3(uint64_t a, uint64_t b, uint64_t c)
     return b < c ? b : a > c ? a : c;
 }
 
-/* Move the records with key < pv (or <= pv when `le`) to the front;
- * returns their number. Branch-free Lomuto: everything between the
- * boundary and i belongs to the back, so swapping it with a[i] is
- * harmless when a[i] stays at the back, and the comparison result is
- * only added, never branched on (it is unpredictable). */
-static int32_t rec_partition(rec *a, int32_t n, uint64_t pv, int le, int32_t *n_eq)
-{
-    int32_t j = 0, eq = 0;
-    for (int32_t i = 0; i < n; i++) {
-        rec v = a[i];
-        a[i] = a[j];
-        a[j] = v;
-        j += le ? v.key <= pv : v.key < pv;
-        eq += v.key == pv;
-    }
-    *n_eq = eq;
-    return j;
-}
-
-static int32_t med3_index(const rec *a, int32_t x, int32_t y, int32_t z)
-{
-    uint64_t kx = a[x].key, ky = a[y].key, kz = a[z].key;
-    if (kx < ky)
-        return ky < kz ? y : kx < kz ? z : x;
-    return kx < kz ? x : ky < kz ? z : y;
-}
-
-/* Introsort. The pivot record is kept out of the partition (progress is
- * guaranteed); keys repeat a lot (identical substrings), so a second pass
- * splits off the other keys equal to the pivot when there are any. */
+/* Introsort with three-way partitions (keys repeat a lot). */
 static void rec_sort(rec *a, int32_t n, int32_t budget)
 {
     while (n > 16) {
@@ -188,14 +163,16 @@ static void rec_sort(rec *a, int32_t n, int32_t budget)
             rec_heapsort(a, n);
             return;
         }
-        rec_swap(a, 0, med3_index(a, 0, n / 2, n - 1));
-        uint64_t pv = a[0].key;
-        int32_t eq, lt = 1 + rec_partition(a + 1, n - 1, pv, 0, &eq);
-        rec_swap(a, 0, lt - 1); /* pivot between the parts */
-        lt--;
-        int32_t gt = lt + 1 + eq;
-        if (eq > 0)
-            rec_partition(a + lt + 1, n - lt - 1, pv, 1, &eq);
+        uint64_t pv = med3(a[0].key, a[n / 2].key, a[n - 1].key);
+        int32_t lt = 0, i = 0, gt = n;
+        while (i < gt) {
+            if (a[i].key < pv)
+                rec_swap(a, i++, lt++);
+            else if (a[i].key > pv)
+                rec_swap(a, i, --gt);
+            else
+                i++;
+        }
         if (lt < n - gt) { /* recurse into the smaller side */
             rec_sort(a, lt, budget);
             a += gt;
@@ -206,6 +183,32 @@ static void rec_sort(rec *a, int32_t n, int32_t budget)
         }
     }
     rec_insertion(a, n);
+}
+
+/* MSD radix sort by the key's bytes from `shift` down, through tmp;
+ * parts too small to pay for a 256-way count go to rec_sort. */
+static void rec_radix(rec *a, rec *tmp, int32_t n, int shift)
+{
+    int32_t cnt[256] = { 0 }, start[256];
+    for (int32_t i = 0; i < n; i++)
+        cnt[a[i].key >> shift & 255]++;
+    for (int32_t b = 0, sum = 0; b < 256; b++) {
+        start[b] = sum;
+        sum += cnt[b];
+    }
+    if (cnt[a[0].key >> shift & 255] < n) { /* else: one part, nothing moves */
+        for (int32_t i = 0; i < n; i++)
+            tmp[start[a[i].key >> shift & 255]++] = a[i];
+        memcpy(a, tmp, (size_t)n * sizeof *a);
+    }
+    for (int32_t b = 0, lo = 0; b < 256; lo += cnt[b++]) {
+        if (cnt[b] < 2 || shift == 0) /* shift 0: whole keys equal */
+            continue;
+        if (cnt[b] >= RADIX_MIN)
+            rec_radix(a + lo, tmp, cnt[b], shift - 8);
+        else
+            rec_sort(a + lo, cnt[b], depth_budget(cnt[b]));
+    }
 }
 
 /* Sort sa[lo..hi) (equal in their first d bytes) by the key at depth d
@@ -220,7 +223,10 @@ static int sort_cached(sorter *s, int32_t lo, int32_t hi, int32_t d)
         r[i].pos = sa[i];
         r[i].ended = ended;
     }
-    rec_sort(r, n, depth_budget(n));
+    if (n >= RADIX_MIN)
+        rec_radix(r, s->rec + REC_MAX, n, 56);
+    else
+        rec_sort(r, n, depth_budget(n));
     for (int32_t i = 0; i < n; i++)
         sa[i] = r[i].pos;
     for (int32_t a = 0, b; a < n; a = b) {
@@ -399,7 +405,7 @@ int bwt_lms_sort(const uint8_t *t, const bwt_lms *l, int32_t *sa, uint64_t *head
 {
     int32_t *bkt = malloc(65536 * sizeof *bkt);
     sorter s = { .t = t, .lms = l, .sa = sa, .head = head };
-    s.rec = malloc(REC_MAX * sizeof *s.rec);
+    s.rec = malloc(2 * REC_MAX * sizeof *s.rec); /* records, radix buffer */
     int rc = -1;
     if (bkt && s.rec) {
         bucket2(t, l, sa, bkt);

@@ -4,6 +4,7 @@
  *   bench_daemon SOCKET large SIZE_MIB          one client, memfd transport
  *   bench_daemon SOCKET many CLIENTS SIZE_MIB ROUNDS
  *   bench_daemon SOCKET small CLIENTS SIZE_BYTES ROUNDS   (latency percentiles)
+ *   bench_daemon FILE gen SIZE_MIB              write the same data to FILE (for other tools)
  *
  * Data: short runs (mean run 8 bytes), the class the rle codec is for.
  * Every round trip is verified. Prints one markdown table row per run, plus
@@ -153,6 +154,21 @@ typedef struct worker_arg {
     double *latencies; /* rounds entries */
 } worker_arg;
 
+static void verify(gpucomp_client *c, const gpucomp_options *o, const void *packed, size_t packed_len,
+                   const uint8_t *src, size_t len)
+{
+    void *back;
+    size_t back_len;
+    int rc = gpucomp_decompress(c, o, packed, packed_len, &back, &back_len);
+    if (rc != GPUCOMP_OK)
+        die("decompress", c, rc);
+    if (back_len != len || memcmp(back, src, len) != 0) {
+        fprintf(stderr, "bench_daemon: round trip mismatch\n");
+        exit(1);
+    }
+    gpucomp_free(back);
+}
+
 static void *many_worker(void *p)
 {
     worker_arg *a = p;
@@ -169,6 +185,8 @@ static void *many_worker(void *p)
         a->latencies[r] = now_s() - t;
         if (rc != GPUCOMP_OK)
             die("compress", c, rc);
+        if (r == 0) /* verify one round trip per client, outside the timed call */
+            verify(c, &o, packed, packed_len, src, a->size);
         gpucomp_free(packed);
     }
     free(src);
@@ -208,6 +226,20 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds)
     free(threads), free(args), free(lat);
 }
 
+static int gen_file(const char *path, size_t len)
+{
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        return 1;
+    fill_runs(buf, len, 42);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(buf, 1, len, f) == len;
+    if (f)
+        fclose(f);
+    free(buf);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -216,6 +248,10 @@ int main(int argc, char **argv)
         return 2;
     }
     socket_path = argv[1];
+    if (strcmp(argv[2], "gen") == 0) { /* gen FILE SIZE_MIB: the same data, for other tools */
+        size_t len = (size_t)atol(argv[3]) << 20;
+        return gen_file(argv[1], len);
+    }
     if (strcmp(argv[2], "large") == 0)
         run_large((size_t)atol(argv[3]));
     else if (strcmp(argv[2], "many") == 0 && argc >= 6)
