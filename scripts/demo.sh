@@ -2,7 +2,7 @@
 # The main job, end to end: start gpucompd on a private socket, compress and
 # decompress a sample file through `gpucomp` with each codec, verify the
 # round trip, and print ratio, speed and which backend served.
-# Usage: scripts/demo.sh [BUILDDIR] [FILE]   (default: build/, a tar of /usr/share/doc)
+# Usage: scripts/demo.sh [BUILDDIR] [FILE]   (default: build/, 32 MiB of a tar of /usr/include)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/build}" && pwd)
@@ -13,7 +13,7 @@ trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 if [ -n "${2:-}" ]; then
     cp "$2" "$work/sample"
 else
-    tar -cf "$work/sample" -C /usr/share doc 2>/dev/null || true
+    { tar -cf - -C /usr include 2>/dev/null || true; } | head -c 32M >"$work/sample"
 fi
 "$build/daemon/gpucompd" --socket "$sock" --log-level notice &
 pid=$!
