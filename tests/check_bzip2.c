@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bz2_bwt_sort.h"
 #include "bz2_internal.h"
 #include "bzip2.h"
 
@@ -257,6 +258,160 @@ START_TEST(test_bwt_large_repetitive_fast)
     roundtrip(f, 300000, 9);
     free(f);
     free(o);
+}
+END_TEST
+
+/* Large-block BWT check without a quadratic reference: invert the output
+ * by LF mapping. The walk from origPtr must visit all n rows before it
+ * returns (one cycle), and then `out` is the BWT of what it spells, so
+ * spelling blk back proves it. Primitive blocks only (no ties). */
+static void check_bwt_inverse(const uint8_t *blk, size_t n)
+{
+    uint8_t *out = malloc(n);
+    uint32_t *lf = malloc(n * sizeof *lf);
+    int32_t orig = bz2_bwt(blk, (int32_t)n, out);
+    ck_assert_int_ge(orig, 0);
+    ck_assert_int_lt(orig, (int32_t)n);
+    uint32_t next[256] = { 0 };
+    for (size_t i = 0; i < n; i++)
+        next[out[i]]++;
+    for (uint32_t c = 0, sum = 0; c < 256; c++) {
+        uint32_t v = next[c];
+        next[c] = sum;
+        sum += v;
+    }
+    for (size_t i = 0; i < n; i++)
+        lf[i] = next[out[i]]++;
+    size_t j = (size_t)orig, bad = 0, early = 0;
+    for (size_t k = n; k-- > 0;) { /* row j is rotation k + 1: out[j] = blk[k] */
+        bad += out[j] != blk[k];
+        j = lf[j];
+        early += k > 0 && j == (size_t)orig;
+    }
+    ck_assert_msg(!bad && !early && j == (size_t)orig, "BWT wrong (%zu bytes, %zu early)", bad, early);
+    free(out);
+    free(lf);
+}
+
+/* Random bytes with `copies` copies of `segs` random segments of length
+ * seg_len pasted in: few long ties, or many identical short ones. */
+static uint8_t *make_with_copies(size_t n, int segs, size_t seg_len, size_t copies)
+{
+    uint8_t *b = make_random(n), *seg = make_random((size_t)segs * seg_len);
+    for (size_t c = 0; c < copies; c++)
+        memcpy(b + rnd() % (n - seg_len), seg + (rnd() % (unsigned)segs) * seg_len, seg_len);
+    free(seg);
+    return b;
+}
+
+/* "a b^12 X b^5" with X random in {c, d}: 47k LMS substrings sharing their
+ * first 10 bytes, in one 2-byte bucket far larger than a sort buffer. */
+static uint8_t *make_long_substrings(size_t n)
+{
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i % 19;
+        b[i] = k == 0 ? 'a' : k == 13 ? (uint8_t)('c' + (rnd() & 1)) : 'b';
+    }
+    return b;
+}
+
+START_TEST(test_bwt_tie_stage_paths)
+{
+    /* Ties in a few large groups (doubling settles them), one long repeat
+     * (doubling stops paying off, SA-IS takes over), mostly ties (text:
+     * SA-IS, several levels). Small enough for the naive reference. */
+    uint8_t *b = make_with_copies(4000, 4, 24, 40);
+    check_bwt(b, 4000);
+    free(b);
+    b = make_with_copies(4000, 1, 1500, 1);
+    check_bwt(b, 4000);
+    free(b);
+    b = make_text(5000);
+    check_bwt(b, 5000);
+    free(b);
+    for (int round = 0; round < 40; round++) { /* small alphabets, copies */
+        size_t n = 200 + rnd() % 2000;
+        b = make_with_copies(n, 1 + round % 3, 5 + rnd() % 40, rnd() % 30);
+        for (size_t i = 0; i < n; i++)
+            b[i] = round % 2 ? (uint8_t)('a' + b[i] % 3) : b[i];
+        check_bwt(b, n);
+        free(b);
+    }
+}
+END_TEST
+
+START_TEST(test_bwt_large_blocks)
+{
+    size_t n = 900000;
+    uint8_t *b = make_random(n);
+    for (size_t i = 0; i < n; i++) /* binary: one huge bucket */
+        b[i] = (uint8_t)('a' + (b[i] & 1));
+    check_bwt_inverse(b, n);
+    free(b);
+    b = make_long_substrings(n);
+    check_bwt_inverse(b, n);
+    free(b);
+    b = make_random(n); /* half copied: long ties */
+    memcpy(b + n / 2, b, n / 3);
+    check_bwt_inverse(b, n);
+    free(b);
+    b = make_with_copies(n, 4, 24, 9000);
+    check_bwt_inverse(b, n);
+    free(b);
+    b = make_text(n);
+    check_bwt_inverse(b, n);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_bwt_periodic_root)
+{
+    /* u^k is only recognised after the tie stage finds equal rotations;
+     * the result must still follow the index tie rule. */
+    size_t p = 1000, k = 900, n = p * k;
+    uint8_t *s = malloc(n), *got = malloc(n), *root = malloc(p);
+    for (int alpha = 2; alpha <= 256; alpha *= 16) {
+        for (size_t i = 0; i < p; i++)
+            s[i] = (uint8_t)(rnd() % (unsigned)alpha);
+        check_bwt(s, p);
+        for (size_t i = p; i < n; i++)
+            s[i] = s[i - p];
+        int32_t r = bz2_bwt(s, (int32_t)p, root);
+        ck_assert_int_eq(bz2_bwt(s, (int32_t)n, got), r * (int32_t)k);
+        for (size_t i = 0; i < n; i++)
+            ck_assert(got[i] == root[i / k]);
+    }
+    free(s);
+    free(got);
+    free(root);
+}
+END_TEST
+
+START_TEST(test_bwt_sort_fallbacks)
+{
+    /* Budget 1: every comparison sort (substrings, records, doubling
+     * pairs) hands over to its heapsort almost at once. */
+    bwt_test_budget_cap = 1;
+    for (int round = 0; round < 30; round++) {
+        size_t n = 100 + rnd() % 3000;
+        uint8_t *b = make_with_copies(n, 1 + round % 4, 3 + rnd() % 30, rnd() % 60);
+        unsigned alpha = round % 3 == 0 ? 2 : round % 3 == 1 ? 5 : 256;
+        for (size_t i = 0; i < n; i++)
+            b[i] = (uint8_t)(b[i] % alpha);
+        check_bwt(b, n);
+        free(b);
+    }
+    size_t n = 900000;
+    uint8_t *b = make_random(n);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)('a' + (b[i] & 1));
+    check_bwt_inverse(b, n);
+    free(b);
+    b = make_with_copies(n, 4, 24, 9000);
+    check_bwt_inverse(b, n);
+    free(b);
+    bwt_test_budget_cap = 0;
 }
 END_TEST
 
@@ -680,6 +835,10 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_bwt_small);
     tcase_add_test(tc, test_bwt_repetitive);
     tcase_add_test(tc, test_bwt_large_repetitive_fast);
+    tcase_add_test(tc, test_bwt_tie_stage_paths);
+    tcase_add_test(tc, test_bwt_large_blocks);
+    tcase_add_test(tc, test_bwt_periodic_root);
+    tcase_add_test(tc, test_bwt_sort_fallbacks);
     tcase_add_test(tc, test_code_lengths_limited);
     tcase_add_test(tc, test_empty_and_tiny);
     tcase_add_test(tc, test_runs);

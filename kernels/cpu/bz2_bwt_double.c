@@ -135,7 +135,7 @@ static void sort_groups(int32_t *sa, int32_t m, const uint64_t *head, const int3
             int32_t k = sa[x] + h;
             key[x] = rank[k >= m ? k - m : k];
         }
-        sort_pairs(key + a, sa + a, b - a, 2 * (32 - __builtin_clz((uint32_t)(b - a))));
+        sort_pairs(key + a, sa + a, b - a, bwt_depth_budget(b - a));
     }
 }
 

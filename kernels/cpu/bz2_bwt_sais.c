@@ -30,7 +30,7 @@ typedef struct level {
     int32_t m, k;
     uint64_t *s;      /* type bits, 1 = S */
     uint64_t *lms;    /* LMS bits */
-    int32_t *cnt;     /* k symbol counts */
+    int32_t *cnt;     /* k symbol counts, or NULL: recount */
     int32_t *bkt;     /* k bucket bounds */
 } level;
 
@@ -87,20 +87,21 @@ static int classify(level *l)
 
 /* ---- buckets ---- */
 
-static void count_symbols(const level *l)
-{
-    memset(l->cnt, 0, (size_t)l->k * sizeof *l->cnt);
-    for (int32_t i = 0; i < l->m; i++)
-        l->cnt[l->r[i]]++;
-}
-
-/* bkt[c] = first slot (heads) or one past the last slot (tails) of c. */
+/* bkt[c] = first slot (heads) or one past the last slot (tails) of c.
+ * From the saved counts, or by counting again when there was no room
+ * to save them. */
 static void bucket_bounds(const level *l, int tails)
 {
     int32_t *b = l->bkt, *c = l->cnt;
+    if (!c) {
+        memset(b, 0, (size_t)l->k * sizeof *b);
+        for (int32_t i = 0; i < l->m; i++)
+            b[l->r[i]]++;
+    }
     for (int32_t x = 0, sum = 0; x < l->k; x++) {
-        sum += c[x];
-        b[x] = tails ? sum : sum - c[x];
+        int32_t v = c ? c[x] : b[x];
+        sum += v;
+        b[x] = tails ? sum : sum - v;
     }
 }
 
@@ -117,11 +118,11 @@ static void induce(const level *l, int32_t *sa)
         if (!bit(l->s, i))
             sa[b[r[i]]++] = i;
     }
+    /* Every slot is filled when this scan reaches it: L slots by the scan
+     * above, S slots by this one (from a larger, earlier scanned entry). */
     bucket_bounds(l, 1);
     for (int32_t x = m - 1; x >= 0; x--) {
         int32_t j = sa[x];
-        if (j == EMPTY)
-            continue;
         int32_t i = prev_of(j, m);
         if (bit(l->s, i))
             sa[--b[r[i]]] = i;
@@ -218,24 +219,33 @@ static void induce_final(const level *l, int32_t *sa, int32_t m2)
     induce(l, sa);
 }
 
-/* cnt and bkt: in spare when it is large enough, else allocated. */
+/* bkt (and cnt, saving recounts) go to spare when it has room; else bkt
+ * alone is allocated, which bounds the extra memory by 4 k bytes. */
 static int alloc_buckets(level *l, int32_t *spare, int32_t spare_len)
 {
-    if (2 * (int64_t)l->k <= spare_len)
-        l->cnt = spare;
-    else
-        l->cnt = malloc(2 * (size_t)l->k * sizeof *l->cnt);
-    if (!l->cnt)
+    int32_t k = l->k;
+    l->cnt = NULL;
+    if (k <= spare_len) {
+        l->bkt = spare;
+        if (2 * (int64_t)k <= spare_len)
+            l->cnt = spare + k;
+    } else {
+        l->bkt = malloc((size_t)k * sizeof *l->bkt);
+    }
+    if (!l->bkt)
         return -1;
-    l->bkt = l->cnt + l->k;
-    count_symbols(l);
+    if (l->cnt) {
+        memset(l->cnt, 0, (size_t)k * sizeof *l->cnt);
+        for (int32_t i = 0; i < l->m; i++)
+            l->cnt[l->r[i]]++;
+    }
     return 0;
 }
 
 static void free_buckets(level *l, int32_t *spare)
 {
-    if (l->cnt != spare)
-        free(l->cnt);
+    if (l->bkt != spare)
+        free(l->bkt);
     l->cnt = l->bkt = NULL;
 }
 

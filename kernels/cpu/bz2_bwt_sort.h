@@ -10,14 +10,20 @@
  *   then the LMS substring of p, t[p .. next LMS] (both ends included),
  *   never wraps past t[n] (== t[0]).
  *   1. bz2_bwt_lms.c: find the LMS positions; bz2_bwt_substr.c: sort them
- *      by their LMS substrings (2-byte buckets, multikey quicksort).
+ *      by their LMS substrings (2-byte buckets, then multikey quicksort /
+ *      radix sort on cached 8-byte keys, bz2_bwt_records.c).
  *   2. bz2_bwt_reduce.c: LMS rotations with equal substrings are ordered
  *      by the rotations at the next LMS positions: the reduced string of
- *      substring names is sorted by SA-IS (bz2_bwt_sais.c).
+ *      substring names is sorted by prefix doubling (bz2_bwt_double.c)
+ *      or SA-IS (bz2_bwt_sais.c).
  *   3. bz2_bwt_induce.c: two scans induce the order of every other
  *      rotation from the sorted LMS ones and write the BWT.
  * Only ~1/3 of the rotations of typical data are LMS, and only they are
- * compared; everything else costs two linear scans.
+ * compared; everything else costs two linear scans. O(n log n) worst
+ * case. Memory besides the block and its output: 5n bytes (rotated copy,
+ * sa), under n/2 in bit sets and prefix counts, 0.8 MB of fixed buffers,
+ * and at most 2n more for the reduced string's buckets or doubling keys
+ * when the free part of sa is too small for them.
  */
 #ifndef GC_BZ2_BWT_SORT_H
 #define GC_BZ2_BWT_SORT_H
@@ -32,6 +38,18 @@
 /* Returned by the stages when two rotations are equal: the block is a
  * power u^k of a shorter string (bz2_bwt.c then sorts u). */
 #define BWT_NOT_PRIMITIVE (-2)
+
+/* Introsort depth budget for n elements: 2 log2(n) partitioning rounds
+ * before heapsort takes over, which makes every comparison sort here
+ * O(n log n) whatever the pivots. bwt_test_budget_cap > 0 (set by tests
+ * only, never while blocks are being compressed) lowers it so that the
+ * heapsort fallbacks get exercised. */
+extern int bwt_test_budget_cap;
+static inline int32_t bwt_depth_budget(int32_t n)
+{
+    int32_t b = 2 * (32 - __builtin_clz((uint32_t)n | 1));
+    return bwt_test_budget_cap > 0 && bwt_test_budget_cap < b ? bwt_test_budget_cap : b;
+}
 
 /* ---- tie marks: one bit per sorted slot, set where a group begins ---- */
 /* Slots [a, b) form a tied group (equal so far) when bit a is set and
@@ -81,6 +99,15 @@ void bwt_lms_list(const bwt_lms *l, int32_t *pos);
  * equal substrings are marked in head (all bits set on entry). Returns
  * the number of slots in tied groups, -1 when out of memory. */
 int bwt_lms_sort(const uint8_t *t, const bwt_lms *l, int32_t *sa, uint64_t *head);
+
+/* ---- bz2_bwt_records.c ---- */
+typedef struct bwt_rec {
+    uint64_t key;
+    int32_t pos;
+    int32_t ended; /* the substring ends within this key */
+} bwt_rec;
+/* Sort a[0..n) by key (any order among equal keys); tmp holds n records. */
+void bwt_rec_sort(bwt_rec *a, bwt_rec *tmp, int32_t n);
 
 /* ---- bz2_bwt_reduce.c ---- */
 /* Order the `tied` tied slots of sa[0..m) (LMS positions sorted by

@@ -15,9 +15,10 @@
  *
  * Method: counting sort by the first two bytes, then per bucket a
  * multikey quicksort on 8-byte big-endian keys. Reading a key costs a
- * cache miss (and a bit scan for the substring's end), so a range that fits the
- * record buffer reads each key once into (key, position) records and
- * sorts those; only larger ranges are partitioned reading keys in place.
+ * cache miss (and a bit scan for the substring's end), so a range that
+ * fits the record buffer reads each key once into (key, position)
+ * records and sorts those (bz2_bwt_records.c); only larger ranges are
+ * partitioned reading keys in place.
  * Every comparison stops at the end of a substring and the substrings
  * tile the block, so the work is O(n) plus the quicksorts' O(m log m);
  * introsort-style depth limits (heapsort) keep that a worst case.
@@ -29,16 +30,6 @@
 
 /* Record buffer: ranges up to this size are sorted on cached keys. */
 #define REC_MAX 16384
-/* Ranges from this size on are radix sorted by key byte. */
-#ifndef RADIX_MIN
-#define RADIX_MIN 256
-#endif
-
-typedef struct rec {
-    uint64_t key;
-    int32_t pos;
-    int32_t ended; /* substring ends within this key */
-} rec;
 
 typedef struct frame {
     int32_t lo, hi, depth, budget;
@@ -51,7 +42,7 @@ typedef struct sorter {
     uint64_t *head;
     frame *stack;
     size_t sp, cap;
-    rec *rec;
+    bwt_rec *rec; /* REC_MAX records + REC_MAX scratch */
     int32_t tied; /* slots in tied groups */
 } sorter;
 
@@ -77,9 +68,6 @@ static inline uint64_t key_of(const sorter *s, int32_t p, int32_t d)
     return key_at(s, p, d, &ended);
 }
 
-/* Partitioning rounds before a range is heapsorted instead: 2 log2(n). */
-static int32_t depth_budget(int32_t n) { return 2 * (32 - __builtin_clz((uint32_t)n)); }
-
 /* ---- bookkeeping ---- */
 
 /* Slots [a, b) hold identical substrings: clear their tie bits. */
@@ -90,7 +78,10 @@ static void mark_tied(sorter *s, int32_t a, int32_t b)
     s->tied += b - a;
 }
 
-static int push(sorter *s, int32_t lo, int32_t hi, int32_t d)
+/* Queue sa[lo..hi) at depth d with `budget` partitioning rounds left:
+ * parts split off by a partition inherit the budget, a fresh one comes
+ * only with a deeper key. */
+static int push(sorter *s, int32_t lo, int32_t hi, int32_t d, int32_t budget)
 {
     if (hi - lo < 2)
         return 0;
@@ -102,113 +93,8 @@ static int push(sorter *s, int32_t lo, int32_t hi, int32_t d)
         s->stack = ns;
         s->cap = cap;
     }
-    s->stack[s->sp++] = (frame){ lo, hi, d, depth_budget(hi - lo) };
+    s->stack[s->sp++] = (frame){ lo, hi, d, budget };
     return 0;
-}
-
-/* ---- sorting records by key ---- */
-
-static inline void rec_swap(rec *a, int32_t i, int32_t j)
-{
-    rec t = a[i];
-    a[i] = a[j];
-    a[j] = t;
-}
-
-static void rec_insertion(rec *a, int32_t n)
-{
-    for (int32_t i = 1; i < n; i++) {
-        rec v = a[i];
-        int32_t j = i;
-        for (; j > 0 && a[j - 1].key > v.key; j--)
-            a[j] = a[j - 1];
-        a[j] = v;
-    }
-}
-
-static void rec_heapsort(rec *a, int32_t n)
-{
-    for (int32_t end = n, i = n / 2;;) {
-        if (i > 0)
-            i--;
-        else if (--end > 0)
-            rec_swap(a, 0, end);
-        else
-            return;
-        for (int32_t r = i, c; (c = 2 * r + 1) < end; r = c) {
-            if (c + 1 < end && a[c + 1].key > a[c].key)
-                c++;
-            if (a[c].key <= a[r].key)
-                break;
-            rec_swap(a, r, c);
-        }
-    }
-}
-
-static inline uint64_t med3(uint64_t a, uint64_t b, uint64_t c)
-{
-    if (a > b) {
-        uint64_t t = a;
-        a = b;
-        b = t;
-    }
-    return b < c ? b : a > c ? a : c;
-}
-
-/* Introsort with three-way partitions (keys repeat a lot). */
-static void rec_sort(rec *a, int32_t n, int32_t budget)
-{
-    while (n > 16) {
-        if (budget-- <= 0) {
-            rec_heapsort(a, n);
-            return;
-        }
-        uint64_t pv = med3(a[0].key, a[n / 2].key, a[n - 1].key);
-        int32_t lt = 0, i = 0, gt = n;
-        while (i < gt) {
-            if (a[i].key < pv)
-                rec_swap(a, i++, lt++);
-            else if (a[i].key > pv)
-                rec_swap(a, i, --gt);
-            else
-                i++;
-        }
-        if (lt < n - gt) { /* recurse into the smaller side */
-            rec_sort(a, lt, budget);
-            a += gt;
-            n -= gt;
-        } else {
-            rec_sort(a + gt, n - gt, budget);
-            n = lt;
-        }
-    }
-    rec_insertion(a, n);
-}
-
-/* MSD radix sort by the key's bytes from `shift` down, through tmp;
- * parts too small to pay for a 256-way count go to rec_sort. */
-static void rec_radix(rec *a, rec *tmp, int32_t n, int shift)
-{
-    int32_t cnt[256] = { 0 }, start[256];
-    for (int32_t i = 0; i < n; i++)
-        cnt[a[i].key >> shift & 255]++;
-    for (int32_t b = 0, sum = 0; b < 256; b++) {
-        start[b] = sum;
-        sum += cnt[b];
-    }
-    if (cnt[a[0].key >> shift & 255] < n) { /* else: one part, nothing moves */
-        for (int32_t i = 0; i < n; i++)
-            tmp[start[a[i].key >> shift & 255]++] = a[i];
-        memcpy(a, tmp, (size_t)n * sizeof *a);
-    }
-    for (int32_t b = 0, lo = 0; b < 256; lo += cnt[b++]) {
-        if (cnt[b] < 2 || shift == 0) /* shift 0: whole keys equal */
-            continue;
-        if (cnt[b] >= RADIX_MIN)
-            rec_radix(a + lo, tmp, cnt[b], shift - 8);
-        else
-            rec_sort(a + lo, cnt[b], depth_budget(cnt[b]));
-    }
 }
 
 /* Sort sa[lo..hi) (equal in their first d bytes) by the key at depth d
@@ -216,17 +102,14 @@ static void rec_radix(rec *a, rec *tmp, int32_t n, int shift)
 static int sort_cached(sorter *s, int32_t lo, int32_t hi, int32_t d)
 {
     int32_t n = hi - lo, *sa = s->sa + lo;
-    rec *r = s->rec;
+    bwt_rec *r = s->rec;
     for (int32_t i = 0; i < n; i++) {
         int ended;
         r[i].key = key_at(s, sa[i], d, &ended);
         r[i].pos = sa[i];
         r[i].ended = ended;
     }
-    if (n >= RADIX_MIN)
-        rec_radix(r, s->rec + REC_MAX, n, 56);
-    else
-        rec_sort(r, n, depth_budget(n));
+    bwt_rec_sort(r, s->rec + REC_MAX, n);
     for (int32_t i = 0; i < n; i++)
         sa[i] = r[i].pos;
     for (int32_t a = 0, b; a < n; a = b) {
@@ -237,7 +120,7 @@ static int sort_cached(sorter *s, int32_t lo, int32_t hi, int32_t d)
         /* equal keys: all ended (identical substrings) or none ended */
         if (r[a].ended)
             mark_tied(s, lo + a, lo + b);
-        else if (push(s, lo + a, lo + b, d + 8))
+        else if (push(s, lo + a, lo + b, d + 8, bwt_depth_budget(b - a)))
             return -1;
     }
     return 0;
@@ -287,8 +170,8 @@ static void partition(sorter *s, int32_t lo, int32_t hi, int32_t d, uint64_t pv,
     *gt = g;
 }
 
-/* Heapsort by key when partitioning degenerates (in chunks that fit the
- * record buffer would not help: the range is too large for it). */
+/* In-place heapsort by the key at depth d: for a range too large for the
+ * record buffer whose partitioning has used up its budget. */
 static void sift_down(const sorter *s, int32_t *a, int32_t root, int32_t n, int32_t d)
 {
     int32_t v = a[root];
@@ -329,7 +212,7 @@ static int heap_fallback(sorter *s, int32_t lo, int32_t hi, int32_t d)
             continue;
         if (ended)
             mark_tied(s, lo + x, lo + y);
-        else if (push(s, lo + x, lo + y, d + 8))
+        else if (push(s, lo + x, lo + y, d + 8, bwt_depth_budget(y - x)))
             return -1;
     }
     return 0;
@@ -348,7 +231,7 @@ static int sort_frame(sorter *s, frame f)
         uint64_t pv = key_at(s, p, d, &ended);
         int32_t lt, gt;
         partition(s, lo, hi, d, pv, &lt, &gt);
-        if (push(s, lo, lt, d) || push(s, gt, hi, d))
+        if (push(s, lo, lt, d, budget) || push(s, gt, hi, d, budget))
             return -1;
         if (ended) {
             if (gt - lt > 1)
@@ -358,7 +241,7 @@ static int sort_frame(sorter *s, frame f)
         lo = lt;
         hi = gt;
         d += 8;
-        budget = depth_budget(hi - lo);
+        budget = bwt_depth_budget(hi - lo);
     }
     return hi - lo > 1 ? sort_cached(s, lo, hi, d) : 0;
 }
@@ -392,7 +275,7 @@ static int sort_buckets(sorter *s, const int32_t *bkt)
     for (int32_t b = 0, lo = 0; b < 65536; lo = bkt[b++]) {
         if (bkt[b] - lo < 2)
             continue;
-        if (push(s, lo, bkt[b], 2))
+        if (push(s, lo, bkt[b], 2, bwt_depth_budget(bkt[b] - lo)))
             return -1;
         while (s->sp)
             if (sort_frame(s, s->stack[--s->sp]))

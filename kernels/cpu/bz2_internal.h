@@ -77,8 +77,9 @@ size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst);
 /* Writes the last column of the sorted rotations of blk[0..n) to out and
  * returns the rank of rotation 0 (origPtr); -1 when out of memory. */
 int32_t bz2_bwt(const uint8_t *blk, int32_t n, uint8_t *out);
-/* Work counters for tests/benchmarks: how many blocks fell back to the
- * O(n log n) prefix-doubling sort (process-wide, relaxed). */
+/* Work counter for tests/benchmarks: how many blocks had tied LMS
+ * substrings and so needed the rotation sort's stage 2 (process-wide,
+ * relaxed). */
 unsigned long bz2_bwt_fallback_count(void);
 
 /* ---- bz2_mtf.c: move-to-front + zero-run (RUNA/RUNB) coding ---- */

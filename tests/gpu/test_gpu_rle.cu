@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -574,6 +576,124 @@ static void test_threads(int dev, gc_gpu_ctx *shared)
     }
 }
 
+/* ---- host-copy modes of the batch pipeline ------------------------------------ */
+
+/* A memfd of len bytes mapped MAP_SHARED|MAP_POPULATE with prot (the daemon's
+ * transport); the contents written through a separate mapping first. */
+static uint8_t *memfd_map(size_t len, int prot, const uint8_t *init, int *fd)
+{
+    *fd = memfd_create("test-gpu-rle", MFD_CLOEXEC);
+    if (*fd < 0 || ftruncate(*fd, (off_t)len) != 0)
+        return nullptr;
+    if (init) {
+        void *w = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+        if (w == MAP_FAILED)
+            return nullptr;
+        memcpy(w, init, len);
+        munmap(w, len);
+    }
+    void *p = mmap(nullptr, len, prot, MAP_SHARED | MAP_POPULATE, *fd, 0);
+    return p == MAP_FAILED ? nullptr : (uint8_t *)p;
+}
+
+/* GC_GPU_HOST_COPY / GC_GPU_COPY_THREADS / GC_GPU_COPY_NT (read by gc_gpu_open):
+ * mixed batches, and a job larger than the register threshold (64 MiB) in
+ * memfd mappings at unaligned offsets (partial pages at both ends), encode
+ * and decode, against the CPU. */
+static void test_host_copy_modes(int dev)
+{
+    struct Mode {
+        const char *name, *copy, *threads, *nt;
+    } modes[] = {
+        {"stage, 0 copy threads", "stage", "0", nullptr},
+        {"stage, 3 copy threads, no NT", "stage", "3", "0"},
+        {"register", "register", nullptr, nullptr},
+    };
+    const size_t n = (g_quick ? 70u << 20 : 150u << 20) + 5;
+    const unsigned w = 2;
+    std::vector<uint8_t> src(n);
+    gen(src.data(), n, w, MIXED, 4242);
+    std::vector<uint8_t> ref = cpu_frame(src.data(), n, w, RLE_DEFAULT_CHUNK_SIZE);
+    rle_options o = {w, RLE_DEFAULT_CHUNK_SIZE, 1};
+    size_t bound = rle_compress_bound(n, &o);
+    for (const Mode &m : modes) {
+        setenv("GC_GPU_HOST_COPY", m.copy, 1);
+        if (m.threads)
+            setenv("GC_GPU_COPY_THREADS", m.threads, 1);
+        else
+            unsetenv("GC_GPU_COPY_THREADS");
+        if (m.nt)
+            setenv("GC_GPU_COPY_NT", m.nt, 1);
+        else
+            unsetenv("GC_GPU_COPY_NT");
+        gc_gpu_ctx *ctx = nullptr;
+        gc_gpu_config cfg = {3, 4u << 20};
+        gc_error e;
+        int rc = gc_gpu_open(dev, &cfg, &ctx, &e);
+        unsetenv("GC_GPU_HOST_COPY");
+        unsetenv("GC_GPU_COPY_THREADS");
+        unsetenv("GC_GPU_COPY_NT");
+        if (rc != GC_OK) {
+            result(false, "host copy %s: gc_gpu_open: %s", m.name, e.msg);
+            continue;
+        }
+        for (int round = 0; round < 2; round++) {
+            std::vector<Item> items;
+            make_items(items, g_quick ? 6 : 12, 900 + round, g_quick ? 400000 : 5000000);
+            std::string why;
+            bool ok = run_items(ctx, items, &why);
+            result(ok, "host copy %s: mixed batch %d%s%s", m.name, round, ok ? "" : ": ", why.c_str());
+        }
+        int fds[3] = {-1, -1, -1};
+        std::vector<uint8_t> in(n + 3);
+        memcpy(in.data() + 3, src.data(), n);
+        uint8_t *mi = memfd_map(n + 3, PROT_READ, in.data(), &fds[0]);
+        uint8_t *mf = memfd_map(bound + 1, PROT_READ | PROT_WRITE, nullptr, &fds[1]);
+        uint8_t *mo = memfd_map(n + 5, PROT_READ | PROT_WRITE, nullptr, &fds[2]);
+        if (!mi || !mf || !mo) {
+            result(false, "host copy %s: memfd mappings failed", m.name);
+        } else {
+            gc_gpu_job j;
+            memset(&j, 0, sizeof j);
+            j.op = GC_GPU_ENCODE;
+            j.src = mi + 3;
+            j.src_len = n;
+            j.opt = o;
+            j.dst = mf + 1;
+            j.dst_cap = bound;
+            gc_gpu_batch_stats st;
+            rc = gc_gpu_rle_run_batch(ctx, &j, 1, &st, &e);
+            bool ok = rc == GC_OK && j.status == GC_OK && j.dst_len == ref.size() &&
+                      memcmp(mf + 1, ref.data(), ref.size()) == 0;
+            result(ok, "host copy %s: memfd encode %zu bytes at unaligned offsets (rc %d status %d %s)", m.name, n,
+                   rc, j.status, rc ? e.msg : j.err.msg);
+            memset(&j, 0, sizeof j);
+            j.op = GC_GPU_DECODE;
+            j.src = mf + 1;
+            j.src_len = ref.size();
+            j.dst = mo + 5;
+            j.dst_cap = n;
+            if (ok) {
+                /* the frame in the mapping is the CPU's: decode it back */
+                rc = gc_gpu_rle_run_batch(ctx, &j, 1, &st, &e);
+                ok = rc == GC_OK && j.status == GC_OK && j.dst_len == n && memcmp(mo + 5, src.data(), n) == 0;
+                result(ok, "host copy %s: memfd decode (rc %d status %d %s)", m.name, rc, j.status,
+                       rc ? e.msg : j.err.msg);
+            }
+        }
+        if (mi)
+            munmap(mi, n + 3);
+        if (mf)
+            munmap(mf, bound + 1);
+        if (mo)
+            munmap(mo, n + 5);
+        for (int fd : fds)
+            if (fd >= 0)
+                close(fd);
+        gc_gpu_close(ctx);
+    }
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -712,6 +832,7 @@ int main(int argc, char **argv)
     test_corrupt(ctx);
     test_corrupt(small);
     test_threads(0, ctx);
+    test_host_copy_modes(0);
 
     gc_gpu_close(small);
     gc_gpu_close(ctx);
