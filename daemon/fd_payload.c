@@ -18,10 +18,15 @@ static int seal_shrink(int fd, const char *which, gc_error *err)
     return GC_OK;
 }
 
-static void *map_fd(int fd, size_t len, int prot)
+/*
+ * The input is populated up front (its pages exist: the client wrote them),
+ * one bulk fault-in instead of a fault per 4 KiB on the hot path. The
+ * output is not: it is mapped at its worst-case size, and populating would
+ * allocate every page of that bound, while only the bytes written are needed.
+ */
+static void *map_fd(int fd, size_t len, int prot, int populate)
 {
-    /* MAP_POPULATE: one bulk fault-in instead of a page fault per 4 KiB on the hot path */
-    void *p = mmap(NULL, len, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, len, prot, MAP_SHARED | populate, fd, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -37,7 +42,7 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
         return gc_fail(err, GC_E_INVALID, "input memfd holds %lld bytes, request says %llu",
                        (long long)st.st_size, (unsigned long long)r->total_size);
     if (r->total_size > 0) {
-        r->input = map_fd(in_fd, r->total_size, PROT_READ);
+        r->input = map_fd(in_fd, r->total_size, PROT_READ, MAP_POPULATE);
         if (!r->input)
             return gc_fail(err, GC_E_NOMEM, "cannot map the input memfd: %s", strerror(errno));
     }
@@ -61,7 +66,7 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
     int rc = seal_shrink(r->out_fd, "output", err);
     if (rc != GC_OK || size == 0)
         return rc;
-    r->output = map_fd(r->out_fd, size, PROT_READ | PROT_WRITE);
+    r->output = map_fd(r->out_fd, size, PROT_READ | PROT_WRITE, 0);
     if (!r->output)
         return gc_fail(err, GC_E_NOMEM, "cannot map the output memfd: %s", strerror(errno));
     r->output_mapped = size;
