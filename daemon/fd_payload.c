@@ -19,10 +19,12 @@ static int seal_shrink(int fd, const char *which, gc_error *err)
 }
 
 /*
- * The input is populated up front (its pages exist: the client wrote them),
- * one bulk fault-in instead of a fault per 4 KiB on the hot path. The
- * output is not: it is mapped at its worst-case size, and populating would
- * allocate every page of that bound, while only the bytes written are needed.
+ * Mappings are populated up front (one bulk fault-in instead of a fault per
+ * 4 KiB on the hot path) when their pages already exist: always for the
+ * input, which the client wrote; for the output only when the client's
+ * memfd is already that large (a reused buffer). A fresh output is mapped
+ * lazily: it is sized for the worst case, and populating it would allocate
+ * every page of that bound while only the bytes written are needed.
  */
 static void *map_fd(int fd, size_t len, int prot, int populate)
 {
@@ -66,7 +68,8 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
     int rc = seal_shrink(r->out_fd, "output", err);
     if (rc != GC_OK || size == 0)
         return rc;
-    r->output = map_fd(r->out_fd, size, PROT_READ | PROT_WRITE, 0);
+    bool reused = (uint64_t)st.st_size >= size && (uint64_t)st.st_blocks * 512 >= size;
+    r->output = map_fd(r->out_fd, size, PROT_READ | PROT_WRITE, reused ? MAP_POPULATE : 0);
     if (!r->output)
         return gc_fail(err, GC_E_NOMEM, "cannot map the output memfd: %s", strerror(errno));
     r->output_mapped = size;

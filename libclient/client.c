@@ -72,6 +72,7 @@ void gpucomp_close(gpucomp_client *c)
     if (!c)
         return;
     client_disconnect(c);
+    client_release_staging(c);
     free(c);
 }
 

@@ -137,6 +137,7 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
     if (!c)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
     c->next_id = 1;
+    c->stage_in_fd = c->stage_out_fd = -1;
     int rc = open_socket(path, &c->fd, err);
     if (rc != GC_OK) {
         free(c);

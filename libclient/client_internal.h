@@ -24,6 +24,9 @@ struct gpucomp_client {
     gpucomp_backend last_backend; /* engine of the last successful request */
     uint64_t last_engine_ns;
     gc_error err;                 /* last failure on this client */
+    /* memfd transport staging, reused across calls so steady-state requests
+     * touch pages that already exist (-1 until first needed) */
+    int stage_in_fd, stage_out_fd;
 };
 
 /* What to send: one request, already validated by the API layer. */
@@ -91,6 +94,9 @@ int client_call(gpucomp_client *c, const client_req *req, client_reply *rep);
  */
 #define CLIENT_STAGING_UNAVAILABLE (-1)
 int client_call_staged(gpucomp_client *c, client_req *req, const uint8_t *src, client_reply *rep);
+
+/* Close the cached staging memfds (gpucomp_close). */
+void client_release_staging(gpucomp_client *c);
 
 /* Free what a reply holds and zero it (safe on a zeroed reply). */
 void client_reply_free(client_reply *rep);

@@ -4,6 +4,13 @@
  * through two memfds instead of the socket, so the payload crosses into the
  * daemon once (a write into the memfd, which the daemon maps) instead of
  * being packed into frames, copied through the socket and unpacked again.
+ *
+ * The two memfds are created on first use and kept by the client: the
+ * daemon seals them against shrinking, which only stops them from getting
+ * smaller, and reusing them means a steady stream of requests writes into
+ * pages that already exist instead of allocating (and faulting in) fresh
+ * ones every call. They hold as much memory as the largest request until
+ * gpucomp_close().
  */
 #include "client_internal.h"
 
@@ -14,7 +21,7 @@
 
 #include "fdpass.h"
 
-/* Write all of buf at the start of a fresh memfd. */
+/* Write all of buf at the start of the staging memfd. */
 static bool fill_memfd(int fd, const uint8_t *buf, size_t len)
 {
     size_t off = 0;
@@ -51,25 +58,37 @@ static int drain_memfd(gpucomp_client *c, int fd, size_t len, uint8_t **out)
     return GC_OK;
 }
 
+/* The cached staging memfds, created on first use. */
+static bool staging_fds(gpucomp_client *c)
+{
+    if (c->stage_in_fd < 0)
+        c->stage_in_fd = gc_memfd_create("gpucomp-in");
+    if (c->stage_out_fd < 0)
+        c->stage_out_fd = gc_memfd_create("gpucomp-out");
+    return c->stage_in_fd >= 0 && c->stage_out_fd >= 0;
+}
+
+void client_release_staging(gpucomp_client *c)
+{
+    if (c->stage_in_fd >= 0)
+        close(c->stage_in_fd);
+    if (c->stage_out_fd >= 0)
+        close(c->stage_out_fd);
+    c->stage_in_fd = c->stage_out_fd = -1;
+}
+
 int client_call_staged(gpucomp_client *c, client_req *req, const uint8_t *src, client_reply *rep)
 {
-    int in = gc_memfd_create("gpucomp-in");
-    int out = in >= 0 ? gc_memfd_create("gpucomp-out") : -1;
     /* No memfds (old kernel, seccomp, tmpfs full): the socket path still works. */
-    if (out < 0 || !fill_memfd(in, src, req->src_len)) {
-        if (in >= 0)
-            close(in);
-        if (out >= 0)
-            close(out);
+    if (!staging_fds(c) || !fill_memfd(c->stage_in_fd, src, req->src_len)) {
+        client_release_staging(c);
         return CLIENT_STAGING_UNAVAILABLE;
     }
     req->via_fd = true;
-    req->in_fd = in;
-    req->out_fd = out;
+    req->in_fd = c->stage_in_fd;
+    req->out_fd = c->stage_out_fd;
     int rc = client_call(c, req, rep);
     if (rc == GC_OK)
-        rc = drain_memfd(c, out, rep->len, &rep->buf);
-    close(in);
-    close(out);
+        rc = drain_memfd(c, c->stage_out_fd, rep->len, &rep->buf);
     return rc;
 }

@@ -65,6 +65,7 @@ static int read_header(dstate *d)
     d->orig = bz2_br_get(br, 24);
     uint32_t ranges = bz2_br_get(br, 16);
     d->n_in_use = 0;
+    memset(d->seq_to_byte, 0, sizeof d->seq_to_byte); /* mtf_take reads whole words */
     for (int i = 0; i < 16; i++) {
         if (!(ranges & (0x8000u >> i)))
             continue;
@@ -176,6 +177,36 @@ static inline int decode_sym(const htab *h, bz2_bitreader *br)
     return -1;
 }
 
+/* Take entry j of the MTF list and move it to the front. Indices are
+ * mostly small, so those shift the list with word operations instead of
+ * a memmove call (little-endian: m[0] is the low byte of a word). */
+static inline uint8_t mtf_take(uint8_t *m, unsigned j)
+{
+    uint8_t v = m[j];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (j < 16) {
+        uint64_t lo, hi;
+        memcpy(&lo, m, 8);
+        memcpy(&hi, m + 8, 8);
+        if (j < 8) {
+            uint64_t keep = ~0ull << (8 * j) << 8; /* bytes after j */
+            lo = (lo & keep) | ((lo << 8) & ~keep) | v;
+            memcpy(m, &lo, 8);
+        } else {
+            uint64_t keep = ~0ull << (8 * (j - 8)) << 8;
+            hi = (hi & keep) | (((hi << 8) | (lo >> 56)) & ~keep);
+            lo = (lo << 8) | v;
+            memcpy(m, &lo, 8);
+            memcpy(m + 8, &hi, 8);
+        }
+        return v;
+    }
+#endif
+    memmove(m + 1, m, j);
+    m[0] = v;
+    return v;
+}
+
 /* Huffman + MTF + zero runs -> the BWT column in ll[], counts per byte. */
 static int decode_symbols(dstate *d, uint8_t *ll, uint32_t counts[256], uint32_t *nblock_out)
 {
@@ -218,10 +249,7 @@ static int decode_symbols(dstate *d, uint8_t *ll, uint32_t counts[256], uint32_t
         }
         if (sym == eob)
             break;
-        int j = sym - 1;
-        uint8_t v = mtf[j];
-        memmove(mtf + 1, mtf, (size_t)j);
-        mtf[0] = v;
+        uint8_t v = mtf_take(mtf, (unsigned)sym - 1);
         if (nblock >= BZ2_MAX_BLOCK)
             return fail(d, GC_E_CORRUPT, "block exceeds %u bytes", BZ2_MAX_BLOCK);
         ll[nblock++] = v;
@@ -233,27 +261,12 @@ static int decode_symbols(dstate *d, uint8_t *ll, uint32_t counts[256], uint32_t
     return GC_OK;
 }
 
-/* Inverse BWT in place: ll[] (last column) becomes the block's bytes. */
+/* Inverse BWT in place (ll holds BZ2_MAX_BLOCK + BZ2_IBWT_SLACK bytes),
+ * then the de-randomisation of randomised blocks. */
 static int inverse_bwt(dstate *d, uint8_t *ll, uint32_t n, const uint32_t counts[256])
 {
-    uint32_t *tt = malloc((size_t)n * sizeof *tt);
-    if (!tt)
+    if (bz2_inverse_bwt(ll, BZ2_MAX_BLOCK + BZ2_IBWT_SLACK, n, d->orig, counts))
         return fail(d, GC_E_NOMEM, "out of memory");
-    uint32_t cf[256], sum = 0;
-    for (int c = 0; c < 256; c++) {
-        cf[c] = sum;
-        sum += counts[c];
-    }
-    /* tt[row starting at i] = (row starting at i+1) << 8 | its last byte */
-    for (uint32_t i = 0; i < n; i++)
-        tt[cf[ll[i]]++] = i << 8 | ll[i];
-    uint32_t p = d->orig;
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t e = tt[p];
-        ll[k] = (uint8_t)e;
-        p = e >> 8;
-    }
-    free(tt);
     if (d->randomised) {
         bz2_rand rs;
         bz2_rand_init(&rs);
@@ -313,7 +326,7 @@ void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t
 {
     memset(r, 0, sizeof *r);
     dstate *d = malloc(sizeof *d);
-    uint8_t *ll = malloc(BZ2_MAX_BLOCK);
+    uint8_t *ll = malloc(BZ2_MAX_BLOCK + BZ2_IBWT_SLACK);
     uint32_t counts[256] = { 0 };
     uint32_t n = 0;
     if (!d || !ll) {

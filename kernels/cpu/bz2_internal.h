@@ -110,6 +110,15 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
 int bz2_encode_block(const uint8_t *src, size_t n, unsigned flags, bz2_bitwriter *w,
                      uint32_t *crc);
 
+/* ---- bz2_ibwt.c: inverse BWT ---- */
+/* Spare bytes past the block that bz2_inverse_bwt may use as scratch. */
+#define BZ2_IBWT_SLACK (160u * 4096u)
+/* ll[0..n) (the last column, byte counts in counts[]) becomes the block's
+ * bytes, starting from row orig (< n). ll_cap: ll's size; with at least
+ * n + BZ2_IBWT_SLACK the faster parallel chase is used. Returns 0, or -1
+ * when out of memory. */
+int bz2_inverse_bwt(uint8_t *ll, size_t ll_cap, uint32_t n, uint32_t orig, const uint32_t counts[256]);
+
 /* ---- bz2_block_decode.c ---- */
 typedef struct bz2_dblock {
     int status;          /* GC_OK or an error code */
