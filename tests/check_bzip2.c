@@ -826,6 +826,105 @@ START_TEST(test_block_level_and_four_run_end)
 }
 END_TEST
 
+/* The plain one-chain LF walk bz2_inverse_bwt must match byte for byte,
+ * whatever the column (a valid BWT or a hostile one whose T vector splits
+ * into several cycles). */
+static void check_inverse_bwt(const uint8_t *col, uint32_t n, uint32_t orig, size_t cap)
+{
+    uint32_t counts[256] = { 0 }, cf[256], sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        counts[col[i]]++;
+    for (int c = 0; c < 256; c++) {
+        cf[c] = sum;
+        sum += counts[c];
+    }
+    uint32_t *tt = malloc((size_t)n * sizeof *tt + 4);
+    uint8_t *expect = malloc(n + 1), *ll = malloc(cap);
+    for (uint32_t i = 0; i < n; i++)
+        tt[cf[col[i]]++] = i << 8 | col[i];
+    for (uint32_t k = 0, p = orig; k < n; k++) {
+        expect[k] = (uint8_t)tt[p];
+        p = tt[p] >> 8;
+    }
+    memcpy(ll, col, n);
+    ck_assert_int_eq(bz2_inverse_bwt(ll, cap, n, orig, counts), 0);
+    ck_assert_msg(memcmp(ll, expect, n) == 0, "inverse BWT differs (n=%u orig=%u)", n, orig);
+    free(tt);
+    free(expect);
+    free(ll);
+}
+
+START_TEST(test_inverse_bwt_lanes)
+{
+    static const uint32_t sizes[] = { 1, 2, 1000, 65535, 65536, 70001, 300000, 899981, 900000 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        uint32_t n = sizes[s];
+        size_t cap = (size_t)BZ2_MAX_BLOCK + BZ2_IBWT_SLACK;
+        uint8_t *blk = s % 2 ? make_text(n) : make_random(n), *col = malloc(n);
+        int32_t orig = bz2_bwt(blk, (int32_t)n, col);
+        ck_assert_int_ge(orig, 0);
+        check_inverse_bwt(col, n, (uint32_t)orig, cap);      /* valid: lanes */
+        check_inverse_bwt(col, n, (uint32_t)orig, n);        /* no scratch: one chain */
+        check_inverse_bwt(blk, n, rnd() % n, cap);           /* hostile column */
+        memset(col, 'a', n / 2);                             /* many short cycles */
+        check_inverse_bwt(col, n, n - 1, cap);
+        free(blk);
+        free(col);
+    }
+}
+END_TEST
+
+/* MTF/RUNA-RUNB symbols against a byte-at-a-time reference. */
+START_TEST(test_mtf_encode_reference)
+{
+    for (int round = 0; round < 6; round++) {
+        size_t n = 20000 + rnd() % 20000;
+        int alpha = round == 0 ? 256 : 1 + (int)(rnd() % 256);
+        uint8_t *bwt = malloc(n), seq[256], list[256];
+        for (int i = 0; i < 256; i++)
+            seq[i] = (uint8_t)(i % alpha);
+        for (size_t i = 0; i < n; i++) /* mix of runs and far jumps */
+            bwt[i] = (uint8_t)(rnd() % 3 ? (i ? bwt[i - 1] : 0) : rnd() % alpha);
+        uint16_t *sym = malloc((n + 1) * sizeof *sym), *ref = malloc((n + 1) * sizeof *ref);
+        uint32_t freq[BZ2_MAX_ALPHA];
+        size_t m = bz2_mtf_encode(bwt, n, seq, alpha, sym, freq), r = 0;
+        for (int i = 0; i < alpha; i++)
+            list[i] = (uint8_t)i;
+        uint32_t zrun = 0;
+        for (size_t i = 0; i <= n; i++) {
+            int j = 0;
+            if (i < n)
+                while (list[j] != seq[bwt[i]])
+                    j++;
+            if (i < n && j == 0) {
+                zrun++;
+                continue;
+            }
+            while (zrun) { /* bijective base 2, least significant digit first */
+                if (zrun & 1) {
+                    ref[r++] = BZ2_RUNA;
+                    zrun = (zrun - 1) / 2;
+                } else {
+                    ref[r++] = BZ2_RUNB;
+                    zrun = (zrun - 2) / 2;
+                }
+            }
+            if (i == n)
+                break;
+            memmove(list + 1, list, (size_t)j);
+            list[0] = seq[bwt[i]];
+            ref[r++] = (uint16_t)(j + 1);
+        }
+        ref[r++] = (uint16_t)(alpha + 1);
+        ck_assert_uint_eq(m, r);
+        ck_assert(memcmp(sym, ref, r * sizeof *ref) == 0);
+        free(bwt);
+        free(sym);
+        free(ref);
+    }
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -854,6 +953,8 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_truncation);
     tcase_add_test(tc, test_crc_message_and_limit);
     tcase_add_test(tc, test_block_level_and_four_run_end);
+    tcase_add_test(tc, test_inverse_bwt_lanes);
+    tcase_add_test(tc, test_mtf_encode_reference);
     suite_add_tcase(s, tc);
     return s;
 }
