@@ -82,7 +82,7 @@ static size_t take_batch(gcd_batcher *b, gcd_request ***out)
 
 static void reset_result(gcd_request *r)
 {
-    if (!r->output_mapped)
+    if (!r->out_map)
         free(r->output);
     r->output = NULL;
     r->output_len = 0;

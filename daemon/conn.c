@@ -10,6 +10,7 @@
 
 #include "budget.h"
 #include "dispatch.h"
+#include "fd_map_cache.h"
 #include "fd_payload.h"
 #include "fdpass.h"
 #include "log.h"
@@ -404,6 +405,7 @@ void gcd_conn_close(gcd_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_conns--;
+    gcd_fd_map_cache_drop_owner(c);
     conn_free_if_idle(c);
 }
 

@@ -1,11 +1,12 @@
 /* fd_payload.c - memfd transport, daemon side (see fd_payload.h). */
 #include "fd_payload.h"
 
+#include "fd_map_cache.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,20 +17,6 @@ static int seal_shrink(int fd, const char *which, gc_error *err)
                        "%s descriptor cannot be sealed (%s): pass a memfd made with MFD_ALLOW_SEALING",
                        which, strerror(errno));
     return GC_OK;
-}
-
-/*
- * Mappings are populated up front (one bulk fault-in instead of a fault per
- * 4 KiB on the hot path) when their pages already exist: always for the
- * input, which the client wrote; for the output only when the client's
- * memfd is already that large (a reused buffer). A fresh output is mapped
- * lazily: it is sized for the worst case, and populating it would allocate
- * every page of that bound while only the bytes written are needed.
- */
-static void *map_fd(int fd, size_t len, int prot, int populate)
-{
-    void *p = mmap(NULL, len, prot, MAP_SHARED | populate, fd, 0);
-    return p == MAP_FAILED ? NULL : p;
 }
 
 int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
@@ -44,9 +31,10 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
         return gc_fail(err, GC_E_INVALID, "input memfd holds %lld bytes, request says %llu",
                        (long long)st.st_size, (unsigned long long)r->total_size);
     if (r->total_size > 0) {
-        r->input = map_fd(in_fd, r->total_size, PROT_READ, MAP_POPULATE);
-        if (!r->input)
-            return gc_fail(err, GC_E_NOMEM, "cannot map the input memfd: %s", strerror(errno));
+        r->in_map = gcd_fd_map_acquire(in_fd, r->total_size, false, r->conn, err);
+        if (!r->in_map)
+            return err->code;
+        r->input = gcd_fd_map_addr(r->in_map);
     }
     r->input_mapped = true;
     r->received = r->total_size;
@@ -68,24 +56,23 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
     int rc = seal_shrink(r->out_fd, "output", err);
     if (rc != GC_OK || size == 0)
         return rc;
-    bool reused = (uint64_t)st.st_size >= size && (uint64_t)st.st_blocks * 512 >= size;
-    r->output = map_fd(r->out_fd, size, PROT_READ | PROT_WRITE, reused ? MAP_POPULATE : 0);
-    if (!r->output)
-        return gc_fail(err, GC_E_NOMEM, "cannot map the output memfd: %s", strerror(errno));
-    r->output_mapped = size;
+    r->out_map = gcd_fd_map_acquire(r->out_fd, size, true, r->conn, err);
+    if (!r->out_map)
+        return err->code;
+    r->output = gcd_fd_map_addr(r->out_map);
     return GC_OK;
 }
 
 void gcd_fd_payload_release(gcd_request *r)
 {
-    if (r->input_mapped && r->input && r->total_size)
-        munmap(r->input, r->total_size);
+    gcd_fd_map_release(r->in_map);
+    r->in_map = NULL;
     if (r->input_mapped)
         r->input = NULL;
-    if (r->output_mapped) {
-        munmap(r->output, r->output_mapped);
+    if (r->out_map) {
+        gcd_fd_map_release(r->out_map);
+        r->out_map = NULL;
         r->output = NULL;
-        r->output_mapped = 0;
     }
     if (r->in_fd >= 0)
         close(r->in_fd);

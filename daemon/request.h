@@ -33,10 +33,10 @@ typedef struct gcd_request {
     uint64_t reserved;        /* bytes charged to the memory budget */
     bool refused;             /* answered with an error; its later frames are dropped */
 
-    /* zero-copy transport (fd_payload.h); -1 / false / 0 when unused */
+    /* zero-copy transport (fd_payload.h); -1 / false / NULL when unused */
     int in_fd, out_fd;
     bool input_mapped;
-    size_t output_mapped;     /* bytes of out_fd mapped at output */
+    struct gcd_fd_map *in_map, *out_map;
 
     /* result, written by the engine */
     gc_error error;           /* code GC_OK on success */

@@ -24,6 +24,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "fd_map_cache.h"
 #include "log.h"
 
 #define SHUTDOWN_GRACE_SEC 10
@@ -151,6 +152,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     s->cfg = *cfg;
     s->counters.started_ns = gcd_now_ns();
     s->engine.codec_threads = cfg->codec_threads;
+    gcd_fd_map_cache_init(cfg->memory_budget);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */
     if (evthread_use_pthreads() != 0 || !(s->base = event_base_new())) {
         gcd_log(LOG_ERR, "cannot create the event loop");
@@ -200,6 +202,7 @@ void gcd_server_cleanup(gcd_server *s)
     s->workers = NULL;
     while (s->conns)
         gcd_conn_close(s->conns);
+    gcd_fd_map_cache_clear();
     if (s->listener)
         evconnlistener_free(s->listener);
     if (s->owns_socket_file)

@@ -1,0 +1,50 @@
+/*
+ * fd_map_cache.h - mappings of client memfds, kept between requests.
+ *
+ * mmap/munmap of a request's memfds on every call costs more than the GPU
+ * work for large buffers (populating page tables, faults) and, with many
+ * clients, serialises the daemon's threads on the process's mmap lock. A
+ * client that reuses its buffers (the library keeps its staging memfds)
+ * sends the same files again and again: their mappings are kept here and
+ * reused, so a steady stream of requests does no mapping work at all.
+ *
+ * Safety: a file is sealed against shrinking before it is first mapped, so
+ * a cached mapping can never point past the end of its file. Memory: an
+ * entry keeps its file's pages alive, so entries are dropped when the
+ * connection that last used them closes, and the cache is bounded in count
+ * and bytes. Thread-safe (one mutex; the critical sections do no I/O but
+ * mmap/munmap).
+ */
+#ifndef GCD_FD_MAP_CACHE_H
+#define GCD_FD_MAP_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gc_status.h"
+
+typedef struct gcd_fd_map gcd_fd_map;
+
+/* Bound the cache (bytes of mapped files; 0 disables caching). Call once at start. */
+void gcd_fd_map_cache_init(uint64_t max_bytes);
+
+/*
+ * A mapping of at least len bytes of fd (already sealed against shrinking),
+ * writable if asked, tagged with owner (the connection). populate: fault the
+ * pages in now when they exist. NULL with err set on failure.
+ */
+gcd_fd_map *gcd_fd_map_acquire(int fd, size_t len, bool writable, const void *owner, gc_error *err);
+
+uint8_t *gcd_fd_map_addr(const gcd_fd_map *m);
+
+/* Done with it for this request. */
+void gcd_fd_map_release(gcd_fd_map *m);
+
+/* The owner's connection closed: drop its idle entries. */
+void gcd_fd_map_cache_drop_owner(const void *owner);
+
+/* Unmap everything (shutdown; nothing may be in use). */
+void gcd_fd_map_cache_clear(void);
+
+#endif
