@@ -168,7 +168,9 @@ typedef struct worker_arg {
     size_t size;
     int rounds;
     int index;
-    double *latencies; /* rounds entries */
+    double *latencies;          /* rounds entries */
+    pthread_barrier_t *start;   /* every client connected and its data ready */
+    pthread_barrier_t *stop;    /* every client done with its timed rounds */
 } worker_arg;
 
 static void verify(gpucomp_client *c, const gpucomp_options *o, const void *packed, size_t packed_len,
@@ -186,6 +188,7 @@ static void verify(gpucomp_client *c, const gpucomp_options *o, const void *pack
     gpucomp_free(back);
 }
 
+/* A client: set up, wait for all, run the timed rounds, wait for all, then verify one. */
 static void *many_worker(void *p)
 {
     worker_arg *a = p;
@@ -194,6 +197,9 @@ static void *many_worker(void *p)
     gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
     uint8_t *src = malloc(a->size);
     fill_runs(src, a->size, (uint64_t)a->index + 1);
+    void *first = NULL;
+    size_t first_len = 0;
+    pthread_barrier_wait(a->start);
     for (int r = 0; r < a->rounds; r++) {
         void *packed;
         size_t packed_len;
@@ -202,10 +208,14 @@ static void *many_worker(void *p)
         a->latencies[r] = now_s() - t;
         if (rc != GPUCOMP_OK)
             die("compress", c, rc);
-        if (r == 0) /* verify one round trip per client, outside the timed call */
-            verify(c, &o, packed, packed_len, src, a->size);
-        gpucomp_free(packed);
+        if (r == 0)
+            first = packed, first_len = packed_len;
+        else
+            gpucomp_free(packed);
     }
+    pthread_barrier_wait(a->stop);
+    verify(c, &o, first, first_len, src, a->size); /* outside the timed section */
+    gpucomp_free(first);
     free(src);
     gpucomp_close(c);
     return NULL;
@@ -223,16 +233,23 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds)
     worker_arg *args = calloc((size_t)clients, sizeof *args);
     double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
     gpucomp_client *c = connect_client();
-    device_totals t0 = totals(c);
-    double t = now_s();
+    pthread_barrier_t start, stop;
+    pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
+    pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
     for (int i = 0; i < clients; i++) {
-        args[i] = (worker_arg){ size, rounds, i, lat + (size_t)i * (size_t)rounds };
+        args[i] = (worker_arg){ size, rounds, i, lat + (size_t)i * (size_t)rounds, &start, &stop };
         pthread_create(&threads[i], NULL, many_worker, &args[i]);
     }
-    for (int i = 0; i < clients; i++)
-        pthread_join(threads[i], NULL);
+    pthread_barrier_wait(&start);
+    device_totals t0 = totals(c);
+    double t = now_s();
+    pthread_barrier_wait(&stop);
     double wall = now_s() - t;
     device_totals t1 = totals(c);
+    for (int i = 0; i < clients; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&stop);
     size_t n = (size_t)clients * (size_t)rounds;
     qsort(lat, n, sizeof *lat, compare_double);
     printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s compress, %.0f req/s, latency p50 %.3f ms p99 %.3f ms |\n",
