@@ -11,6 +11,7 @@
  *   - r <  4: r units of 1 output byte each, consuming 1 input byte each.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bz2_internal.h"
 
@@ -24,6 +25,55 @@ static size_t run_length(const uint8_t *src, size_t i, size_t n)
     return j - i;
 }
 
+/* Bytes of x that are zero, as 0x80 in that byte: exact, no false positives. */
+static inline uint64_t zero_bytes(uint64_t x)
+{
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
+    return ~(((x & low7) + low7) | x | low7);
+}
+
+/*
+ * First position p >= i where 4 equal bytes start (a run unit can start
+ * only there: every byte before it is a 1-byte unit), or n. Eight bytes at
+ * a time: d = word ^ next word marks bytes equal to their successor; three
+ * such marks in a row are four equal bytes. Little-endian word order.
+ */
+static size_t next_run4(const uint8_t *src, size_t i, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (i + 9 <= n) {
+        uint64_t a, b;
+        memcpy(&a, src + i, 8);
+        memcpy(&b, src + i + 1, 8);
+        uint64_t z = zero_bytes(a ^ b); /* byte k: src[i+k] == src[i+k+1] */
+        uint64_t three = z & (z >> 8) & (z >> 16);
+        if (three)
+            return i + (size_t)__builtin_ctzll(three) / 8;
+        i += 6; /* a triple may still start at offsets 6 or 7 */
+    }
+#endif
+    for (; i + 3 < n; i++)
+        if (src[i] == src[i + 1] && src[i] == src[i + 2] && src[i] == src[i + 3])
+            return i;
+    return n;
+}
+
+/* Account n_bytes 1-byte units starting at i; they may split across blocks. */
+static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t *nb,
+                          size_t *used)
+{
+    while (n_bytes > 0) {
+        if (*used == 0)
+            st[(*nb)++] = i; /* a block starts here */
+        size_t take = n_bytes < limit - *used ? n_bytes : limit - *used;
+        *used += take;
+        i += take;
+        n_bytes -= take;
+        if (*used == limit)
+            *used = 0;
+    }
+}
+
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts)
 {
     /* Every block but the last holds >= limit - 4 output bytes, and 5
@@ -35,20 +85,18 @@ size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts
     size_t nb = 0, used = 0;
     size_t i = 0;
     while (i < n) {
+        size_t p = next_run4(src, i, n);
+        plan_literals(i, p - i, limit, st, &nb, &used);
+        i = p;
+        if (i >= n)
+            break;
+        /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit. */
         size_t r = run_length(src, i, n);
-        size_t cost = r >= 4 ? 5 : r;
+        if (used + 5 > limit)
+            used = 0;
         if (used == 0)
-            st[nb++] = i; /* a block starts here */
-        if (used + cost > limit) {
-            if (r >= 4) {
-                used = 0; /* the unit does not fit: it opens the next block */
-                continue;
-            }
-            /* Literal bytes can be split: fill the block exactly. */
-            r = limit - used;
-            cost = r;
-        }
-        used += cost;
+            st[nb++] = i;
+        used += 5;
         i += r;
         if (used == limit)
             used = 0;
