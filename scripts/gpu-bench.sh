@@ -27,12 +27,23 @@ bench() { "$B/tests/bench/bench_daemon" "$work/sock" "$@" || echo "| $* | FAILED
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) $(nproc) CPUs"
 echo "| run | result |"
 echo "| --- | --- |"
+# Byte-identity through the whole daemon path: the same file compressed by the
+# GPU and by the CPU engine must give the same frame.
+"$B/tests/bench/bench_daemon" "$work/ident" gen 256
 start_daemon
+"$B/libclient/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.gpu.rle"
+"$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i 'requests ok' | sed 's/^/| GPU daemon after the identity run | /; s/$/ |/'
 bench large "$large"
 bench many "$m_clients" "$m_mib" "$m_rounds"
 bench small "$s_clients" "$s_bytes" "$s_rounds"
 stop_daemon
 start_daemon --gpu=off
+"$B/libclient/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.cpu.rle"
+if cmp -s "$work/ident.gpu.rle" "$work/ident.cpu.rle"; then
+    echo "| 256 MiB through gpucomp, GPU daemon vs CPU daemon | frames byte-identical ($(stat -c %s "$work/ident.cpu.rle") bytes) |"
+else
+    echo "| 256 MiB through gpucomp, GPU daemon vs CPU daemon | FRAMES DIFFER |"
+fi
 bench large 1024 | sed 's/^| large/| cpu engine: large/'
 bench many "$m_clients" "$m_mib" 2 | sed 's/^| many/| cpu engine: many/'
 stop_daemon
