@@ -35,6 +35,15 @@ __host__ __device__ __forceinline__ uint32_t gf2_mul(uint32_t a, uint32_t b)
     return p;
 }
 
+/* v, hidden from the optimiser: gf2_mul(k, x) with a loop-invariant k would
+ * otherwise get its 32 bit masks hoisted out of the loop (32 live registers,
+ * spilled under the kernels' register caps). */
+__device__ __forceinline__ uint32_t opaque(uint32_t v)
+{
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
 /* x^(8n) mod P from the table of x^(8*2^k). */
 __device__ __forceinline__ uint32_t xpow8(const CrcTables *t, uint64_t n)
 {

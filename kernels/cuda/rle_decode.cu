@@ -206,40 +206,17 @@ __global__ void dec_cscan(DecK k)
 }
 
 template <int W>
-__device__ __forceinline__ uint64_t sym_at(const uint8_t *s, uint32_t r)
-{
-    if (W == 8) return reinterpret_cast<const unsigned long long *>(s)[r];
-    if (W == 4) return reinterpret_cast<const uint32_t *>(s)[r];
-    if (W == 2) return reinterpret_cast<const uint16_t *>(s)[r];
-    return s[r];
-}
-
-template <int W>
-__device__ __forceinline__ void put_elem(uint32_t w[16], int k, uint64_t v)
-{
-    if (W == 8) {
-        w[2 * k] = (uint32_t)v;
-        w[2 * k + 1] = (uint32_t)(v >> 32);
-    } else if (W == 4) {
-        w[k] = (uint32_t)v;
-    } else if (W == 2) {
-        w[k >> 1] |= (uint32_t)v << (16 * (k & 1));
-    } else {
-        w[k >> 2] |= (uint32_t)v << (8 * (k & 3));
-    }
-}
-
-template <int W>
 __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 {
-    constexpr int N = Elem<W>::N;
     constexpr int IPT = kRunTile / kThreads;
     using BlockScan = cub::BlockScan<uint32_t, kThreads>;
     __shared__ uint32_t tb[8][256];
     __shared__ uint32_t red[32];
     __shared__ typename BlockScan::TempStorage scan_tmp;
     __shared__ uint32_t s_start[kRunTile + 1];
-    __shared__ __align__(16) uint8_t s_sym[kRunTile * W];
+    /* symbols, plus a word that expand_seg may read past the last one */
+    __shared__ __align__(16) uint32_t s_sym32[(kRunTile * W + 16) / 4];
+    uint8_t *const s_sym = reinterpret_cast<uint8_t *>(s_sym32);
     load_tables(tb, k.tab);
     const uint32_t kseg = __ldg(&k.tab->kseg[threadIdx.x]);
     const uint32_t xwin = xpow8(k.tab, kWin);
@@ -266,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             uint32_t w[16];
             load_seg_unaligned(k.rec, rec + 12 + (a - ostart), k.rec_len, w);
             mask_seg(w, s - a, e - a);
-            uint32_t crc = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
+            uint32_t crc = block_xor(gf2_mul(opaque(kseg), seg_crc(tb, w)), red);
             store_seg(k.out, a, s, e, w);
             if (threadIdx.x == 0) {
                 k.item_crc[id] = crc;
@@ -303,41 +280,18 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         for (int64_t w0 = ob0 & ~(int64_t)15; w0 < ob1; w0 += kWin) {
             int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
             int64_t lo = max(a, ob0), hi = min(a + 64, ob1);
-            uint32_t w[16];
-#pragma unroll
-            for (int i = 0; i < 16; i++)
-                w[i] = 0;
+            uint32_t crc = 0; /* raw CRC of an all-zero segment */
             if (hi > lo) {
                 int klo = (int)((lo - a) / W), khi = (int)((hi - a) / W);
                 uint32_t pa = (uint32_t)((a - ostart) / W); /* element index of w[0] (may wrap: a < ostart) */
-                uint32_t q0 = pa + (uint32_t)klo;
-                /* last run with start <= q0 */
-                uint32_t lo_r = 0, hi_r = nr; /* s_start[lo_r] <= q0 < s_start[hi_r] */
-                while (hi_r - lo_r > 1) {
-                    uint32_t mid = (lo_r + hi_r) >> 1;
-                    if (s_start[mid] <= q0)
-                        lo_r = mid;
-                    else
-                        hi_r = mid;
-                }
-                uint32_t r = lo_r, next = s_start[r + 1];
-                uint64_t v = sym_at<W>(s_sym, r);
-#pragma unroll
-                for (int kk = 0; kk < N; kk++) {
-                    if (kk >= klo && kk < khi) {
-                        uint32_t q = pa + (uint32_t)kk;
-                        while (q >= next) {
-                            r++;
-                            next = s_start[r + 1];
-                            v = sym_at<W>(s_sym, r);
-                        }
-                        put_elem<W>(w, kk, v);
-                    }
-                }
+                uint32_t w[16];
+                expand_seg<W>(s_start, nr, s_sym32, pa, klo, khi, w);
+                crc = gf2_mul(opaque(kseg), seg_crc(tb, w));
+                store_seg(k.out, a, lo, hi, w);
             }
-            uint32_t crc = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
-            acc = gf2_mul(xwin, acc) ^ crc;
-            store_seg(k.out, a, lo, hi, w);
+            crc = block_xor(crc, red);
+            if (threadIdx.x == 0)
+                acc = gf2_mul(xwin, acc) ^ crc;
             wlast = w0 + kWin;
         }
         if (threadIdx.x == 0) {

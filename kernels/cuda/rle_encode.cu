@@ -351,7 +351,6 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
     using BlockScan = cub::BlockScan<ScanPair, kThreads>;
     __shared__ typename BlockScan::TempStorage scan_tmp;
-    constexpr int N = Elem<W>::N;
     for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
         ChunkEnc ce = k.chunks[g.c];
@@ -374,20 +373,6 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         load_seg(k.src, a, k.body_len, w);
         uint64_t raw, vm;
         uint64_t heads = seg_heads<W>(k, g, a, w, &raw, &vm);
-        /* Run ends: the element before a head, and the chunk's last element. */
-        uint32_t nh = 1;
-        if (a + 64 + W <= k.body_len) {
-            const uint8_t *np = k.src + a + 64;
-            uint64_t nv = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(np))
-                        : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(np))
-                        : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(np))
-                                 : __ldg(np);
-            nh = nv != elem_at<W>(w, N - 1);
-        }
-        uint64_t ends = (raw >> 1) | ((uint64_t)nh << (N - 1));
-        if (g.cend - W >= a && g.cend - W < a + 64)
-            ends |= 1ull << ((g.cend - W - a) / W);
-        ends &= vm;
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
@@ -396,29 +381,11 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
                                           ScanPairOp());
         uint8_t *sym = k.out_base + rec + 12;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
-        uint64_t hm = heads;
-        uint32_t idx = pre.count;
-        while (hm) {
-            int b = __ffsll((long long)hm) - 1;
-            hm &= hm - 1;
-            const uint8_t *sp = k.src + a + (int64_t)b * W;
-            uint64_t v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
-                       : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
-                       : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
-                                : __ldg(sp);
-            put_le(sym + (uint64_t)idx * W, v, W);
-            idx++;
-        }
-        uint64_t em = ends;
-        while (em) {
-            int b = __ffsll((long long)em) - 1;
-            em &= em - 1;
-            uint64_t hb = heads & bit_range(0, b + 1);
-            uint32_t ridx = pre.count + __popcll(hb) - 1;
-            int32_t lh = hb ? pos0 + 63 - __clzll((long long)hb) : pre.last;
-            uint32_t l1 = (uint32_t)(pos0 + b - lh); /* run length - 1 */
-            put_le(len + (uint64_t)ridx * ce.lw, l1, ce.lw);
-        }
+        /* the chunk's last element closes its last run (it lies in the chunk's last tile) */
+        const int64_t le = g.cend - W;
+        const bool has_last = le >= a && le < a + 64 && le >= g.s && le < g.e;
+        emit_seg_runs<W>(heads, k.src + a, pos0, pre.count, pre.last, has_last, (int32_t)((le - g.cstart) / W),
+                         sym, len, ce.lw);
         __syncthreads(); /* scan_tmp is reused by the next tile */
     }
 }

@@ -178,6 +178,198 @@ __device__ __forceinline__ void store_seg(uint8_t *out, int64_t off, int64_t lo,
     }
 }
 
+/* #pragma unroll for __host__ __device__ code (the host compiler warns on it) */
+#ifdef __CUDA_ARCH__
+#define GC_HD_UNROLL _Pragma("unroll")
+#else
+#define GC_HD_UNROLL
+#endif
+
+/* ---- decoder: one thread's output segment from a run tile -------------------- */
+
+__host__ __device__ __forceinline__ uint32_t popc64(uint64_t v)
+{
+#ifdef __CUDA_ARCH__
+    return (uint32_t)__popcll(v);
+#else
+    return (uint32_t)__builtin_popcountll(v);
+#endif
+}
+
+/* __byte_perm: byte n of the result is byte ((s >> 4n) & 7) of y:x. */
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s)
+{
+#ifdef __CUDA_ARCH__
+    return __byte_perm(x, y, s);
+#else
+    uint64_t in = (uint64_t)x | ((uint64_t)y << 32);
+    uint32_t r = 0;
+    for (int n = 0; n < 4; n++)
+        r |= (uint32_t)((in >> (8 * ((s >> (4 * n)) & 7))) & 0xffu) << (8 * n);
+    return r;
+#endif
+}
+
+/*
+ * Fill the 16 words of a segment from a run tile held in shared memory.
+ *   s_start[0..nr]: chunk-relative first element of each run, then the tile's end;
+ *   s_sym32: the runs' symbols, nr * W bytes, readable 4 bytes past them;
+ *   pa: chunk-relative element index of the segment's element 0 (mod 2^32);
+ *   [klo, khi): the segment's elements inside the tile's output (klo < khi).
+ * Bytes of elements outside [klo, khi) come out zero (the CRC relies on it).
+ * Work is per run and per word, not per element: a binary search finds the run
+ * of element klo, a walk over the following run starts gives a head mask, and
+ * each word takes its symbols with one byte permutation (widths 1, 2) or one
+ * shared load (4, 8), the run index being a popcount of the head mask.
+ */
+template <int W>
+__host__ __device__ __forceinline__ void expand_seg(const uint32_t *s_start, uint32_t nr, const uint32_t *s_sym32,
+                                                    uint32_t pa, int klo, int khi, uint32_t w[16])
+{
+    constexpr int N = Elem<W>::N;
+    const uint32_t q0 = pa + (uint32_t)klo, qend = pa + (uint32_t)khi;
+    /* last run with s_start <= q0: s_start[lo_r] <= q0 < s_start[hi_r] */
+    uint32_t lo_r = 0, hi_r = nr;
+    while (hi_r - lo_r > 1) {
+        uint32_t mid = (lo_r + hi_r) >> 1;
+        if (s_start[mid] <= q0)
+            lo_r = mid;
+        else
+            hi_r = mid;
+    }
+    const uint32_t r0 = lo_r;
+    /* bit k: a run starts at element k (klo < k < khi) */
+    uint64_t hm = 0;
+    for (uint32_t r = r0 + 1; r < nr; r++) {
+        uint32_t st = s_start[r];
+        if (st >= qend)
+            break;
+        hm |= 1ull << (st - pa);
+    }
+    if (hm == 0) { /* one run covers the segment's part */
+        uint32_t v0, v1;
+        if (W == 8) {
+            v0 = s_sym32[2 * r0];
+            v1 = s_sym32[2 * r0 + 1];
+        } else if (W == 4) {
+            v0 = v1 = s_sym32[r0];
+        } else if (W == 2) {
+            v0 = v1 = ((s_sym32[r0 >> 1] >> (16 * (r0 & 1))) & 0xffffu) * 0x10001u;
+        } else {
+            v0 = v1 = ((s_sym32[r0 >> 2] >> (8 * (r0 & 3))) & 0xffu) * 0x01010101u;
+        }
+GC_HD_UNROLL
+        for (int i = 0; i < 16; i += 2) {
+            w[i] = v0;
+            w[i + 1] = v1;
+        }
+    } else {
+GC_HD_UNROLL
+        for (int i = 0; i < 16; i++) {
+            if (W == 8) {
+                if (i & 1)
+                    continue; /* written with word i - 1 */
+                const int e = i >> 1;
+                uint32_t R = r0 + popc64(hm & ((2ull << e) - 1));
+                w[i] = s_sym32[2 * R];
+                w[i + 1] = s_sym32[2 * R + 1];
+            } else if (W == 4) {
+                uint32_t R = r0 + popc64(hm & ((2ull << i) - 1));
+                w[i] = s_sym32[R];
+            } else {
+                constexpr int EPW = 4 / (W == 2 ? 2 : 1); /* elements per word */
+                const int e0 = i * EPW;
+                /* run of the word's first element, and the head bits of the others */
+                uint32_t R = r0 + popc64(hm & ((2ull << e0) - 1));
+                uint32_t nib = (uint32_t)(hm >> e0) & ((1u << EPW) - 1);
+                uint32_t bo = R * (uint32_t)W;
+                uint32_t x = s_sym32[bo >> 2], y = s_sym32[(bo >> 2) + 1];
+                uint32_t sel = (bo & 3) * 0x1111u;
+                if (W == 1) /* nibble j = heads among elements 1..j of the word (bits 1..3 spread to nibbles 1..3, prefix-summed) */
+                    sel += (((nib & 0xEu) * 0x249u) & 0x1110u) * 0x111u;
+                else        /* bytes 2, 3 from the next symbol when element 1 starts a run */
+                    sel += 0x1010u + ((nib >> 1) & 1u) * 0x2200u;
+                w[i] = byte_perm(x, y, sel);
+            }
+        }
+    }
+    if (klo > 0 || khi < N) {
+        const int lob = klo * W, hib = khi * W;
+GC_HD_UNROLL
+        for (int i = 0; i < 16; i++) {
+            const int b = 4 * i;
+            uint32_t keep = 0xffffffffu;
+            if (lob > b)
+                keep = lob >= b + 4 ? 0u : keep << (8 * (lob - b));
+            if (hib < b + 4)
+                keep &= hib <= b ? 0u : (0xffffffffu >> (8 * (b + 4 - hib)));
+            w[i] &= keep;
+        }
+    }
+}
+
+/* ---- encoder: one thread's run records ------------------------------------- */
+
+/* n = 1, 2 or 4 little-endian bytes of v at p (any alignment). */
+__host__ __device__ __forceinline__ void put_len(uint8_t *p, uint32_t v, unsigned n)
+{
+    p[0] = (uint8_t)v;
+    if (n >= 2)
+        p[1] = (uint8_t)(v >> 8);
+    if (n == 4) {
+        p[2] = (uint8_t)(v >> 16);
+        p[3] = (uint8_t)(v >> 24);
+    }
+}
+
+/*
+ * The symbols of the run heads in `heads` (bit k: element k of the segment at
+ * seg_src starts a run; seg_src W-aligned) and the lengths of the runs they
+ * close, in one pass over the heads: head j closes run j-1 (the first head of
+ * a chunk closes none). idx = the chunk's runs before the segment, prev = the
+ * chunk-relative element index of the last head before it (-1: none), pos0 =
+ * that of the segment's element 0. has_last: the chunk's last element,
+ * last_pos, lies in this segment (and tile): it closes the chunk's last run.
+ * Lengths are stored minus one in lw bytes.
+ */
+template <int W>
+__host__ __device__ __forceinline__ void emit_seg_runs(uint64_t heads, const uint8_t *seg_src, int32_t pos0,
+                                                       uint32_t idx, int32_t prev, bool has_last,
+                                                       int32_t last_pos, uint8_t *sym, uint8_t *len, unsigned lw)
+{
+    while (heads) {
+#ifdef __CUDA_ARCH__
+        const int b = __ffsll((long long)heads) - 1;
+#else
+        const int b = __builtin_ctzll(heads);
+#endif
+        heads &= heads - 1;
+        const uint8_t *sp = seg_src + b * W;
+        uint64_t v;
+#ifdef __CUDA_ARCH__
+        v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
+          : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
+          : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
+                   : __ldg(sp);
+#else
+        v = 0;
+        for (int i = 0; i < W; i++)
+            v |= (uint64_t)sp[i] << (8 * i);
+#endif
+        uint8_t *d = sym + (uint64_t)idx * W;
+GC_HD_UNROLL
+        for (int i = 0; i < W; i++)
+            d[i] = (uint8_t)(v >> (8 * i));
+        const int32_t pos = pos0 + b;
+        if (prev >= 0)
+            put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(pos - prev - 1), lw);
+        prev = pos;
+        idx++;
+    }
+    if (has_last)
+        put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(last_pos - prev), lw);
+}
+
 } // namespace gcgpu
 
 #endif

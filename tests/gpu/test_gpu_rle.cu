@@ -773,6 +773,27 @@ int main(int argc, char **argv)
         }
     }
 
+    /* dense run heads inside rle chunks: every element starts a run over the first
+     * eighth (or a sixteenth) of each chunk, then one long run, so run tiles cover
+     * little output with 64 heads per segment, and len_width is 2 or 4 */
+    for (unsigned w : {1u, 2u, 4u, 8u}) {
+        for (uint32_t cs : {65536u, 1u << 20}) {
+            size_t n = (size_t)cs * 2 + 37 * w + 3;
+            std::vector<uint8_t> src(n);
+            size_t cel = cs / w, frac = (w == 8 ? 16 : 8);
+            for (size_t q = 0; q * w < n; q++) {
+                size_t qc = q % cel;
+                uint64_t v = qc < cel / frac ? (q * 0x9E3779B97F4A7C15ull) | 1 : 0x0101010101010101ull * (q / cel + 2);
+                for (unsigned b = 0; b < w && q * w + b < n; b++)
+                    src[q * w + b] = (uint8_t)(v >> (8 * b));
+            }
+            std::vector<uint8_t> ref = cpu_frame(src.data(), n, w, cs);
+            char name[160];
+            snprintf(name, sizeof name, "n=%zu w=%u dense-heads cs=%u", n, w, (unsigned)cs);
+            case_device(ctx, src.data(), n, w, cs, ref, name);
+        }
+    }
+
     /* large: the device path over big inputs, every class, width 1 and 4 */
     std::vector<size_t> bigs;
     if (!g_quick)
