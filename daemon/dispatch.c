@@ -1,6 +1,9 @@
 /* dispatch.c - routing between the CPU pool and device schedulers (see dispatch.h). */
 #include "dispatch.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "batcher.h"
 #include "rle.h"
 #include "log.h"
@@ -12,7 +15,7 @@ static void device_done(gcd_request *r, void *server)
     gcd_workers_complete(s->workers, r);
 }
 
-static bool open_device(gcd_server *s, unsigned index, gcd_device *dev)
+static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device *dev)
 {
     gc_error err = { 0 };
     int rc;
@@ -29,6 +32,13 @@ static bool open_device(gcd_server *s, unsigned index, gcd_device *dev)
     }
     if (rc != GC_OK)
         gcd_log(LOG_WARNING, "device %u unusable, serving its share on the CPU: %s", index, err.msg);
+    if (rc == GC_OK && s->cfg.device_lanes > 1) { /* name the lane: "gpu0 (...)" -> "gpu0.1 (...)" */
+        char named[sizeof dev->name];
+        const char *space = strchr(dev->name, ' ');
+        int head = space ? (int)(space - dev->name) : (int)strlen(dev->name);
+        snprintf(named, sizeof named, "%.*s.%u%s", head, dev->name, lane, space ? space : "");
+        memcpy(dev->name, named, sizeof named);
+    }
     return rc == GC_OK;
 }
 
@@ -42,9 +52,12 @@ bool gcd_dispatch_init(gcd_server *s)
     if (wanted > GCD_MAX_DEVICES)
         wanted = GCD_MAX_DEVICES;
     gcd_batcher_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
-    for (unsigned i = 0; i < wanted; i++) {
+    /* Several lanes per device (each its own context: streams, staging, thread) let
+     * batch k+1 be staged while batch k is on the device. */
+    for (unsigned k = 0; k < wanted * s->cfg.device_lanes && s->n_devices < GCD_MAX_DEVICES; k++) {
+        unsigned i = k / s->cfg.device_lanes, lane = k % s->cfg.device_lanes;
         gcd_device dev = { 0 };
-        if (!open_device(s, i, &dev))
+        if (!open_device(s, i, lane, &dev))
             continue;
         gcd_batcher *b = gcd_batcher_start(&dev, &bc, device_done, s);
         if (b) {

@@ -78,6 +78,7 @@ static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size
 static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
+static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_wait_us) && c->batch_wait_us <= 1000000; }
 
 static bool set_max_frame(gcd_config *c, const char *v)
@@ -127,6 +128,7 @@ static const setting settings[] = {
     { "gpu", "auto|off", "use GPUs when present (default auto)", set_gpu },
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
+    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
 };
@@ -144,6 +146,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->gpu_min_bytes = 4ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
+    cfg->device_lanes = 2;
     cfg->log_level = LOG_INFO;
 }
 

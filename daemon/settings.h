@@ -32,6 +32,7 @@ typedef struct gcd_config {
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
     uint64_t batch_bytes;     /* most input bytes in one device batch */
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
+    unsigned device_lanes;    /* scheduler threads (each with its own context) per device */
     int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */
 } gcd_config;
 

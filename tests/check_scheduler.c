@@ -50,7 +50,8 @@ static gpucomp_backend round_trip(gpucomp_client *c, gpucomp_codec codec, size_t
 
 static void start_emulated(const char *mode)
 {
-    const char *args[] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", NULL };
+    const char *args[] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--batch-wait-us", "100000",
+                           "--device-lanes", "1", NULL };
     test_daemon_start(&dut, args);
 }
 
@@ -101,6 +102,28 @@ START_TEST(test_concurrent_requests_are_batched)
     ck_assert_uint_eq(st.devices[0].requests, 2 * N);
     /* a 100 ms batch window gathers concurrent requests into shared batches */
     ck_assert_uint_lt(st.devices[0].batches, st.devices[0].requests);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_two_lanes_share_the_work)
+{
+    const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--device-lanes", "2", NULL };
+    test_daemon_start(&dut, args);
+    enum { N = 8 };
+    pthread_t t[N];
+    for (uintptr_t i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, concurrent_client, (void *)i), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.gpu_devices, 2);
+    ck_assert_str_eq(st.devices[0].name, "emulated0.0");
+    ck_assert_str_eq(st.devices[1].name, "emulated0.1");
+    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests, 2 * N);
     ck_assert_uint_eq(st.requests_failed, 0);
     gpucomp_close(c);
 }
@@ -190,6 +213,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_routing_by_size_and_codec);
     tcase_add_test(tc, test_concurrent_requests_are_batched);
+    tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_memfd_transport);
     tcase_add_test(tc, test_memfd_refuses_unsealable_fd);
