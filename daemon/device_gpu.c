@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "device.h"
+#include "fd_map_cache.h"
 #include "fd_payload.h"
 #include "gpu.h"
 #include "log.h"
@@ -45,6 +46,11 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
     }
     if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
         return false;
+    /* Cached client memfds are pinned once; the pipeline then skips its staging copy. */
+    if (r->in_map)
+        gcd_fd_map_pin(r->in_map);
+    if (r->out_map)
+        gcd_fd_map_pin(r->out_map);
     job->dst = r->output;
     job->dst_cap = cap;
     return true;
@@ -84,6 +90,15 @@ static void gpu_close(void *impl)
 
 static const gcd_device_ops gpu_ops = { gpu_run_batch, gpu_close };
 
+static bool pin_for_dma(void *addr, size_t len, bool read_only)
+{
+    gc_error err;
+    if (gc_gpu_host_register(addr, len, read_only, &err) == GC_OK)
+        return true;
+    gcd_log(LOG_INFO, "staging instead of pinning a client buffer: %s", err.msg);
+    return false;
+}
+
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err)
 {
     gc_gpu_info info;
@@ -97,6 +112,7 @@ int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_
         return rc;
     d->ops = &gpu_ops;
     d->impl = ctx;
+    gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister);
     snprintf(d->name, sizeof d->name, "gpu%u (%.80s)", index, info.name);
     return GC_OK;
 }

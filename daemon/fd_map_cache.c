@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CACHE_SLOTS 64
 
@@ -20,11 +21,14 @@ struct gcd_fd_map {
     unsigned refs;
     uint64_t last_use;
     const void *owner;
+    enum { PIN_NONE, PIN_BUSY, PIN_DONE, PIN_FAILED } pin;
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static gcd_fd_map *slots[CACHE_SLOTS];
 static uint64_t cached_bytes, max_cached_bytes, use_clock;
+static gcd_pin_fn pin_hook;
+static gcd_unpin_fn unpin_hook;
 
 void gcd_fd_map_cache_init(uint64_t max_bytes)
 {
@@ -61,10 +65,45 @@ static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writa
     return m;
 }
 
+static size_t page_round(size_t len)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t p = pg > 0 ? (size_t)pg : 4096;
+    return (len + p - 1) / p * p;
+}
+
 static void unmap(gcd_fd_map *m)
 {
+    if (m->pin == PIN_DONE && unpin_hook)
+        unpin_hook(m->addr);
     munmap(m->addr, m->len);
     free(m);
+}
+
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin)
+{
+    pthread_mutex_lock(&cache_lock);
+    pin_hook = pin;
+    unpin_hook = unpin;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+bool gcd_fd_map_pin(gcd_fd_map *m)
+{
+    pthread_mutex_lock(&cache_lock);
+    bool mine = m->cached && m->pin == PIN_NONE && pin_hook;
+    bool pinned = m->pin == PIN_DONE;
+    if (mine)
+        m->pin = PIN_BUSY; /* another lane may ask for the same file: one pins it */
+    gcd_pin_fn pin = pin_hook;
+    pthread_mutex_unlock(&cache_lock);
+    if (!mine)
+        return pinned;
+    bool ok = pin(m->addr, page_round(m->len), !m->writable);
+    pthread_mutex_lock(&cache_lock);
+    m->pin = ok ? PIN_DONE : PIN_FAILED;
+    pthread_mutex_unlock(&cache_lock);
+    return ok;
 }
 
 /* Remove slot i from the cache (lock held); the caller unmaps. */

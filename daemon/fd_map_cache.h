@@ -41,6 +41,18 @@ uint8_t *gcd_fd_map_addr(const gcd_fd_map *m);
 /* Done with it for this request. */
 void gcd_fd_map_release(gcd_fd_map *m);
 
+/*
+ * Page-locking for DMA (set by the GPU device when it opens): a cached
+ * mapping used by the GPU is pinned once and stays pinned while cached, so
+ * the pipeline moves it straight over DMA instead of staging it.
+ */
+typedef bool (*gcd_pin_fn)(void *addr, size_t len, bool read_only);
+typedef void (*gcd_unpin_fn)(void *addr);
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin);
+
+/* Pin m if it is cached and not pinned yet (best effort); true if it is pinned. */
+bool gcd_fd_map_pin(gcd_fd_map *m);
+
 /* The owner's connection closed: drop its idle entries. */
 void gcd_fd_map_cache_drop_owner(const void *owner);
 

@@ -145,6 +145,19 @@ int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_
 /* The context's stream i (a cudaStream_t) for callers that time with events. */
 void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i);
 
+/* ---- long-lived host registration ------------------------------------------ */
+
+/*
+ * Page-lock host memory [p, p + len) for DMA until gc_gpu_host_unregister(p)
+ * (cudaHostRegister, portable across devices; read_only for PROT_READ
+ * mappings). gc_gpu_rle_run_batch moves registered buffers straight over DMA
+ * instead of through its staging buffers, so a caller that reuses buffers
+ * (the daemon's cached memfd mappings) pays the registration once. Failure
+ * (e.g. RLIMIT_MEMLOCK) leaves nothing registered and no sticky error.
+ */
+int gc_gpu_host_register(void *p, size_t len, int read_only, gc_error *err);
+void gc_gpu_host_unregister(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -75,3 +75,16 @@ void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i)
     (void)i;
     return NULL;
 }
+
+int gc_gpu_host_register(void *p, size_t len, int read_only, gc_error *err)
+{
+    (void)p;
+    (void)len;
+    (void)read_only;
+    return gc_fail(err, GC_E_UNSUPPORTED, "built without CUDA");
+}
+
+void gc_gpu_host_unregister(void *p)
+{
+    (void)p;
+}
