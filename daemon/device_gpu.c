@@ -99,6 +99,11 @@ static bool pin_for_dma(void *addr, size_t len, bool read_only)
     return false;
 }
 
+void gcd_device_gpu_enable_pinning(void)
+{
+    gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister);
+}
+
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err)
 {
     gc_gpu_info info;
@@ -112,7 +117,6 @@ int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_
         return rc;
     d->ops = &gpu_ops;
     d->impl = ctx;
-    gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister);
     snprintf(d->name, sizeof d->name, "gpu%u (%.80s)", index, info.name);
     return GC_OK;
 }

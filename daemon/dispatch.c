@@ -65,6 +65,8 @@ bool gcd_dispatch_init(gcd_server *s)
             gcd_log(LOG_INFO, "device %s ready", gcd_batcher_name(b));
         }
     }
+    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices > 0 && s->cfg.pin_client_buffers)
+        gcd_device_gpu_enable_pinning();
     if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices == 0)
         gcd_log(LOG_INFO, "no usable GPU: every request runs on the CPU engine");
     return true;

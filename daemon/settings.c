@@ -79,6 +79,12 @@ static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_s
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
+static bool set_pin_client_buffers(gcd_config *c, const char *v)
+{
+    bool yes = strcmp(v, "yes") == 0, no = strcmp(v, "no") == 0;
+    c->pin_client_buffers = yes;
+    return yes || no;
+}
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_wait_us) && c->batch_wait_us <= 1000000; }
 
 static bool set_max_frame(gcd_config *c, const char *v)
@@ -129,6 +135,7 @@ static const setting settings[] = {
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
+    { "pin-client-buffers", "yes|no", "page-lock reused client memfds for DMA (default no)", set_pin_client_buffers },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
 };
