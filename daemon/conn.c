@@ -79,17 +79,36 @@ static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_f
     r->refused = true;
 }
 
-/* Give the request the two descriptors that came with its frame. */
-static int attach_fds(gcd_conn *c, gcd_request *r, gc_error *err)
+/*
+ * Take the two descriptors that came with a payload_in_fd frame off the
+ * queue at once, whatever becomes of the request: left behind, they would be
+ * handed to the connection's next fd request, which would then read another
+ * request's data. -1 where fewer arrived.
+ */
+static void claim_fds(gcd_conn *c, int fds[2])
 {
-    if (c->n_fds < 2)
+    unsigned n = c->n_fds < 2 ? c->n_fds : 2;
+    fds[0] = n > 0 ? c->fds[0] : -1;
+    fds[1] = n > 1 ? c->fds[1] : -1;
+    c->n_fds -= n;
+    memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
+}
+
+static void close_fds(const int fds[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* Map the descriptors start_request gave the request. */
+static int attach_fds(gcd_request *r, gc_error *err)
+{
+    if (r->in_fd < 0 || r->out_fd < 0)
         return gc_fail(err, GC_E_PROTOCOL,
-                       "request %llu: payload_in_fd set but %u descriptor(s) arrived, 2 needed",
-                       (unsigned long long)r->id, c->n_fds);
-    int in_fd = c->fds[0], out_fd = c->fds[1];
-    c->n_fds -= 2;
-    memmove(c->fds, c->fds + 2, c->n_fds * sizeof c->fds[0]);
-    return gcd_fd_payload_attach(r, in_fd, out_fd, err);
+                       "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
+                       (unsigned long long)r->id);
+    return gcd_fd_payload_attach(r, r->in_fd, r->out_fd, err);
 }
 
 static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
@@ -109,7 +128,7 @@ static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
     if (r->max_output == 0 || r->max_output > cfg->max_output)
         r->max_output = cfg->max_output;
     if (payload_in_fd)
-        return attach_fds(c, r, err);
+        return attach_fds(r, err);
     r->input = malloc(r->total_size ? r->total_size : 1);
     if (!r->input)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
@@ -122,7 +141,11 @@ static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
 /* First frame of an id: answer PING/STATS at once, else start assembling. */
 static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
 {
+    int fds[2] = { -1, -1 };
+    if (m->payload_in_fd)
+        claim_fds(c, fds);
     if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS) {
+        close_fds(fds);
         if (m->op == GPUCOMP__OP__OP_PING)
             gcd_send_pong(c, m->id);
         else
@@ -131,9 +154,12 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
     }
     gcd_request *r = gcd_request_new(c, m);
     if (!r) {
+        close_fds(fds);
         gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
         return NULL;
     }
+    r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
+    r->out_fd = fds[1];
     r->next = c->assembling;
     c->assembling = r;
     c->n_assembling++;

@@ -186,6 +186,41 @@ START_TEST(test_memfd_transport)
 }
 END_TEST
 
+/* A refused fd request must not leave its descriptors for the next one. */
+START_TEST(test_memfd_refused_request_keeps_fds_in_step)
+{
+    start_emulated("off");
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 1u << 20;
+    int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
+    int in2 = gpucomp_memfd_create("in2"), out2 = gpucomp_memfd_create("out2");
+    uint8_t *data = malloc(len);
+    fill_test_data(data, len, 1, 77);
+    ck_assert_int_eq(pwrite(in, "not this one", 12, 0), 12);
+    ck_assert_int_eq(pwrite(in2, data, len, 0), (ssize_t)len);
+    gpucomp_options bad;
+    gpucomp_options_init(&bad, GPUCOMP_CODEC_BZIP2);
+    bad.level = 12; /* the daemon refuses it after the descriptors arrived */
+    size_t out_len;
+    ck_assert_int_eq(gpucomp_compress_fd(c, &bad, in, 12, out, &out_len), GPUCOMP_E_INVALID);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in2, len, out2, &out_len), GPUCOMP_OK);
+    uint8_t *frame = malloc(out_len);
+    ck_assert_int_eq(pread(out2, frame, out_len, 0), (ssize_t)out_len);
+    void *back;
+    size_t back_len;
+    ck_assert_int_eq(gpucomp_decompress(c, &o, frame, out_len, &back, &back_len), GPUCOMP_OK);
+    ck_assert_uint_eq(back_len, len);
+    ck_assert(memcmp(back, data, len) == 0); /* in2's data, not in's */
+    gpucomp_free(back);
+    free(frame);
+    free(data);
+    close(in), close(out), close(in2), close(out2);
+    gpucomp_close(c);
+}
+END_TEST
+
 START_TEST(test_memfd_refuses_unsealable_fd)
 {
     start_emulated("off");
@@ -216,6 +251,7 @@ int main(void)
     tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_memfd_transport);
+    tcase_add_test(tc, test_memfd_refused_request_keeps_fds_in_step);
     tcase_add_test(tc, test_memfd_refuses_unsealable_fd);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
