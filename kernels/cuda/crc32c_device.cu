@@ -36,6 +36,10 @@ void crc_tables_build(CrcTables *t)
                 p = gf2_mul(t->xp8[k], p);
         t->kseg[th] = p;
     }
+    for (int n = 0; n < 8; n++)
+        for (uint32_t v = 0; v < 16; v++)
+            for (int l = 0; l < 32; l++)
+                t->lm[n][v][l] = gf2_mul(t->kseg[kThreads - 32 + l], v << (4 * n));
 }
 
 } // namespace gcgpu

@@ -8,8 +8,12 @@
  *     crc32c(M) = raw(M) + 0xFFFFFFFF * x^(8|M|) + 0xFFFFFFFF
  * so every thread computes raw() of its own 64 contiguous bytes with
  * slicing-by-8 tables in shared memory, multiplies it by the constant that
- * moves it to the end of the block's 16 KiB window (one multiply per 64
- * bytes), and the block XOR-reduces. Bytes outside the data are zero in the
+ * moves it to the end of the block's 16 KiB window, and the block
+ * XOR-reduces. The multiply is split: the lane part (to the end of the
+ * warp's 2 KiB) by nibble tables in shared memory, one bank per lane
+ * (lane_shift: 8 conflict-free loads), the warp part by one gf2_mul per warp
+ * done by warp 0 alone (block_crc): one bit-serial multiply per 16 KiB
+ * instead of one per 64 bytes. Bytes outside the data are zero in the
  * window: zeros before are free, zeros after are removed at the end with one
  * multiply by x^(-8k). Windows combine the same way at chunk level.
  * All polynomials are in the reflected representation: bit 31 is x^0.
@@ -84,6 +88,58 @@ __device__ __forceinline__ void load_tables(uint32_t (*s)[256], const CrcTables 
         s[i >> 8][i & 255] = __ldg(&t->t8[i >> 8][i & 255]);
 }
 
+/* Copy the lane-shift tables into shared memory (4096 words; call with all
+ * threads, then sync). */
+__device__ __forceinline__ void load_lane_tables(uint32_t *s, const CrcTables *t)
+{
+    const uint32_t *g = &t->lm[0][0][0];
+    for (int i = threadIdx.x; i < 8 * 16 * 32; i += blockDim.x)
+        s[i] = __ldg(&g[i]);
+}
+
+/* c * x^(8*64*(31-lane)): this thread's segment CRC moved to the end of its
+ * warp's 2 KiB. lm is the shared copy of CrcTables::lm; lane l reads only
+ * words = l mod 32, so the 8 loads are free of bank conflicts. */
+__device__ __forceinline__ uint32_t lane_shift(const uint32_t *lm, uint32_t c)
+{
+    const uint32_t *p = lm + (threadIdx.x & 31);
+    uint32_t r = 0;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        r ^= p[n * 512 + ((c >> (4 * n)) & 15u) * 32];
+    return r;
+}
+
+/* Warp-part shift constant for lane i < 8 of warp 0: x^(8*2048*(7-i)) (load
+ * once per kernel; blocks are kThreads = 256 threads). */
+__device__ __forceinline__ uint32_t warp_shift_const(const CrcTables *t)
+{
+    return __ldg(&t->kseg[32 * (threadIdx.x & 7) + 31]);
+}
+
+/* Raw CRC of the block's window from lane-shifted segment CRCs v (see
+ * lane_shift); wk from warp_shift_const. Valid in warp 0 (thread 0 used).
+ * `red` is 32 words of shared memory. */
+__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_t wk)
+{
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+        v ^= __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads(); /* red may still be read from the previous call */
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    uint32_t r = 0;
+    if (threadIdx.x < 32) {
+        if (threadIdx.x < (blockDim.x >> 5))
+            r = gf2_mul(opaque(wk), red[threadIdx.x]);
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+            r ^= __shfl_xor_sync(0xffffffffu, r, o);
+    }
+    return r;
+}
+
 /* XOR of v over the block; valid in every thread. `red` is 32 words of shared memory. */
 __device__ __forceinline__ uint32_t block_xor(uint32_t v, uint32_t *red)
 {
@@ -114,6 +170,14 @@ __device__ __forceinline__ void mask_seg(uint32_t w[16], int64_t lo, int64_t hi)
             keep &= hi <= b ? 0u : keep & (0xffffffffu >> (8 * (b + 4 - hi)));
         w[i] &= keep;
     }
+}
+
+/* mask_seg with the common case (the whole segment is data) skipped: the
+ * 16 guarded word masks cost ~3 instructions per byte when always run. */
+__device__ __forceinline__ void mask_seg_edges(uint32_t w[16], int64_t lo, int64_t hi)
+{
+    if (lo > 0 || hi < 64)
+        mask_seg(w, lo, hi);
 }
 
 } // namespace gcgpu

@@ -64,6 +64,10 @@ struct CrcTables {
     uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
     uint32_t xi8[32];    /* x^(-8*2^k) mod P */
     uint32_t kseg[kThreads]; /* x^(8*64*(255-t)): shift of thread t's segment to the window end */
+    /* lane shifts by nibbles: lm[n][v][l] = (v << 4n) * x^(8*64*(31-l)), so that
+     * XOR over n of lm[n][nibble n of c][l] = c * x^(8*64*(31-l)); laid out
+     * [nibble][value][lane] so that each lane of a warp reads its own bank. */
+    uint32_t lm[8][16][32];
 };
 
 /* Host-side helpers (crc32c_device.cu). */

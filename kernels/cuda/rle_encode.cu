@@ -164,10 +164,12 @@ template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
 {
     __shared__ uint32_t tb[8][256];
+    __shared__ uint32_t lm[8 * 16 * 32];
     __shared__ uint32_t red[32];
     __shared__ HeadSum wsum[32];
     load_tables(tb, k.tab);
-    const uint32_t kseg = __ldg(&k.tab->kseg[threadIdx.x]);
+    load_lane_tables(lm, k.tab);
+    const uint32_t wk = warp_shift_const(k.tab);
     __syncthreads();
     for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
@@ -183,9 +185,8 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             hs.first = pos0 + __ffsll((long long)heads) - 1;
             hs.last = pos0 + 63 - __clzll((long long)heads);
         }
-        mask_seg(w, g.s - a, g.e - a);
-        uint32_t crc = gf2_mul(kseg, seg_crc(tb, w));
-        crc = block_xor(crc, red);
+        mask_seg_edges(w, g.s - a, g.e - a);
+        uint32_t crc = block_crc(lane_shift(lm, seg_crc(tb, w)), red, wk);
         hs = hs_block_reduce(hs, wsum);
         if (threadIdx.x == 0) {
             TileSum t;
@@ -401,16 +402,18 @@ __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int6
                                                         const CrcTables *tab, uint32_t *part)
 {
     __shared__ uint32_t tb[8][256];
+    __shared__ uint32_t lm[8 * 16 * 32];
     __shared__ uint32_t red[32];
     load_tables(tb, tab);
-    const uint32_t kseg = __ldg(&tab->kseg[threadIdx.x]);
+    load_lane_tables(lm, tab);
+    const uint32_t wk = warp_shift_const(tab);
     __syncthreads();
     int64_t nwin = (len + kWin - 1) / kWin;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
         int64_t a = wi * kWin + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
         load_seg(buf, a, len, w);
-        uint32_t c = block_xor(gf2_mul(kseg, seg_crc(tb, w)), red);
+        uint32_t c = block_crc(lane_shift(lm, seg_crc(tb, w)), red, wk);
         if (threadIdx.x == 0)
             part[wi] = c;
     }
