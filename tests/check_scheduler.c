@@ -87,15 +87,22 @@ static void *concurrent_client(void *arg)
     return NULL;
 }
 
+/* n clients at once, each one large rle round trip; returns when all are done. */
+static void run_concurrent_clients(unsigned n)
+{
+    pthread_t t[16];
+    ck_assert_uint_le(n, 16);
+    for (uintptr_t i = 0; i < n; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, concurrent_client, (void *)i), 0);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
 START_TEST(test_concurrent_requests_are_batched)
 {
     start_emulated("emulate");
     enum { N = 8 };
-    pthread_t t[N];
-    for (uintptr_t i = 0; i < N; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, concurrent_client, (void *)i), 0);
-    for (int i = 0; i < N; i++)
-        pthread_join(t[i], NULL);
+    run_concurrent_clients(N);
     gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
@@ -112,11 +119,7 @@ START_TEST(test_two_lanes_share_the_work)
     const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--device-lanes", "2", NULL };
     test_daemon_start(&dut, args);
     enum { N = 8 };
-    pthread_t t[N];
-    for (uintptr_t i = 0; i < N; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, concurrent_client, (void *)i), 0);
-    for (int i = 0; i < N; i++)
-        pthread_join(t[i], NULL);
+    run_concurrent_clients(N);
     gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
@@ -148,6 +151,25 @@ START_TEST(test_device_failure_falls_back_to_cpu)
 }
 END_TEST
 
+/*
+ * Compress in (holding src, len bytes) into packed and decompress that into
+ * back through the memfd transport, asserting back holds src. Returns the
+ * compressed size.
+ */
+static size_t fd_round_trip(gpucomp_client *c, const gpucomp_options *o, int in, const uint8_t *src,
+                            size_t len, int packed, int back)
+{
+    size_t packed_len, back_len;
+    ck_assert_int_eq(gpucomp_compress_fd(c, o, in, len, packed, &packed_len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_decompress_fd(c, o, packed, packed_len, back, &back_len), GPUCOMP_OK);
+    ck_assert_uint_eq(back_len, len);
+    uint8_t *out = mmap(NULL, len, PROT_READ, MAP_SHARED, back, 0);
+    ck_assert(out != MAP_FAILED);
+    ck_assert(memcmp(out, src, len) == 0);
+    munmap(out, len);
+    return packed_len;
+}
+
 START_TEST(test_memfd_transport)
 {
     start_emulated("off");
@@ -162,25 +184,14 @@ START_TEST(test_memfd_transport)
     fill_test_data(src, len, 1, 5);
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
-    size_t packed_len, back_len;
-    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, len, packed, &packed_len), GPUCOMP_OK);
-    ck_assert_uint_lt(packed_len, len);
-    ck_assert_int_eq(gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len), GPUCOMP_OK);
-    ck_assert_uint_eq(back_len, len);
-    uint8_t *out = mmap(NULL, len, PROT_READ, MAP_SHARED, back, 0);
-    ck_assert(out != MAP_FAILED);
-    ck_assert(memcmp(out, src, len) == 0);
+    ck_assert_uint_lt(fd_round_trip(c, &o, in, src, len, packed, back), len);
     /* the daemon sealed the input: the client can no longer shrink it under the daemon */
     ck_assert_int_ne(ftruncate(in, 0), 0);
     /* bzip2 through the same transport */
     o.codec = GPUCOMP_CODEC_BZIP2;
     int packed2 = gpucomp_memfd_create("packed2");
-    ck_assert_int_eq(gpucomp_compress_fd(c, &o, in, len, packed2, &packed_len), GPUCOMP_OK);
-    ck_assert_int_eq(gpucomp_decompress_fd(c, &o, packed2, packed_len, back, &back_len), GPUCOMP_OK);
-    ck_assert_uint_eq(back_len, len);
-    ck_assert(memcmp(out, src, len) == 0);
+    fd_round_trip(c, &o, in, src, len, packed2, back);
     munmap(src, len);
-    munmap(out, len);
     close(in), close(packed), close(back), close(packed2);
     gpucomp_close(c);
 }
