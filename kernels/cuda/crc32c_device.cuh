@@ -48,24 +48,39 @@ __device__ __forceinline__ uint32_t opaque(uint32_t v)
     return v;
 }
 
-/* x^(8n) mod P from the table of x^(8*2^k). */
-__device__ __forceinline__ uint32_t xpow8(const CrcTables *t, uint64_t n)
+/* Product of table[k] over the set bits k of n: x^(8n) mod P from the powers
+ * x^(8*2^k) (xp8), or x^(-8n) from their inverses (xi8). */
+__device__ __forceinline__ uint32_t xpow_from(const uint32_t *table, uint64_t n)
 {
     uint32_t p = 0x80000000u;
     for (int k = 0; n; k++, n >>= 1)
         if (n & 1)
-            p = gf2_mul(__ldg(&t->xp8[k]), p);
+            p = gf2_mul(__ldg(&table[k]), p);
     return p;
+}
+
+/* x^(8n) mod P. */
+__device__ __forceinline__ uint32_t xpow8(const CrcTables *t, uint64_t n)
+{
+    return xpow_from(t->xp8, n);
 }
 
 /* x^(-8n) mod P. */
 __device__ __forceinline__ uint32_t xinv8(const CrcTables *t, uint64_t n)
 {
-    uint32_t p = 0x80000000u;
-    for (int k = 0; n; k++, n >>= 1)
-        if (n & 1)
-            p = gf2_mul(__ldg(&t->xi8[k]), p);
-    return p;
+    return xpow_from(t->xi8, n);
+}
+
+/*
+ * The CRC32C of len bytes ending `past` bytes before the reference point ref,
+ * from acc, the xor of the raw window CRCs each shifted to ref: shift back by
+ * `past`, then apply the standard init/final xor for len bytes.
+ */
+__device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc, uint64_t past,
+                                               uint64_t len)
+{
+    uint32_t raw = gf2_mul(xinv8(t, past), acc);
+    return raw ^ gf2_mul(xpow8(t, len), 0xffffffffu) ^ 0xffffffffu;
 }
 
 /* raw CRC (zero start) of 64 bytes held as 16 little-endian words. */

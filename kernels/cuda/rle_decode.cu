@@ -324,8 +324,7 @@ __global__ void dec_ccrc(DecK k)
         for (int o = 16; o; o >>= 1)
             acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
         if (lane == 0) {
-            uint32_t raw = gf2_mul(xinv8(k.tab, (uint64_t)(ref - cend)), acc);
-            uint32_t crc = raw ^ gf2_mul(xpow8(k.tab, (uint64_t)(cend - ostart)), 0xffffffffu) ^ 0xffffffffu;
+            uint32_t crc = crc_at_ref(k.tab, acc, (uint64_t)(ref - cend), (uint64_t)(cend - ostart));
             if (crc != k.chunks[c].crc)
                 k.status[c] = (GC_E_CRC << 8) | CK_CRC;
         }

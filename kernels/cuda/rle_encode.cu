@@ -272,8 +272,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             uint64_t rle_bytes = (uint64_t)agg.count * (W + lw);
             ChunkEnc ce;
             ce.runs = agg.count;
-            uint32_t raw = gf2_mul(xinv8(k.tab, (uint64_t)(ref - cend)), acc);
-            ce.crc = raw ^ gf2_mul(xpow8(k.tab, (uint64_t)clen), 0xffffffffu) ^ 0xffffffffu;
+            ce.crc = crc_at_ref(k.tab, acc, (uint64_t)(ref - cend), (uint64_t)clen);
             ce.pad0 = ce.pad1 = 0;
             if (rle_bytes >= (uint64_t)clen) {
                 ce.mode = 0;
@@ -430,8 +429,7 @@ __global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len
         acc ^= gf2_mul(xpow8(tab, (uint64_t)(ref - (i + 1) * kWin)), part[i]);
     acc = block_xor(acc, red);
     if (threadIdx.x == 0) {
-        uint32_t raw = gf2_mul(xinv8(tab, (uint64_t)(ref - len)), acc);
-        uint32_t crc = raw ^ gf2_mul(xpow8(tab, (uint64_t)len), 0xffffffffu) ^ 0xffffffffu;
+        uint32_t crc = crc_at_ref(tab, acc, (uint64_t)(ref - len), (uint64_t)len);
         *reinterpret_cast<uint32_t *>(buf + len) = crc;
     }
 }
