@@ -83,33 +83,47 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
     return raw ^ gf2_mul(xpow8(t, len), 0xffffffffu) ^ 0xffffffffu;
 }
 
+/*
+ * Slicing-by-8 tables in shared memory (8 KiB). Measured on an H200 with the
+ * 1 GiB kernel benchmark (2026-11-22) against copies that spread the lanes'
+ * data-dependent lookups over the banks: slicing-by-4 with 8 interleaved
+ * copies (32 KiB) and slicing-by-8 with 4 copies were 0-12% slower, a per-lane
+ * copy of the byte table (conflict-free, one dependent lookup per byte) 5-30%
+ * slower: a thread's chain of dependent lookups costs more than the bank
+ * conflicts of slicing-by-8 (8 steps per 64 bytes). Layout: word t*256 + b.
+ */
+constexpr int kSliceWords = 8 * 256;
+constexpr int kLaneShiftWords = 8 * 16 * 32; /* 16 KiB, see lane_shift */
+constexpr size_t kCrcSmemBytes = 4 * (kSliceWords + kLaneShiftWords);
+
+struct CrcSmem {
+    const uint32_t *slice; /* slicing tables */
+    const uint32_t *shift; /* lane-shift tables */
+};
+
+/* Fill the CRC tables at smem (kCrcSmemBytes of dynamic shared memory; call
+ * with all threads, then sync). */
+__device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const CrcTables *t)
+{
+    for (int i = threadIdx.x; i < kSliceWords; i += blockDim.x)
+        smem[i] = __ldg(&t->t8[i >> 8][i & 255]);
+    const uint32_t *g = &t->lm[0][0][0];
+    for (int i = threadIdx.x; i < kLaneShiftWords; i += blockDim.x)
+        smem[kSliceWords + i] = __ldg(&g[i]);
+    return CrcSmem{smem, smem + kSliceWords};
+}
+
 /* raw CRC (zero start) of 64 bytes held as 16 little-endian words. */
-__device__ __forceinline__ uint32_t seg_crc(const uint32_t (*tb)[256], const uint32_t w[16])
+__device__ __forceinline__ uint32_t seg_crc(const uint32_t *t, const uint32_t w[16])
 {
     uint32_t crc = 0;
 #pragma unroll
     for (int i = 0; i < 16; i += 2) {
         uint32_t a = w[i] ^ crc, b = w[i + 1];
-        crc = tb[7][a & 255] ^ tb[6][(a >> 8) & 255] ^ tb[5][(a >> 16) & 255] ^ tb[4][a >> 24] ^
-              tb[3][b & 255] ^ tb[2][(b >> 8) & 255] ^ tb[1][(b >> 16) & 255] ^ tb[0][b >> 24];
+        crc = t[1792 + (a & 255)] ^ t[1536 + ((a >> 8) & 255)] ^ t[1280 + ((a >> 16) & 255)] ^ t[1024 + (a >> 24)] ^
+              t[768 + (b & 255)] ^ t[512 + ((b >> 8) & 255)] ^ t[256 + ((b >> 16) & 255)] ^ t[b >> 24];
     }
     return crc;
-}
-
-/* Copy the slicing tables into shared memory (call with all threads, then sync). */
-__device__ __forceinline__ void load_tables(uint32_t (*s)[256], const CrcTables *t)
-{
-    for (int i = threadIdx.x; i < 8 * 256; i += blockDim.x)
-        s[i >> 8][i & 255] = __ldg(&t->t8[i >> 8][i & 255]);
-}
-
-/* Copy the lane-shift tables into shared memory (4096 words; call with all
- * threads, then sync). */
-__device__ __forceinline__ void load_lane_tables(uint32_t *s, const CrcTables *t)
-{
-    const uint32_t *g = &t->lm[0][0][0];
-    for (int i = threadIdx.x; i < 8 * 16 * 32; i += blockDim.x)
-        s[i] = __ldg(&g[i]);
 }
 
 /* c * x^(8*64*(31-lane)): this thread's segment CRC moved to the end of its
@@ -153,6 +167,21 @@ __device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_
             r ^= __shfl_xor_sync(0xffffffffu, r, o);
     }
     return r;
+}
+
+/* This thread's segment CRC moved to the end of its warp's 2 KiB (the input
+ * of block_crc). */
+__device__ __forceinline__ uint32_t seg_crc_shifted(const CrcSmem &cs, const uint32_t w[16])
+{
+    return lane_shift(cs.shift, seg_crc(cs.slice, w));
+}
+
+/* Raw CRC of the block's window, each thread holding its 64-byte segment in w
+ * (bytes outside the data zeroed); wk from warp_shift_const. Valid in thread 0. */
+__device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], uint32_t *red,
+                                               uint32_t wk)
+{
+    return block_crc(seg_crc_shifted(cs, w), red, wk);
 }
 
 /* XOR of v over the block; valid in every thread. `red` is 32 words of shared memory. */

@@ -44,3 +44,22 @@ extern "C" int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err)
     gc_error_clear(err);
     return GC_OK;
 }
+
+namespace gcgpu {
+
+int device_sm_count()
+{
+    static int cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+        return 132;
+    if (!cache[dev]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+            n = 132;
+        cache[dev] = n;
+    }
+    return cache[dev];
+}
+
+} // namespace gcgpu

@@ -39,12 +39,13 @@ constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
 /* Minimum resident blocks per SM the big kernels are compiled for
  * (__launch_bounds__): trades registers for occupancy. Measured on an H200,
  * 1 GiB (2026-11-22): (4, 3) beat (1, 1) by 4-10% on every class except
- * decode of width-4 long runs (-7%). */
+ * decode of width-4 long runs (-7%); after the decoder's CRC tables shrank to
+ * 24 KiB, (4, 4) beat (4, 3) by 3-11% on every decode class. */
 #ifndef GC_ENC_MINB
 #define GC_ENC_MINB 4
 #endif
 #ifndef GC_DEC_MINB
-#define GC_DEC_MINB 3
+#define GC_DEC_MINB 4
 #endif
 /* Decoder: runs per run tile (8 per thread). */
 constexpr int kRunTile = 2048;
@@ -151,6 +152,36 @@ int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t
 
 /* Turn a non-zero chunk status word into an error. */
 int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);
+
+/* SMs of the current device (cached per device; 132 if the query fails). */
+int device_sm_count();
+
+/* Dynamic shared memory of the kernels that use it (see crc32c_device.cuh). */
+extern __shared__ __align__(16) uint32_t dyn_smem[];
+
+/*
+ * Grid of a grid-stride kernel: as many blocks of kThreads as are resident at
+ * once (occupancy API), capped by the work items. A larger grid leaves a
+ * partial last wave idling SMs (Nsight Compute flagged up to a third of the
+ * decoder's time for it). Also lifts the kernel's dynamic shared memory limit
+ * to dyn_smem, needed above 48 KiB per block.
+ */
+template <typename Kernel>
+int resident_grid(Kernel kernel, size_t dyn_smem, uint64_t work, int *grid, gc_error *err)
+{
+    GC_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn_smem));
+    int per_sm = 0;
+    GC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, dyn_smem));
+    if (per_sm < 1)
+        return gc_fail(err, GC_E_DEVICE, "gpu rle: a kernel does not fit on one SM (%zu bytes of shared memory)",
+                       dyn_smem);
+    uint64_t g = (uint64_t)per_sm * (uint64_t)device_sm_count();
+    if (work < g)
+        g = work;
+    *grid = g < 1 ? 1 : (int)g;
+    return GC_OK;
+}
 
 } // namespace gcgpu
 

@@ -7,9 +7,10 @@
  *   1. cub scan of the index -> record offsets.
  *   2. dec_check (thread per chunk): record header against the index and the
  *      chunk length; work items per chunk (stored: 16 KiB output tiles; rle:
- *      run tiles of 2048 runs). A bad chunk gets a status word and no items.
+ *      run tiles of 64-2048 runs, see run_tile_for). A bad chunk
+ *      gets a status word and no items.
  *   3. cub scan of item counts, dec_map: item -> chunk.
- *   4. dec_sum (block per rle item): sum of its run lengths.
+ *   4. dec_sum (warp per rle item): sum of its run lengths.
  *   5. dec_cscan (warp per chunk): run-tile start positions; the lengths must
  *      add up to the chunk's element count, else the chunk fails here and is
  *      never expanded (so no write can leave the chunk's output range).
@@ -20,7 +21,6 @@
  *      what they write in the same pass.
  *   7. dec_ccrc (warp per chunk): combine item CRCs, compare with the record.
  */
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
@@ -51,8 +51,39 @@ struct ChunkDec {
     uint32_t runs;
     uint32_t crc;
     uint8_t mode, lw, pad0, pad1;
-    uint32_t pad2;
+    uint32_t tile; /* rle: runs per item (run_tile_for) */
 };
+
+/*
+ * Runs per work item of an rle chunk (kRunTileMin .. kRunTile). An item is
+ * expanded window by window (16 KiB, all threads of the block) after a setup
+ * (its lengths scanned, its symbols staged) that costs about a window, so:
+ *   - items of whole windows: 2048 runs of mean 8 bytes came to 16 KiB plus a
+ *     few bytes half the time, a second window pass for them; such chunks
+ *     get items a little under a whole number of windows;
+ *   - items of at most kItemBytes: a few items of hundreds of KiB per block
+ *     (long runs) left SMs idle at the end;
+ *   - but not small items where runs are long (64-run items of long runs
+ *     decoded at 616 against 941 GB/s with 512 KiB items, H200).
+ * At most `cap` items per chunk (the scratch layout's bound).
+ */
+constexpr uint32_t kRunTileMin = 64;
+constexpr uint64_t kItemBytes = 8 * kWin - 1024;
+constexpr uint64_t kItemSlack = 1024; /* below a whole number of windows */
+
+__device__ __forceinline__ uint32_t run_tile_for(uint32_t runs, int64_t clen, uint32_t cap)
+{
+    const uint64_t n = (uint64_t)clen, full = (uint64_t)kRunTile * n / runs; /* bytes of a full item */
+    uint64_t target = full >= kWin ? full / kWin * kWin - kItemSlack : full;
+    if (target > kItemBytes)
+        target = kItemBytes;
+    uint64_t rt = target * runs / n, least = ((uint64_t)runs + cap - 1) / cap;
+    if (rt < least)
+        rt = least;
+    if (rt < kRunTileMin)
+        rt = kRunTileMin;
+    return rt < (uint64_t)kRunTile ? (uint32_t)rt : (uint32_t)kRunTile;
+}
 
 struct DecK {
     const uint8_t *rec;
@@ -62,6 +93,7 @@ struct DecK {
     unsigned long long rec_shift;
     uint32_t cs, tl;
     uint64_t cc;
+    uint32_t item_cap; /* work items a chunk may have */
     int64_t body_len;
     uint8_t *out;
     const CrcTables *tab;
@@ -120,8 +152,10 @@ __global__ void dec_check(DecK k)
                     st = (GC_E_CORRUPT << 8) | CK_RUNS;
                 else if ((uint64_t)isz != 12 + (uint64_t)cd.runs * (W + cd.lw))
                     st = (GC_E_CORRUPT << 8) | CK_RLE_SIZE;
-                else
-                    items = (cd.runs + kRunTile - 1) / kRunTile;
+                else {
+                    cd.tile = run_tile_for(cd.runs, clen, k.item_cap);
+                    items = (cd.runs + cd.tile - 1) / cd.tile;
+                }
             } else {
                 st = (GC_E_CORRUPT << 8) | CK_MODE;
             }
@@ -150,27 +184,59 @@ __global__ void dec_map(DecK k)
     }
 }
 
+/* Sum of the stored lengths (each run length - 1) in a 64-byte segment. */
+__device__ __forceinline__ unsigned long long seg_len_sum(const uint32_t w[16], unsigned lw)
+{
+    unsigned long long s = 0;
+    if (lw == 1) {
+        uint32_t t = 0;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            t = __dp4a(w[i], 0x01010101u, t);
+        s = t;
+    } else if (lw == 2) {
+        uint32_t t = 0;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            t += (w[i] & 0xffffu) + (w[i] >> 16);
+        s = t;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            s += w[i];
+    }
+    return s;
+}
+
+/* warp per rle item: the sum of its run lengths, read as 64-byte segments
+ * (lane l takes segments l, l + 32, ...; the stored values are length - 1). */
 template <int W>
 __global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
 {
-    using BlockReduce = cub::BlockReduce<unsigned long long, kThreads>;
-    __shared__ typename BlockReduce::TempStorage tmp;
+    const int lane = threadIdx.x & 31;
     const uint32_t n_items = *k.n_items;
-    for (uint32_t id = blockIdx.x; id < n_items; id += gridDim.x) {
+    const uint32_t warps = gridDim.x * (blockDim.x >> 5);
+    for (uint32_t id = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); id < n_items; id += warps) {
         uint32_t c = k.item_chunk[id];
         ChunkDec cd = k.chunks[c];
         if (cd.mode != 1 || k.status[c])
             continue;
-        uint32_t r0 = (id - k.item_base[c]) * kRunTile;
-        uint32_t nr = min((uint32_t)kRunTile, cd.runs - r0);
-        const uint8_t *lens = k.rec + k.rec_off[c] + 12 + (uint64_t)cd.runs * W + (uint64_t)r0 * cd.lw;
+        uint32_t r0 = (id - k.item_base[c]) * cd.tile;
+        uint32_t nr = min(cd.tile, cd.runs - r0);
+        int64_t lo = (int64_t)k.rec_off[c] + 12 + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
+        int64_t hi = lo + (int64_t)nr * cd.lw;
         unsigned long long s = 0;
-        for (uint32_t i = threadIdx.x; i < nr; i += kThreads)
-            s += get_le(lens + (uint64_t)i * cd.lw, cd.lw) + 1;
-        s = BlockReduce(tmp).Sum(s);
-        if (threadIdx.x == 0)
-            k.item_sum[id] = s;
-        __syncthreads();
+        for (int64_t p = lo + 64 * lane; p < hi; p += 64 * 32) {
+            uint32_t w[16];
+            load_seg_unaligned(k.rec, p, k.rec_len, w);
+            mask_seg_edges(w, 0, hi - p);
+            s += seg_len_sum(w, cd.lw);
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0)
+            k.item_sum[id] = s + nr;
     }
 }
 
@@ -210,15 +276,14 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 {
     constexpr int IPT = kRunTile / kThreads;
     using BlockScan = cub::BlockScan<uint32_t, kThreads>;
-    __shared__ uint32_t tb[8][256];
     __shared__ uint32_t red[32];
     __shared__ typename BlockScan::TempStorage scan_tmp;
-    __shared__ uint32_t s_start[kRunTile + 1];
+    __shared__ uint32_t s_start[kRunTile + 1 + kRunTile / 32 + 1]; /* see start_slot */
     /* symbols, plus a word that expand_seg may read past the last one */
     __shared__ __align__(16) uint32_t s_sym32[(kRunTile * W + 16) / 4];
     uint8_t *const s_sym = reinterpret_cast<uint8_t *>(s_sym32);
-    load_tables(tb, k.tab);
-    const uint32_t kseg = __ldg(&k.tab->kseg[threadIdx.x]);
+    const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
+    const uint32_t wk = warp_shift_const(k.tab);
     const uint32_t xwin = xpow8(k.tab, kWin);
     __syncthreads();
     const uint32_t n_items = *k.n_items;
@@ -243,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             uint32_t w[16];
             load_seg_unaligned(k.rec, rec + 12 + (a - ostart), k.rec_len, w);
             mask_seg(w, s - a, e - a);
-            uint32_t crc = block_xor(gf2_mul(opaque(kseg), seg_crc(tb, w)), red);
+            uint32_t crc = window_crc(cs, w, red, wk);
             store_seg(k.out, a, s, e, w);
             if (threadIdx.x == 0) {
                 k.item_crc[id] = crc;
@@ -252,8 +317,8 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             continue;
         }
         /* run tile: lengths -> start positions in shared memory */
-        uint32_t r0 = kl * kRunTile;
-        uint32_t nr = min((uint32_t)kRunTile, cd.runs - r0);
+        uint32_t r0 = kl * cd.tile;
+        uint32_t nr = min(cd.tile, cd.runs - r0);
         const uint8_t *syms = k.rec + rec + 12 + (uint64_t)r0 * W;
         const uint8_t *lens = k.rec + rec + 12 + (uint64_t)cd.runs * W + (uint64_t)r0 * cd.lw;
         uint32_t len[IPT];
@@ -267,9 +332,9 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         BlockScan(scan_tmp).ExclusiveSum(len, len, total);
 #pragma unroll
         for (int i = 0; i < IPT; i++)
-            s_start[threadIdx.x * IPT + i] = base + len[i];
+            s_start[start_slot(threadIdx.x * IPT + i)] = base + len[i];
         if (threadIdx.x == 0 && nr == kRunTile)
-            s_start[nr] = base + total; /* sentinel (for nr < kRunTile the scan wrote it) */
+            s_start[start_slot(nr)] = base + total; /* sentinel (for nr < kRunTile the scan wrote it) */
         for (uint32_t i = threadIdx.x; i < nr * W; i += kThreads)
             s_sym[i] = syms[i];
         __syncthreads();
@@ -280,16 +345,16 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         for (int64_t w0 = ob0 & ~(int64_t)15; w0 < ob1; w0 += kWin) {
             int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
             int64_t lo = max(a, ob0), hi = min(a + 64, ob1);
-            uint32_t crc = 0; /* raw CRC of an all-zero segment */
+            uint32_t v = 0; /* segments outside the item's output count as zeros: raw CRC 0 */
             if (hi > lo) {
                 int klo = (int)((lo - a) / W), khi = (int)((hi - a) / W);
                 uint32_t pa = (uint32_t)((a - ostart) / W); /* element index of w[0] (may wrap: a < ostart) */
                 uint32_t w[16];
                 expand_seg<W>(s_start, nr, s_sym32, pa, klo, khi, w);
-                crc = gf2_mul(opaque(kseg), seg_crc(tb, w));
                 store_seg(k.out, a, lo, hi, w);
+                v = seg_crc_shifted(cs, w);
             }
-            crc = block_xor(crc, red);
+            uint32_t crc = block_crc(v, red, wk);
             if (threadIdx.x == 0)
                 acc = gf2_mul(xwin, acc) ^ crc;
             wlast = w0 + kWin;
@@ -336,17 +401,8 @@ size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-int sm_count()
-{
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        return 132;
-    return n;
-}
-
 struct DecLayout {
-    uint64_t cc, max_items;
+    uint64_t cc, max_items, per_chunk;
     uint32_t tl;
     size_t off_chunks, off_status, off_items, off_base, off_n, off_recoff, off_ichunk, off_isum, off_istart,
         off_icrc, off_iwend, off_cub, cub_bytes, total;
@@ -357,8 +413,8 @@ DecLayout dec_layout(uint64_t body_len, uint32_t cs)
     DecLayout L;
     L.cc = (body_len + cs - 1) / cs;
     L.tl = tile_len_for(cs);
-    uint64_t per = std::max<uint64_t>((cs + L.tl - 1) / L.tl, (cs + kRunTile - 1) / kRunTile);
-    L.max_items = L.cc * per;
+    L.per_chunk = std::max<uint64_t>((cs + L.tl - 1) / L.tl, (cs + kRunTile - 1) / kRunTile);
+    L.max_items = L.cc * L.per_chunk;
     size_t o = 0;
     L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkDec), 256);
     L.off_status = o; o = align_up(o + L.cc * 4, 256);
@@ -380,10 +436,15 @@ DecLayout dec_layout(uint64_t body_len, uint32_t cs)
 template <int W>
 int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t st, gc_error *err)
 {
-    int sms = sm_count();
+    int sms = device_sm_count();
     int g_thr = (int)std::min<uint64_t>((k.cc + 255) / 256, (uint64_t)sms * 8);
     int g_warp = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)sms * 16);
-    int g_items = sms * 8;
+    int g_sum = 0, g_expand = 0;
+    int rc = resident_grid(dec_sum<W>, 0, (L.max_items + 7) / 8, &g_sum, err);
+    if (rc == GC_OK)
+        rc = resident_grid(dec_expand<W>, kCrcSmemBytes, L.max_items, &g_expand, err);
+    if (rc != GC_OK)
+        return rc;
     size_t need = 0, have = L.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveScan(nullptr, need, k.index, (unsigned long long *)k.rec_off,
                                            ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
@@ -402,11 +463,11 @@ int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t s
     GC_CUDA_LAUNCHED("dec_count");
     dec_map<<<g_warp, 256, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_map");
-    dec_sum<W><<<g_items, kThreads, 0, st>>>(k);
+    dec_sum<W><<<g_sum, kThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_sum");
     dec_cscan<W><<<g_warp, 256, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_cscan");
-    dec_expand<W><<<g_items, kThreads, 0, st>>>(k);
+    dec_expand<W><<<g_expand, kThreads, kCrcSmemBytes, st>>>(k);
     GC_CUDA_LAUNCHED("dec_expand");
     dec_ccrc<<<g_warp, 256, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_ccrc");
@@ -444,6 +505,7 @@ int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.cs = p.chunk_size;
     k.tl = L.tl;
     k.cc = L.cc;
+    k.item_cap = (uint32_t)L.per_chunk;
     k.body_len = (int64_t)p.body_len;
     k.out = p.out;
     k.tab = d_tab;

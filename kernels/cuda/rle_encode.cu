@@ -52,11 +52,13 @@ struct Geo {
     int64_t cstart, cend, s, e, w0;
 };
 
-__device__ __forceinline__ Geo tile_geo(const EncK &k, uint64_t id)
+/* Tile ids fit 32 bits (2^32 tiles of 16 KiB would be 64 TiB): 32-bit
+ * division here, not the 64-bit one, which is a long software routine. */
+__device__ __forceinline__ Geo tile_geo(const EncK &k, uint32_t id)
 {
     Geo g;
     g.c = id / k.tpc;
-    g.j = (uint32_t)(id % k.tpc);
+    g.j = id - (uint32_t)g.c * k.tpc;
     g.cstart = (int64_t)g.c * k.cs;
     g.cend = min(g.cstart + (int64_t)k.cs, k.body_len);
     g.s = g.cstart + (int64_t)g.j * k.tl;
@@ -92,42 +94,30 @@ __device__ __forceinline__ HeadSum hs_combine(const HeadSum &a, const HeadSum &b
     return r;
 }
 
-__device__ __forceinline__ HeadSum hs_shfl_down(const HeadSum &v, int o)
-{
-    HeadSum r;
-    r.count = __shfl_down_sync(0xffffffffu, v.count, o);
-    r.first = __shfl_down_sync(0xffffffffu, v.first, o);
-    r.last = __shfl_down_sync(0xffffffffu, v.last, o);
-    r.maxgap = __shfl_down_sync(0xffffffffu, v.maxgap, o);
-    return r;
-}
-
-/* Ordered warp reduction; result in lane 0. */
+/* Ordered warp reduction of the lanes' summaries (lane order = stretch
+ * order); result in every lane. Only the gaps between a lane's first head and
+ * the last head of the lanes before it are new; the rest are plain sums,
+ * minima and maxima (one redux instruction each). */
 __device__ __forceinline__ HeadSum hs_warp_reduce(HeadSum v)
 {
-    int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31;
+    int32_t before = v.last; /* becomes: last head of lanes < this one */
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        HeadSum other = hs_shfl_down(v, o);
-        if (lane + o < 32)
-            v = hs_combine(v, other);
+        int32_t t = __shfl_up_sync(0xffffffffu, before, o);
+        if (lane >= o)
+            before = max(before, t);
     }
-    return v;
-}
-
-/* Ordered block reduction; result in thread 0. */
-__device__ __forceinline__ HeadSum hs_block_reduce(HeadSum v, HeadSum *wsum)
-{
-    v = hs_warp_reduce(v);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        wsum[threadIdx.x >> 5] = v;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        v = threadIdx.x < (blockDim.x >> 5) ? wsum[threadIdx.x] : hs_identity();
-        v = hs_warp_reduce(v);
-    }
-    return v;
+    before = __shfl_up_sync(0xffffffffu, before, 1);
+    uint32_t gap = v.maxgap;
+    if (lane > 0 && v.count && before >= 0)
+        gap = max(gap, (uint32_t)(v.first - before));
+    HeadSum r;
+    r.count = __reduce_add_sync(0xffffffffu, v.count);
+    r.first = __reduce_min_sync(0xffffffffu, v.first);
+    r.last = __reduce_max_sync(0xffffffffu, v.last);
+    r.maxgap = __reduce_max_sync(0xffffffffu, gap);
+    return r;
 }
 
 /* Word(s) just before segment offset a (zero when a == 0). */
@@ -160,18 +150,24 @@ __device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64
     return hm & vm;
 }
 
+/* One summary per warp, double-buffered by tile parity so that a tile needs
+ * a single barrier: warp 0 reads buffer b of tile i before it reaches tile
+ * i+1's barrier, and nobody writes buffer b again before tile i+2. */
+struct WarpPart {
+    HeadSum hs;
+    uint32_t crc;
+};
+
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
 {
-    __shared__ uint32_t tb[8][256];
-    __shared__ uint32_t lm[8 * 16 * 32];
-    __shared__ uint32_t red[32];
-    __shared__ HeadSum wsum[32];
-    load_tables(tb, k.tab);
-    load_lane_tables(lm, k.tab);
+    __shared__ WarpPart part[2][kThreads / 32];
+    const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
     const uint32_t wk = warp_shift_const(k.tab);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
-    for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
+    int buf = 0;
+    for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x, buf ^= 1) {
         Geo g = tile_geo(k, id);
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
@@ -186,17 +182,25 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             hs.last = pos0 + 63 - __clzll((long long)heads);
         }
         mask_seg_edges(w, g.s - a, g.e - a);
-        uint32_t crc = block_crc(lane_shift(lm, seg_crc(tb, w)), red, wk);
-        hs = hs_block_reduce(hs, wsum);
-        if (threadIdx.x == 0) {
-            TileSum t;
-            t.count = hs.count;
-            t.first = hs.first;
-            t.last = hs.last;
-            t.maxgap = hs.maxgap;
-            t.crcw = crc;
-            t.pad = 0;
-            k.tiles[id] = t;
+        uint32_t v = seg_crc_shifted(cs, w);
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+            v ^= __shfl_xor_sync(0xffffffffu, v, o);
+        hs = hs_warp_reduce(hs);
+        if (lane == 0)
+            part[buf][warp] = WarpPart{hs, v};
+        __syncthreads();
+        if (warp == 0) {
+            WarpPart p{hs_identity(), 0};
+            if (lane < kThreads / 32)
+                p = part[buf][lane];
+            uint32_t c = lane < kThreads / 32 ? gf2_mul(opaque(wk), p.crc) : 0;
+#pragma unroll
+            for (int o = 16; o; o >>= 1)
+                c ^= __shfl_xor_sync(0xffffffffu, c, o);
+            HeadSum t = hs_warp_reduce(p.hs);
+            if (lane == 0)
+                k.tiles[id] = TileSum{t.count, t.first, t.last, t.maxgap, c, 0};
         }
     }
 }
@@ -248,10 +252,6 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             }
             HeadSum hs{ts.count, ts.first, ts.last, ts.maxgap};
             hs = hs_warp_reduce(hs);
-            hs.count = __shfl_sync(0xffffffffu, hs.count, 0);
-            hs.first = __shfl_sync(0xffffffffu, hs.first, 0);
-            hs.last = __shfl_sync(0xffffffffu, hs.last, 0);
-            hs.maxgap = __shfl_sync(0xffffffffu, hs.maxgap, 0);
             agg = hs_combine(agg, hs);
             uint32_t contrib = 0;
             if (valid && ts.crcw) {
@@ -302,32 +302,49 @@ __device__ __forceinline__ uint4 shift_vec(const uint32_t a[8], uint32_t sh)
                       __funnelshift_r(a[Q + 2], a[Q + 3], sh), __funnelshift_r(a[Q + 3], a[Q + 4], sh));
 }
 
-/* Stored record payload: copy src[s, e) to out_base[d0, d0 + e - s), 16-byte
- * aligned stores (coalesced across the block), funnel-shifted from aligned loads. */
+/* The 16 source bytes at any offset sp: one or two aligned loads and a funnel
+ * shift by sp % 16 (the same for a whole tile, so no divergence). */
+__device__ __forceinline__ uint4 source_vec(const EncK &k, int64_t sp)
+{
+    int64_t a0 = sp & ~(int64_t)15;
+    uint32_t r = (uint32_t)(sp - a0);
+    uint32_t a[8];
+    load_vec_guarded(k.src, a0, k.body_len, a);
+    if (r == 0)
+        return make_uint4(a[0], a[1], a[2], a[3]);
+    load_vec_guarded(k.src, a0 + 16, k.body_len, a + 4);
+    uint32_t sh = 8 * (r & 3);
+    switch (r >> 2) {
+    case 0: return shift_vec<0>(a, sh);
+    case 1: return shift_vec<1>(a, sh);
+    case 2: return shift_vec<2>(a, sh);
+    default: return shift_vec<3>(a, sh);
+    }
+}
+
+/* Stored record payload: copy src[s, e) (at most one tile) to
+ * out_base[d0, d0 + e - s) with 16-byte aligned stores (coalesced across the
+ * block). Every load of the thread is issued before its first store: one
+ * vector at a time, the copy waited out a load latency per 16 bytes (Nsight
+ * Compute: long-scoreboard stalls 12.5 cycles per instruction). */
 __device__ __forceinline__ void stored_copy(const EncK &k, int64_t s, int64_t e, int64_t d0)
 {
-    int64_t d1 = d0 + (e - s), off = d0 - s;
-    for (int64_t v = (d0 & ~(int64_t)15) + 16 * (int64_t)threadIdx.x; v < d1; v += 16 * kThreads) {
+    constexpr int kVecs = kWin / (16 * kThreads) + 1; /* a tile plus the alignment slack */
+    const int64_t d1 = d0 + (e - s), off = d0 - s;
+    const int64_t v0 = (d0 & ~(int64_t)15) + 16 * (int64_t)threadIdx.x;
+    uint4 o[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; i++) {
+        int64_t v = v0 + 16 * kThreads * (int64_t)i;
+        if (v >= d0 && v + 16 <= d1)
+            o[i] = source_vec(k, v - off);
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; i++) {
+        int64_t v = v0 + 16 * kThreads * (int64_t)i;
         if (v >= d0 && v + 16 <= d1) {
-            int64_t sp = v - off, a0 = sp & ~(int64_t)15;
-            uint32_t r = (uint32_t)(sp - a0);
-            uint32_t a[8];
-            load_vec_guarded(k.src, a0, k.body_len, a);
-            uint4 o;
-            if (r == 0) {
-                o = make_uint4(a[0], a[1], a[2], a[3]);
-            } else {
-                load_vec_guarded(k.src, a0 + 16, k.body_len, a + 4);
-                uint32_t sh = 8 * (r & 3);
-                switch (r >> 2) {
-                case 0: o = shift_vec<0>(a, sh); break;
-                case 1: o = shift_vec<1>(a, sh); break;
-                case 2: o = shift_vec<2>(a, sh); break;
-                default: o = shift_vec<3>(a, sh); break;
-                }
-            }
-            *reinterpret_cast<uint4 *>(k.out_base + v) = o;
-        } else {
+            *reinterpret_cast<uint4 *>(k.out_base + v) = o[i];
+        } else if (v < d1 && v + 16 > d0) {
             for (int64_t p = max(v, d0); p < min(v + 16, d1); p++)
                 k.out_base[p] = k.src[p - off];
         }
@@ -351,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
     using BlockScan = cub::BlockScan<ScanPair, kThreads>;
     __shared__ typename BlockScan::TempStorage scan_tmp;
-    for (uint64_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
+    for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
         ChunkEnc ce = k.chunks[g.c];
         int64_t rec = k.rec_start + (int64_t)k.rec_off[g.c];
@@ -400,11 +417,8 @@ __global__ void enc_total(EncK k)
 __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int64_t len,
                                                         const CrcTables *tab, uint32_t *part)
 {
-    __shared__ uint32_t tb[8][256];
-    __shared__ uint32_t lm[8 * 16 * 32];
     __shared__ uint32_t red[32];
-    load_tables(tb, tab);
-    load_lane_tables(lm, tab);
+    const CrcSmem cs = load_crc_smem(dyn_smem, tab); /* kCrcSmemBytes */
     const uint32_t wk = warp_shift_const(tab);
     __syncthreads();
     int64_t nwin = (len + kWin - 1) / kWin;
@@ -412,7 +426,7 @@ __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int6
         int64_t a = wi * kWin + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
         load_seg(buf, a, len, w);
-        uint32_t c = block_crc(lane_shift(lm, seg_crc(tb, w)), red, wk);
+        uint32_t c = window_crc(cs, w, red, wk);
         if (threadIdx.x == 0)
             part[wi] = c;
     }
@@ -453,21 +467,6 @@ __global__ void enc_header_fixed(uint8_t *f, const uint8_t *src, uint64_t src_le
 }
 
 /* ---- host side ------------------------------------------------------------ */
-
-int sm_count_cached()
-{
-    static int cache[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-        return 132;
-    if (!cache[dev]) {
-        int n = 0;
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-            n = 132;
-        cache[dev] = n;
-    }
-    return cache[dev];
-}
 
 size_t align_up(size_t v, size_t a)
 {
@@ -520,12 +519,15 @@ size_t enc_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size)
 template <int W>
 static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStream_t st, gc_error *err)
 {
-    int grid_tiles = (int)std::min<uint64_t>(k.ntiles, (uint64_t)sm_count_cached() * 8);
-    if (grid_tiles < 1)
-        grid_tiles = 1;
-    enc_analyze<W><<<grid_tiles, kThreads, 0, st>>>(k);
+    int grid_tiles = 0, grid_emit = 0;
+    int rc = resident_grid(enc_analyze<W>, kCrcSmemBytes, k.ntiles, &grid_tiles, err);
+    if (rc == GC_OK)
+        rc = resident_grid(enc_emit<W>, 0, k.ntiles, &grid_emit, err);
+    if (rc != GC_OK)
+        return rc;
+    enc_analyze<W><<<grid_tiles, kThreads, kCrcSmemBytes, st>>>(k);
     GC_CUDA_LAUNCHED("enc_analyze");
-    int grid_chunks = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)sm_count_cached() * 16);
+    int grid_chunks = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)device_sm_count() * 16);
     if (grid_chunks < 1)
         grid_chunks = 1;
     enc_chunks<W><<<grid_chunks, kThreads, 0, st>>>(k);
@@ -539,7 +541,7 @@ static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStr
     size_t have = L.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveScan(scr + L.off_cub, have, k.index, (unsigned long long *)k.rec_off,
                                            ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
-    enc_emit<W><<<grid_tiles, kThreads, 0, st>>>(k);
+    enc_emit<W><<<grid_emit, kThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("enc_emit");
     enc_total<<<1, 32, 0, st>>>(k);
     GC_CUDA_LAUNCHED("enc_total");
@@ -553,6 +555,9 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     if (scratch_len < L.total)
         return gc_fail(err, GC_E_LIMIT, "gpu rle: encode needs %zu bytes of device scratch, %zu given",
                        L.total, scratch_len);
+    if (L.ntiles > UINT32_MAX)
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: %llu bytes is more than one encode takes",
+                       (unsigned long long)p.body_len);
     if (((uintptr_t)p.src & 15) || ((uintptr_t)p.out_base & 15) || ((uintptr_t)p.index & 3))
         return gc_fail(err, GC_E_INVALID, "gpu rle: device buffers must be 16-byte aligned");
     uint8_t *scr = (uint8_t *)scratch;
@@ -599,8 +604,11 @@ int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, u
     enc_header_fixed<<<1, 32, 0, stream>>>(d_frame, d_src, src_len, width, chunk_size, chunk_count);
     GC_CUDA_LAUNCHED("enc_header_fixed");
     int64_t hlen = 32 + 4 * (int64_t)chunk_count;
-    int grid = (int)std::min<int64_t>((int64_t)L.nwin_hdr, (int64_t)sm_count_cached() * 8);
-    crc_windows<<<grid, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
+    int grid = 0;
+    int rc = resident_grid(crc_windows, kCrcSmemBytes, L.nwin_hdr, &grid, err);
+    if (rc != GC_OK)
+        return rc;
+    crc_windows<<<grid, kThreads, kCrcSmemBytes, stream>>>(d_frame, hlen, d_tab, part);
     GC_CUDA_LAUNCHED("crc_windows");
     crc_finish<<<1, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
     GC_CUDA_LAUNCHED("crc_finish");

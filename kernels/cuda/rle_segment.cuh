@@ -210,9 +210,18 @@ __host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, u
 #endif
 }
 
+/* Slot of run i's start in the shared s_start array: one pad word per 32, so
+ * that the binary search's power-of-two probes of different lanes fall in
+ * different banks (unpadded, they all hit bank 0: Nsight Compute counted 15M
+ * bank conflicts in short-run decode). */
+__host__ __device__ __forceinline__ uint32_t start_slot(uint32_t i)
+{
+    return i + (i >> 5);
+}
+
 /*
  * Fill the 16 words of a segment from a run tile held in shared memory.
- *   s_start[0..nr]: chunk-relative first element of each run, then the tile's end;
+ *   s_start[start_slot(0..nr)]: chunk-relative first element of each run, then the tile's end;
  *   s_sym32: the runs' symbols, nr * W bytes, readable 4 bytes past them;
  *   pa: chunk-relative element index of the segment's element 0 (mod 2^32);
  *   [klo, khi): the segment's elements inside the tile's output (klo < khi).
@@ -232,7 +241,7 @@ __host__ __device__ __forceinline__ void expand_seg(const uint32_t *s_start, uin
     uint32_t lo_r = 0, hi_r = nr;
     while (hi_r - lo_r > 1) {
         uint32_t mid = (lo_r + hi_r) >> 1;
-        if (s_start[mid] <= q0)
+        if (s_start[start_slot(mid)] <= q0)
             lo_r = mid;
         else
             hi_r = mid;
@@ -241,7 +250,7 @@ __host__ __device__ __forceinline__ void expand_seg(const uint32_t *s_start, uin
     /* bit k: a run starts at element k (klo < k < khi) */
     uint64_t hm = 0;
     for (uint32_t r = r0 + 1; r < nr; r++) {
-        uint32_t st = s_start[r];
+        uint32_t st = s_start[start_slot(r)];
         if (st >= qend)
             break;
         hm |= 1ull << (st - pa);
