@@ -81,7 +81,7 @@ struct TileSum {
     int32_t last;    /* ... of the last head, or -1 */
     uint32_t maxgap; /* longest run between two heads of the tile that cross segments */
     uint32_t crcw;   /* raw CRC (init 0, no xor) of the tile's bytes over its window */
-    uint32_t pad;
+    uint32_t spec;   /* 1: the analysis pass wrote the tile's bytes where an all-stored frame has them */
 };
 
 struct ChunkEnc {
@@ -111,6 +111,7 @@ struct EncParams {
     uint32_t chunk_size;
     uint64_t chunk_count;
     uint8_t *records;       /* where chunk records go (any alignment) */
+    uint64_t records_cap;   /* bytes writable at records */
     uint8_t *out_base;      /* 16-byte aligned base that `records` lies in */
     uint32_t *index;        /* chunk_count record sizes (4-byte aligned) */
 };

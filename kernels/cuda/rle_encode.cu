@@ -10,8 +10,9 @@
  *      and each tile's run base; writes the index entry.
  *   3. cub::DeviceScan over record sizes -> record offsets.
  *   4. enc_emit: per tile, the stored copy (16-byte stores, funnel-shifted
- *      from aligned loads) or the symbols and run lengths of the tile's runs
- *      (positions from a block scan of head counts).
+ *      from aligned loads; skipped where enc_analyze already wrote the bytes
+ *      in place, see spec_store) or the symbols and run lengths of the
+ *      tile's runs (positions from a block scan of head counts).
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
@@ -43,6 +44,7 @@ struct EncK {
     const unsigned long long *rec_off;
     uint8_t *out_base;
     int64_t rec_start; /* records - out_base */
+    bool spec;         /* speculative stored writes allowed (see spec_store) */
     unsigned long long *total;
 };
 
@@ -150,12 +152,69 @@ __device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64
     return hm & vm;
 }
 
+/* The 64 bytes Q words before w's end: p's last Q words, then w's first
+ * 16 - Q (o), and w's last Q words, then zeros (t). Q is a compile-time
+ * constant so that w stays in registers. */
+template <int Q>
+__device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w[16], uint32_t o[16], uint32_t t[16])
+{
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        o[i] = i < Q ? p[3 - Q + i] : w[i - Q];
+        t[i] = i < Q ? w[16 - Q + i] : 0;
+    }
+}
+
+/*
+ * Speculative stored payload. Incompressible input ends up as stored records,
+ * which emit used to copy in a second read of the input. A warp whose 2 KiB
+ * has too many runs to shrink (runs * (W + 1) >= bytes) writes its bytes
+ * while they are in registers, where an all-stored frame has them: record c
+ * at c * (12 + cs). emit skips the copy of a tile whose warps all did so if
+ * its chunk is stored and really sits there (every chunk before it stored);
+ * otherwise it copies as before and the speculative bytes are overwritten or
+ * lie past the frame's end, inside the caller's buffer (records_cap covers
+ * the all-stored layout). Destinations are 4-byte aligned (checked at
+ * launch), so each thread's 64 bytes shift by whole words into 16-byte
+ * aligned stores, taking the words before them from the previous lane.
+ * Called by whole warps.
+ */
+__device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, int64_t a, const uint32_t w[16])
+{
+    const int64_t base = k.rec_start + (int64_t)g.c * (12 + (int64_t)k.cs) + 12 - g.cstart;
+    const int64_t d = base + a, dlo = base + g.s, dhi = base + g.e;
+    const uint32_t q = (uint32_t)(d & 15) >> 2; /* the same for the whole tile */
+    uint32_t p[3];
+    p[0] = __shfl_up_sync(0xffffffffu, w[13], 1);
+    p[1] = __shfl_up_sync(0xffffffffu, w[14], 1);
+    p[2] = __shfl_up_sync(0xffffffffu, w[15], 1);
+    if ((threadIdx.x & 31) == 0) {
+        uint32_t v[4] = {0, 0, 0, 0};
+        load_vec_guarded(k.src, a - 16, k.body_len, v);
+        p[0] = v[1];
+        p[1] = v[2];
+        p[2] = v[3];
+    }
+    uint32_t o[16], t[16];
+    switch (q) {
+    case 0: words_back<0>(p, w, o, t); break;
+    case 1: words_back<1>(p, w, o, t); break;
+    case 2: words_back<2>(p, w, o, t); break;
+    default: words_back<3>(p, w, o, t); break;
+    }
+    const int64_t d0 = d - 4 * (int64_t)q;
+    store_seg(k.out_base, d0, dlo, dhi, o);
+    if (q && a < g.e && a + 64 >= g.e) /* the tile's last bytes: no next lane writes them */
+        store_seg(k.out_base, d0 + 64, dlo, dhi, t);
+}
+
 /* One summary per warp, double-buffered by tile parity so that a tile needs
  * a single barrier: warp 0 reads buffer b of tile i before it reaches tile
  * i+1's barrier, and nobody writes buffer b again before tile i+2. */
 struct WarpPart {
     HeadSum hs;
     uint32_t crc;
+    uint32_t spec;
 };
 
 template <int W>
@@ -181,17 +240,25 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             hs.first = pos0 + __ffsll((long long)heads) - 1;
             hs.last = pos0 + 63 - __clzll((long long)heads);
         }
+        hs = hs_warp_reduce(hs);
+        uint32_t spec = 0;
+        if (k.spec) {
+            int64_t wlo = max(g.s, g.w0 + (int64_t)kSeg * 32 * warp);
+            int64_t whi = min(g.e, g.w0 + (int64_t)kSeg * 32 * (warp + 1));
+            spec = whi <= wlo || (int64_t)hs.count * (W + 1) >= whi - wlo;
+            if (spec && whi > wlo)
+                spec_store(k, g, a, w);
+        }
         mask_seg_edges(w, g.s - a, g.e - a);
         uint32_t v = seg_crc_shifted(cs, w);
 #pragma unroll
         for (int o = 16; o; o >>= 1)
             v ^= __shfl_xor_sync(0xffffffffu, v, o);
-        hs = hs_warp_reduce(hs);
         if (lane == 0)
-            part[buf][warp] = WarpPart{hs, v};
+            part[buf][warp] = WarpPart{hs, v, spec};
         __syncthreads();
         if (warp == 0) {
-            WarpPart p{hs_identity(), 0};
+            WarpPart p{hs_identity(), 0, 1};
             if (lane < kThreads / 32)
                 p = part[buf][lane];
             uint32_t c = lane < kThreads / 32 ? gf2_mul(opaque(wk), p.crc) : 0;
@@ -199,8 +266,9 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             for (int o = 16; o; o >>= 1)
                 c ^= __shfl_xor_sync(0xffffffffu, c, o);
             HeadSum t = hs_warp_reduce(p.hs);
+            uint32_t all_spec = __all_sync(0xffffffffu, p.spec != 0);
             if (lane == 0)
-                k.tiles[id] = TileSum{t.count, t.first, t.last, t.maxgap, c, 0};
+                k.tiles[id] = TileSum{t.count, t.first, t.last, t.maxgap, c, all_spec};
         }
     }
 }
@@ -230,7 +298,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             if (valid) {
                 ts = k.tiles[tid0 + j];
             } else {
-                ts.count = 0; ts.first = INT_MAX; ts.last = -1; ts.maxgap = 0; ts.crcw = 0; ts.pad = 0;
+                ts.count = 0; ts.first = INT_MAX; ts.last = -1; ts.maxgap = 0; ts.crcw = 0; ts.spec = 0;
             }
             uint32_t incl = ts.count;
             int32_t im = ts.last;
@@ -382,7 +450,10 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
             put_le(h + 8, ce.crc, 4);
         }
         if (ce.mode == 0) {
-            stored_copy(k, g.s, g.e, rec + 12 + (g.s - g.cstart));
+            const bool in_place = k.spec && k.tiles[id].spec &&
+                                  k.rec_off[g.c] == (unsigned long long)g.c * (12 + (unsigned long long)k.cs);
+            if (!in_place)
+                stored_copy(k, g.s, g.e, rec + 12 + (g.s - g.cstart));
             continue;
         }
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
@@ -578,6 +649,7 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.rec_off = (unsigned long long *)(scr + L.off_recoff);
     k.out_base = p.out_base;
     k.rec_start = p.records - p.out_base;
+    k.spec = p.records_cap >= p.body_len + 12 * L.cc && p.chunk_size % 16 == 0 && k.rec_start % 4 == 0;
     k.total = (unsigned long long *)(scr + L.off_total);
     *d_total = k.total;
     if (L.cc == 0) {

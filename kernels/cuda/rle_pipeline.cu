@@ -334,6 +334,7 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
     p.chunk_count = cc;
     p.out_base = (uint8_t *)d_dst;
     p.records = (uint8_t *)d_dst + hdr;
+    p.records_cap = dst_cap - hdr;
     p.index = (uint32_t *)((uint8_t *)d_dst + 32);
     unsigned long long *d_total = nullptr;
     if (rc == GC_OK)
@@ -781,6 +782,7 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
         p.chunk_size = s.cs;
         p.chunk_count = n;
         p.records = sl.d_out;
+        p.records_cap = ctx->out_cap;
         p.out_base = sl.d_out;
         p.index = (uint32_t *)sl.d_idx;
         rc = enc_launch(p, ctx->d_tab, sl.d_scr, ctx->scr_cap, sl.st, &sl.d_total, err);

@@ -250,6 +250,7 @@ int main(int argc, char **argv)
                     p.chunk_count = cc;
                     p.out_base = d_frame;
                     p.records = d_frame + hdr;
+                    p.records_cap = bound - hdr;
                     p.index = (uint32_t *)(d_frame + 32);
                     tm.start();
                     int rc = gcgpu::enc_launch(p, d_tab, d_scr, scr_len, st, &d_total, &err);
