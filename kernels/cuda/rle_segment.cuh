@@ -85,6 +85,38 @@ __device__ __forceinline__ void load_seg_unaligned(const uint8_t *base, int64_t 
     }
 }
 
+template <int Q, int NW>
+__device__ __forceinline__ void shift_words_n(const uint32_t *a, uint32_t sh, uint32_t *w)
+{
+#pragma unroll
+    for (int i = 0; i < NW; i++)
+        w[i] = __funnelshift_r(a[i + Q], a[i + Q + 1], sh);
+}
+
+/* NW words (NW a multiple of 4) from byte offset sp of a 16-byte aligned
+ * buffer of `limit` bytes, any alignment: aligned vector loads (all issued
+ * before use) and a funnel shift; bytes at or past limit read as zero. */
+template <int NW>
+__device__ __forceinline__ void load_words_unaligned(const uint8_t *base, int64_t sp, int64_t limit, uint32_t *w)
+{
+    constexpr int NV = NW / 4 + 1;
+    const int64_t a0 = sp & ~(int64_t)15;
+    const uint32_t r = (uint32_t)(sp - a0), sh = 8 * (r & 3);
+    uint32_t a[4 * NV + 4];
+#pragma unroll
+    for (int v = 0; v < NV; v++)
+        load_vec_guarded(base, a0 + 16 * v, limit, a + 4 * v);
+#pragma unroll
+    for (int i = 4 * NV; i < 4 * NV + 4; i++)
+        a[i] = 0;
+    switch (r >> 2) {
+    case 0: shift_words_n<0, NW>(a, sh, w); break;
+    case 1: shift_words_n<1, NW>(a, sh, w); break;
+    case 2: shift_words_n<2, NW>(a, sh, w); break;
+    default: shift_words_n<3, NW>(a, sh, w); break;
+    }
+}
+
 /* Bytes of a 64-byte segment for elements [k, k+1): helpers by width. */
 template <int W> struct Elem;
 template <> struct Elem<1> { static constexpr int N = 64; };
