@@ -2,7 +2,8 @@
  * bench_daemon.c - throughput and latency through a running gpucompd.
  *
  *   bench_daemon SOCKET large SIZE_MIB          one client, memfd transport
- *   bench_daemon SOCKET many CLIENTS SIZE_MIB ROUNDS
+ *   bench_daemon SOCKET many CLIENTS SIZE_MIB ROUNDS     buffer API (the library copies)
+ *   bench_daemon SOCKET manyfd CLIENTS SIZE_MIB ROUNDS   data in memfds, gpucomp_compress_fd
  *   bench_daemon SOCKET small CLIENTS SIZE_BYTES ROUNDS   (latency percentiles)
  *   bench_daemon FILE gen SIZE_MIB              write the same data to FILE (for other tools)
  *
@@ -168,6 +169,7 @@ typedef struct worker_arg {
     size_t size;
     int rounds;
     int index;
+    int use_fd;                 /* data in memfds, gpucomp_compress_fd (no library copies) */
     double *latencies;          /* rounds entries */
     pthread_barrier_t *start;   /* every client connected and its data ready */
     pthread_barrier_t *stop;    /* every client done with its timed rounds */
@@ -221,13 +223,56 @@ static void *many_worker(void *p)
     return NULL;
 }
 
+/* A client that keeps its data in a memfd (a storage server's shared buffer,
+ * say) and reuses one output memfd: gpucomp_compress_fd, so the library makes
+ * no copies; the daemon still stages both through pinned memory. */
+static void *many_fd_worker(void *p)
+{
+    worker_arg *a = p;
+    gpucomp_client *c = connect_client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    int in = gpucomp_memfd_create("bench-in"), packed = gpucomp_memfd_create("bench-packed");
+    int back = gpucomp_memfd_create("bench-back");
+    if (in < 0 || packed < 0 || back < 0 || ftruncate(in, (off_t)a->size) != 0) {
+        perror("memfd");
+        exit(1);
+    }
+    uint8_t *src = map_memfd(in, a->size, PROT_READ | PROT_WRITE);
+    fill_runs(src, a->size, (uint64_t)a->index + 1);
+    size_t packed_len = 0, back_len = 0;
+    pthread_barrier_wait(a->start);
+    for (int r = 0; r < a->rounds; r++) {
+        double t = now_s();
+        int rc = gpucomp_compress_fd(c, &o, in, a->size, packed, &packed_len);
+        a->latencies[r] = now_s() - t;
+        if (rc != GPUCOMP_OK)
+            die("compress_fd", c, rc);
+    }
+    pthread_barrier_wait(a->stop);
+    /* outside the timed section: the last result decodes to the input */
+    int rc = gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len);
+    if (rc != GPUCOMP_OK)
+        die("decompress_fd", c, rc);
+    uint8_t *out = map_memfd(back, back_len, PROT_READ);
+    if (back_len != a->size || memcmp(out, src, a->size) != 0) {
+        fprintf(stderr, "bench_daemon: round trip mismatch\n");
+        exit(1);
+    }
+    munmap(out, back_len);
+    munmap(src, a->size);
+    close(in), close(packed), close(back);
+    gpucomp_close(c);
+    return NULL;
+}
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static void run_clients(const char *mode, int clients, size_t size, int rounds)
+static void run_clients(const char *mode, int clients, size_t size, int rounds, int use_fd)
 {
     pthread_t *threads = calloc((size_t)clients, sizeof *threads);
     worker_arg *args = calloc((size_t)clients, sizeof *args);
@@ -237,8 +282,8 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds)
     pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
     pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
     for (int i = 0; i < clients; i++) {
-        args[i] = (worker_arg){ size, rounds, i, lat + (size_t)i * (size_t)rounds, &start, &stop };
-        pthread_create(&threads[i], NULL, many_worker, &args[i]);
+        args[i] = (worker_arg){ size, rounds, i, use_fd, lat + (size_t)i * (size_t)rounds, &start, &stop };
+        pthread_create(&threads[i], NULL, use_fd ? many_fd_worker : many_worker, &args[i]);
     }
     pthread_barrier_wait(&start);
     device_totals t0 = totals(c);
@@ -277,7 +322,7 @@ static int gen_file(const char *path, size_t len)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many CLIENTS SIZE_MIB ROUNDS | "
+        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manyfd CLIENTS SIZE_MIB ROUNDS | "
                         "small CLIENTS SIZE_BYTES ROUNDS\n");
         return 2;
     }
@@ -289,9 +334,11 @@ int main(int argc, char **argv)
     if (strcmp(argv[2], "large") == 0)
         run_large((size_t)atol(argv[3]));
     else if (strcmp(argv[2], "many") == 0 && argc >= 6)
-        run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]));
+        run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 0);
+    else if (strcmp(argv[2], "manyfd") == 0 && argc >= 6)
+        run_clients("manyfd", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 1);
     else if (strcmp(argv[2], "small") == 0 && argc >= 6)
-        run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]));
+        run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), 0);
     else
         return 2;
     return 0;
