@@ -122,33 +122,37 @@ __device__ __forceinline__ HeadSum hs_warp_reduce(HeadSum v)
     return r;
 }
 
-/* Word(s) just before segment offset a (zero when a == 0). */
+/* Word(s) just before segment offset a (zero when a == 0): the previous
+ * lane's last words (its segment is the 64 bytes before a); lane 0 loads
+ * them. Called by whole warps. */
 template <int W>
-__device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_t limit, uint32_t &pw,
-                                           uint32_t &pw2)
+__device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_t limit, const uint32_t w[16],
+                                           uint32_t &pw, uint32_t &pw2)
 {
-    pw = pw2 = 0;
-    if (a > 0 && a <= limit) {
-        uint2 v = __ldg(reinterpret_cast<const uint2 *>(src + a - 8));
-        pw = W == 8 ? v.x : v.y;
-        pw2 = v.y;
+    uint32_t p14 = __shfl_up_sync(0xffffffffu, w[14], 1), p15 = __shfl_up_sync(0xffffffffu, w[15], 1);
+    if ((threadIdx.x & 31) == 0) {
+        p14 = p15 = 0;
+        if (a > 0 && a <= limit) {
+            uint2 v = __ldg(reinterpret_cast<const uint2 *>(src + a - 8));
+            p14 = v.x;
+            p15 = v.y;
+        }
     }
+    pw = W == 8 ? p14 : p15;
+    pw2 = p15;
 }
 
 /* Per-thread run heads of its segment in tile g. */
 template <int W>
-__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64_t a,
-                                              const uint32_t w[16], uint64_t *raw_out, uint64_t *vm_out)
+__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64_t a, const uint32_t w[16])
 {
     uint32_t pw, pw2;
-    prev_words<W>(k.src, a, k.body_len, pw, pw2);
+    prev_words<W>(k.src, a, k.body_len, w, pw, pw2);
     uint64_t hm = head_mask<W>(w, pw, pw2);
     if (g.cstart >= a && g.cstart < a + 64)
         hm |= 1ull << ((g.cstart - a) / W);
     int64_t lo = max(g.s, a), hi = min(g.e, a + 64);
     uint64_t vm = hi > lo ? bit_range((int)((lo - a) / W), (int)((hi - a) / W)) : 0;
-    *raw_out = hm;
-    *vm_out = vm;
     return hm & vm;
 }
 
@@ -231,8 +235,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
         load_seg(k.src, a, k.body_len, w);
-        uint64_t raw, vm;
-        uint64_t heads = seg_heads<W>(k, g, a, w, &raw, &vm);
+        uint64_t heads = seg_heads<W>(k, g, a, w);
         HeadSum hs = hs_identity();
         if (heads) {
             int32_t pos0 = (int32_t)((a - g.cstart) / W);
@@ -459,8 +462,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
         load_seg(k.src, a, k.body_len, w);
-        uint64_t raw, vm;
-        uint64_t heads = seg_heads<W>(k, g, a, w, &raw, &vm);
+        uint64_t heads = seg_heads<W>(k, g, a, w);
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
