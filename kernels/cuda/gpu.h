@@ -126,6 +126,9 @@ size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt);
  * Runs on the context's stream 0 (after work already queued on the legacy
  * default stream; work on the caller's own non-blocking streams must be
  * synchronised by the caller) and waits for it: *dst_len is the frame size.
+ * The whole capacity is working space: bytes of d_dst past *dst_len (up to
+ * rle_compress_bound) may be overwritten (incompressible data is written
+ * speculatively where an all-stored frame would put it).
  */
 int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
                              const rle_options *opt, void *d_dst, size_t dst_cap,
