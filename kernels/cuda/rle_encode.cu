@@ -434,11 +434,56 @@ struct ScanPairOp {
     }
 };
 
+/*
+ * The symbols and lengths of a warp's runs, shared out evenly over its lanes.
+ * Each lane lists its heads (tile-relative element positions) in the warp's
+ * slice of shared memory; then lane l writes heads l, l + 32, ...: the
+ * stores of one instruction go to consecutive runs, and every lane does the
+ * same number of them. Each lane writing its own heads straight out cost one
+ * loop turn per head of the lane with the most (a third more than the mean
+ * on short runs) and scattered byte stores.
+ *   wbase, wprev: runs before the warp in its chunk, and the chunk-relative
+ *   position of the last head before it (-1: none); tw0: chunk-relative
+ *   element index of the tile window's start.
+ */
+template <int W>
+__device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint16_t *list, uint64_t heads,
+                                               int32_t pos0, uint32_t mine_off, uint32_t wbase, uint32_t n_warp,
+                                               int32_t wprev, int32_t tw0, uint8_t *sym, uint8_t *len, unsigned lw)
+{
+    uint32_t o = mine_off;
+    while (heads) {
+        const int b = __ffsll((long long)heads) - 1;
+        heads &= heads - 1;
+        list[o++] = (uint16_t)(pos0 + b - tw0);
+    }
+    __syncwarp();
+    const uint8_t *base = k.src + g.cstart;
+    for (uint32_t j = threadIdx.x & 31; j < n_warp; j += 32) {
+        const int32_t pos = tw0 + list[j];
+        const int32_t prev = j ? tw0 + list[j - 1] : wprev;
+        const uint8_t *sp = base + (int64_t)pos * W;
+        const uint64_t v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
+                         : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
+                         : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
+                                  : __ldg(sp);
+        const uint32_t idx = wbase + j;
+        uint8_t *d = sym + (uint64_t)idx * W;
+#pragma unroll
+        for (int i = 0; i < W; i++)
+            d[i] = (uint8_t)(v >> (8 * i));
+        if (prev >= 0)
+            put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(pos - prev - 1), lw);
+    }
+    __syncwarp(); /* the list is rewritten for the next tile */
+}
+
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
     using BlockScan = cub::BlockScan<ScanPair, kThreads>;
     __shared__ typename BlockScan::TempStorage scan_tmp;
+    __shared__ uint16_t heads_list[kThreads / 32][32 * Elem<W>::N];
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
         ChunkEnc ce = k.chunks[g.c];
@@ -471,11 +516,19 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
                                           ScanPairOp());
         uint8_t *sym = k.out_base + rec + 12;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
+        const uint32_t wbase = __shfl_sync(0xffffffffu, pre.count, 0);
+        const int32_t wprev = __shfl_sync(0xffffffffu, pre.last, 0);
+        const uint32_t n_warp = __shfl_sync(0xffffffffu, pre.count + mine.count, 31) - wbase;
+        const int32_t tw0 = (int32_t)((g.w0 - g.cstart) / W);
+        emit_warp_runs<W>(k, g, heads_list[threadIdx.x >> 5], heads, pos0, pre.count - wbase, wbase, n_warp, wprev,
+                          tw0, sym, len, ce.lw);
         /* the chunk's last element closes its last run (it lies in the chunk's last tile) */
         const int64_t le = g.cend - W;
-        const bool has_last = le >= a && le < a + 64 && le >= g.s && le < g.e;
-        emit_seg_runs<W>(heads, k.src + a, pos0, pre.count, pre.last, has_last, (int32_t)((le - g.cstart) / W),
-                         sym, len, ce.lw);
+        if (le >= a && le < a + 64 && le >= g.s && le < g.e) {
+            const int32_t prev = mine.count ? mine.last : pre.last;
+            put_len(len + (uint64_t)(pre.count + mine.count - 1) * ce.lw,
+                    (uint32_t)((int32_t)((le - g.cstart) / W) - prev), ce.lw);
+        }
         __syncthreads(); /* scan_tmp is reused by the next tile */
     }
 }

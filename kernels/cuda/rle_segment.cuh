@@ -363,54 +363,6 @@ __host__ __device__ __forceinline__ void put_len(uint8_t *p, uint32_t v, unsigne
     }
 }
 
-/*
- * The symbols of the run heads in `heads` (bit k: element k of the segment at
- * seg_src starts a run; seg_src W-aligned) and the lengths of the runs they
- * close, in one pass over the heads: head j closes run j-1 (the first head of
- * a chunk closes none). idx = the chunk's runs before the segment, prev = the
- * chunk-relative element index of the last head before it (-1: none), pos0 =
- * that of the segment's element 0. has_last: the chunk's last element,
- * last_pos, lies in this segment (and tile): it closes the chunk's last run.
- * Lengths are stored minus one in lw bytes.
- */
-template <int W>
-__host__ __device__ __forceinline__ void emit_seg_runs(uint64_t heads, const uint8_t *seg_src, int32_t pos0,
-                                                       uint32_t idx, int32_t prev, bool has_last,
-                                                       int32_t last_pos, uint8_t *sym, uint8_t *len, unsigned lw)
-{
-    while (heads) {
-#ifdef __CUDA_ARCH__
-        const int b = __ffsll((long long)heads) - 1;
-#else
-        const int b = __builtin_ctzll(heads);
-#endif
-        heads &= heads - 1;
-        const uint8_t *sp = seg_src + b * W;
-        uint64_t v;
-#ifdef __CUDA_ARCH__
-        v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
-          : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
-          : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
-                   : __ldg(sp);
-#else
-        v = 0;
-        for (int i = 0; i < W; i++)
-            v |= (uint64_t)sp[i] << (8 * i);
-#endif
-        uint8_t *d = sym + (uint64_t)idx * W;
-GC_HD_UNROLL
-        for (int i = 0; i < W; i++)
-            d[i] = (uint8_t)(v >> (8 * i));
-        const int32_t pos = pos0 + b;
-        if (prev >= 0)
-            put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(pos - prev - 1), lw);
-        prev = pos;
-        idx++;
-    }
-    if (has_last)
-        put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(last_pos - prev), lw);
-}
-
 } // namespace gcgpu
 
 #endif
