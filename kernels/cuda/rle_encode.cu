@@ -1,18 +1,21 @@
 /*
  * rle_encode.cu - the rle encoder on the device (docs/FORMAT.md).
  *
- * Two passes over the input, each reading it once:
+ * Two passes over the input at most, each reading it once:
  *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block): run-head
  *      count, first/last head, longest run crossing thread segments, and the
- *      raw CRC32C of the tile, all from the same load.
+ *      raw CRC32C of the tile, all from the same load; incompressible 2 KiB
+ *      pieces are also written where an all-stored frame has them
+ *      (spec_store), so random input is read only here.
  *   2. enc_chunks (one warp per chunk): combines its tiles into run count,
  *      longest run (-> len_width), stored/rle decision, record size, chunk CRC,
  *      and each tile's run base; writes the index entry.
  *   3. cub::DeviceScan over record sizes -> record offsets.
  *   4. enc_emit: per tile, the stored copy (16-byte stores, funnel-shifted
  *      from aligned loads; skipped where enc_analyze already wrote the bytes
- *      in place, see spec_store) or the symbols and run lengths of the
- *      tile's runs (positions from a block scan of head counts).
+ *      in place) or the symbols and run lengths of the tile's runs
+ *      (positions from a block scan of head counts, written by each warp's
+ *      lanes in turn, see emit_warp_runs).
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
