@@ -165,19 +165,6 @@ __device__ __forceinline__ uint64_t head_mask(const uint32_t w[16], uint32_t pw,
     return m;
 }
 
-/* Element k of the segment as a 64-bit value (k a compile-time constant after unrolling). */
-template <int W>
-__device__ __forceinline__ uint64_t elem_at(const uint32_t w[16], int k)
-{
-    if (W == 8)
-        return (uint64_t)w[2 * k] | ((uint64_t)w[2 * k + 1] << 32);
-    if (W == 4)
-        return w[k];
-    if (W == 2)
-        return (w[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-    return (w[k >> 2] >> (8 * (k & 3))) & 0xffu;
-}
-
 /* Bits [lo, hi) of a 64-bit mask (0 <= lo, hi <= 64). */
 __device__ __forceinline__ uint64_t bit_range(int lo, int hi)
 {
