@@ -27,8 +27,11 @@
 
 static void conn_free_if_idle(gcd_conn *c)
 {
-    if (c->state == GCD_CONN_CLOSED && c->in_flight == 0)
+    if (c->state == GCD_CONN_CLOSED && c->in_flight == 0) {
+        /* again: a registration that was running when the connection closed */
+        gcd_fd_map_cache_drop_owner(c);
         free(c);
+    }
 }
 
 /* ---- request assembly ------------------------------------------------- */
@@ -79,15 +82,23 @@ static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_f
     r->refused = true;
 }
 
+/* Descriptors a request frame carries: two for a codec request over memfds, one to (un)register. */
+static unsigned fds_carried(const Gpucomp__Request *m)
+{
+    if (!m->payload_in_fd)
+        return 0;
+    return m->op == GPUCOMP__OP__OP_REGISTER || m->op == GPUCOMP__OP__OP_UNREGISTER ? 1 : 2;
+}
+
 /*
- * Take the two descriptors that came with a payload_in_fd frame off the
- * queue at once, whatever becomes of the request: left behind, they would be
+ * Take the descriptors that came with a payload_in_fd frame off the queue
+ * at once, whatever becomes of the request: left behind, they would be
  * handed to the connection's next fd request, which would then read another
  * request's data. -1 where fewer arrived.
  */
-static void claim_fds(gcd_conn *c, int fds[2])
+static void claim_fds(gcd_conn *c, int fds[2], unsigned want)
 {
-    unsigned n = c->n_fds < 2 ? c->n_fds : 2;
+    unsigned n = c->n_fds < want ? c->n_fds : want;
     fds[0] = n > 0 ? c->fds[0] : -1;
     fds[1] = n > 1 ? c->fds[1] : -1;
     c->n_fds -= n;
@@ -111,9 +122,21 @@ static int attach_fds(gcd_request *r, gc_error *err)
     return gcd_fd_payload_attach(r, r->in_fd, r->out_fd, err);
 }
 
+/* OP_REGISTER/OP_UNREGISTER: one descriptor, no payload; the worker does the (slow) mapping. */
+static int admit_registration(gcd_request *r, bool payload_in_fd, gc_error *err)
+{
+    if (!payload_in_fd || r->in_fd < 0)
+        return gc_fail(err, GC_E_PROTOCOL, "request %llu: a registration carries one memfd (payload_in_fd)",
+                       (unsigned long long)r->id);
+    r->received = r->total_size;
+    return GC_OK;
+}
+
 static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
 {
     const gcd_config *cfg = &c->server->cfg;
+    if (gcd_request_is_registration(r))
+        return admit_registration(r, payload_in_fd, err);
     int rc = gcd_engine_check(r, err);
     if (rc != GC_OK)
         return rc;
@@ -142,8 +165,7 @@ static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
 static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
 {
     int fds[2] = { -1, -1 };
-    if (m->payload_in_fd)
-        claim_fds(c, fds);
+    claim_fds(c, fds, fds_carried(m));
     if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS) {
         close_fds(fds);
         if (m->op == GPUCOMP__OP__OP_PING)

@@ -46,12 +46,14 @@ int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, gc
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err);
 
 /*
- * Page-lock cached client memfd mappings the first time a GPU uses them
- * (--pin-client-buffers). Registration costs about 0.3 s per GiB on the H200
- * host measured, against about 0.01 s per GiB of staging copy it saves per
- * request, so it pays only for buffers reused many times.
+ * Let the memfd cache page-lock client buffers for DMA: registered ones
+ * (OP_REGISTER) always, and with pin_on_use (--pin-client-buffers) any
+ * cached mapping the first time a GPU uses it. Page-locking costs about
+ * 0.3 s per GiB on the H200 host measured, against about 0.01 s per GiB of
+ * staging copy it saves per request, so it pays only for buffers reused
+ * many times: clients that know they will, register.
  */
-void gcd_device_gpu_enable_pinning(void);
+void gcd_device_gpu_enable_pinning(bool pin_on_use);
 
 /* Number of usable CUDA devices (0 without CUDA or a driver). */
 unsigned gcd_device_gpu_count(void);

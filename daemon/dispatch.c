@@ -65,8 +65,8 @@ bool gcd_dispatch_init(gcd_server *s)
             gcd_log(LOG_INFO, "device %s ready", gcd_batcher_name(b));
         }
     }
-    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices > 0 && s->cfg.pin_client_buffers)
-        gcd_device_gpu_enable_pinning();
+    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices > 0)
+        gcd_device_gpu_enable_pinning(s->cfg.pin_client_buffers);
     if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices == 0)
         gcd_log(LOG_INFO, "no usable GPU: every request runs on the CPU engine");
     return true;
@@ -110,7 +110,8 @@ static uint64_t work_bytes(const gcd_request *r)
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
     s->requests_in_flight++;
-    bool device_worthy = r->codec == GPUCOMP__CODEC__CODEC_RLE && work_bytes(r) >= s->cfg.gpu_min_bytes;
+    bool device_worthy = !gcd_request_is_registration(r) && r->codec == GPUCOMP__CODEC__CODEC_RLE &&
+                         work_bytes(r) >= s->cfg.gpu_min_bytes;
     gcd_batcher *dev = device_worthy ? least_loaded_device(s) : NULL;
     if (dev)
         gcd_batcher_submit(dev, r);

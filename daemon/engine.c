@@ -94,6 +94,8 @@ static int bzip2_request(gcd_request *r, unsigned threads)
 
 int gcd_engine_compute_cpu(gcd_request *r, unsigned threads)
 {
+    if (gcd_request_is_registration(r))
+        return gcd_fd_payload_register(r);
     if (r->codec == GPUCOMP__CODEC__CODEC_BZIP2)
         return bzip2_request(r, threads);
     if (r->op == GPUCOMP__OP__OP_COMPRESS)
@@ -119,10 +121,10 @@ void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
 {
     uint64_t start = now_ns();
     gc_error_clear(&r->error);
+    r->backend = GPUCOMP__BACKEND__BACKEND_CPU; /* a registration may say GPU: pinned */
     int rc = gcd_engine_compute_cpu(r, threads);
     if (rc != GC_OK && r->error.code == GC_OK)
         r->error.code = (gc_status)rc;
-    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
     r->engine_ns = now_ns() - start;
     gcd_engine_finish(r);
 }

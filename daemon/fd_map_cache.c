@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CACHE_SLOTS 64
+/* Room for a registered input and output per client of a 64+-client load, and more. */
+#define CACHE_SLOTS 512
 
 struct gcd_fd_map {
     dev_t dev;
@@ -18,6 +19,7 @@ struct gcd_fd_map {
     size_t len;
     bool writable;
     bool cached;          /* false: a one-off mapping, unmapped on release */
+    bool registered;      /* OP_REGISTER: never evicted, counted in registered_bytes */
     unsigned refs;
     uint64_t last_use;
     const void *owner;
@@ -27,12 +29,15 @@ struct gcd_fd_map {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static gcd_fd_map *slots[CACHE_SLOTS];
 static uint64_t cached_bytes, max_cached_bytes, use_clock;
+static uint64_t registered_bytes, max_registered_bytes;
 static gcd_pin_fn pin_hook;
 static gcd_unpin_fn unpin_hook;
+static bool pin_any_on_use;
 
-void gcd_fd_map_cache_init(uint64_t max_bytes)
+void gcd_fd_map_cache_init(uint64_t max_bytes, uint64_t max_registered)
 {
     max_cached_bytes = max_bytes;
+    max_registered_bytes = max_registered;
 }
 
 uint8_t *gcd_fd_map_addr(const gcd_fd_map *m)
@@ -45,14 +50,15 @@ uint8_t *gcd_fd_map_addr(const gcd_fd_map *m)
  * only the pages the file already has: a fresh output sized for its worst
  * case would otherwise get every page of that bound allocated.
  */
-static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writable, gc_error *err)
+static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writable, bool populate,
+                           gc_error *err)
 {
     gcd_fd_map *m = calloc(1, sizeof *m);
     if (!m) {
         gc_fail(err, GC_E_NOMEM, "out of memory");
         return NULL;
     }
-    bool populate = (uint64_t)st->st_blocks * 512 >= len;
+    populate = populate || (uint64_t)st->st_blocks * 512 >= len;
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);
     void *p = mmap(NULL, len, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
@@ -80,18 +86,19 @@ static void unmap(gcd_fd_map *m)
     free(m);
 }
 
-void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin)
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin, bool pin_on_use)
 {
     pthread_mutex_lock(&cache_lock);
     pin_hook = pin;
     unpin_hook = unpin;
+    pin_any_on_use = pin_on_use;
     pthread_mutex_unlock(&cache_lock);
 }
 
 bool gcd_fd_map_pin(gcd_fd_map *m)
 {
     pthread_mutex_lock(&cache_lock);
-    bool mine = m->cached && m->pin == PIN_NONE && pin_hook;
+    bool mine = m->cached && m->pin == PIN_NONE && pin_hook && (pin_any_on_use || m->registered);
     bool pinned = m->pin == PIN_DONE;
     if (mine)
         m->pin = PIN_BUSY; /* another lane may ask for the same file: one pins it */
@@ -111,8 +118,26 @@ static gcd_fd_map *take_slot(int i)
 {
     gcd_fd_map *m = slots[i];
     slots[i] = NULL;
-    cached_bytes -= m->len;
+    if (m->registered)
+        registered_bytes -= m->len;
+    else
+        cached_bytes -= m->len;
+    m->registered = false;
     return m;
+}
+
+/*
+ * Take entry i out of the cache (lock held): returned if idle, for the
+ * caller to unmap after unlocking; NULL if a request still uses it, which
+ * then unmaps it on release.
+ */
+static gcd_fd_map *retire_slot(int i)
+{
+    gcd_fd_map *m = take_slot(i);
+    if (m->refs == 0)
+        return m;
+    m->cached = false;
+    return NULL;
 }
 
 static int find(const struct stat *st)
@@ -131,7 +156,7 @@ static int free_slot(size_t need, gcd_fd_map **evicted, size_t *n_evicted)
         for (int i = 0; i < CACHE_SLOTS; i++) {
             if (!slots[i] && free_i < 0)
                 free_i = i;
-            else if (slots[i] && slots[i]->refs == 0 &&
+            else if (slots[i] && slots[i]->refs == 0 && !slots[i]->registered &&
                      (lru < 0 || slots[i]->last_use < slots[lru]->last_use))
                 lru = i;
         }
@@ -158,12 +183,13 @@ gcd_fd_map *gcd_fd_map_acquire(int fd, size_t len, bool writable, const void *ow
     if (i >= 0 && slots[i]->len >= len && (slots[i]->writable || !writable)) {
         hit = slots[i];
         hit->refs++;
-    } else if (i >= 0 && slots[i]->refs == 0) {
+    } else if (i >= 0 && slots[i]->refs == 0 && !slots[i]->registered) {
         evicted[n_evicted++] = take_slot(i); /* too small or read-only: replace it */
     }
     if (hit) {
         hit->last_use = ++use_clock;
-        hit->owner = owner;
+        if (!hit->registered) /* a registration stays with the connection that made it */
+            hit->owner = owner;
     }
     pthread_mutex_unlock(&cache_lock);
     for (size_t k = 0; k < n_evicted; k++)
@@ -171,7 +197,7 @@ gcd_fd_map *gcd_fd_map_acquire(int fd, size_t len, bool writable, const void *ow
     if (hit)
         return hit;
 
-    gcd_fd_map *m = map_new(fd, &st, len, writable, err);
+    gcd_fd_map *m = map_new(fd, &st, len, writable, false, err);
     if (!m)
         return NULL;
     n_evicted = 0;
@@ -206,9 +232,17 @@ static void drop_where(const void *owner, bool everything)
     gcd_fd_map *evicted[CACHE_SLOTS];
     size_t n = 0;
     pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        if (slots[i] && slots[i]->refs == 0 && (everything || slots[i]->owner == owner))
-            evicted[n++] = take_slot(i);
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        gcd_fd_map *m = slots[i];
+        if (!m || !(everything || m->owner == owner))
+            continue;
+        if (m->registered) /* ends with its connection, in use or not */
+            m = retire_slot(i);
+        else
+            m = m->refs == 0 ? take_slot(i) : NULL;
+        if (m)
+            evicted[n++] = m;
+    }
     pthread_mutex_unlock(&cache_lock);
     for (size_t k = 0; k < n; k++)
         unmap(evicted[k]);
@@ -222,4 +256,166 @@ void gcd_fd_map_cache_drop_owner(const void *owner)
 void gcd_fd_map_cache_clear(void)
 {
     drop_where(NULL, true);
+}
+
+uint64_t gcd_fd_map_registered_bytes(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    uint64_t n = registered_bytes;
+    pthread_mutex_unlock(&cache_lock);
+    return n;
+}
+
+/* Would registering `adding` bytes in place of `replacing` pass the limit? (lock held) */
+static bool over_limit(size_t adding, size_t replacing, gc_error *err)
+{
+    if (registered_bytes - replacing + adding <= max_registered_bytes)
+        return false;
+    gc_fail(err, GC_E_LIMIT,
+            "registering %zu bytes would exceed the daemon's limit of %llu registered bytes (%llu in use)",
+            adding, (unsigned long long)max_registered_bytes, (unsigned long long)registered_bytes);
+    return true;
+}
+
+/*
+ * Make room for registering len bytes of st's file (lock held): an idle
+ * unregistered entry of the file big enough and writable is promoted (its
+ * index returned, *promote set), a smaller or read-only idle one goes to
+ * *evicted. -1 with err set when the file is busy or registered elsewhere.
+ */
+static int registration_slot(const struct stat *st, size_t len, const void *owner, bool *promote,
+                             gcd_fd_map **evicted, size_t *n_evicted, gc_error *err)
+{
+    *promote = false;
+    int i = find(st);
+    if (i < 0)
+        return CACHE_SLOTS;
+    gcd_fd_map *m = slots[i];
+    if (m->registered && m->owner != owner) {
+        gc_fail(err, GC_E_INVALID, "this file is registered by another connection");
+        return -1;
+    }
+    if (m->len >= len && m->writable) {
+        *promote = true;
+        return i;
+    }
+    if (m->refs > 0) {
+        gc_fail(err, GC_E_BUSY, "a request is using this file: register it again when it is done");
+        return -1;
+    }
+    if (m->registered && over_limit(len, m->len, err)) /* refuse before dropping it */
+        return -1;
+    evicted[(*n_evicted)++] = take_slot(i);
+    return CACHE_SLOTS;
+}
+
+/* Count m as registered (lock held); false with err set if over the limit. */
+static bool charge_registration(gcd_fd_map *m, gc_error *err)
+{
+    if (m->registered)
+        return true;
+    if (over_limit(m->len, 0, err))
+        return false;
+    if (m->cached)
+        cached_bytes -= m->len;
+    registered_bytes += m->len;
+    m->registered = true;
+    return true;
+}
+
+/* Put a fresh registered mapping in the cache (lock held); false with err set if it cannot. */
+static bool insert_registered(gcd_fd_map *m, const struct stat *st, const void *owner,
+                              gcd_fd_map **evicted, size_t *n_evicted, gc_error *err)
+{
+    if (find(st) >= 0) { /* registered meanwhile by a concurrent request of this file */
+        gc_fail(err, GC_E_BUSY, "this file is being registered by another request");
+        return false;
+    }
+    if (!charge_registration(m, err))
+        return false;
+    int slot = free_slot(0, evicted, n_evicted);
+    if (slot < 0) {
+        registered_bytes -= m->len;
+        m->registered = false;
+        gc_fail(err, GC_E_LIMIT, "the daemon holds %d mapped files, all in use", CACHE_SLOTS);
+        return false;
+    }
+    m->cached = true;
+    m->owner = owner;
+    m->last_use = ++use_clock;
+    slots[slot] = m;
+    return true;
+}
+
+static void unmap_all(gcd_fd_map **maps, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        unmap(maps[k]);
+}
+
+/* Find or make the registered entry for fd's file, holding a reference; NULL with err set. */
+static gcd_fd_map *registered_entry(int fd, const struct stat *st, size_t len, const void *owner,
+                                    gc_error *err)
+{
+    gcd_fd_map *evicted[CACHE_SLOTS + 1];
+    size_t n_evicted = 0;
+    bool promote;
+    pthread_mutex_lock(&cache_lock);
+    int i = registration_slot(st, len, owner, &promote, evicted, &n_evicted, err);
+    gcd_fd_map *m = promote ? slots[i] : NULL;
+    if (m && charge_registration(m, err)) {
+        m->owner = owner;
+        m->refs++;
+    } else {
+        m = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    unmap_all(evicted, n_evicted);
+    if (m || i < 0 || promote)
+        return m;
+
+    m = map_new(fd, st, len, true, true, err);
+    if (!m)
+        return NULL;
+    n_evicted = 0;
+    pthread_mutex_lock(&cache_lock);
+    bool ok = insert_registered(m, st, owner, evicted, &n_evicted, err);
+    pthread_mutex_unlock(&cache_lock);
+    unmap_all(evicted, n_evicted);
+    if (!ok) {
+        unmap(m);
+        return NULL;
+    }
+    return m; /* map_new's reference */
+}
+
+int gcd_fd_map_register(int fd, size_t len, const void *owner, bool *pinned, gc_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return gc_fail(err, GC_E_INVALID, "cannot stat a passed descriptor: %s", strerror(errno));
+    if (len == 0 || (uint64_t)st.st_size < len)
+        return gc_fail(err, GC_E_INVALID, "cannot register %zu bytes of a file of %lld bytes", len,
+                       (long long)st.st_size);
+    gcd_fd_map *m = registered_entry(fd, &st, len, owner, err);
+    if (!m)
+        return err->code;
+    *pinned = gcd_fd_map_pin(m); /* outside the lock: page-locking a large file takes a while */
+    gcd_fd_map_release(m);
+    return GC_OK;
+}
+
+int gcd_fd_map_unregister(int fd, const void *owner, gc_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return gc_fail(err, GC_E_INVALID, "cannot stat a passed descriptor: %s", strerror(errno));
+    pthread_mutex_lock(&cache_lock);
+    int i = find(&st);
+    bool mine = i >= 0 && slots[i]->registered && slots[i]->owner == owner;
+    gcd_fd_map *idle = mine ? retire_slot(i) : NULL;
+    pthread_mutex_unlock(&cache_lock);
+    if (idle)
+        unmap(idle);
+    return mine ? GC_OK : gc_fail(err, GC_E_INVALID, "this file is not registered on this connection");
 }

@@ -26,8 +26,12 @@
 
 typedef struct gcd_fd_map gcd_fd_map;
 
-/* Bound the cache (bytes of mapped files; 0 disables caching). Call once at start. */
-void gcd_fd_map_cache_init(uint64_t max_bytes);
+/*
+ * Bound the cache: max_bytes of mapped files kept between requests (0
+ * disables caching) and max_registered bytes of registered files (below).
+ * Call once at start.
+ */
+void gcd_fd_map_cache_init(uint64_t max_bytes, uint64_t max_registered);
 
 /*
  * A mapping of at least len bytes of fd (already sealed against shrinking),
@@ -48,12 +52,30 @@ void gcd_fd_map_release(gcd_fd_map *m);
  */
 typedef bool (*gcd_pin_fn)(void *addr, size_t len, bool read_only);
 typedef void (*gcd_unpin_fn)(void *addr);
-void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin);
+/* pin_on_use: gcd_fd_map_pin pins any cached mapping, not only registered ones. */
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin, bool pin_on_use);
 
-/* Pin m if it is cached and not pinned yet (best effort); true if it is pinned. */
+/* Pin m if it may be and is not pinned yet (best effort); true if it is pinned. */
 bool gcd_fd_map_pin(gcd_fd_map *m);
 
-/* The owner's connection closed: drop its idle entries. */
+/*
+ * Registration (OP_REGISTER): the first len bytes of fd (sealed against
+ * shrinking, at least len long) are mapped writable, faulted in and, when a
+ * pinning hook is set, page-locked now, and stay so until unregistered or
+ * until owner's connection closes: registered entries are never evicted.
+ * The total is bounded by max_registered (GC_E_LIMIT beyond it). Registering
+ * the same file again on the same connection is a no-op if it is big enough.
+ * *pinned: whether the pages are page-locked for DMA.
+ */
+int gcd_fd_map_register(int fd, size_t len, const void *owner, bool *pinned, gc_error *err);
+
+/* End owner's registration of fd's file (GC_E_INVALID if there is none). */
+int gcd_fd_map_unregister(int fd, const void *owner, gc_error *err);
+
+/* Bytes registered now. */
+uint64_t gcd_fd_map_registered_bytes(void);
+
+/* The owner's connection closed: end its registrations, drop its idle entries. */
 void gcd_fd_map_cache_drop_owner(const void *owner);
 
 /* Unmap everything (shutdown; nothing may be in use). */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,6 +62,24 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
         return err->code;
     r->output = gcd_fd_map_addr(r->out_map);
     return GC_OK;
+}
+
+int gcd_fd_payload_register(gcd_request *r)
+{
+    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    if (r->op == GPUCOMP__OP__OP_UNREGISTER)
+        return gcd_fd_map_unregister(r->in_fd, r->conn, &r->error);
+    int rc = seal_shrink(r->in_fd, "registered", &r->error);
+    if (rc != GC_OK)
+        return rc;
+    if (r->total_size > SIZE_MAX)
+        return gc_fail(&r->error, GC_E_LIMIT, "cannot register %llu bytes",
+                       (unsigned long long)r->total_size);
+    bool pinned = false;
+    rc = gcd_fd_map_register(r->in_fd, (size_t)r->total_size, r->conn, &pinned, &r->error);
+    if (rc == GC_OK && pinned)
+        r->backend = GPUCOMP__BACKEND__BACKEND_GPU;
+    return rc;
 }
 
 void gcd_fd_payload_release(gcd_request *r)

@@ -24,6 +24,14 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err);
  */
 int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err);
 
+/*
+ * OP_REGISTER / OP_UNREGISTER of r->in_fd for r's connection (run on a
+ * worker: mapping and page-locking a large file takes milliseconds). A
+ * registered file is sealed against shrinking like any other; r->backend
+ * says whether its pages were page-locked for DMA (GPU) or only mapped.
+ */
+int gcd_fd_payload_register(gcd_request *r);
+
 /* Unmap and close whatever the fd transport holds (called by gcd_request_free). */
 void gcd_fd_payload_release(gcd_request *r);
 

@@ -152,7 +152,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     s->cfg = *cfg;
     s->counters.started_ns = gcd_now_ns();
     s->engine.codec_threads = cfg->codec_threads;
-    gcd_fd_map_cache_init(cfg->memory_budget);
+    gcd_fd_map_cache_init(cfg->memory_budget, cfg->register_limit);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */
     if (evthread_use_pthreads() != 0 || !(s->base = event_base_new())) {
         gcd_log(LOG_ERR, "cannot create the event loop");

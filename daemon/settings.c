@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -76,6 +77,7 @@ static bool set_codec_threads(gcd_config *c, const char *v) { return parse_count
 static bool set_max_request(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_request) && c->max_request > 0; }
 static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_output) && c->max_output > 0; }
 static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
+static bool set_register_limit(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
@@ -136,10 +138,24 @@ static const setting settings[] = {
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "pin-client-buffers", "yes|no", "page-lock reused client memfds for DMA (default no)", set_pin_client_buffers },
+    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
+
+/*
+ * Page-locked memory cannot be swapped or reclaimed, so registrations get a
+ * bound of their own: a quarter of physical memory leaves the rest of the
+ * host room to work (a 128 GiB host pins up to 32 GiB for its clients).
+ */
+static uint64_t default_register_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 1ull << 30;
+    return (uint64_t)pages * (uint64_t)page / 4;
+}
 
 void gcd_config_defaults(gcd_config *cfg)
 {
@@ -155,6 +171,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;
     cfg->log_level = LOG_INFO;
+    cfg->register_limit = default_register_limit();
 }
 
 static const setting *find_setting(const char *name)

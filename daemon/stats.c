@@ -1,6 +1,8 @@
 /* stats.c - counters and the STATS message (see stats.h). */
 #include "stats.h"
 
+#include "fd_map_cache.h"
+
 #include <stdio.h>
 
 #include "batcher.h"
@@ -30,6 +32,8 @@ static void fill_device(gcd_batcher *b, Gpucomp__DeviceStats *d, char *name, siz
 void gcd_stats_count(gcd_server *s, const gcd_request *r)
 {
     gcd_counters *k = &s->counters;
+    if (gcd_request_is_registration(r)) /* not codec work */
+        return;
     if (r->error.code != GC_OK) {
         k->requests_failed++;
         return;
@@ -58,6 +62,8 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->queue_depth = s->workers ? gcd_workers_pending(s->workers) : 0;
     st->memory_in_use = s->memory_in_use;
     st->memory_budget = s->cfg.memory_budget;
+    st->registered_bytes = gcd_fd_map_registered_bytes();
+    st->register_limit = s->cfg.register_limit;
     st->backend = (char *)gcd_dispatch_backend(s);
     for (unsigned i = 0; i < s->n_devices; i++) {
         fill_device(s->devices[i], &msg->devices[i], msg->names[i], sizeof msg->names[i]);

@@ -170,6 +170,7 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     printf("  bytes in:        %llu (%s)\n", (unsigned long long)st->bytes_in, human(st->bytes_in, a));
     printf("  bytes out:       %llu (%s)\n", (unsigned long long)st->bytes_out, human(st->bytes_out, a));
     printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a), human(st->memory_budget, b));
+    printf("  registered:      %s of %s limit\n", human(st->registered_bytes, a), human(st->register_limit, b));
     for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++)
         print_device(i, &st->devices[i]);
 }

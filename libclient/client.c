@@ -214,6 +214,36 @@ int gpucomp_memfd_create(const char *name)
     return gc_memfd_create(name && *name ? name : "gpucomp");
 }
 
+/* OP_REGISTER / OP_UNREGISTER: one descriptor out, an empty answer back. */
+static int registration(gpucomp_client *c, Gpucomp__Op op, int fd, size_t size, int *pinned)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (pinned)
+        *pinned = 0;
+    if (fd < 0)
+        return gc_fail(&c->err, GC_E_INVALID, "invalid descriptor");
+    if (op == GPUCOMP__OP__OP_REGISTER && size == 0)
+        return gc_fail(&c->err, GC_E_INVALID, "cannot register 0 bytes");
+    client_req req = { .op = op, .src_len = size, .via_fd = true, .in_fd = fd, .out_fd = -1 };
+    client_reply rep;
+    int rc = client_call(c, &req, &rep);
+    if (rc == GC_OK && pinned)
+        *pinned = rep.backend == GPUCOMP__BACKEND__BACKEND_GPU;
+    client_reply_free(&rep);
+    return rc;
+}
+
+int gpucomp_register_fd(gpucomp_client *c, int fd, size_t size, int *pinned)
+{
+    return registration(c, GPUCOMP__OP__OP_REGISTER, fd, size, pinned);
+}
+
+int gpucomp_unregister_fd(gpucomp_client *c, int fd)
+{
+    return registration(c, GPUCOMP__OP__OP_UNREGISTER, fd, 0, NULL);
+}
+
 int gpucomp_ping(gpucomp_client *c)
 {
     if (!c)
@@ -245,6 +275,7 @@ static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
         .worker_threads = s->worker_threads, .queue_depth = s->queue_depth,
         .memory_in_use = s->memory_in_use, .memory_budget = s->memory_budget,
         .cpu_requests = s->cpu_requests, .gpu_requests = s->gpu_requests,
+        .registered_bytes = s->registered_bytes, .register_limit = s->register_limit,
     };
     snprintf(out->backend, sizeof out->backend, "%s", s->backend ? s->backend : "");
     /* A daemon with more devices than the struct holds: report the first ones. */

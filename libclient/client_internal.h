@@ -38,10 +38,16 @@ typedef struct client_req {
     size_t src_len;
     uint64_t max_output;            /* 0 = no client-side limit */
     /* memfd transport: src is unused, the input is src_len bytes of in_fd
-     * and the daemon writes the output into out_fd */
+     * and the daemon writes the output into out_fd; OP_REGISTER and
+     * OP_UNREGISTER send in_fd alone (out_fd -1) */
     bool via_fd;
     int in_fd, out_fd;
 } client_req;
+
+static inline bool client_req_is_registration(const client_req *req)
+{
+    return req->op == GPUCOMP__OP__OP_REGISTER || req->op == GPUCOMP__OP__OP_UNREGISTER;
+}
 
 /* What came back. buf (len bytes, never NULL on success; NULL with via_fd,
  * where the len bytes are in out_fd) goes to the user. */

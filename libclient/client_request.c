@@ -48,7 +48,7 @@ static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id
         fill_first(r, req);
 }
 
-/* memfd transport: one frame, no payload, the two descriptors attached. */
+/* memfd transport: one frame, no payload, the descriptors attached (two, or one to register). */
 static int send_fd_request(gpucomp_client *c, const client_req *req, uint64_t id)
 {
     Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
@@ -60,7 +60,8 @@ static int send_fd_request(gpucomp_client *c, const client_req *req, uint64_t id
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = &r;
     int fds[2] = { req->in_fd, req->out_fd };
-    return client_io_send_frame_fds(c->fd, &f, c->max_frame, fds, 2, &c->err);
+    unsigned n_fds = client_req_is_registration(req) ? 1 : 2;
+    return client_io_send_frame_fds(c->fd, &f, c->max_frame, fds, n_fds, &c->err);
 }
 
 static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
@@ -249,6 +250,14 @@ static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucom
     return GC_OK;
 }
 
+/* The answer to a registration: one empty frame. */
+static int check_registration_reply(gpucomp_client *c, const Gpucomp__Response *r)
+{
+    if (r->payload_in_fd || r->payload.len || r->total_size || !r->last)
+        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered a registration with a payload");
+    return GC_OK;
+}
+
 static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, client_reply *rep, bool *clean)
 {
     int rc = recv_frame_for(c, id, &rep->head);
@@ -263,6 +272,8 @@ static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, 
         return daemon_error(c, r, clean);
     rep->backend = r->backend;
     rep->engine_ns = r->engine_ns;
+    if (client_req_is_registration(req))
+        return check_registration_reply(c, r);
     if (req->via_fd)
         return check_fd_reply(c, req, r, rep);
     if (r->payload_in_fd)
@@ -285,7 +296,7 @@ int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
     gc_error_clear(&c->err);
     if (c->fd < 0)
         return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
-    if (c->max_request && req->src_len > c->max_request)
+    if (c->max_request && req->src_len > c->max_request && !client_req_is_registration(req))
         return gc_fail(&c->err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
                        req->src_len, (unsigned long long)c->max_request);
     uint64_t id = take_id(c);

@@ -105,6 +105,8 @@ typedef struct gpucomp_stats {
     char backend[16];        /* "cpu" or "gpu" */
     uint32_t gpu_devices;    /* entries used in devices[] */
     gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES];
+    uint64_t registered_bytes; /* client memory registered now (gpucomp_register_fd) */
+    uint64_t register_limit;   /* most the daemon registers at once (gpucompd --register-limit) */
 } gpucomp_stats;
 
 typedef struct gpucomp_client gpucomp_client;
@@ -158,6 +160,42 @@ int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd
 
 /* A sealable memfd for the calls above (close() it when done), or -1 with errno set. */
 int gpucomp_memfd_create(const char *name);
+
+/*
+ * Registered buffers, for clients that use the same memfds for many requests
+ * (a storage server's I/O buffers, a pipeline's staging area).
+ *
+ * gpucomp_register_fd asks gpucompd to map the first size bytes of fd (a
+ * memfd from gpucomp_memfd_create, already at least size bytes long) once
+ * and, when it serves requests on a GPU, to page-lock them. Later
+ * gpucomp_compress_fd/gpucomp_decompress_fd calls on c that name the memfd,
+ * as input or as output, then move its bytes between it and the GPU by DMA
+ * with no copy on the host and no mapping work. Page-locking costs time once
+ * (about 0.3 s per GiB measured on a GPU host), so register buffers that
+ * serve many requests, not one.
+ *
+ * Size an output memfd for the largest result it will hold before
+ * registering it (gpucomp_compress_fd grows the output to the codec's bound
+ * first: register it after a first call, or ftruncate it yourself). A
+ * request that needs more of a file than is registered still works, through
+ * a one-off mapping at the old speed.
+ *
+ * *pinned (may be NULL) is set to 1 if the pages are page-locked for DMA, 0
+ * if they are only mapped (the daemon has no GPU). Errors: GPUCOMP_E_LIMIT
+ * when the daemon's registration limit would be exceeded (gpucomp_stats_get
+ * reports registered_bytes and register_limit), GPUCOMP_E_BUSY when a
+ * request is using the file at that moment, GPUCOMP_E_INVALID for a
+ * descriptor that is not a sealable memfd of at least size bytes or a file
+ * another connection registered. Registering a registered file again is a
+ * no-op if size fits, else it is registered again at the new size.
+ *
+ * A registration ends with gpucomp_unregister_fd (GPUCOMP_E_INVALID if fd's
+ * file is not registered on c) or when c is closed. The descriptor stays
+ * the caller's; like every memfd passed to the daemon it is sealed against
+ * shrinking.
+ */
+int gpucomp_register_fd(gpucomp_client *c, int fd, size_t size, int *pinned);
+int gpucomp_unregister_fd(gpucomp_client *c, int fd);
 
 /* Round trip to the daemon; GPUCOMP_OK if it answers. */
 int gpucomp_ping(gpucomp_client *c);

@@ -36,6 +36,8 @@ start_daemon
 bench large "$large"
 bench many "$m_clients" "$m_mib" "$m_rounds"
 bench manyfd "$m_clients" "$m_mib" "$m_rounds"
+bench manyreg "$m_clients" "$m_mib" "$m_rounds"
+"$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i registered | sed "s/^/| GPU daemon after manyreg | /; s/$/ |/"
 bench small "$s_clients" "$s_bytes" "$s_rounds"
 stop_daemon
 start_daemon --gpu=off

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -251,6 +252,177 @@ START_TEST(test_memfd_refuses_unsealable_fd)
 }
 END_TEST
 
+/* ---- registered buffers (gpucomp_register_fd) ----------------------------- */
+
+static void start_with_register_limit(const char *limit)
+{
+    const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--batch-wait-us", "1000",
+                           "--device-lanes", "1", "--register-limit", limit, NULL };
+    test_daemon_start(&dut, args);
+}
+
+static uint64_t registered_bytes(gpucomp_client *c)
+{
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    return st.registered_bytes;
+}
+
+/* A memfd of len bytes of test data, mapped at *map. */
+static int data_memfd(size_t len, uint64_t seed, uint8_t **map)
+{
+    int fd = gpucomp_memfd_create("data");
+    ck_assert(fd >= 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+    *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert(*map != MAP_FAILED);
+    fill_test_data(*map, len, 1, seed);
+    return fd;
+}
+
+START_TEST(test_registered_buffers_round_trip)
+{
+    start_with_register_limit("64M");
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20;
+    uint8_t *src;
+    int in = data_memfd(len, 9, &src);
+    int packed = gpucomp_memfd_create("packed"), back = gpucomp_memfd_create("back");
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    fd_round_trip(c, &o, in, src, len, packed, back); /* sizes packed and back */
+    struct stat st;
+    ck_assert_int_eq(fstat(packed, &st), 0);
+    int pinned = -1;
+    ck_assert_int_eq(gpucomp_register_fd(c, in, len, &pinned), GPUCOMP_OK);
+    ck_assert_int_eq(pinned, 0); /* no GPU: mapped, not page-locked */
+    ck_assert_int_eq(gpucomp_register_fd(c, packed, (size_t)st.st_size, NULL), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_register_fd(c, back, len, NULL), GPUCOMP_OK);
+    ck_assert_uint_eq(registered_bytes(c), 2 * len + (uint64_t)st.st_size);
+    ck_assert_int_eq(gpucomp_register_fd(c, in, len / 2, NULL), GPUCOMP_OK); /* already fits */
+    ck_assert_uint_eq(registered_bytes(c), 2 * len + (uint64_t)st.st_size);
+    for (int round = 0; round < 3; round++) { /* new data each round, same registered files */
+        fill_test_data(src, len, 1, 100 + (uint64_t)round);
+        fd_round_trip(c, &o, in, src, len, packed, back);
+    }
+    ck_assert_int_eq(gpucomp_unregister_fd(c, packed), GPUCOMP_OK);
+    ck_assert_uint_eq(registered_bytes(c), 2 * len);
+    ck_assert_int_eq(gpucomp_unregister_fd(c, packed), GPUCOMP_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(gpucomp_last_error(c), "not registered"));
+    fd_round_trip(c, &o, in, src, len, packed, back); /* unregistered output still works */
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    munmap(src, len);
+    close(in), close(packed), close(back);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_register_limit_enforced)
+{
+    start_with_register_limit("1M");
+    gpucomp_client *c = connect_or_fail();
+    uint8_t *a_map, *b_map;
+    int a = data_memfd(2u << 20, 1, &a_map), b = data_memfd(768u << 10, 2, &b_map);
+    ck_assert_int_eq(gpucomp_register_fd(c, a, 2u << 20, NULL), GPUCOMP_E_LIMIT);
+    ck_assert_ptr_nonnull(strstr(gpucomp_last_error(c), "limit"));
+    ck_assert_int_eq(gpucomp_register_fd(c, a, 512u << 10, NULL), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_register_fd(c, b, 768u << 10, NULL), GPUCOMP_E_LIMIT);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.registered_bytes, 512u << 10);
+    ck_assert_uint_eq(st.register_limit, 1u << 20);
+    /* growing a registration is registering it again: still bounded */
+    ck_assert_int_eq(gpucomp_register_fd(c, a, 2u << 20, NULL), GPUCOMP_E_LIMIT);
+    ck_assert_int_eq(gpucomp_unregister_fd(c, a), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_register_fd(c, b, 768u << 10, NULL), GPUCOMP_OK);
+    munmap(a_map, 2u << 20), munmap(b_map, 768u << 10);
+    close(a), close(b);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_register_refuses_bad_descriptors)
+{
+    start_with_register_limit("64M");
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(gpucomp_register_fd(c, -1, 10, NULL), GPUCOMP_E_INVALID);
+    uint8_t *map;
+    int fd = data_memfd(4096, 3, &map);
+    ck_assert_int_eq(gpucomp_register_fd(c, fd, 0, NULL), GPUCOMP_E_INVALID);
+    ck_assert_int_eq(gpucomp_register_fd(c, fd, 8192, NULL), GPUCOMP_E_INVALID); /* past its end */
+    ck_assert_int_eq(gpucomp_unregister_fd(c, fd), GPUCOMP_E_INVALID);
+    char path[128];
+    snprintf(path, sizeof path, "%s/plain", dut.dir);
+    ck_assert_int_eq(write_file(path, "hello world", 11), 0);
+    int plain = open(path, O_RDWR);
+    ck_assert_int_eq(gpucomp_register_fd(c, plain, 11, NULL), GPUCOMP_E_INVALID);
+    ck_assert_ptr_nonnull(strstr(gpucomp_last_error(c), "seal"));
+    /* another connection cannot take over or end c's registration */
+    ck_assert_int_eq(gpucomp_register_fd(c, fd, 4096, NULL), GPUCOMP_OK);
+    gpucomp_client *other = connect_or_fail();
+    ck_assert_int_eq(gpucomp_register_fd(other, fd, 4096, NULL), GPUCOMP_E_INVALID);
+    ck_assert_int_eq(gpucomp_unregister_fd(other, fd), GPUCOMP_E_INVALID);
+    ck_assert_uint_eq(registered_bytes(other), 4096);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    gpucomp_close(other);
+    munmap(map, 4096);
+    close(fd), close(plain);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* Registrations end with their connection (the daemon notices the close asynchronously). */
+START_TEST(test_registration_ends_with_connection)
+{
+    start_with_register_limit("64M");
+    gpucomp_client *c = connect_or_fail(), *watcher = connect_or_fail();
+    uint8_t *map;
+    int fd = data_memfd(1u << 20, 4, &map);
+    ck_assert_int_eq(gpucomp_register_fd(c, fd, 1u << 20, NULL), GPUCOMP_OK);
+    ck_assert_uint_eq(registered_bytes(watcher), 1u << 20);
+    gpucomp_close(c);
+    uint64_t left = 1;
+    for (int i = 0; i < 500 && left; i++) {
+        left = registered_bytes(watcher);
+        if (left)
+            usleep(10000);
+    }
+    ck_assert_uint_eq(left, 0);
+    munmap(map, 1u << 20);
+    close(fd);
+    gpucomp_close(watcher);
+}
+END_TEST
+
+/* Raw frames the library never sends: a registration without its descriptor. */
+START_TEST(test_register_without_descriptor_is_protocol_error)
+{
+    start_with_register_limit("64M");
+    int fd = raw_connect(dut.socket_path);
+    ck_assert_int_ge(fd, 0);
+    Gpucomp__Frame *w = raw_hello(fd, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+    ck_assert_ptr_nonnull(w);
+    gpucomp__frame__free_unpacked(w, NULL);
+    for (int with_flag = 0; with_flag < 2; with_flag++) {
+        Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+        r.id = 7 + (uint64_t)with_flag;
+        r.op = GPUCOMP__OP__OP_REGISTER;
+        r.total_size = 4096;
+        r.last = 1;
+        r.payload_in_fd = with_flag; /* flag set, but no descriptor attached */
+        raw_send_request(fd, &r);
+        Gpucomp__Frame *f = raw_recv(fd, 1u << 20);
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(f->body_case, GPUCOMP__FRAME__BODY_RESPONSE);
+        ck_assert_uint_eq(f->response->id, r.id);
+        ck_assert_int_eq(f->response->status, GPUCOMP__STATUS__STATUS_PROTOCOL);
+        ck_assert_ptr_nonnull(strstr(f->response->message, "one memfd"));
+        gpucomp__frame__free_unpacked(f, NULL);
+    }
+    close(fd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("scheduler");
@@ -265,6 +437,15 @@ int main(void)
     tcase_add_test(tc, test_memfd_refused_request_keeps_fds_in_step);
     tcase_add_test(tc, test_memfd_refuses_unsealable_fd);
     suite_add_tcase(s, tc);
+    TCase *reg = tcase_create("registered-buffers");
+    tcase_add_checked_fixture(reg, NULL, teardown);
+    tcase_set_timeout(reg, 60);
+    tcase_add_test(reg, test_registered_buffers_round_trip);
+    tcase_add_test(reg, test_register_limit_enforced);
+    tcase_add_test(reg, test_register_refuses_bad_descriptors);
+    tcase_add_test(reg, test_registration_ends_with_connection);
+    tcase_add_test(reg, test_register_without_descriptor_is_protocol_error);
+    suite_add_tcase(s, reg);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

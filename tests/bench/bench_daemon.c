@@ -4,6 +4,7 @@
  *   bench_daemon SOCKET large SIZE_MIB          one client, memfd transport
  *   bench_daemon SOCKET many CLIENTS SIZE_MIB ROUNDS     buffer API (the library copies)
  *   bench_daemon SOCKET manyfd CLIENTS SIZE_MIB ROUNDS   data in memfds, gpucomp_compress_fd
+ *   bench_daemon SOCKET manyreg CLIENTS SIZE_MIB ROUNDS  the same with registered memfds
  *   bench_daemon SOCKET small CLIENTS SIZE_BYTES ROUNDS   (latency percentiles)
  *   bench_daemon FILE gen SIZE_MIB              write the same data to FILE (for other tools)
  *
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,11 +167,14 @@ static void run_large(size_t mib)
     gpucomp_close(c);
 }
 
+#define FD_REGISTERED 2
+
 typedef struct worker_arg {
     size_t size;
     int rounds;
     int index;
-    int use_fd;                 /* data in memfds, gpucomp_compress_fd (no library copies) */
+    int use_fd;                 /* data in memfds, gpucomp_compress_fd (no library copies);
+                                   FD_REGISTERED: and registered with the daemon */
     double *latencies;          /* rounds entries */
     pthread_barrier_t *start;   /* every client connected and its data ready */
     pthread_barrier_t *stop;    /* every client done with its timed rounds */
@@ -223,9 +228,32 @@ static void *many_worker(void *p)
     return NULL;
 }
 
+/*
+ * A long-lived client registers its buffers before the timed rounds: one
+ * untimed call sizes the output memfd to the codec's bound, then both files
+ * are registered (page-locked by a GPU daemon), as gpucomp.h describes.
+ */
+static void register_buffers(gpucomp_client *c, const gpucomp_options *o, int in, size_t len, int packed)
+{
+    size_t packed_len;
+    int rc = gpucomp_compress_fd(c, o, in, len, packed, &packed_len);
+    if (rc != GPUCOMP_OK)
+        die("compress_fd", c, rc);
+    struct stat st;
+    int pinned_in = 0, pinned_out = 0;
+    if (fstat(packed, &st) != 0)
+        die("fstat", c, GPUCOMP_E_IO);
+    if ((rc = gpucomp_register_fd(c, in, len, &pinned_in)) != GPUCOMP_OK ||
+        (rc = gpucomp_register_fd(c, packed, (size_t)st.st_size, &pinned_out)) != GPUCOMP_OK)
+        die("register_fd", c, rc);
+    if (!pinned_in || !pinned_out)
+        fprintf(stderr, "bench_daemon: registered buffers are not page-locked (no GPU?)\n");
+}
+
 /* A client that keeps its data in a memfd (a storage server's shared buffer,
  * say) and reuses one output memfd: gpucomp_compress_fd, so the library makes
- * no copies; the daemon still stages both through pinned memory. */
+ * no copies; unless registered, the daemon still stages both through pinned
+ * memory. */
 static void *many_fd_worker(void *p)
 {
     worker_arg *a = p;
@@ -241,6 +269,8 @@ static void *many_fd_worker(void *p)
     uint8_t *src = map_memfd(in, a->size, PROT_READ | PROT_WRITE);
     fill_runs(src, a->size, (uint64_t)a->index + 1);
     size_t packed_len = 0, back_len = 0;
+    if (a->use_fd == FD_REGISTERED)
+        register_buffers(c, &o, in, a->size, packed);
     pthread_barrier_wait(a->start);
     for (int r = 0; r < a->rounds; r++) {
         double t = now_s();
@@ -322,7 +352,7 @@ static int gen_file(const char *path, size_t len)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manyfd CLIENTS SIZE_MIB ROUNDS | "
+        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manyfd|manyreg CLIENTS SIZE_MIB ROUNDS | "
                         "small CLIENTS SIZE_BYTES ROUNDS\n");
         return 2;
     }
@@ -337,6 +367,8 @@ int main(int argc, char **argv)
         run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 0);
     else if (strcmp(argv[2], "manyfd") == 0 && argc >= 6)
         run_clients("manyfd", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 1);
+    else if (strcmp(argv[2], "manyreg") == 0 && argc >= 6)
+        run_clients("manyreg", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), FD_REGISTERED);
     else if (strcmp(argv[2], "small") == 0 && argc >= 6)
         run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), 0);
     else
