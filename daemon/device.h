@@ -42,6 +42,9 @@ typedef struct gcd_device {
 /* A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on (0 = never). */
 int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, gc_error *err);
 
+/* Registered buffers report pinned without locking anything (testing aid). */
+void gcd_device_emulated_enable_pinning(void);
+
 /* CUDA device `index` (device_gpu.c); GC_E_UNSUPPORTED in builds without CUDA. */
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err);
 

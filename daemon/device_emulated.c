@@ -10,6 +10,7 @@
 
 #include "device.h"
 #include "engine.h"
+#include "fd_map_cache.h"
 
 typedef struct emulated {
     uint64_t batches;
@@ -50,4 +51,25 @@ int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, gc
     d->impl = e;
     snprintf(d->name, sizeof d->name, "emulated%u", index);
     return GC_OK;
+}
+
+/*
+ * Emulated page-locking: nothing is locked, but registered buffers report
+ * pinned, so the registration paths (the daemon's cache, the library's
+ * staging memfds) run in CI as they do on a GPU host.
+ */
+static bool emulated_pin(void *addr, size_t len, bool read_only)
+{
+    (void)addr, (void)len, (void)read_only;
+    return true;
+}
+
+static void emulated_unpin(void *addr)
+{
+    (void)addr;
+}
+
+void gcd_device_emulated_enable_pinning(void)
+{
+    gcd_fd_map_cache_set_pinning(emulated_pin, emulated_unpin, false);
 }

@@ -295,7 +295,7 @@ START_TEST(test_registered_buffers_round_trip)
     ck_assert_int_eq(fstat(packed, &st), 0);
     int pinned = -1;
     ck_assert_int_eq(gpucomp_register_fd(c, in, len, &pinned), GPUCOMP_OK);
-    ck_assert_int_eq(pinned, 0); /* no GPU: mapped, not page-locked */
+    ck_assert_int_eq(pinned, 1); /* the emulated device "pins" registered buffers */
     ck_assert_int_eq(gpucomp_register_fd(c, packed, (size_t)st.st_size, NULL), GPUCOMP_OK);
     ck_assert_int_eq(gpucomp_register_fd(c, back, len, NULL), GPUCOMP_OK);
     ck_assert_uint_eq(registered_bytes(c), 2 * len + (uint64_t)st.st_size);
@@ -371,6 +371,67 @@ START_TEST(test_register_refuses_bad_descriptors)
 }
 END_TEST
 
+/* Without a device nothing is pinned: registration only keeps the mapping. */
+START_TEST(test_register_without_device_maps_only)
+{
+    const char *args[] = { "--gpu", "off", NULL };
+    test_daemon_start(&dut, args);
+    gpucomp_client *c = connect_or_fail();
+    uint8_t *map;
+    int fd = data_memfd(1u << 20, 6, &map);
+    int pinned = -1;
+    ck_assert_int_eq(gpucomp_register_fd(c, fd, 1u << 20, &pinned), GPUCOMP_OK);
+    ck_assert_int_eq(pinned, 0);
+    ck_assert_uint_eq(registered_bytes(c), 1u << 20);
+    munmap(map, 1u << 20);
+    close(fd);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* Wait until the daemon reports `want` registered bytes (connection closes are noticed asynchronously). */
+static uint64_t await_registered(gpucomp_client *watcher, uint64_t want)
+{
+    uint64_t now = registered_bytes(watcher);
+    for (int i = 0; i < 500 && now != want; i++) {
+        usleep(10000);
+        now = registered_bytes(watcher);
+    }
+    return now;
+}
+
+/* The buffer API registers its staging memfds once they have served two requests. */
+START_TEST(test_library_registers_its_staging_memfds)
+{
+    start_with_register_limit("1G");
+    gpucomp_client *c = connect_or_fail(), *watcher = connect_or_fail();
+    size_t len = 9u << 20; /* over GPUCOMP_MEMFD_THRESHOLD: staged through memfds */
+    uint8_t *data = malloc(len);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    for (int call = 0; call < 4; call++) {
+        fill_test_data(data, len, 1, 40 + (uint64_t)call);
+        void *packed, *back;
+        size_t packed_len, back_len;
+        ck_assert_int_eq(gpucomp_compress(c, &o, data, len, &packed, &packed_len), GPUCOMP_OK);
+        if (call == 0)
+            ck_assert_uint_eq(registered_bytes(watcher), 0);
+        ck_assert_int_eq(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len), GPUCOMP_OK);
+        ck_assert_uint_eq(back_len, len);
+        ck_assert(memcmp(back, data, len) == 0);
+        gpucomp_free(packed);
+        gpucomp_free(back);
+    }
+    /* in memfd >= len; out memfd >= len (it held a decompressed result) */
+    ck_assert_uint_ge(registered_bytes(watcher), 2 * (uint64_t)len);
+    ck_assert_str_eq(gpucomp_last_error(c), "");
+    gpucomp_close(c);
+    ck_assert_uint_eq(await_registered(watcher, 0), 0);
+    free(data);
+    gpucomp_close(watcher);
+}
+END_TEST
+
 /* Registrations end with their connection (the daemon notices the close asynchronously). */
 START_TEST(test_registration_ends_with_connection)
 {
@@ -381,13 +442,7 @@ START_TEST(test_registration_ends_with_connection)
     ck_assert_int_eq(gpucomp_register_fd(c, fd, 1u << 20, NULL), GPUCOMP_OK);
     ck_assert_uint_eq(registered_bytes(watcher), 1u << 20);
     gpucomp_close(c);
-    uint64_t left = 1;
-    for (int i = 0; i < 500 && left; i++) {
-        left = registered_bytes(watcher);
-        if (left)
-            usleep(10000);
-    }
-    ck_assert_uint_eq(left, 0);
+    ck_assert_uint_eq(await_registered(watcher, 0), 0);
     munmap(map, 1u << 20);
     close(fd);
     gpucomp_close(watcher);
@@ -444,6 +499,8 @@ int main(void)
     tcase_add_test(reg, test_register_limit_enforced);
     tcase_add_test(reg, test_register_refuses_bad_descriptors);
     tcase_add_test(reg, test_registration_ends_with_connection);
+    tcase_add_test(reg, test_register_without_device_maps_only);
+    tcase_add_test(reg, test_library_registers_its_staging_memfds);
     tcase_add_test(reg, test_register_without_descriptor_is_protocol_error);
     suite_add_tcase(s, reg);
     SRunner *sr = srunner_create(s);
