@@ -27,9 +27,6 @@ struct gpucomp_client {
     /* memfd transport staging, reused across calls so steady-state requests
      * touch pages that already exist (-1 until first needed) */
     int stage_in_fd, stage_out_fd;
-    unsigned staged_calls;        /* successful requests through the staging memfds */
-    uint64_t stage_in_registered, stage_out_registered; /* bytes registered (pinned) */
-    bool stage_register_off;      /* the daemon cannot pin them: stop asking */
 };
 
 /* What to send: one request, already validated by the API layer. */

@@ -400,38 +400,6 @@ static uint64_t await_registered(gpucomp_client *watcher, uint64_t want)
     return now;
 }
 
-/* The buffer API registers its staging memfds once they have served two requests. */
-START_TEST(test_library_registers_its_staging_memfds)
-{
-    start_with_register_limit("1G");
-    gpucomp_client *c = connect_or_fail(), *watcher = connect_or_fail();
-    size_t len = 9u << 20; /* over GPUCOMP_MEMFD_THRESHOLD: staged through memfds */
-    uint8_t *data = malloc(len);
-    gpucomp_options o;
-    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
-    for (int call = 0; call < 4; call++) {
-        fill_test_data(data, len, 1, 40 + (uint64_t)call);
-        void *packed, *back;
-        size_t packed_len, back_len;
-        ck_assert_int_eq(gpucomp_compress(c, &o, data, len, &packed, &packed_len), GPUCOMP_OK);
-        if (call == 0)
-            ck_assert_uint_eq(registered_bytes(watcher), 0);
-        ck_assert_int_eq(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len), GPUCOMP_OK);
-        ck_assert_uint_eq(back_len, len);
-        ck_assert(memcmp(back, data, len) == 0);
-        gpucomp_free(packed);
-        gpucomp_free(back);
-    }
-    /* in memfd >= len; out memfd >= len (it held a decompressed result) */
-    ck_assert_uint_ge(registered_bytes(watcher), 2 * (uint64_t)len);
-    ck_assert_str_eq(gpucomp_last_error(c), "");
-    gpucomp_close(c);
-    ck_assert_uint_eq(await_registered(watcher, 0), 0);
-    free(data);
-    gpucomp_close(watcher);
-}
-END_TEST
-
 /* Registrations end with their connection (the daemon notices the close asynchronously). */
 START_TEST(test_registration_ends_with_connection)
 {
@@ -500,7 +468,6 @@ int main(void)
     tcase_add_test(reg, test_register_refuses_bad_descriptors);
     tcase_add_test(reg, test_registration_ends_with_connection);
     tcase_add_test(reg, test_register_without_device_maps_only);
-    tcase_add_test(reg, test_library_registers_its_staging_memfds);
     tcase_add_test(reg, test_register_without_descriptor_is_protocol_error);
     suite_add_tcase(s, reg);
     SRunner *sr = srunner_create(s);
