@@ -146,10 +146,9 @@ __device__ __forceinline__ uint32_t warp_shift_const(const CrcTables *t)
     return __ldg(&t->kseg[32 * (threadIdx.x & 7) + 31]);
 }
 
-/* Raw CRC of the block's window from lane-shifted segment CRCs v (see
- * lane_shift); wk from warp_shift_const. Valid in warp 0 (thread 0 used).
- * `red` is 32 words of shared memory. */
-__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_t wk)
+/* XOR of v over each warp into red[warp] (32 words of shared memory), for
+ * the whole block to read: the first half of block_crc and block_xor. */
+__device__ __forceinline__ void warp_xors_to_smem(uint32_t v, uint32_t *red)
 {
 #pragma unroll
     for (int o = 16; o; o >>= 1)
@@ -158,6 +157,14 @@ __device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = v;
     __syncthreads();
+}
+
+/* Raw CRC of the block's window from lane-shifted segment CRCs v (see
+ * lane_shift); wk from warp_shift_const. Valid in warp 0 (thread 0 used).
+ * `red` is 32 words of shared memory. */
+__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_t wk)
+{
+    warp_xors_to_smem(v, red);
     uint32_t r = 0;
     if (threadIdx.x < 32) {
         if (threadIdx.x < (blockDim.x >> 5))
@@ -187,13 +194,7 @@ __device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t
 /* XOR of v over the block; valid in every thread. `red` is 32 words of shared memory. */
 __device__ __forceinline__ uint32_t block_xor(uint32_t v, uint32_t *red)
 {
-#pragma unroll
-    for (int o = 16; o; o >>= 1)
-        v ^= __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads(); /* red may still be read from the previous call */
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = v;
-    __syncthreads();
+    warp_xors_to_smem(v, red);
     uint32_t r = 0;
     for (int i = 0; i < (int)(blockDim.x >> 5); i++)
         r ^= red[i];

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <mutex>
+
 #include "gpu_internal.cuh"
 
 extern "C" int gc_gpu_device_count(void)
@@ -60,6 +62,58 @@ int device_sm_count()
         cache[dev] = n;
     }
     return cache[dev];
+}
+
+namespace {
+
+struct Occupancy {
+    const void *func;
+    int dev;
+    size_t dyn_smem;
+    int per_sm;
+};
+
+std::mutex occupancy_lock;
+Occupancy occupancy_cache[64]; /* a few kernels x widths x devices; full: not cached */
+int occupancy_used;
+
+bool occupancy_lookup(const void *func, int dev, size_t dyn_smem, int *per_sm)
+{
+    std::lock_guard<std::mutex> hold(occupancy_lock);
+    for (int i = 0; i < occupancy_used; i++) {
+        const Occupancy &o = occupancy_cache[i];
+        if (o.func == func && o.dev == dev && o.dyn_smem == dyn_smem) {
+            *per_sm = o.per_sm;
+            return true;
+        }
+    }
+    return false;
+}
+
+void occupancy_store(const void *func, int dev, size_t dyn_smem, int per_sm)
+{
+    std::lock_guard<std::mutex> hold(occupancy_lock);
+    if (occupancy_used < 64)
+        occupancy_cache[occupancy_used++] = Occupancy{func, dev, dyn_smem, per_sm};
+}
+
+} // namespace
+
+int resident_blocks_per_sm(const void *func, size_t dyn_smem, int *per_sm, gc_error *err)
+{
+    int dev = 0;
+    GC_CUDA(cudaGetDevice(&dev));
+    if (occupancy_lookup(func, dev, dyn_smem, per_sm))
+        return GC_OK;
+    GC_CUDA(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn_smem));
+    int n = 0;
+    GC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, func, kThreads, dyn_smem));
+    if (n < 1)
+        return gc_fail(err, GC_E_DEVICE, "gpu rle: a kernel does not fit on one SM (%zu bytes of shared memory)",
+                       dyn_smem);
+    occupancy_store(func, dev, dyn_smem, n);
+    *per_sm = n;
+    return GC_OK;
 }
 
 } // namespace gcgpu

@@ -161,22 +161,27 @@ int device_sm_count();
 extern __shared__ __align__(16) uint32_t dyn_smem[];
 
 /*
+ * Resident blocks of kThreads per SM of kernel `func` with dyn_smem bytes of
+ * dynamic shared memory on the current device, after lifting the kernel's
+ * limit to dyn_smem (needed above 48 KiB). Cached per (kernel, device,
+ * bytes): the two runtime calls behind it cost microseconds of host time,
+ * and the pipeline launches every kernel once per slice.
+ */
+int resident_blocks_per_sm(const void *func, size_t dyn_smem, int *per_sm, gc_error *err);
+
+/*
  * Grid of a grid-stride kernel: as many blocks of kThreads as are resident at
  * once (occupancy API), capped by the work items. A larger grid leaves a
  * partial last wave idling SMs (Nsight Compute flagged up to a third of the
- * decoder's time for it). Also lifts the kernel's dynamic shared memory limit
- * to dyn_smem, needed above 48 KiB per block.
+ * decoder's time for it).
  */
 template <typename Kernel>
 int resident_grid(Kernel kernel, size_t dyn_smem, uint64_t work, int *grid, gc_error *err)
 {
-    GC_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn_smem));
     int per_sm = 0;
-    GC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, dyn_smem));
-    if (per_sm < 1)
-        return gc_fail(err, GC_E_DEVICE, "gpu rle: a kernel does not fit on one SM (%zu bytes of shared memory)",
-                       dyn_smem);
+    int rc = resident_blocks_per_sm(reinterpret_cast<const void *>(kernel), dyn_smem, &per_sm, err);
+    if (rc != GC_OK)
+        return rc;
     uint64_t g = (uint64_t)per_sm * (uint64_t)device_sm_count();
     if (work < g)
         g = work;
