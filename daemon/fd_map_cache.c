@@ -48,7 +48,8 @@ uint8_t *gcd_fd_map_addr(const gcd_fd_map *m)
 /*
  * Populate (one bulk fault-in instead of a fault per 4 KiB on the hot path)
  * only the pages the file already has: a fresh output sized for its worst
- * case would otherwise get every page of that bound allocated.
+ * case would otherwise get every page of that bound allocated. A
+ * registration populates always (populate): its pages are locked next.
  */
 static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writable, bool populate,
                            gc_error *err)
@@ -63,7 +64,8 @@ static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writa
     void *p = mmap(NULL, len, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
         free(m);
-        gc_fail(err, GC_E_NOMEM, "cannot map a %zu-byte memfd: %s", len, strerror(errno));
+        gc_fail(err, errno == ENOMEM ? GC_E_NOMEM : GC_E_INVALID, "cannot map a %zu-byte memfd%s: %s", len,
+                writable ? " for writing" : "", strerror(errno));
         return NULL;
     }
     *m = (gcd_fd_map){ .dev = st->st_dev, .ino = st->st_ino, .addr = p, .len = len,

@@ -19,7 +19,6 @@
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
 
@@ -430,12 +429,39 @@ struct ScanPair {
     int32_t last;
 };
 
-struct ScanPairOp {
-    __device__ __forceinline__ ScanPair operator()(const ScanPair &a, const ScanPair &b) const
-    {
-        return ScanPair{a.count + b.count, max(a.last, b.last)};
+__device__ __forceinline__ ScanPair scan_op(const ScanPair &a, const ScanPair &b)
+{
+    return ScanPair{a.count + b.count, max(a.last, b.last)};
+}
+
+/*
+ * Exclusive scan of the threads' (head count, last head) in thread order,
+ * starting from seed; one barrier. Warps scan with shuffles and leave their
+ * totals in parts[buf]; parts is double-buffered by the caller per scanned
+ * tile, so no barrier is needed before the next tile writes (every warp read
+ * buffer b before it reached the barrier of the next scan, which writes !b).
+ * Replaced cub::BlockScan (raking: two barriers, plus one before its storage
+ * could be reused).
+ */
+__device__ __forceinline__ ScanPair block_scan_pairs(ScanPair mine, ScanPair seed, ScanPair *parts)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    ScanPair incl = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        ScanPair t{__shfl_up_sync(0xffffffffu, incl.count, o), __shfl_up_sync(0xffffffffu, incl.last, o)};
+        if (lane >= o)
+            incl = scan_op(t, incl);
     }
-};
+    if (lane == 31)
+        parts[warp] = incl;
+    __syncthreads();
+    ScanPair pre = seed;
+    for (int w = 0; w < warp; w++)
+        pre = scan_op(pre, parts[w]);
+    ScanPair before{__shfl_up_sync(0xffffffffu, incl.count, 1), __shfl_up_sync(0xffffffffu, incl.last, 1)};
+    return lane ? scan_op(pre, before) : pre;
+}
 
 /*
  * The symbols and lengths of a warp's runs, shared out evenly over its lanes.
@@ -484,8 +510,8 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
-    using BlockScan = cub::BlockScan<ScanPair, kThreads>;
-    __shared__ typename BlockScan::TempStorage scan_tmp;
+    __shared__ ScanPair scan_parts[2][kThreads / 32];
+    int scan_buf = 0;
     __shared__ uint16_t heads_list[kThreads / 32][32 * Elem<W>::N];
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
@@ -514,9 +540,9 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
-        ScanPair pre;
-        BlockScan(scan_tmp).ExclusiveScan(mine, pre, ScanPair{k.tile_base[id], k.tile_lastb[id]},
-                                          ScanPairOp());
+        const ScanPair pre = block_scan_pairs(mine, ScanPair{k.tile_base[id], k.tile_lastb[id]},
+                                              scan_parts[scan_buf]);
+        scan_buf ^= 1;
         uint8_t *sym = k.out_base + rec + 12;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
         const uint32_t wbase = __shfl_sync(0xffffffffu, pre.count, 0);
@@ -532,7 +558,6 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
             put_len(len + (uint64_t)(pre.count + mine.count - 1) * ce.lw,
                     (uint32_t)((int32_t)((le - g.cstart) / W) - prev), ce.lw);
         }
-        __syncthreads(); /* scan_tmp is reused by the next tile */
     }
 }
 
