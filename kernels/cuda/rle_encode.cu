@@ -2,20 +2,22 @@
  * rle_encode.cu - the rle encoder on the device (docs/FORMAT.md).
  *
  * Two passes over the input at most, each reading it once:
- *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block): run-head
- *      count, first/last head, longest run crossing thread segments, and the
- *      raw CRC32C of the tile, all from the same load; incompressible 2 KiB
- *      pieces are also written where an all-stored frame has them
- *      (spec_store), so random input is read only here.
- *   2. enc_chunks (one warp per chunk): combines its tiles into run count,
- *      longest run (-> len_width), stored/rle decision, record size, chunk CRC,
- *      and each tile's run base; writes the index entry.
+ *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block), each warp
+ *      summarises its 2 KiB on its own (no block barrier): run-head count,
+ *      first/last head, longest run crossing thread segments, and the raw
+ *      CRC32C, all from the same load; incompressible 2 KiB pieces are also
+ *      written where an all-stored frame has them (spec_store), so random
+ *      input is read only here.
+ *   2. enc_chunks (one warp per chunk): folds the warp summaries into tiles
+ *      and tiles into run count, longest run (-> len_width), stored/rle
+ *      decision, record size and chunk CRC; gives every warp's 2 KiB its run
+ *      base; writes the index entry.
  *   3. cub::DeviceScan over record sizes -> record offsets.
  *   4. enc_emit: per tile, the stored copy (16-byte stores, funnel-shifted
  *      from aligned loads; skipped where enc_analyze already wrote the bytes
  *      in place) or the symbols and run lengths of the tile's runs
- *      (positions from a block scan of head counts, written by each warp's
- *      lanes in turn, see emit_warp_runs).
+ *      (positions from a warp scan of head counts on the warp's base, written
+ *      by each warp's lanes in turn, see emit_warp_runs; no block barrier).
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
@@ -38,9 +40,10 @@ struct EncK {
     uint32_t cs, tl, tpc;
     uint64_t cc, ntiles;
     const CrcTables *tab;
+    struct WarpSum *wsums; /* kWarps per tile, from enc_analyze */
     TileSum *tiles;
-    uint32_t *tile_base;
-    int32_t *tile_lastb;
+    uint32_t *warp_base;   /* runs before each warp's 2 KiB in its chunk (kWarps per tile) */
+    int32_t *warp_lastb;   /* last head before each warp's 2 KiB in its chunk, or -1 */
     ChunkEnc *chunks;
     uint32_t *index;
     const unsigned long long *rec_off;
@@ -123,6 +126,17 @@ __device__ __forceinline__ HeadSum hs_warp_reduce(HeadSum v)
     r.maxgap = __reduce_max_sync(0xffffffffu, gap);
     return r;
 }
+
+constexpr int kWarps = kThreads / 32;
+
+/* One warp's 2 KiB of a tile, written by enc_analyze: warps summarise their
+ * own bytes and never wait for each other; enc_chunks folds a tile's kWarps
+ * summaries in order (fold_warps). */
+struct WarpSum {
+    HeadSum hs;
+    uint32_t crc;  /* raw CRC of the warp's bytes, as if they ended its 2 KiB */
+    uint32_t spec; /* 1: spec_store wrote them (or the warp holds no bytes) */
+};
 
 /* Word(s) just before segment offset a (zero when a == 0): the previous
  * lane's last words (its segment is the 64 bytes before a); lane 0 loads
@@ -214,25 +228,13 @@ __device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, int64_t 
         store_seg(k.out_base, d0 + 64, dlo, dhi, t);
 }
 
-/* One summary per warp, double-buffered by tile parity so that a tile needs
- * a single barrier: warp 0 reads buffer b of tile i before it reaches tile
- * i+1's barrier, and nobody writes buffer b again before tile i+2. */
-struct WarpPart {
-    HeadSum hs;
-    uint32_t crc;
-    uint32_t spec;
-};
-
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
 {
-    __shared__ WarpPart part[2][kThreads / 32];
     const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
-    const uint32_t wk = warp_shift_const(k.tab);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
-    int buf = 0;
-    for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x, buf ^= 1) {
+    for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
         uint32_t w[16];
@@ -260,22 +262,32 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         for (int o = 16; o; o >>= 1)
             v ^= __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0)
-            part[buf][warp] = WarpPart{hs, v, spec};
-        __syncthreads();
-        if (warp == 0) {
-            WarpPart p{hs_identity(), 0, 1};
-            if (lane < kThreads / 32)
-                p = part[buf][lane];
-            uint32_t c = lane < kThreads / 32 ? gf2_mul(opaque(wk), p.crc) : 0;
-#pragma unroll
-            for (int o = 16; o; o >>= 1)
-                c ^= __shfl_xor_sync(0xffffffffu, c, o);
-            HeadSum t = hs_warp_reduce(p.hs);
-            uint32_t all_spec = __all_sync(0xffffffffu, p.spec != 0);
-            if (lane == 0)
-                k.tiles[id] = TileSum{t.count, t.first, t.last, t.maxgap, c, all_spec};
-        }
+            k.wsums[(uint64_t)id * kWarps + warp] = WarpSum{hs, v, spec};
     }
+}
+
+/*
+ * A tile's summary from its warps', in order; wbase[w] / wlast[w]: runs and
+ * last head (chunk-relative, -1: none) in the tile before warp w. The warp
+ * CRCs move from their warp's end to the window's end by the constants
+ * block_crc uses (kseg of each warp's last lane).
+ */
+__device__ __forceinline__ TileSum fold_warps(const EncK &k, uint64_t tile, uint32_t wbase[kWarps],
+                                              int32_t wlast[kWarps])
+{
+    HeadSum t = hs_identity();
+    uint32_t crc = 0, spec = 1;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) {
+        const WarpSum ws = k.wsums[tile * kWarps + w];
+        wbase[w] = t.count;
+        wlast[w] = t.last;
+        t = hs_combine(t, ws.hs);
+        if (ws.crc)
+            crc ^= gf2_mul(__ldg(&k.tab->kseg[32 * w + 31]), ws.crc);
+        spec &= ws.spec;
+    }
+    return TileSum{t.count, t.first, t.last, t.maxgap, crc, spec};
 }
 
 /* One warp per chunk: combine the chunk's tiles. */
@@ -300,8 +312,11 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             uint32_t j = b + lane;
             bool valid = j < nt;
             TileSum ts;
+            uint32_t wbase[kWarps];
+            int32_t wlast[kWarps];
             if (valid) {
-                ts = k.tiles[tid0 + j];
+                ts = fold_warps(k, tid0 + j, wbase, wlast);
+                k.tiles[tid0 + j] = ts; /* enc_emit reads spec */
             } else {
                 ts.count = 0; ts.first = INT_MAX; ts.last = -1; ts.maxgap = 0; ts.crcw = 0; ts.spec = 0;
             }
@@ -320,8 +335,14 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             if (lane == 0)
                 em = -1;
             if (valid) {
-                k.tile_base[tid0 + j] = run_carry + incl - ts.count;
-                k.tile_lastb[tid0 + j] = max(last_carry, em);
+                const uint32_t tbase = run_carry + incl - ts.count;
+                const int32_t tlast = max(last_carry, em);
+                const uint64_t w0 = (tid0 + j) * kWarps;
+#pragma unroll
+                for (int w = 0; w < kWarps; w++) {
+                    k.warp_base[w0 + w] = tbase + wbase[w];
+                    k.warp_lastb[w0 + w] = max(tlast, wlast[w]);
+                }
             }
             HeadSum hs{ts.count, ts.first, ts.last, ts.maxgap};
             hs = hs_warp_reduce(hs);
@@ -434,18 +455,10 @@ __device__ __forceinline__ ScanPair scan_op(const ScanPair &a, const ScanPair &b
     return ScanPair{a.count + b.count, max(a.last, b.last)};
 }
 
-/*
- * Exclusive scan of the threads' (head count, last head) in thread order,
- * starting from seed; one barrier. Warps scan with shuffles and leave their
- * totals in parts[buf]; parts is double-buffered by the caller per scanned
- * tile, so no barrier is needed before the next tile writes (every warp read
- * buffer b before it reached the barrier of the next scan, which writes !b).
- * Replaced cub::BlockScan (raking: two barriers, plus one before its storage
- * could be reused).
- */
-__device__ __forceinline__ ScanPair block_scan_pairs(ScanPair mine, ScanPair seed, ScanPair *parts)
+/* Exclusive scan of the lanes' (head count, last head) in lane order, from seed. */
+__device__ __forceinline__ ScanPair warp_scan_pairs(ScanPair mine, ScanPair seed)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
     ScanPair incl = mine;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -453,14 +466,8 @@ __device__ __forceinline__ ScanPair block_scan_pairs(ScanPair mine, ScanPair see
         if (lane >= o)
             incl = scan_op(t, incl);
     }
-    if (lane == 31)
-        parts[warp] = incl;
-    __syncthreads();
-    ScanPair pre = seed;
-    for (int w = 0; w < warp; w++)
-        pre = scan_op(pre, parts[w]);
     ScanPair before{__shfl_up_sync(0xffffffffu, incl.count, 1), __shfl_up_sync(0xffffffffu, incl.last, 1)};
-    return lane ? scan_op(pre, before) : pre;
+    return lane ? scan_op(seed, before) : seed;
 }
 
 /*
@@ -510,8 +517,6 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
-    __shared__ ScanPair scan_parts[2][kThreads / 32];
-    int scan_buf = 0;
     __shared__ uint16_t heads_list[kThreads / 32][32 * Elem<W>::N];
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
@@ -540,9 +545,8 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
-        const ScanPair pre = block_scan_pairs(mine, ScanPair{k.tile_base[id], k.tile_lastb[id]},
-                                              scan_parts[scan_buf]);
-        scan_buf ^= 1;
+        const uint64_t wi = (uint64_t)id * kWarps + (threadIdx.x >> 5);
+        const ScanPair pre = warp_scan_pairs(mine, ScanPair{k.warp_base[wi], k.warp_lastb[wi]});
         uint8_t *sym = k.out_base + rec + 12;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
         const uint32_t wbase = __shfl_sync(0xffffffffu, pre.count, 0);
@@ -630,7 +634,7 @@ size_t align_up(size_t v, size_t a)
 struct EncLayout {
     uint64_t cc, ntiles, nwin_hdr;
     uint32_t tl, tpc;
-    size_t off_tiles, off_base, off_lastb, off_chunks, off_recoff, off_part, off_total, off_cub, cub_bytes,
+    size_t off_wsums, off_tiles, off_base, off_lastb, off_chunks, off_recoff, off_part, off_total, off_cub, cub_bytes,
         total;
 };
 
@@ -648,9 +652,10 @@ EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
     }
     L.nwin_hdr = (32 + 4 * L.cc + kWin - 1) / kWin;
     size_t o = 0;
+    L.off_wsums = o; o = align_up(o + L.ntiles * kWarps * sizeof(WarpSum), 256);
     L.off_tiles = o; o = align_up(o + L.ntiles * sizeof(TileSum), 256);
-    L.off_base = o; o = align_up(o + L.ntiles * 4, 256);
-    L.off_lastb = o; o = align_up(o + L.ntiles * 4, 256);
+    L.off_base = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
+    L.off_lastb = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
     L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkEnc), 256);
     L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
     L.off_part = o; o = align_up(o + L.nwin_hdr * 4, 256);
@@ -724,9 +729,10 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.cc = L.cc;
     k.ntiles = L.ntiles;
     k.tab = d_tab;
+    k.wsums = (WarpSum *)(scr + L.off_wsums);
     k.tiles = (TileSum *)(scr + L.off_tiles);
-    k.tile_base = (uint32_t *)(scr + L.off_base);
-    k.tile_lastb = (int32_t *)(scr + L.off_lastb);
+    k.warp_base = (uint32_t *)(scr + L.off_base);
+    k.warp_lastb = (int32_t *)(scr + L.off_lastb);
     k.chunks = (ChunkEnc *)(scr + L.off_chunks);
     k.index = p.index;
     k.rec_off = (unsigned long long *)(scr + L.off_recoff);
