@@ -134,13 +134,19 @@ __device__ __forceinline__ uint64_t head_mask(const uint32_t w[16], uint32_t pw,
 {
     uint64_t m = 0;
     if (W == 1) {
+        /* Per word: bit 7 of each byte of t says "byte differs from the one
+         * before it" (add-carry test, no per-byte compare), one multiply
+         * gathers the four bits into a nibble, and the nibbles are laid into
+         * two 32-bit halves by multiply-add. */
+        uint32_t half[2] = {0, 0};
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             uint32_t prev = i ? w[i - 1] : pw;
-            uint32_t sh = __funnelshift_l(prev, w[i], 8);
-            uint32_t ne = __vcmpne4(w[i], sh) & 0x01010101u;
-            m |= (uint64_t)((ne * 0x10204080u) >> 28) << (4 * i);
+            uint32_t x = w[i] ^ __funnelshift_l(prev, w[i], 8);
+            uint32_t t = (((x & 0x7f7f7f7fu) + 0x7f7f7f7fu) | x) & 0x80808080u;
+            half[i >> 3] += ((t * 0x00204081u) >> 28) << (4 * (i & 7));
         }
+        m = (uint64_t)half[0] | (uint64_t)half[1] << 32;
     } else if (W == 2) {
 #pragma unroll
         for (int i = 0; i < 16; i++) {
