@@ -28,7 +28,8 @@
 static void conn_free_if_idle(gcd_conn *c)
 {
     if (c->state == GCD_CONN_CLOSED && c->in_flight == 0) {
-        /* again: a registration that was running when the connection closed */
+        /* Mappings and registrations end here, not at close: a registration
+         * still running when the connection closed is in the cache only now. */
         gcd_fd_map_cache_drop_owner(c);
         free(c);
     }
@@ -87,7 +88,7 @@ static unsigned fds_carried(const Gpucomp__Request *m)
 {
     if (!m->payload_in_fd)
         return 0;
-    return m->op == GPUCOMP__OP__OP_REGISTER || m->op == GPUCOMP__OP__OP_UNREGISTER ? 1 : 2;
+    return gcd_op_is_registration(m->op) ? 1 : 2;
 }
 
 /*
@@ -453,8 +454,7 @@ void gcd_conn_close(gcd_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_conns--;
-    gcd_fd_map_cache_drop_owner(c);
-    conn_free_if_idle(c);
+    conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
 }
 
 void gcd_conn_request_done(gcd_request *r, void *server)

@@ -55,10 +55,15 @@ gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *firs
 /* Free a request and its buffers (not its budget reservation: see budget.h). */
 void gcd_request_free(gcd_request *r);
 
-/* OP_REGISTER / OP_UNREGISTER: no codec work, in_fd names the file. */
+/* OP_REGISTER / OP_UNREGISTER: no codec work, one descriptor names the file. */
+static inline bool gcd_op_is_registration(Gpucomp__Op op)
+{
+    return op == GPUCOMP__OP__OP_REGISTER || op == GPUCOMP__OP__OP_UNREGISTER;
+}
+
 static inline bool gcd_request_is_registration(const gcd_request *r)
 {
-    return r->op == GPUCOMP__OP__OP_REGISTER || r->op == GPUCOMP__OP__OP_UNREGISTER;
+    return gcd_op_is_registration(r->op);
 }
 
 /* Whole input present. */

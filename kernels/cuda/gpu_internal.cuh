@@ -91,19 +91,6 @@ struct ChunkEnc {
     uint32_t rec_size;
 };
 
-/* Scratch layout of one encode of n_body bytes into chunk_count chunks. */
-struct EncScratch {
-    TileSum *tiles;
-    uint32_t *tile_base; /* runs before the tile in its chunk */
-    int32_t *tile_lastb; /* last head before the tile in its chunk */
-    ChunkEnc *chunks;
-    unsigned long long *rec_off; /* exclusive scan of record sizes */
-    uint32_t *crc_part;          /* header CRC partials */
-    unsigned long long *total;   /* records bytes (device) */
-    void *cub_tmp;
-    size_t cub_bytes;
-};
-
 struct EncParams {
     const uint8_t *src;     /* body (16-byte aligned) */
     uint64_t body_len;
