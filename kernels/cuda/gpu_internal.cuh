@@ -47,8 +47,20 @@ constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
 #ifndef GC_DEC_MINB
 #define GC_DEC_MINB 4
 #endif
-/* Decoder: runs per run tile (8 per thread). */
+/* Decoder: runs per run tile (8 per thread), the least any width uses. */
 constexpr int kRunTile = 2048;
+/* Widths 1 and 2: runs per run tile (16 per thread). An item pays a set-up
+ * (lengths scanned, symbols staged) about as dear as expanding a window; at
+ * 2048 runs, short runs of narrow elements made items of one window each.
+ * Wider elements keep kRunTile: their symbols would not fit four blocks' shared
+ * memory per SM. */
+#ifndef GC_DEC_RUN_TILE_NARROW
+#define GC_DEC_RUN_TILE_NARROW 4096
+#endif
+template <int W> __host__ __device__ constexpr int dec_run_tile()
+{
+    return W <= 2 ? GC_DEC_RUN_TILE_NARROW : kRunTile;
+}
 
 /* Tile length in bytes, chunk-relative: a tile must fit one window wherever
  * it starts, so 16 bytes less when chunk starts are not 16-byte aligned. */

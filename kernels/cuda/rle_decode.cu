@@ -55,7 +55,7 @@ struct ChunkDec {
 };
 
 /*
- * Runs per work item of an rle chunk (kRunTileMin .. kRunTile). An item is
+ * Runs per work item of an rle chunk (kRunTileMin .. dec_run_tile<W>()). An item is
  * expanded window by window (16 KiB, all threads of the block) after a setup
  * (its lengths scanned, its symbols staged) that costs about a window, so:
  *   - items of whole windows: 2048 runs of mean 8 bytes came to 16 KiB plus a
@@ -71,9 +71,11 @@ constexpr uint32_t kRunTileMin = 64;
 constexpr uint64_t kItemBytes = 8 * kWin - 1024;
 constexpr uint64_t kItemSlack = 1024; /* below a whole number of windows */
 
+template <int W>
 __device__ __forceinline__ uint32_t run_tile_for(uint32_t runs, int64_t clen, uint32_t cap)
 {
-    const uint64_t n = (uint64_t)clen, full = (uint64_t)kRunTile * n / runs; /* bytes of a full item */
+    constexpr uint64_t kMax = dec_run_tile<W>();
+    const uint64_t n = (uint64_t)clen, full = kMax * n / runs; /* bytes of a full item */
     uint64_t target = full >= kWin ? full / kWin * kWin - kItemSlack : full;
     if (target > kItemBytes)
         target = kItemBytes;
@@ -82,7 +84,7 @@ __device__ __forceinline__ uint32_t run_tile_for(uint32_t runs, int64_t clen, ui
         rt = least;
     if (rt < kRunTileMin)
         rt = kRunTileMin;
-    return rt < (uint64_t)kRunTile ? (uint32_t)rt : (uint32_t)kRunTile;
+    return rt < kMax ? (uint32_t)rt : (uint32_t)kMax;
 }
 
 struct DecK {
@@ -153,7 +155,7 @@ __global__ void dec_check(DecK k)
                 else if ((uint64_t)isz != 12 + (uint64_t)cd.runs * (W + cd.lw))
                     st = (GC_E_CORRUPT << 8) | CK_RLE_SIZE;
                 else {
-                    cd.tile = run_tile_for(cd.runs, clen, k.item_cap);
+                    cd.tile = run_tile_for<W>(cd.runs, clen, k.item_cap);
                     items = (cd.runs + cd.tile - 1) / cd.tile;
                 }
             } else {
@@ -271,43 +273,42 @@ __global__ void dec_cscan(DecK k)
     }
 }
 
-/* A thread's 8 stored run lengths (length - 1) of lw bytes each from record
- * offset off: 8, 16 or 32 bytes by vector loads instead of a byte load each
- * (the tile set-up waits on them with the whole block). */
-__device__ __forceinline__ void load_tile_lengths(const DecK &k, int64_t off, unsigned lw, uint32_t len[8])
+/* A thread's N stored run lengths (length - 1) of lw bytes each from record
+ * offset off: N * lw bytes by vector loads instead of a byte load each (the
+ * tile set-up waits on them with the whole block). */
+template <int N, int LW>
+__device__ __forceinline__ void load_lengths_lw(const DecK &k, int64_t off, uint32_t len[N])
 {
-    if (lw == 1) {
-        uint32_t t[4];
-        load_words_unaligned<4>(k.rec, off, k.rec_len, t);
+    constexpr int NW = (N * LW / 4 + 3) / 4 * 4; /* words loaded: a multiple of 4 */
+    uint32_t t[NW];
+    load_words_unaligned<NW>(k.rec, off, k.rec_len, t);
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            len[i] = (t[i >> 2] >> (8 * (i & 3))) & 0xffu;
-    } else if (lw == 2) {
-        uint32_t t[4];
-        load_words_unaligned<4>(k.rec, off, k.rec_len, t);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            len[i] = (t[i >> 1] >> (16 * (i & 1))) & 0xffffu;
-    } else {
-        uint32_t t[8];
-        load_words_unaligned<8>(k.rec, off, k.rec_len, t);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            len[i] = t[i];
-    }
+    for (int i = 0; i < N; i++)
+        len[i] = LW == 4 ? t[i] : (t[i * LW / 4] >> (8 * ((i * LW) & 3))) & (LW == 1 ? 0xffu : 0xffffu);
+}
+
+template <int N>
+__device__ __forceinline__ void load_tile_lengths(const DecK &k, int64_t off, unsigned lw, uint32_t len[N])
+{
+    if (lw == 1)
+        load_lengths_lw<N, 1>(k, off, len);
+    else if (lw == 2)
+        load_lengths_lw<N, 2>(k, off, len);
+    else
+        load_lengths_lw<N, 4>(k, off, len);
 }
 
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 {
-    constexpr int IPT = kRunTile / kThreads;
-    static_assert(IPT == 8, "load_tile_lengths reads 8 lengths per thread");
+    constexpr int RT = dec_run_tile<W>();
+    constexpr int IPT = RT / kThreads;
     using BlockScan = cub::BlockScan<uint32_t, kThreads>;
     __shared__ uint32_t red[32];
     __shared__ typename BlockScan::TempStorage scan_tmp;
-    __shared__ uint32_t s_start[kRunTile + 1 + kRunTile / 32 + 1]; /* see start_slot */
+    __shared__ uint32_t s_start[RT + 1 + RT / 32 + 1]; /* see start_slot */
     /* symbols, plus a word that expand_seg may read past the last one */
-    __shared__ __align__(16) uint32_t s_sym32[(kRunTile * W + 16) / 4];
+    __shared__ __align__(16) uint32_t s_sym32[(RT * W + 16) / 4];
     const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
     const uint32_t wk = warp_shift_const(k.tab);
     const uint32_t xwin = xpow8(k.tab, kWin);
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         const int64_t syms = rec + 12 + (int64_t)r0 * W;
         const int64_t lens = rec + 12 + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
         uint32_t len[IPT];
-        load_tile_lengths(k, lens + (int64_t)threadIdx.x * IPT * cd.lw, cd.lw, len);
+        load_tile_lengths<IPT>(k, lens + (int64_t)threadIdx.x * IPT * cd.lw, cd.lw, len);
 #pragma unroll
         for (int i = 0; i < IPT; i++)
             len[i] = threadIdx.x * IPT + i < nr ? len[i] + 1 : 0;
@@ -358,8 +359,8 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 #pragma unroll
         for (int i = 0; i < IPT; i++)
             s_start[start_slot(threadIdx.x * IPT + i)] = base + len[i];
-        if (threadIdx.x == 0 && nr == kRunTile)
-            s_start[start_slot(nr)] = base + total; /* sentinel (for nr < kRunTile the scan wrote it) */
+        if (threadIdx.x == 0 && nr == RT)
+            s_start[start_slot(nr)] = base + total; /* sentinel (for nr < RT the scan wrote it) */
         for (uint32_t v = threadIdx.x; 16 * v < nr * W; v += kThreads) {
             uint32_t t[4];
             load_words_unaligned<4>(k.rec, syms + 16 * (int64_t)v, k.rec_len, t);

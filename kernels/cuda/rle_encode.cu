@@ -470,6 +470,27 @@ __device__ __forceinline__ ScanPair warp_scan_pairs(ScanPair mine, ScanPair seed
     return lane ? scan_op(seed, before) : seed;
 }
 
+/* N little-endian bytes of v at p: one store when p is N-aligned (`aligned`,
+ * warp-uniform), else byte by byte. */
+template <int N>
+__device__ __forceinline__ void put_bytes(uint8_t *p, uint64_t v, bool aligned)
+{
+    if (N == 1) {
+        *p = (uint8_t)v;
+    } else if (aligned) {
+        if (N == 2)
+            *reinterpret_cast<uint16_t *>(p) = (uint16_t)v;
+        else if (N == 4)
+            *reinterpret_cast<uint32_t *>(p) = (uint32_t)v;
+        else
+            *reinterpret_cast<unsigned long long *>(p) = v;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++)
+            p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
 /*
  * The symbols and lengths of a warp's runs, shared out evenly over its lanes.
  * Each lane lists its heads (tile-relative element positions) in the warp's
@@ -480,12 +501,15 @@ __device__ __forceinline__ ScanPair warp_scan_pairs(ScanPair mine, ScanPair seed
  * on short runs) and scattered byte stores.
  *   wbase, wprev: runs before the warp in its chunk, and the chunk-relative
  *   position of the last head before it (-1: none); tw0: chunk-relative
- *   element index of the tile window's start.
+ *   element index of the tile window's start. LW is the record's len_width:
+ *   a compile-time width, and run offsets within the warp in 32 bits, keep
+ *   the per-run loop short (it runs once per run: 128M times per GiB of
+ *   short runs).
  */
-template <int W>
+template <int W, int LW>
 __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint16_t *list, uint64_t heads,
                                                int32_t pos0, uint32_t mine_off, uint32_t wbase, uint32_t n_warp,
-                                               int32_t wprev, int32_t tw0, uint8_t *sym, uint8_t *len, unsigned lw)
+                                               int32_t wprev, int32_t tw0, uint8_t *sym, uint8_t *len)
 {
     uint32_t o = mine_off;
     while (heads) {
@@ -495,21 +519,21 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
     }
     __syncwarp();
     const uint8_t *base = k.src + g.cstart;
+    uint8_t *wsym = sym + (uint64_t)wbase * W;       /* the warp's first symbol */
+    uint8_t *wlen = len + ((int64_t)wbase - 1) * LW; /* the length of the run before it */
+    const bool sym_aligned = ((uintptr_t)wsym & (W - 1)) == 0;
+    const bool len_aligned = ((uintptr_t)wlen & (LW - 1)) == 0;
     for (uint32_t j = threadIdx.x & 31; j < n_warp; j += 32) {
         const int32_t pos = tw0 + list[j];
         const int32_t prev = j ? tw0 + list[j - 1] : wprev;
-        const uint8_t *sp = base + (int64_t)pos * W;
+        const uint8_t *sp = base + pos * W;
         const uint64_t v = W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(sp))
                          : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(sp))
                          : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(sp))
                                   : __ldg(sp);
-        const uint32_t idx = wbase + j;
-        uint8_t *d = sym + (uint64_t)idx * W;
-#pragma unroll
-        for (int i = 0; i < W; i++)
-            d[i] = (uint8_t)(v >> (8 * i));
+        put_bytes<W>(wsym + j * W, v, sym_aligned);
         if (prev >= 0)
-            put_len(len + (uint64_t)(idx - 1) * lw, (uint32_t)(pos - prev - 1), lw);
+            put_bytes<LW>(wlen + j * LW, (uint32_t)(pos - prev - 1), len_aligned);
     }
     __syncwarp(); /* the list is rewritten for the next tile */
 }
@@ -553,8 +577,14 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         const int32_t wprev = __shfl_sync(0xffffffffu, pre.last, 0);
         const uint32_t n_warp = __shfl_sync(0xffffffffu, pre.count + mine.count, 31) - wbase;
         const int32_t tw0 = (int32_t)((g.w0 - g.cstart) / W);
-        emit_warp_runs<W>(k, g, heads_list[threadIdx.x >> 5], heads, pos0, pre.count - wbase, wbase, n_warp, wprev,
-                          tw0, sym, len, ce.lw);
+        uint16_t *list = heads_list[threadIdx.x >> 5];
+        const uint32_t mine_off = pre.count - wbase;
+        if (ce.lw == 1)
+            emit_warp_runs<W, 1>(k, g, list, heads, pos0, mine_off, wbase, n_warp, wprev, tw0, sym, len);
+        else if (ce.lw == 2)
+            emit_warp_runs<W, 2>(k, g, list, heads, pos0, mine_off, wbase, n_warp, wprev, tw0, sym, len);
+        else
+            emit_warp_runs<W, 4>(k, g, list, heads, pos0, mine_off, wbase, n_warp, wprev, tw0, sym, len);
         /* the chunk's last element closes its last run (it lies in the chunk's last tile) */
         const int64_t le = g.cend - W;
         if (le >= a && le < a + 64 && le >= g.s && le < g.e) {

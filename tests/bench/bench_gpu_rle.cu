@@ -21,6 +21,8 @@
  *    non-temporal stores, cudaHostRegister), next to the same job from pinned
  *    memory; and what cudaHostRegister / cudaHostUnregister cost per GiB.
  *    Every frame is compared with the pinned run's, every output with the input.
+ * 3. Ceilings on the codec's tile geometry, same run: the loads alone, and the
+ *    loads with the codec's CRC32C (what any encode or decode must do).
  * Prints markdown tables last.
  */
 #include <cub/device/device_run_length_encode.cuh>
@@ -42,7 +44,9 @@ extern "C" {
 #include "gpu.h"
 #include "rle.h"
 }
+#include "crc32c_device.cuh"
 #include "gpu_internal.cuh"
+#include "rle_segment.cuh"
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
@@ -105,6 +109,48 @@ __global__ void cmp_kernel(const uint8_t *a, const uint8_t *b, size_t n, unsigne
                 if (a[j] != b[j])
                     atomicAdd(bad, 1ull);
         }
+    }
+}
+
+/*
+ * Ceilings for the encoder and decoder, on the same tile geometry (a block per
+ * 16 KiB window, 64 contiguous bytes per thread, resident grid):
+ *   read_only_kernel: the loads alone (an XOR of the words keeps them);
+ *   read_crc_kernel: the loads and the window CRC32C exactly as the codec
+ *   computes it (slicing-by-8 per segment, lane shift, warp XOR).
+ * Every encode and decode reads (or writes) each byte once and checksums it,
+ * so read_crc is the most either can reach without a cheaper CRC.
+ */
+__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_only_kernel(const uint8_t *src, int64_t n,
+                                                                                 uint32_t *sink)
+{
+    const int64_t nwin = n / gcgpu::kWin;
+    uint32_t x = 0;
+    for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
+        const uint4 *p = reinterpret_cast<const uint4 *>(src + wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x);
+        uint4 a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + 2), d = __ldg(p + 3);
+        x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    if (x == 0x9e3779b9u) /* practically never: keeps the loads without a store per thread */
+        sink[blockIdx.x] = x;
+}
+
+__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_crc_kernel(const uint8_t *src, int64_t n,
+                                                                                const gcgpu::CrcTables *tab,
+                                                                                uint32_t *sink)
+{
+    const gcgpu::CrcSmem cs = gcgpu::load_crc_smem(gcgpu::dyn_smem, tab);
+    __syncthreads();
+    const int64_t nwin = n / gcgpu::kWin;
+    for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
+        uint32_t w[16];
+        gcgpu::load_seg(src, wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x, n, w);
+        uint32_t v = gcgpu::seg_crc_shifted(cs, w);
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+            v ^= __shfl_xor_sync(0xffffffffu, v, o);
+        if ((threadIdx.x & 31) == 0)
+            sink[wi * (gcgpu::kThreads / 32) + (threadIdx.x >> 5)] = v;
     }
 }
 
@@ -190,7 +236,7 @@ int main(int argc, char **argv)
     uint8_t *d_in;
     CK(cudaMalloc(&d_in, n));
     std::vector<Row> rows;
-    double copy_ms = 0;
+    double copy_ms = 0, ceil_read = 0, ceil_crc = 0;
     if (kernels) {
         size_t bound = rle_compress_bound(n, &opt) + 4096;
         size_t scr_len = std::max(gc_gpu_rle_scratch_size(n, &opt), (size_t)(64 << 20));
@@ -227,6 +273,38 @@ int main(int argc, char **argv)
         copy_ms = median(tc);
         printf("device copy: %.3f ms = %.0f GB/s of input, %.0f GB/s read+write\n", copy_ms, n / copy_ms / 1e6,
                2 * n / copy_ms / 1e6);
+
+        /* ceilings (data-independent work: run on whatever d_in holds, after a fill) */
+        gen_kernel<<<(unsigned)((n / 4096 + 255) / 256), 256, 0, st>>>(d_in, n, 1, 0, 4242);
+        CK(cudaGetLastError());
+        uint32_t *d_sink;
+        CK(cudaMalloc(&d_sink, (n / gcgpu::kWin + 1) * 32));
+        gc_error gerr;
+        int g_ro = 0, g_crc = 0;
+        if (gcgpu::resident_grid(read_only_kernel, 0, n / gcgpu::kWin, &g_ro, &gerr) != GC_OK ||
+            gcgpu::resident_grid(read_crc_kernel, gcgpu::kCrcSmemBytes, n / gcgpu::kWin, &g_crc, &gerr) != GC_OK) {
+            printf("occupancy: %s\n", gerr.msg);
+            return 1;
+        }
+        std::vector<double> tro, tcrc;
+        for (int r = 0; r < reps + 1; r++) {
+            tm.start();
+            read_only_kernel<<<g_ro, gcgpu::kThreads, 0, st>>>(d_in, (int64_t)n, d_sink);
+            double ms = tm.stop();
+            CK(cudaGetLastError());
+            tm.start();
+            read_crc_kernel<<<g_crc, gcgpu::kThreads, gcgpu::kCrcSmemBytes, st>>>(d_in, (int64_t)n, d_tab, d_sink);
+            double ms2 = tm.stop();
+            CK(cudaGetLastError());
+            if (r) {
+                tro.push_back(ms);
+                tcrc.push_back(ms2);
+            }
+        }
+        ceil_read = n / median(tro) / 1e6;
+        ceil_crc = n / median(tcrc) / 1e6;
+        printf("ceilings: read only %.0f GB/s, read + CRC32C %.0f GB/s\n", ceil_read, ceil_crc);
+        cudaFree(d_sink);
 
         const char *names[] = {"random bytes", "short runs (mean 8)", "long runs (mean 256)"};
         for (unsigned w : {1u, 4u}) {
@@ -712,7 +790,9 @@ int main(int argc, char **argv)
         for (const Row &r : rows)
             printf("| %s | %u | %.3f | %.0f | %.0f | %.0f | %.2fx | %.0f | %s |\n", r.data.c_str(), r.w, r.ratio, r.enc,
                    r.dec, r.cub, r.enc / r.cub, r.copy, r.ok ? "yes" : "NO");
-        printf("\nD2D copy: %.0f GB/s read+write.\n", 2 * n / copy_ms / 1e6);
+        printf("\nD2D copy: %.0f GB/s read+write. Ceilings on the codec's tile geometry (GB/s of input): "
+               "read only %.0f, read + CRC32C %.0f.\n",
+               2 * n / copy_ms / 1e6, ceil_read, ceil_crc);
     }
     if (!prow.empty()) {
         printf("\n### Batch pipeline (gc_gpu_rle_run_batch, %.1f GiB of mixed data, 3 streams, 64 MiB slices, %s)\n\n",
