@@ -17,6 +17,17 @@ void crc_tables_build(CrcTables *t)
     for (int s = 1; s < 8; s++)
         for (int i = 0; i < 256; i++)
             t->t8[s][i] = (t->t8[s - 1][i] >> 8) ^ t->t8[0][t->t8[s - 1][i] & 255];
+    /* bit p of an 8-byte word (byte p / 8 of 8) goes through slicing table 7 - p / 8 */
+    for (int k = 0; k < 13; k++)
+        for (uint32_t v = 0; v < 32; v++) {
+            uint32_t c = 0;
+            for (int j = 0; j < 5 && 5 * k + j < 64; j++)
+                if (v >> j & 1) {
+                    int p = 5 * k + j;
+                    c ^= t->t8[7 - p / 8][1u << (p % 8)];
+                }
+            t->t5[k][v] = c;
+        }
     /* reflected: bit 31 - e stands for x^e */
     t->xp8[0] = 0x00800000u;              /* x^8 */
     uint32_t xinv = 0x05EC76F1u;          /* x^-1: x^31 + (P - 1 - x^32) / x */

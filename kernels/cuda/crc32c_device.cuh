@@ -7,7 +7,7 @@
  *     raw(0^k || M) = raw(M)                         (leading zeros are free)
  *     crc32c(M) = raw(M) + 0xFFFFFFFF * x^(8|M|) + 0xFFFFFFFF
  * so every thread computes raw() of its own 64 contiguous bytes with
- * slicing-by-8 tables in shared memory, multiplies it by the constant that
+ * lookup tables in shared memory (see seg_crc), multiplies it by the constant that
  * moves it to the end of the block's 16 KiB window, and the block
  * XOR-reduces. The multiply is split: the lane part (to the end of the
  * warp's 2 KiB) by nibble tables in shared memory, one bank per lane
@@ -84,20 +84,38 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
 }
 
 /*
- * Slicing-by-8 tables in shared memory (8 KiB). Measured on an H200 with the
- * 1 GiB kernel benchmark (2026-11-22) against copies that spread the lanes'
- * data-dependent lookups over the banks: slicing-by-4 with 8 interleaved
- * copies (32 KiB) and slicing-by-8 with 4 copies were 0-12% slower, a per-lane
- * copy of the byte table (conflict-free, one dependent lookup per byte) 5-30%
- * slower: a thread's chain of dependent lookups costs more than the bank
- * conflicts of slicing-by-8 (8 steps per 64 bytes). Layout: word t*256 + b.
+ * The per-segment CRC reads tables in shared memory, and that is what bounds
+ * it: 32 lanes look up data-dependent entries at once, and lanes whose
+ * entries differ but share a bank are served one after another.
+ *
+ * Default: slicing-by-8 (8 KiB, layout t*256 + b). Measured on an H200
+ * (2026-11-22) against copies that spread its lookups over the banks:
+ * slicing-by-4 with 8 interleaved copies (32 KiB) and slicing-by-8 with 4
+ * copies were 0-12% slower, a per-lane copy of the byte table (conflict-free,
+ * one dependent lookup per byte) 5-30% slower.
+ *
+ * GC_CRC_PIECES5=1: each 8 bytes cut into 13 pieces of 5 bits, each looked up
+ * in a table of 32 words (1.6 KiB in all). A 32-word table has one entry per
+ * bank, so a warp's lookups never conflict: 13 shared-memory wavefronts per
+ * 8 bytes of a warp, against about 27 for slicing-by-8 (Nsight Compute: 3.4
+ * per lookup), for 13 lookups instead of 8. H200, 2026-11-23: reading and
+ * checksumming alone (bench_gpu_rle's ceiling) 1804 -> 2453 GB/s, but in the
+ * codec, where the kernels have other work for the integer pipes, short runs
+ * gained 1-3% and long runs lost 8-11% (docs/BENCHMARKS.md), so it is off.
  */
+#ifndef GC_CRC_PIECES5
+#define GC_CRC_PIECES5 0
+#endif
+#if GC_CRC_PIECES5
+constexpr int kSliceWords = 13 * 32;
+#else
 constexpr int kSliceWords = 8 * 256;
+#endif
 constexpr int kLaneShiftWords = 8 * 16 * 32; /* 16 KiB, see lane_shift */
 constexpr size_t kCrcSmemBytes = 4 * (kSliceWords + kLaneShiftWords);
 
 struct CrcSmem {
-    const uint32_t *slice; /* slicing tables */
+    const uint32_t *slice; /* lookup tables of seg_crc */
     const uint32_t *shift; /* lane-shift tables */
 };
 
@@ -105,8 +123,13 @@ struct CrcSmem {
  * with all threads, then sync). */
 __device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const CrcTables *t)
 {
+#if GC_CRC_PIECES5
+    const uint32_t *src = &t->t5[0][0];
+#else
+    const uint32_t *src = &t->t8[0][0];
+#endif
     for (int i = threadIdx.x; i < kSliceWords; i += blockDim.x)
-        smem[i] = __ldg(&t->t8[i >> 8][i & 255]);
+        smem[i] = __ldg(&src[i]);
     const uint32_t *g = &t->lm[0][0][0];
     for (int i = threadIdx.x; i < kLaneShiftWords; i += blockDim.x)
         smem[kSliceWords + i] = __ldg(&g[i]);
@@ -120,8 +143,16 @@ __device__ __forceinline__ uint32_t seg_crc(const uint32_t *t, const uint32_t w[
 #pragma unroll
     for (int i = 0; i < 16; i += 2) {
         uint32_t a = w[i] ^ crc, b = w[i + 1];
+#if GC_CRC_PIECES5
+        crc = t[0 * 32 + (a & 31)] ^ t[1 * 32 + ((a >> 5) & 31)] ^ t[2 * 32 + ((a >> 10) & 31)] ^
+              t[3 * 32 + ((a >> 15) & 31)] ^ t[4 * 32 + ((a >> 20) & 31)] ^ t[5 * 32 + ((a >> 25) & 31)] ^
+              t[6 * 32 + (__funnelshift_r(a, b, 30) & 31)] ^ t[7 * 32 + ((b >> 3) & 31)] ^
+              t[8 * 32 + ((b >> 8) & 31)] ^ t[9 * 32 + ((b >> 13) & 31)] ^ t[10 * 32 + ((b >> 18) & 31)] ^
+              t[11 * 32 + ((b >> 23) & 31)] ^ t[12 * 32 + (b >> 28)];
+#else
         crc = t[1792 + (a & 255)] ^ t[1536 + ((a >> 8) & 255)] ^ t[1280 + ((a >> 16) & 255)] ^ t[1024 + (a >> 24)] ^
               t[768 + (b & 255)] ^ t[512 + ((b >> 8) & 255)] ^ t[256 + ((b >> 16) & 255)] ^ t[b >> 24];
+#endif
     }
     return crc;
 }

@@ -74,6 +74,9 @@ constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
 /* Tables the kernels copy to shared memory or read directly. */
 struct CrcTables {
     uint32_t t8[8][256]; /* slicing-by-8 */
+    /* 5-bit pieces of 8 bytes: t5[k][v] = raw CRC contribution of bits
+     * [5k, 5k+5) of a little-endian 64-bit word being v (see seg_crc) */
+    uint32_t t5[13][32];
     uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
     uint32_t xi8[32];    /* x^(-8*2^k) mod P */
     uint32_t kseg[kThreads]; /* x^(8*64*(255-t)): shift of thread t's segment to the window end */

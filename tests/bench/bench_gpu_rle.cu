@@ -2,6 +2,7 @@
  * bench_gpu_rle.cu - benchmark of the CUDA rle codec.
  *
  *   bench_gpu_rle [--size MiB] [--reps N] [--pipeline GiB] [--no-pipeline] [--pipeline-only]
+ *                 [--width 1|4] [--class 0|1|2]   (one data class only, for a profiler)
  *
  * 1. Kernels on device-resident data (default 1 GiB, generated on the device):
  *    random bytes, short runs (mean 8), long runs (mean 256); width 1 and 4.
@@ -195,6 +196,8 @@ int main(int argc, char **argv)
     int reps = 7;
     double pipe_gib = 4;
     bool pipeline = true, kernels = true;
+    unsigned only_width = 0; /* --width: 1 or 4 only (profiling) */
+    int only_kind = -1;      /* --class: 0 random, 1 short runs, 2 long runs only */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc)
             mib = strtoull(argv[++i], nullptr, 10);
@@ -206,6 +209,10 @@ int main(int argc, char **argv)
             pipeline = false;
         else if (!strcmp(argv[i], "--pipeline-only"))
             kernels = false;
+        else if (!strcmp(argv[i], "--width") && i + 1 < argc)
+            only_width = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+            only_kind = atoi(argv[++i]);
     }
     setvbuf(stdout, nullptr, _IOLBF, 0);
     if (gc_gpu_device_count() == 0) {
@@ -309,6 +316,8 @@ int main(int argc, char **argv)
         const char *names[] = {"random bytes", "short runs (mean 8)", "long runs (mean 256)"};
         for (unsigned w : {1u, 4u}) {
             for (int kind = 0; kind < 3; kind++) {
+                if ((only_width && w != only_width) || (only_kind >= 0 && kind != only_kind))
+                    continue;
                 gen_kernel<<<(unsigned)((n / 4096 + 255) / 256), 256, 0, st>>>(d_in, n, w, kind, 1000 + kind * 7 + w);
                 CK(cudaGetLastError());
                 CK(cudaStreamSynchronize(st));
