@@ -1,13 +1,15 @@
 /*
  * rle_encode.cu - the rle encoder on the device (docs/FORMAT.md).
  *
- * Two passes over the input at most, each reading it once:
+ * The input is read whole once; the second pass reads only run symbols and
+ * stored chunks that the first could not write in place:
  *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block), each warp
  *      summarises its 2 KiB on its own (no block barrier): run-head count,
  *      first/last head, longest run crossing thread segments, and the raw
- *      CRC32C, all from the same load; incompressible 2 KiB pieces are also
- *      written where an all-stored frame has them (spec_store), so random
- *      input is read only here.
+ *      CRC32C, all from the same load; every thread keeps its segment's
+ *      run-head mask for enc_emit (64/W bits per 64 bytes); incompressible
+ *      2 KiB pieces are also written where an all-stored frame has them
+ *      (spec_store), so random input is read only here.
  *   2. enc_chunks (one warp per chunk): folds the warp summaries into tiles
  *      and tiles into run count, longest run (-> len_width), stored/rle
  *      decision, record size and chunk CRC; gives every warp's 2 KiB its run
@@ -15,9 +17,10 @@
  *   3. cub::DeviceScan over record sizes -> record offsets.
  *   4. enc_emit: per tile, the stored copy (16-byte stores, funnel-shifted
  *      from aligned loads; skipped where enc_analyze already wrote the bytes
- *      in place) or the symbols and run lengths of the tile's runs
- *      (positions from a warp scan of head counts on the warp's base, written
- *      by each warp's lanes in turn, see emit_warp_runs; no block barrier).
+ *      in place) or the symbols and run lengths of the tile's runs from the
+ *      head masks (positions from a warp scan of head counts on the warp's
+ *      base, written by each warp's lanes in turn, see emit_warp_runs; no
+ *      block barrier).
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
@@ -45,6 +48,7 @@ struct EncK {
     uint32_t *warp_base;   /* runs before each warp's 2 KiB in its chunk (kWarps per tile) */
     int32_t *warp_lastb;   /* last head before each warp's 2 KiB in its chunk, or -1 */
     ChunkEnc *chunks;
+    void *heads;           /* every thread segment's run-head mask, from enc_analyze (HeadMask<W>) */
     uint32_t *index;
     const unsigned long long *rec_off;
     uint8_t *out_base;
@@ -137,6 +141,21 @@ struct WarpSum {
     uint32_t crc;  /* raw CRC of the warp's bytes, as if they ended its 2 KiB */
     uint32_t spec; /* 1: spec_store wrote them (or the warp holds no bytes) */
 };
+
+/* A segment's run-head mask (one bit per element), as enc_analyze hands it to
+ * enc_emit: emit then neither reads the input segment again nor recomputes
+ * the mask (it reads 64/W bits instead of 64 bytes). */
+template <int W> struct HeadMask;
+template <> struct HeadMask<1> { using T = unsigned long long; };
+template <> struct HeadMask<2> { using T = uint32_t; };
+template <> struct HeadMask<4> { using T = uint16_t; };
+template <> struct HeadMask<8> { using T = uint8_t; };
+
+template <int W>
+__device__ __forceinline__ typename HeadMask<W>::T *head_masks(const EncK &k)
+{
+    return static_cast<typename HeadMask<W>::T *>(k.heads);
+}
 
 /* Word(s) just before segment offset a (zero when a == 0): the previous
  * lane's last words (its segment is the 64 bytes before a); lane 0 loads
@@ -249,13 +268,20 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         }
         hs = hs_warp_reduce(hs);
         uint32_t spec = 0;
+        bool store = false;
         if (k.spec) {
             int64_t wlo = max(g.s, g.w0 + (int64_t)kSeg * 32 * warp);
             int64_t whi = min(g.e, g.w0 + (int64_t)kSeg * 32 * (warp + 1));
             spec = whi <= wlo || (int64_t)hs.count * (W + 1) >= whi - wlo;
-            if (spec && whi > wlo)
-                spec_store(k, g, a, w);
+            store = spec && whi > wlo;
         }
+        /* a speculatively stored warp's chunk is almost always stored: emit
+         * recomputes its masks if not (the mask's last use comes first here,
+         * so that it is not held in a register through spec_store) */
+        if (!spec)
+            head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x] = (typename HeadMask<W>::T)heads;
+        if (store)
+            spec_store(k, g, a, w);
         mask_seg_edges(w, g.s - a, g.e - a);
         uint32_t v = seg_crc_shifted(cs, w);
 #pragma unroll
@@ -563,13 +589,17 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
             continue;
         }
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
-        uint32_t w[16];
-        load_seg(k.src, a, k.body_len, w);
-        uint64_t heads = seg_heads<W>(k, g, a, w);
+        const uint64_t wi = (uint64_t)id * kWarps + (threadIdx.x >> 5);
+        /* both loads at once: the mask is garbage where spec says so */
+        uint64_t heads = head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x];
+        if (k.wsums[wi].spec) { /* enc_analyze kept no mask for this warp (see there) */
+            uint32_t w[16];
+            load_seg(k.src, a, k.body_len, w);
+            heads = seg_heads<W>(k, g, a, w);
+        }
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
-        const uint64_t wi = (uint64_t)id * kWarps + (threadIdx.x >> 5);
         const ScanPair pre = warp_scan_pairs(mine, ScanPair{k.warp_base[wi], k.warp_lastb[wi]});
         uint8_t *sym = k.out_base + rec + 12;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
@@ -577,6 +607,11 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
         const int32_t wprev = __shfl_sync(0xffffffffu, pre.last, 0);
         const uint32_t n_warp = __shfl_sync(0xffffffffu, pre.count + mine.count, 31) - wbase;
         const int32_t tw0 = (int32_t)((g.w0 - g.cstart) / W);
+        /* Runs shorter than 16 bytes on average: nearly every line of the
+         * input holds a symbol to load, and each turn of the run loop would
+         * wait on memory for them; start bringing the lines in now. */
+        if (n_warp * 16 > (uint32_t)kSeg * 32 && a >= 0 && a < k.body_len)
+            asm volatile("prefetch.L1 [%0];" ::"l"(k.src + a));
         uint16_t *list = heads_list[threadIdx.x >> 5];
         const uint32_t mine_off = pre.count - wbase;
         if (ce.lw == 1)
@@ -664,13 +699,12 @@ size_t align_up(size_t v, size_t a)
 struct EncLayout {
     uint64_t cc, ntiles, nwin_hdr;
     uint32_t tl, tpc;
-    size_t off_wsums, off_tiles, off_base, off_lastb, off_chunks, off_recoff, off_part, off_total, off_cub, cub_bytes,
-        total;
+    size_t off_wsums, off_tiles, off_base, off_lastb, off_chunks, off_heads, off_recoff, off_part, off_total, off_cub,
+        cub_bytes, total;
 };
 
 EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
 {
-    (void)width;
     EncLayout L;
     L.cc = (body_len + cs - 1) / cs;
     L.tl = tile_len_for(cs);
@@ -687,6 +721,8 @@ EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
     L.off_base = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
     L.off_lastb = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
     L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkEnc), 256);
+    const size_t mask_bytes = width == 1 || width == 2 || width == 4 || width == 8 ? 8 / width : 8;
+    L.off_heads = o; o = align_up(o + L.ntiles * kThreads * mask_bytes, 256); /* HeadMask<width> */
     L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
     L.off_part = o; o = align_up(o + L.nwin_hdr * 4, 256);
     L.off_total = o; o = align_up(o + 8, 256);
@@ -764,6 +800,7 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.warp_base = (uint32_t *)(scr + L.off_base);
     k.warp_lastb = (int32_t *)(scr + L.off_lastb);
     k.chunks = (ChunkEnc *)(scr + L.off_chunks);
+    k.heads = scr + L.off_heads;
     k.index = p.index;
     k.rec_off = (unsigned long long *)(scr + L.off_recoff);
     k.out_base = p.out_base;
