@@ -116,7 +116,9 @@ int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
 /* ---- device-resident entry points (benchmarks, future zero-copy paths) ---- */
 
 /* Bytes of device scratch the *_device calls need for src_len bytes of input
- * with these options (decode: src_len = the original size). */
+ * with these options (decode: src_len = the original size): about
+ * src_len / (8 * width) for the encoder's run-head masks plus a few bytes per
+ * 2 KiB and per chunk. */
 size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt);
 
 /*
