@@ -39,13 +39,16 @@ __host__ __device__ __forceinline__ uint32_t gf2_mul(uint32_t a, uint32_t b)
     return p;
 }
 
-/* v, hidden from the optimiser: gf2_mul(k, x) with a loop-invariant k would
- * otherwise get its 32 bit masks hoisted out of the loop (32 live registers,
- * spilled under the kernels' register caps). */
-__device__ __forceinline__ uint32_t opaque(uint32_t v)
+/* c times the constant whose nibble table is tab (tab[n*16 + v] = (v << 4n) *
+ * constant, see CrcTables::wm): eight independent loads instead of gf2_mul's
+ * 32 dependent steps, for the multiplications on a block's critical path. */
+__device__ __forceinline__ uint32_t mul_nibbles(const uint32_t *tab, uint32_t c)
 {
-    asm volatile("" : "+r"(v));
-    return v;
+    uint32_t r = 0;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        r ^= __ldg(&tab[n * 16 + ((c >> (4 * n)) & 15u)]);
+    return r;
 }
 
 /* Product of table[k] over the set bits k of n: x^(8n) mod P from the powers
@@ -170,11 +173,11 @@ __device__ __forceinline__ uint32_t lane_shift(const uint32_t *lm, uint32_t c)
     return r;
 }
 
-/* Warp-part shift constant for lane i < 8 of warp 0: x^(8*2048*(7-i)) (load
- * once per kernel; blocks are kThreads = 256 threads). */
-__device__ __forceinline__ uint32_t warp_shift_const(const CrcTables *t)
+/* Warp-part shift for lane i < 8 of warp 0: the nibble table of
+ * x^(8*2048*(7-i)) (blocks are kThreads = 256 threads). */
+__device__ __forceinline__ const uint32_t *warp_shift_table(const CrcTables *t)
 {
-    return __ldg(&t->kseg[32 * (threadIdx.x & 7) + 31]);
+    return &t->wm[threadIdx.x & 7][0][0];
 }
 
 /* XOR of v over each warp into red[warp] (32 words of shared memory), for
@@ -191,15 +194,16 @@ __device__ __forceinline__ void warp_xors_to_smem(uint32_t v, uint32_t *red)
 }
 
 /* Raw CRC of the block's window from lane-shifted segment CRCs v (see
- * lane_shift); wk from warp_shift_const. Valid in warp 0 (thread 0 used).
- * `red` is 32 words of shared memory. */
-__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, uint32_t wk)
+ * lane_shift); wk from warp_shift_table. Valid in warp 0 (thread 0 used).
+ * `red` is 32 words of shared memory. Warp 0's part is short: the other
+ * warps wait for it at the next window's barrier. */
+__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, const uint32_t *wk)
 {
     warp_xors_to_smem(v, red);
     uint32_t r = 0;
     if (threadIdx.x < 32) {
         if (threadIdx.x < (blockDim.x >> 5))
-            r = gf2_mul(opaque(wk), red[threadIdx.x]);
+            r = mul_nibbles(wk, red[threadIdx.x]);
 #pragma unroll
         for (int o = 16; o; o >>= 1)
             r ^= __shfl_xor_sync(0xffffffffu, r, o);
@@ -215,9 +219,9 @@ __device__ __forceinline__ uint32_t seg_crc_shifted(const CrcSmem &cs, const uin
 }
 
 /* Raw CRC of the block's window, each thread holding its 64-byte segment in w
- * (bytes outside the data zeroed); wk from warp_shift_const. Valid in thread 0. */
+ * (bytes outside the data zeroed); wk from warp_shift_table. Valid in thread 0. */
 __device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], uint32_t *red,
-                                               uint32_t wk)
+                                               const uint32_t *wk)
 {
     return block_crc(seg_crc_shifted(cs, w), red, wk);
 }

@@ -84,6 +84,12 @@ struct CrcTables {
      * XOR over n of lm[n][nibble n of c][l] = c * x^(8*64*(31-l)); laid out
      * [nibble][value][lane] so that each lane of a warp reads its own bank. */
     uint32_t lm[8][16][32];
+    /* multiplications by constants, by nibbles (see mul_nibbles):
+     * wm[w][n][v] = (v << 4n) * x^(8*2048*(7-w)): warp w's CRC moved to the end of
+     * its 16 KiB window (the constants kseg[32w + 31]);
+     * xw[n][v] = (v << 4n) * x^(8*16384): a window's raw CRC moved one window on */
+    uint32_t wm[kThreads / 32][8][16];
+    uint32_t xw[8][16];
 };
 
 /* Host-side helpers (crc32c_device.cu). */

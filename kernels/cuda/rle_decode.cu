@@ -310,8 +310,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
     /* symbols, plus a word that expand_seg may read past the last one */
     __shared__ __align__(16) uint32_t s_sym32[(RT * W + 16) / 4];
     const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
-    const uint32_t wk = warp_shift_const(k.tab);
-    const uint32_t xwin = xpow8(k.tab, kWin);
+    const uint32_t *wk = warp_shift_table(k.tab);
     __syncthreads();
     const uint32_t n_items = *k.n_items;
     for (uint32_t id = blockIdx.x; id < n_items; id += gridDim.x) {
@@ -385,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             }
             uint32_t crc = block_crc(v, red, wk);
             if (threadIdx.x == 0)
-                acc = gf2_mul(xwin, acc) ^ crc;
+                acc = mul_nibbles(&k.tab->xw[0][0], acc) ^ crc;
             wlast = w0 + kWin;
         }
         if (threadIdx.x == 0) {

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
  * A tile's summary from its warps', in order; wbase[w] / wlast[w]: runs and
  * last head (chunk-relative, -1: none) in the tile before warp w. The warp
  * CRCs move from their warp's end to the window's end by the constants
- * block_crc uses (kseg of each warp's last lane).
+ * block_crc uses (CrcTables::wm).
  */
 __device__ __forceinline__ TileSum fold_warps(const EncK &k, uint64_t tile, uint32_t wbase[kWarps],
                                               int32_t wlast[kWarps])
@@ -310,7 +310,7 @@ __device__ __forceinline__ TileSum fold_warps(const EncK &k, uint64_t tile, uint
         wlast[w] = t.last;
         t = hs_combine(t, ws.hs);
         if (ws.crc)
-            crc ^= gf2_mul(__ldg(&k.tab->kseg[32 * w + 31]), ws.crc);
+            crc ^= mul_nibbles(&k.tab->wm[w][0][0], ws.crc);
         spec &= ws.spec;
     }
     return TileSum{t.count, t.first, t.last, t.maxgap, crc, spec};
@@ -644,7 +644,7 @@ __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int6
 {
     __shared__ uint32_t red[32];
     const CrcSmem cs = load_crc_smem(dyn_smem, tab); /* kCrcSmemBytes */
-    const uint32_t wk = warp_shift_const(tab);
+    const uint32_t *wk = warp_shift_table(tab);
     __syncthreads();
     int64_t nwin = (len + kWin - 1) / kWin;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
