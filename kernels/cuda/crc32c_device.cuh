@@ -11,9 +11,8 @@
  * moves it to the end of the block's 16 KiB window, and the block
  * XOR-reduces. The multiply is split: the lane part (to the end of the
  * warp's 2 KiB) by nibble tables in shared memory, one bank per lane
- * (lane_shift: 8 conflict-free loads), the warp part by one gf2_mul per warp
- * done by warp 0 alone (block_crc): one bit-serial multiply per 16 KiB
- * instead of one per 64 bytes. Bytes outside the data are zero in the
+ * (lane_shift: 8 conflict-free loads), the warp part by one nibble-table
+ * multiply per warp done by warp 0 alone (block_crc). Bytes outside the data are zero in the
  * window: zeros before are free, zeros after are removed at the end with one
  * multiply by x^(-8k). Windows combine the same way at chunk level.
  * All polynomials are in the reflected representation: bit 31 is x^0.
@@ -180,26 +179,37 @@ __device__ __forceinline__ const uint32_t *warp_shift_table(const CrcTables *t)
     return &t->wm[threadIdx.x & 7][0][0];
 }
 
-/* XOR of v over each warp into red[warp] (32 words of shared memory), for
- * the whole block to read: the first half of block_crc and block_xor. */
-__device__ __forceinline__ void warp_xors_to_smem(uint32_t v, uint32_t *red)
+/* Shared words for the block reductions below: two halves of 32 words used
+ * by turns, so that a reduction need not wait at a block barrier for the
+ * previous one's readers (warp 0, every thread in block_xor): they are done
+ * with a half before they pass the next reduction's barrier, and only the one
+ * after that writes it again. Every thread of the block makes the same calls. */
+struct BlockRed {
+    uint32_t *words; /* 64 words of shared memory */
+    uint32_t turn;
+};
+
+/* XOR of v over each warp into half[warp] of rb's next half, returned for the
+ * whole block to read: the first half of block_crc and block_xor. */
+__device__ __forceinline__ const uint32_t *warp_xors_to_smem(uint32_t v, BlockRed &rb)
 {
 #pragma unroll
     for (int o = 16; o; o >>= 1)
         v ^= __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads(); /* red may still be read from the previous call */
+    uint32_t *half = rb.words + 32 * (rb.turn++ & 1);
     if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = v;
+        half[threadIdx.x >> 5] = v;
     __syncthreads();
+    return half;
 }
 
 /* Raw CRC of the block's window from lane-shifted segment CRCs v (see
  * lane_shift); wk from warp_shift_table. Valid in warp 0 (thread 0 used).
- * `red` is 32 words of shared memory. Warp 0's part is short: the other
- * warps wait for it at the next window's barrier. */
-__device__ __forceinline__ uint32_t block_crc(uint32_t v, uint32_t *red, const uint32_t *wk)
+ * Warp 0's part is short: the other warps wait for it at the next window's
+ * barrier. */
+__device__ __forceinline__ uint32_t block_crc(uint32_t v, BlockRed &rb, const uint32_t *wk)
 {
-    warp_xors_to_smem(v, red);
+    const uint32_t *red = warp_xors_to_smem(v, rb);
     uint32_t r = 0;
     if (threadIdx.x < 32) {
         if (threadIdx.x < (blockDim.x >> 5))
@@ -220,16 +230,16 @@ __device__ __forceinline__ uint32_t seg_crc_shifted(const CrcSmem &cs, const uin
 
 /* Raw CRC of the block's window, each thread holding its 64-byte segment in w
  * (bytes outside the data zeroed); wk from warp_shift_table. Valid in thread 0. */
-__device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], uint32_t *red,
+__device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], BlockRed &rb,
                                                const uint32_t *wk)
 {
-    return block_crc(seg_crc_shifted(cs, w), red, wk);
+    return block_crc(seg_crc_shifted(cs, w), rb, wk);
 }
 
-/* XOR of v over the block; valid in every thread. `red` is 32 words of shared memory. */
-__device__ __forceinline__ uint32_t block_xor(uint32_t v, uint32_t *red)
+/* XOR of v over the block; valid in every thread. */
+__device__ __forceinline__ uint32_t block_xor(uint32_t v, BlockRed &rb)
 {
-    warp_xors_to_smem(v, red);
+    const uint32_t *red = warp_xors_to_smem(v, rb);
     uint32_t r = 0;
     for (int i = 0; i < (int)(blockDim.x >> 5); i++)
         r ^= red[i];

@@ -304,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
     constexpr int RT = dec_run_tile<W>();
     constexpr int IPT = RT / kThreads;
     using BlockScan = cub::BlockScan<uint32_t, kThreads>;
-    __shared__ uint32_t red[32];
+    __shared__ uint32_t red_words[64];
+    BlockRed red{red_words, 0};
     __shared__ typename BlockScan::TempStorage scan_tmp;
     __shared__ uint32_t s_start[RT + 1 + RT / 32 + 1]; /* see start_slot */
     /* symbols, plus a word that expand_seg may read past the last one */

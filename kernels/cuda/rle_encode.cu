@@ -642,7 +642,8 @@ __global__ void enc_total(EncK k)
 __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int64_t len,
                                                         const CrcTables *tab, uint32_t *part)
 {
-    __shared__ uint32_t red[32];
+    __shared__ uint32_t red_words[64];
+    BlockRed red{red_words, 0};
     const CrcSmem cs = load_crc_smem(dyn_smem, tab); /* kCrcSmemBytes */
     const uint32_t *wk = warp_shift_table(tab);
     __syncthreads();
@@ -660,7 +661,8 @@ __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int6
 __global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len, const CrcTables *tab,
                                                        const uint32_t *part)
 {
-    __shared__ uint32_t red[32];
+    __shared__ uint32_t red_words[64];
+    BlockRed red{red_words, 0};
     int64_t nwin = (len + kWin - 1) / kWin;
     int64_t ref = nwin * kWin;
     uint32_t acc = 0;
