@@ -51,15 +51,14 @@ void crc_tables_build(CrcTables *t)
         for (uint32_t v = 0; v < 16; v++)
             for (int l = 0; l < 32; l++)
                 t->lm[n][v][l] = gf2_mul(t->kseg[kThreads - 32 + l], v << (4 * n));
-    uint32_t xwin = 0x80000000u; /* x^(8 * kWin), kWin a power of two */
-    for (int k = 0; (1u << k) <= kWin; k++)
-        if (kWin >> k & 1)
-            xwin = gf2_mul(t->xp8[k], xwin);
     for (int n = 0; n < 8; n++)
         for (uint32_t v = 0; v < 16; v++) {
             for (int w = 0; w < kThreads / 32; w++)
                 t->wm[w][n][v] = gf2_mul(t->kseg[32 * w + 31], v << (4 * n));
-            t->xw[n][v] = gf2_mul(xwin, v << (4 * n));
+            for (int k = 0; k < kPowNibbleBits; k++) {
+                t->xpn[k][n][v] = gf2_mul(t->xp8[k], v << (4 * n));
+                t->xin[k][n][v] = gf2_mul(t->xi8[k], v << (4 * n));
+            }
         }
 }
 

@@ -50,27 +50,29 @@ __device__ __forceinline__ uint32_t mul_nibbles(const uint32_t *tab, uint32_t c)
     return r;
 }
 
-/* Product of table[k] over the set bits k of n: x^(8n) mod P from the powers
- * x^(8*2^k) (xp8), or x^(-8n) from their inverses (xi8). */
-__device__ __forceinline__ uint32_t xpow_from(const uint32_t *table, uint64_t n)
+/* c * x^(8n) from the nibble tables nib of x^(8*2^k) (bits k < kPowNibbleBits
+ * of n) and the plain powers pow (higher bits): one table multiply per set
+ * bit of n, eight independent loads each, where a bit-serial multiply per
+ * set bit was 32 dependent steps. */
+__device__ __forceinline__ uint32_t mul_xpow_from(const uint32_t (*nib)[8][16], const uint32_t *pow, uint32_t c,
+                                                  uint64_t n)
 {
-    uint32_t p = 0x80000000u;
     for (int k = 0; n; k++, n >>= 1)
         if (n & 1)
-            p = gf2_mul(__ldg(&table[k]), p);
-    return p;
+            c = k < kPowNibbleBits ? mul_nibbles(&nib[k][0][0], c) : gf2_mul(__ldg(&pow[k]), c);
+    return c;
 }
 
-/* x^(8n) mod P. */
-__device__ __forceinline__ uint32_t xpow8(const CrcTables *t, uint64_t n)
+/* c * x^(8n) mod P: c's CRC moved on by n bytes. */
+__device__ __forceinline__ uint32_t mul_xpow8(const CrcTables *t, uint32_t c, uint64_t n)
 {
-    return xpow_from(t->xp8, n);
+    return mul_xpow_from(t->xpn, t->xp8, c, n);
 }
 
-/* x^(-8n) mod P. */
-__device__ __forceinline__ uint32_t xinv8(const CrcTables *t, uint64_t n)
+/* c * x^(-8n) mod P: moved back by n bytes. */
+__device__ __forceinline__ uint32_t mul_xinv8(const CrcTables *t, uint32_t c, uint64_t n)
 {
-    return xpow_from(t->xi8, n);
+    return mul_xpow_from(t->xin, t->xi8, c, n);
 }
 
 /*
@@ -81,8 +83,7 @@ __device__ __forceinline__ uint32_t xinv8(const CrcTables *t, uint64_t n)
 __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc, uint64_t past,
                                                uint64_t len)
 {
-    uint32_t raw = gf2_mul(xinv8(t, past), acc);
-    return raw ^ gf2_mul(xpow8(t, len), 0xffffffffu) ^ 0xffffffffu;
+    return mul_xinv8(t, acc, past) ^ mul_xpow8(t, 0xffffffffu, len) ^ 0xffffffffu;
 }
 
 /*

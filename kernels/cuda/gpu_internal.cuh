@@ -70,6 +70,11 @@ static inline uint32_t tile_len_for(uint32_t chunk_size)
 }
 
 constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
+/* CRCs are moved by up to 2^kPowNibbleBits - 1 bytes with nibble tables (a
+ * chunk is at most 2^26 bytes); longer distances use the bit-serial multiply. */
+constexpr int kPowNibbleBits = 28;
+constexpr int kWinLog2 = 14;
+static_assert(kWin == 1u << kWinLog2, "kWinLog2");
 
 /* Tables the kernels copy to shared memory or read directly. */
 struct CrcTables {
@@ -87,9 +92,11 @@ struct CrcTables {
     /* multiplications by constants, by nibbles (see mul_nibbles):
      * wm[w][n][v] = (v << 4n) * x^(8*2048*(7-w)): warp w's CRC moved to the end of
      * its 16 KiB window (the constants kseg[32w + 31]);
-     * xw[n][v] = (v << 4n) * x^(8*16384): a window's raw CRC moved one window on */
+     * xpn[k][n][v] = (v << 4n) * x^(8*2^k) and xin[k][n][v] = (v << 4n) * x^(-8*2^k):
+     * a CRC moved on or back by 2^k bytes (see mul_xpow8) */
     uint32_t wm[kThreads / 32][8][16];
-    uint32_t xw[8][16];
+    uint32_t xpn[kPowNibbleBits][8][16];
+    uint32_t xin[kPowNibbleBits][8][16];
 };
 
 /* Host-side helpers (crc32c_device.cu). */

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             }
             uint32_t crc = block_crc(v, red, wk);
             if (threadIdx.x == 0)
-                acc = mul_nibbles(&k.tab->xw[0][0], acc) ^ crc;
+                acc = mul_nibbles(&k.tab->xpn[kWinLog2][0][0], acc) ^ crc; /* acc * x^(8*kWin) */
             wlast = w0 + kWin;
         }
         if (threadIdx.x == 0) {
@@ -414,7 +414,7 @@ __global__ void dec_ccrc(DecK k)
         for (uint32_t i = lane; i < n; i += 32) {
             uint32_t cw = k.item_crc[b + i];
             if (cw)
-                acc ^= gf2_mul(xpow8(k.tab, (uint64_t)(ref - k.item_wend[b + i])), cw);
+                acc ^= mul_xpow8(k.tab, cw, (uint64_t)(ref - k.item_wend[b + i]));
         }
 #pragma unroll
         for (int o = 16; o; o >>= 1)

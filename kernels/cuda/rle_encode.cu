@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             uint32_t contrib = 0;
             if (valid && ts.crcw) {
                 int64_t wend = ((cstart + (int64_t)j * k.tl) & ~(int64_t)15) + kWin;
-                contrib = gf2_mul(xpow8(k.tab, (uint64_t)(ref - wend)), ts.crcw);
+                contrib = mul_xpow8(k.tab, ts.crcw, (uint64_t)(ref - wend));
             }
 #pragma unroll
             for (int o = 16; o; o >>= 1)
@@ -667,7 +667,7 @@ __global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len
     int64_t ref = nwin * kWin;
     uint32_t acc = 0;
     for (int64_t i = threadIdx.x; i < nwin; i += blockDim.x)
-        acc ^= gf2_mul(xpow8(tab, (uint64_t)(ref - (i + 1) * kWin)), part[i]);
+        acc ^= mul_xpow8(tab, part[i], (uint64_t)(ref - (i + 1) * kWin));
     acc = block_xor(acc, red);
     if (threadIdx.x == 0) {
         uint32_t crc = crc_at_ref(tab, acc, (uint64_t)(ref - len), (uint64_t)len);
