@@ -638,8 +638,10 @@ __global__ void enc_total(EncK k)
         *k.total = k.cc ? k.rec_off[k.cc - 1] + k.index[k.cc - 1] : 0;
 }
 
-/* Header CRC: per-window raw CRCs, then one block combines them. */
-__global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int64_t len,
+/* Header CRC: per-window raw CRCs, then one block combines them (crc_finish);
+ * a header of one window (up to about 4000 chunks) gets its CRC here, one
+ * launch fewer. */
+__global__ void __launch_bounds__(kThreads) crc_windows(uint8_t *buf, int64_t len,
                                                         const CrcTables *tab, uint32_t *part)
 {
     __shared__ uint32_t red_words[64];
@@ -653,7 +655,9 @@ __global__ void __launch_bounds__(kThreads) crc_windows(const uint8_t *buf, int6
         uint32_t w[16];
         load_seg(buf, a, len, w);
         uint32_t c = window_crc(cs, w, red, wk);
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0 && nwin == 1)
+            *reinterpret_cast<uint32_t *>(buf + len) = crc_at_ref(tab, c, (uint64_t)(kWin - len), (uint64_t)len);
+        else if (threadIdx.x == 0)
             part[wi] = c;
     }
 }
@@ -835,15 +839,17 @@ int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, u
     uint32_t *part = (uint32_t *)((uint8_t *)scratch + L.off_part);
     enc_header_fixed<<<1, 32, 0, stream>>>(d_frame, d_src, src_len, width, chunk_size, chunk_count);
     GC_CUDA_LAUNCHED("enc_header_fixed");
-    int64_t hlen = 32 + 4 * (int64_t)chunk_count;
+    const int64_t hlen = 32 + 4 * (int64_t)chunk_count, nwin = (hlen + kWin - 1) / kWin;
     int grid = 0;
-    int rc = resident_grid(crc_windows, kCrcSmemBytes, L.nwin_hdr, &grid, err);
+    int rc = resident_grid(crc_windows, kCrcSmemBytes, (uint64_t)nwin, &grid, err);
     if (rc != GC_OK)
         return rc;
     crc_windows<<<grid, kThreads, kCrcSmemBytes, stream>>>(d_frame, hlen, d_tab, part);
     GC_CUDA_LAUNCHED("crc_windows");
-    crc_finish<<<1, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
-    GC_CUDA_LAUNCHED("crc_finish");
+    if (nwin > 1) { /* else crc_windows wrote the CRC */
+        crc_finish<<<1, kThreads, 0, stream>>>(d_frame, hlen, d_tab, part);
+        GC_CUDA_LAUNCHED("crc_finish");
+    }
     return GC_OK;
 }
 
