@@ -20,7 +20,7 @@
  *      in place) or the symbols and run lengths of the tile's runs from the
  *      head masks (positions from a warp scan of head counts on the warp's
  *      base, written by each warp's lanes in turn, see emit_warp_runs; no
- *      block barrier).
+ *      block barrier); and the records' total size.
  * Thread roles: every block is 256 threads, each owning 64 contiguous bytes of
  * a 16 KiB window (see gpu_internal.cuh).
  */
@@ -570,6 +570,8 @@ template <int W>
 __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
 {
     __shared__ uint16_t heads_list[kThreads / 32][32 * Elem<W>::N];
+    if (blockIdx.x == 0 && threadIdx.x == 0) /* the records' total size, known since the scan */
+        *k.total = k.rec_off[k.cc - 1] + k.index[k.cc - 1];
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         Geo g = tile_geo(k, id);
         ChunkEnc ce = k.chunks[g.c];
@@ -630,12 +632,6 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
                     (uint32_t)((int32_t)((le - g.cstart) / W) - prev), ce.lw);
         }
     }
-}
-
-__global__ void enc_total(EncK k)
-{
-    if (threadIdx.x == 0 && blockIdx.x == 0)
-        *k.total = k.cc ? k.rec_off[k.cc - 1] + k.index[k.cc - 1] : 0;
 }
 
 /* Header CRC: per-window raw CRCs, then one block combines them (crc_finish);
@@ -776,8 +772,6 @@ static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStr
                                            ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
     enc_emit<W><<<grid_emit, kThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("enc_emit");
-    enc_total<<<1, 32, 0, st>>>(k);
-    GC_CUDA_LAUNCHED("enc_total");
     return GC_OK;
 }
 
