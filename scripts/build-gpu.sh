@@ -15,7 +15,11 @@ cd "$(dirname "$0")/.."
 NVCC=${NVCC:-nvcc}
 ARCHS=${CUDA_ARCHS:-90}
 GENCODE=""
-for a in $ARCHS; do GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"; done
+for a in $ARCHS; do
+    # warp reductions (__reduce_*_sync) and the b1 tensor-core CRC need sm_80+
+    case $a in [1-7][0-9]) echo "CUDA_ARCHS: the CUDA backend needs sm_80 or later, not sm_$a" >&2; exit 1 ;; esac
+    GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"
+done
 NVFLAGS="-std=c++17 -O3 $GENCODE -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings -Ikernels -Ikernels/cpu -Ikernels/cuda"
 CFLAGS="-std=c11 -O2 -pthread -Wall -Wextra -Werror -D_GNU_SOURCE -Ikernels -Ikernels/cpu"
 O=build-gpu/obj

@@ -6,6 +6,59 @@
 
 namespace gcgpu {
 
+namespace {
+
+/* x^(8n) mod P for any signed n (reflected), from the powers already built */
+uint32_t xpow8_signed(const CrcTables *t, int64_t n)
+{
+    const uint32_t *pw = n >= 0 ? t->xp8 : t->xi8;
+    uint64_t m = (uint64_t)(n >= 0 ? n : -n);
+    uint32_t p = 0x80000000u; /* 1 */
+    for (int k = 0; m; k++, m >>= 1)
+        if (m & 1)
+            p = gf2_mul(pw[k], p);
+    return p;
+}
+
+/* The tables of warp_crc (see CrcTables::mb, mr and crc32c_device.cuh). */
+void mma_tables_build(CrcTables *t)
+{
+    constexpr int kRow = 256; /* bytes of data in one row of the A fragment: 4 lanes' segments */
+    static uint32_t bit_crc[kRow][8]; /* raw CRC, at the row's end, of one bit set at (byte, bit) */
+    for (int pos = 0; pos < kRow; pos++)
+        for (int b = 0; b < 8; b++) {
+            uint32_t c = t->t8[0][1u << b];
+            for (int z = pos + 1; z < kRow; z++)
+                c = t->t8[0][c & 255] ^ (c >> 8);
+            bit_crc[pos][b] = c;
+        }
+    for (int s = 0; s < 4; s++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                for (int r = 0; r < 2; r++) {
+                    const int seg = l & 3, out_bit = 8 * j + (l >> 2), word = 2 * s + r;
+                    uint32_t m = 0;
+                    for (int i = 0; i < 32; i++)
+                        m |= ((bit_crc[kSeg * seg + 4 * word + i / 8][i % 8] >> out_bit) & 1u) << i;
+                    t->mb[2 * s + j / 2][l][2 * (j & 1) + r] = m;
+                }
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, tg = l & 3;
+            /* row g + 8h ends 256 (g + 1) + 32 h bytes into the warp's 2 KiB */
+            const uint32_t to_end = xpow8_signed(t, (int64_t)kSeg * 32 - kRow * (g + 1) - 32 * h);
+            for (int p = 0; p < 2; p++)
+                for (uint32_t v = 0; v < 16; v++) {
+                    uint32_t bits = 0;
+                    for (int q = 0; q < 4; q++) /* bit q of v: CRC bit 8 (2p + q/2) + 2 tg + q%2 */
+                        bits |= ((v >> q) & 1u) << (8 * (2 * p + q / 2) + 2 * tg + q % 2);
+                    t->mr[2 * h + p][v][l] = gf2_mul(to_end, bits);
+                }
+        }
+}
+
+} // namespace
+
 void crc_tables_build(CrcTables *t)
 {
     for (uint32_t i = 0; i < 256; i++) {
@@ -60,6 +113,7 @@ void crc_tables_build(CrcTables *t)
                 t->xin[k][n][v] = gf2_mul(t->xi8[k], v << (4 * n));
             }
         }
+    mma_tables_build(t);
 }
 
 } // namespace gcgpu

@@ -6,13 +6,11 @@
  *     raw(A || B) = raw(A) * x^(8|B|) + raw(B)      (mod P)
  *     raw(0^k || M) = raw(M)                         (leading zeros are free)
  *     crc32c(M) = raw(M) + 0xFFFFFFFF * x^(8|M|) + 0xFFFFFFFF
- * so every thread computes raw() of its own 64 contiguous bytes with
- * lookup tables in shared memory (see seg_crc), multiplies it by the constant that
- * moves it to the end of the block's 16 KiB window, and the block
- * XOR-reduces. The multiply is split: the lane part (to the end of the
- * warp's 2 KiB) by nibble tables in shared memory, one bank per lane
- * (lane_shift: 8 conflict-free loads), the warp part by one nibble-table
- * multiply per warp done by warp 0 alone (block_crc). Bytes outside the data are zero in the
+ * so every warp computes raw() of its own 2 KiB moved to the end of that
+ * 2 KiB (warp_crc: on the tensor cores, or from per-thread table lookups),
+ * and warp 0 moves the warps' CRCs to the end of the block's 16 KiB window
+ * with one nibble-table multiply each and XOR-reduces them (block_crc).
+ * Bytes outside the data are zero in the
  * window: zeros before are free, zeros after are removed at the end with one
  * multiply by x^(-8k). Windows combine the same way at chunk level.
  * All polynomials are in the reflected representation: bit 31 is x^0.
@@ -87,28 +85,46 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
 }
 
 /*
- * The per-segment CRC reads tables in shared memory, and that is what bounds
- * it: 32 lanes look up data-dependent entries at once, and lanes whose
- * entries differ but share a bank are served one after another.
+ * Two ways to the CRC of a warp's 2 KiB, one chosen at build time:
  *
- * Default: slicing-by-8 (8 KiB, layout t*256 + b). Measured on an H200
- * (2026-11-22) against copies that spread its lookups over the banks:
- * slicing-by-4 with 8 interleaved copies (32 KiB) and slicing-by-8 with 4
- * copies were 0-12% slower, a per-lane copy of the byte table (conflict-free,
- * one dependent lookup per byte) 5-30% slower.
+ * GC_CRC_MMA=1 (default; sm_80 or later, as the whole backend): the tensor
+ * cores. A CRC is linear over GF(2), so the raw
+ * CRC of 256 bytes is a 32 x 2048 bit matrix times the data's bits, and
+ * mma.sync's b1 AND + popcount form computes exactly such products: the
+ * parity (bit 0) of popc(row AND column) is the GF(2) dot product, and the
+ * accumulator adds up k-steps, which keeps parities adding as XOR. The data
+ * goes in as the A fragment unchanged (each lane's own words, see warp_crc),
+ * the CRC matrix as the B fragment (CrcTables::mb), and every row's result is
+ * moved to the warp's end through small per-lane tables (CrcTables::mr).
+ * 16 tensor-core instructions and 12 shared loads per lane replace 72
+ * data-dependent table lookups, and none of them conflicts in the banks.
  *
- * GC_CRC_PIECES5=1: each 8 bytes cut into 13 pieces of 5 bits, each looked up
- * in a table of 32 words (1.6 KiB in all). A 32-word table has one entry per
- * bank, so a warp's lookups never conflict: 13 shared-memory wavefronts per
- * 8 bytes of a warp, against about 27 for slicing-by-8 (Nsight Compute: 3.4
- * per lookup), for 13 lookups instead of 8. H200, 2026-11-23: reading and
- * checksumming alone (bench_gpu_rle's ceiling) 1804 -> 2453 GB/s, but in the
- * codec, where the kernels have other work for the integer pipes, short runs
- * gained 1-3% and long runs lost 8-11% (docs/BENCHMARKS.md), so it is off.
+ * GC_CRC_MMA=0 (kept as the measured alternative: its read + CRC ceiling is
+ * 2.3x lower, see docs/BENCHMARKS.md): lookup tables in shared memory, bound by bank conflicts:
+ * 32 lanes look up data-dependent entries at once, and lanes whose entries
+ * differ but share a bank are served one after another.
+ *   Default there: slicing-by-8 (8 KiB, layout t*256 + b). Measured on an H200
+ *   (2026-11-22) against copies that spread its lookups over the banks:
+ *   slicing-by-4 with 8 interleaved copies (32 KiB) and slicing-by-8 with 4
+ *   copies were 0-12% slower, a per-lane copy of the byte table (conflict-free,
+ *   one dependent lookup per byte) 5-30% slower.
+ *   GC_CRC_PIECES5=1: each 8 bytes cut into 13 pieces of 5 bits, each looked
+ *   up in a table of 32 words (one entry per bank, so a warp's lookups never
+ *   conflict): reading and checksumming alone 1804 -> 2453 GB/s, but in the
+ *   codec short runs gained 1-3% and long runs lost 8-11% (H200,
+ *   2026-11-23, docs/BENCHMARKS.md).
  */
+#ifndef GC_CRC_MMA
+#define GC_CRC_MMA 1
+#endif
 #ifndef GC_CRC_PIECES5
 #define GC_CRC_PIECES5 0
 #endif
+#if GC_CRC_MMA
+constexpr int kMmaBWords = 8 * 32 * 4;
+constexpr int kMmaRWords = 4 * 16 * 32;
+constexpr size_t kCrcSmemBytes = 4 * (kMmaBWords + kMmaRWords); /* 12 KiB */
+#else
 #if GC_CRC_PIECES5
 constexpr int kSliceWords = 13 * 32;
 #else
@@ -116,7 +132,80 @@ constexpr int kSliceWords = 8 * 256;
 #endif
 constexpr int kLaneShiftWords = 8 * 16 * 32; /* 16 KiB, see lane_shift */
 constexpr size_t kCrcSmemBytes = 4 * (kSliceWords + kLaneShiftWords);
+#endif
 
+#if GC_CRC_MMA
+struct CrcSmem {
+    const uint4 *mb;    /* CrcTables::mb */
+    const uint32_t *mr; /* CrcTables::mr */
+};
+
+/* Fill the CRC tables at smem (kCrcSmemBytes of dynamic shared memory; call
+ * with all threads, then sync). */
+__device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const CrcTables *t)
+{
+    const uint32_t *b = &t->mb[0][0][0], *r = &t->mr[0][0][0];
+    for (int i = threadIdx.x; i < kMmaBWords; i += blockDim.x)
+        smem[i] = __ldg(&b[i]);
+    for (int i = threadIdx.x; i < kMmaRWords; i += blockDim.x)
+        smem[kMmaBWords + i] = __ldg(&r[i]);
+    return CrcSmem{reinterpret_cast<const uint4 *>(smem), smem + kMmaBWords};
+}
+
+/* c += A (16 x 256 bits) AND-popcount B (256 x 8 bits), the PTX fragment layouts */
+__device__ __forceinline__ void mma_and_popc(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/*
+ * This lane's share of the raw CRC of its warp's 2 KiB (lane l holding bytes
+ * [64 l, 64 l + 64) as w), moved to the warp's end: the XOR over the warp's
+ * lanes is the CRC. All 32 lanes must call it together.
+ *
+ * Fragments (PTX ISA, mma.m16n8k256 .b1; g = lane / 4, t = lane % 4): A row g
+ * takes bits [32 t, 32 t + 32) from a0 and [128 + 32 t, ...) from a2 of lane
+ * (g, t), row g + 8 the same from a1 and a3. So with a0, a2 = words 2s, 2s + 1
+ * and a1, a3 = words 8 + 2s, 9 + 2s, k-step s (0..3) puts the first 32 bytes
+ * of lanes 4g..4g+3's segments in row g and the last 32 in row g + 8. Every
+ * row's bits then stand at the same place of a 256-byte row, which is what
+ * lets one B matrix (mb) serve all rows; n-tile j gives CRC bits 8j..8j+7 as
+ * accumulator columns (c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8).
+ * Each lane looks its 16 result bits up in mr, 4 at a time, already moved by
+ * its row's distance to the warp's end.
+ */
+__device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w[16])
+{
+    const int lane = threadIdx.x & 31;
+    int c[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0;
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        const uint4 b01 = cs.mb[(2 * s) * 32 + lane], b23 = cs.mb[(2 * s + 1) * 32 + lane];
+        const uint32_t a0 = w[2 * s], a1 = w[8 + 2 * s], a2 = w[2 * s + 1], a3 = w[9 + 2 * s];
+        mma_and_popc(c[0], a0, a1, a2, a3, b01.x, b01.y);
+        mma_and_popc(c[1], a0, a1, a2, a3, b01.z, b01.w);
+        mma_and_popc(c[2], a0, a1, a2, a3, b23.x, b23.y);
+        mma_and_popc(c[3], a0, a1, a2, a3, b23.z, b23.w);
+    }
+    uint32_t r = 0;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            const uint32_t v = (c[2 * p][2 * h] & 1) | (c[2 * p][2 * h + 1] & 1) << 1 |
+                               (c[2 * p + 1][2 * h] & 1) << 2 | (c[2 * p + 1][2 * h + 1] & 1) << 3;
+            r ^= cs.mr[((2 * h + p) * 16 + v) * 32 + lane];
+        }
+    return r;
+}
+#else
 struct CrcSmem {
     const uint32_t *slice; /* lookup tables of seg_crc */
     const uint32_t *shift; /* lane-shift tables */
@@ -173,6 +262,13 @@ __device__ __forceinline__ uint32_t lane_shift(const uint32_t *lm, uint32_t c)
     return r;
 }
 
+/* This lane's share of its warp's CRC (see the MMA version above). */
+__device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w[16])
+{
+    return lane_shift(cs.shift, seg_crc(cs.slice, w));
+}
+#endif
+
 /* Warp-part shift for lane i < 8 of warp 0: the nibble table of
  * x^(8*2048*(7-i)) (blocks are kThreads = 256 threads). */
 __device__ __forceinline__ const uint32_t *warp_shift_table(const CrcTables *t)
@@ -204,8 +300,8 @@ __device__ __forceinline__ const uint32_t *warp_xors_to_smem(uint32_t v, BlockRe
     return half;
 }
 
-/* Raw CRC of the block's window from lane-shifted segment CRCs v (see
- * lane_shift); wk from warp_shift_table. Valid in warp 0 (thread 0 used).
+/* Raw CRC of the block's window from the lanes' shares v of their warp's CRC
+ * (see warp_crc); wk from warp_shift_table. Valid in warp 0 (thread 0 used).
  * Warp 0's part is short: the other warps wait for it at the next window's
  * barrier. */
 __device__ __forceinline__ uint32_t block_crc(uint32_t v, BlockRed &rb, const uint32_t *wk)
@@ -222,19 +318,12 @@ __device__ __forceinline__ uint32_t block_crc(uint32_t v, BlockRed &rb, const ui
     return r;
 }
 
-/* This thread's segment CRC moved to the end of its warp's 2 KiB (the input
- * of block_crc). */
-__device__ __forceinline__ uint32_t seg_crc_shifted(const CrcSmem &cs, const uint32_t w[16])
-{
-    return lane_shift(cs.shift, seg_crc(cs.slice, w));
-}
-
 /* Raw CRC of the block's window, each thread holding its 64-byte segment in w
  * (bytes outside the data zeroed); wk from warp_shift_table. Valid in thread 0. */
 __device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], BlockRed &rb,
                                                const uint32_t *wk)
 {
-    return block_crc(seg_crc_shifted(cs, w), rb, wk);
+    return block_crc(warp_crc(cs, w), rb, wk);
 }
 
 /* XOR of v over the block; valid in every thread. */

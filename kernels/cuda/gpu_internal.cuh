@@ -30,9 +30,9 @@ namespace gcgpu {
 
 /* Tile geometry shared by every kernel: a block of 256 threads covers one
  * 16 KiB window of memory aligned to 16 bytes; each thread owns a contiguous
- * 64-byte segment of it (four 16-byte vectors). 64 contiguous bytes per thread
- * is what lets the CRC be computed per thread with slicing tables and combined
- * with one GF(2) multiply per 64 bytes. */
+ * 64-byte segment of it (four 16-byte vectors). A warp's 32 segments are
+ * 2 KiB of contiguous data, what the tensor-core CRC takes in one go
+ * (warp_crc); warps' CRCs combine with one GF(2) multiply each. */
 constexpr int kThreads = 256;
 constexpr int kSeg = 64;
 constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
@@ -97,6 +97,14 @@ struct CrcTables {
     uint32_t wm[kThreads / 32][8][16];
     uint32_t xpn[kPowNibbleBits][8][16];
     uint32_t xin[kPowNibbleBits][8][16];
+    /* tensor-core CRC (warp_crc in crc32c_device.cuh):
+     * mb[2s + j/2][l][2(j&1) + r]: register b_r of lane l's B fragment for
+     * k-step s and n-tile j (bit i: CRC bit 8j + l/4 of data bit i of word
+     * 2s + r of segment l%4, 256-byte rows);
+     * mr[2h + p][v][l]: the CRC bits that the 4-bit value v stands for in lane
+     * l's part of row l/4 + 8h (bytes 2p, 2p + 1), moved to the warp's end. */
+    uint32_t mb[8][32][4];
+    uint32_t mr[4][16][32];
 };
 
 /* Host-side helpers (crc32c_device.cu). */

@@ -376,16 +376,14 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         for (int64_t w0 = ob0 & ~(int64_t)15; w0 < ob1; w0 += kWin) {
             int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
             int64_t lo = max(a, ob0), hi = min(a + 64, ob1);
-            uint32_t v = 0; /* segments outside the item's output count as zeros: raw CRC 0 */
+            uint32_t w[16] = {}; /* segments outside the item's output count as zeros */
             if (hi > lo) {
                 int klo = (int)((lo - a) / W), khi = (int)((hi - a) / W);
                 uint32_t pa = (uint32_t)((a - ostart) / W); /* element index of w[0] (may wrap: a < ostart) */
-                uint32_t w[16];
                 expand_seg<W>(s_start, nr, s_sym32, pa, klo, khi, w);
                 store_seg(k.out, a, lo, hi, w);
-                v = seg_crc_shifted(cs, w);
             }
-            uint32_t crc = block_crc(v, red, wk);
+            uint32_t crc = block_crc(warp_crc(cs, w), red, wk); /* all lanes: warp_crc is warp-wide */
             if (threadIdx.x == 0)
                 acc = mul_nibbles(&k.tab->xpn[kWinLog2][0][0], acc) ^ crc; /* acc * x^(8*kWin) */
             wlast = w0 + kWin;

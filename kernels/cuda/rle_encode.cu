@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         if (store)
             spec_store(k, g, a, w);
         mask_seg_edges(w, g.s - a, g.e - a);
-        uint32_t v = seg_crc_shifted(cs, w);
+        uint32_t v = warp_crc(cs, w);
 #pragma unroll
         for (int o = 16; o; o >>= 1)
             v ^= __shfl_xor_sync(0xffffffffu, v, o);

@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_crc_kernel(
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
         uint32_t w[16];
         gcgpu::load_seg(src, wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x, n, w);
-        uint32_t v = gcgpu::seg_crc_shifted(cs, w);
+        uint32_t v = gcgpu::warp_crc(cs, w);
 #pragma unroll
         for (int o = 16; o; o >>= 1)
             v ^= __shfl_xor_sync(0xffffffffu, v, o);
