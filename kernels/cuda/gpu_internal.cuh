@@ -44,6 +44,12 @@ constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
 #ifndef GC_ENC_MINB
 #define GC_ENC_MINB 4
 #endif
+/* enc_emit alone. 3 (no register spills; H200, 2026-11-24): width-1 short runs
+ * encode 986-990 -> 1002-1008 GB/s, but width-1 long runs 1338-1342 -> 1250-1258
+ * and width-4 short runs 1138-1154 -> 1073-1085, so it stays at 4. */
+#ifndef GC_EMIT_MINB
+#define GC_EMIT_MINB GC_ENC_MINB
+#endif
 #ifndef GC_DEC_MINB
 #define GC_DEC_MINB 4
 #endif

@@ -597,7 +597,7 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
 }
 
 template <int W>
-__global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_emit(EncK k)
+__global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
 {
     __shared__ uint16_t heads_list[kThreads / 32][32 * Elem<W>::N];
     if (blockIdx.x == 0 && threadIdx.x == 0) /* the records' total size, known since the scan */
