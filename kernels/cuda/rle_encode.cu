@@ -409,6 +409,8 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
     }
 }
 
+/* n little-endian bytes of v at p, any alignment (header fields, the odd
+ * length outside emit's per-run loop; that loop uses put_bytes) */
 __device__ __forceinline__ void put_le(uint8_t *p, uint64_t v, int n)
 {
     for (int i = 0; i < n; i++)
@@ -658,8 +660,8 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
         const int64_t le = g.cend - W;
         if (le >= a && le < a + 64 && le >= g.s && le < g.e) {
             const int32_t prev = mine.count ? mine.last : pre.last;
-            put_len(len + (uint64_t)(pre.count + mine.count - 1) * ce.lw,
-                    (uint32_t)((int32_t)((le - g.cstart) / W) - prev), ce.lw);
+            put_le(len + (uint64_t)(pre.count + mine.count - 1) * ce.lw,
+                   (uint32_t)((int32_t)((le - g.cstart) / W) - prev), ce.lw);
         }
     }
 }

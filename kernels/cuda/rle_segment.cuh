@@ -342,20 +342,6 @@ GC_HD_UNROLL
     }
 }
 
-/* ---- encoder: one thread's run records ------------------------------------- */
-
-/* n = 1, 2 or 4 little-endian bytes of v at p (any alignment). */
-__host__ __device__ __forceinline__ void put_len(uint8_t *p, uint32_t v, unsigned n)
-{
-    p[0] = (uint8_t)v;
-    if (n >= 2)
-        p[1] = (uint8_t)(v >> 8);
-    if (n == 4) {
-        p[2] = (uint8_t)(v >> 16);
-        p[3] = (uint8_t)(v >> 24);
-    }
-}
-
 } // namespace gcgpu
 
 #endif
