@@ -24,7 +24,8 @@ uint32_t xpow8_signed(const CrcTables *t, int64_t n)
 void mma_tables_build(CrcTables *t)
 {
     constexpr int kRow = 256; /* bytes of data in one row of the A fragment: 4 lanes' segments */
-    static uint32_t bit_crc[kRow][8]; /* raw CRC, at the row's end, of one bit set at (byte, bit) */
+    uint32_t bit_crc[kRow][8]; /* raw CRC, at the row's end, of one bit set at (byte, bit); 8 KiB of
+                                  stack, not static: contexts may build their tables on several threads */
     for (int pos = 0; pos < kRow; pos++)
         for (int b = 0; b < 8; b++) {
             uint32_t c = t->t8[0][1u << b];
