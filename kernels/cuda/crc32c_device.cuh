@@ -88,9 +88,9 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
  * Two ways to the CRC of a warp's 2 KiB, one chosen at build time:
  *
  * GC_CRC_MMA=1 (default; sm_80 or later, as the whole backend): the tensor
- * cores. A CRC is linear over GF(2), so the raw
- * CRC of 256 bytes is a 32 x 2048 bit matrix times the data's bits, and
- * mma.sync's b1 AND + popcount form computes exactly such products: the
+ * cores. A CRC is linear over GF(2), so the raw CRC of 256 bytes is a
+ * 32 x 2048 bit matrix times the data's bits, and mma.sync's b1
+ * AND + popcount form computes exactly such products: the
  * parity (bit 0) of popc(row AND column) is the GF(2) dot product, and the
  * accumulator adds up k-steps, which keeps parities adding as XOR. The data
  * goes in as the A fragment unchanged (each lane's own words, see warp_crc),
@@ -100,9 +100,9 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
  * data-dependent table lookups, and none of them conflicts in the banks.
  *
  * GC_CRC_MMA=0 (kept as the measured alternative: its read + CRC ceiling is
- * 2.3x lower, see docs/BENCHMARKS.md): lookup tables in shared memory, bound by bank conflicts:
- * 32 lanes look up data-dependent entries at once, and lanes whose entries
- * differ but share a bank are served one after another.
+ * 2.3x lower, see docs/BENCHMARKS.md): lookup tables in shared memory, bound
+ * by bank conflicts: 32 lanes look up data-dependent entries at once, and
+ * lanes whose entries differ but share a bank are served one after another.
  *   Default there: slicing-by-8 (8 KiB, layout t*256 + b). Measured on an H200
  *   (2026-11-22) against copies that spread its lookups over the banks:
  *   slicing-by-4 with 8 interleaved copies (32 KiB) and slicing-by-8 with 4
