@@ -48,11 +48,13 @@ wait $p1
 wait $p2
 if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
     # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
-    mkdir -p "$O/var"
+    rm -rf "$O/var" && mkdir -p "$O/var" # no stale object may stand in for one that failed
+    vpids=""
     for f in kernels/cuda/*.cu; do
         $NVCC $NVFLAGS $GPU_VARIANT_FLAGS -c "$f" -o "$O/var/$(basename "$f" .cu).o" &
+        vpids="$vpids $!"
     done
-    wait
+    for p in $vpids; do wait "$p"; done
     $NVCC $NVFLAGS $GPU_VARIANT_FLAGS -o "$B/bench_gpu_rle_variant" tests/bench/bench_gpu_rle.cu "$O"/var/*.o \
         $ENGINE -lpthread
     strip "$B/bench_gpu_rle_variant"
