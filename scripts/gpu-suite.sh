@@ -1,13 +1,15 @@
 #!/bin/sh
 # gpu-suite.sh - on a GPU host: the CUDA rle suite, the same suite's --quick
-# mode under compute-sanitizer memcheck, and the benchmark; tables last.
+# mode under compute-sanitizer memcheck, racecheck and synccheck, and the
+# benchmark; tables last.
 #
 #   scripts/gpu-suite.sh [BIN_DIR]      (default build-gpu/bin, made by
 #                                        scripts/build-gpu.sh on any machine with nvcc)
 # Environment: LOGDIR (default $OUT or /tmp/gpu-suite) keeps the full logs;
 # SUITE_FLAGS (e.g. --big for 256 MiB cases), BENCH_FLAGS (e.g. --size 512),
-# SKIP_MEMCHECK=1, MEMCHECK_TIMEOUT (s, default 300), SUITE_TIMEOUT, BENCH_TIMEOUT (s, 1200).
-# Exit status: non-zero if the suite, memcheck or the benchmark's checks failed.
+# SKIP_MEMCHECK=1 (no sanitizer runs), MEMCHECK_TIMEOUT (s per tool, default 300),
+# SUITE_TIMEOUT, BENCH_TIMEOUT (s, 1200).
+# Exit status: non-zero if the suite, a sanitizer or the benchmark's checks failed.
 set -u
 BIN=${1:-build-gpu/bin}
 LOGDIR=${LOGDIR:-${OUT:-/tmp/gpu-suite}}
@@ -24,21 +26,34 @@ suite_line=$(tail -1 "$LOGDIR/suite.log")
 echo "suite: $suite_line (exit $rc, $(( $(date +%s) - t0 )) s)"
 [ $rc -eq 0 ] || status=1
 
-if [ "${SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
-    echo "== compute-sanitizer --tool memcheck $BIN/test_gpu_rle --quick"
+# One compute-sanitizer tool over the suite's --quick cases; sets san_line.
+# --report-api-errors no: the suite deliberately makes cudaHostRegister fail (a
+# read-only memfd mapping) to test the staging fallback; that API error is expected.
+sanitize() {
+    tool=$1
+    shift
+    echo "== compute-sanitizer --tool $tool $BIN/test_gpu_rle --quick"
     t0=$(date +%s)
-    # --report-api-errors no: the suite deliberately makes cudaHostRegister fail (a
-    # read-only memfd mapping) to test the staging fallback; that API error is expected.
-    timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --report-api-errors no \
-        --leak-check no --error-exitcode 99 \
-        "$BIN/test_gpu_rle" --quick > "$LOGDIR/memcheck.log" 2>&1
-    mrc=$?
-    grep -E '^(FAIL|=========)' "$LOGDIR/memcheck.log" | head -30
-    mem_line="$(tail -1 "$LOGDIR/memcheck.log") (exit $mrc, $(( $(date +%s) - t0 )) s)"
-    echo "memcheck: $mem_line"
-    [ $mrc -eq 0 ] || status=1
-else
-    mem_line="not run"
+    timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --report-api-errors no \
+        --error-exitcode 99 "$@" "$BIN/test_gpu_rle" --quick > "$LOGDIR/$tool.log" 2>&1
+    src=$?
+    grep -E '^(FAIL|=========)' "$LOGDIR/$tool.log" | head -30
+    san_line="$(tail -1 "$LOGDIR/$tool.log") (exit $src, $(( $(date +%s) - t0 )) s)"
+    echo "$tool: $san_line"
+    [ $src -eq 0 ] || status=1
+}
+mem_line="not run"
+race_line="not run"
+sync_line="not run"
+if [ "${SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+    sanitize memcheck --leak-check no
+    mem_line=$san_line
+    # racecheck: shared-memory hazards; synccheck: barriers and warp-wide
+    # instructions (the CRC's mma.sync) reached by only part of a warp or block
+    sanitize racecheck
+    race_line=$san_line
+    sanitize synccheck
+    sync_line=$san_line
 fi
 
 echo "== benchmark: $BIN/bench_gpu_rle ${BENCH_FLAGS:-}"
@@ -49,5 +64,7 @@ sed -n '1,/^### /p' "$LOGDIR/bench.log" | grep -v '^### ' | grep -v '^$'
 echo
 echo "suite: $suite_line"
 echo "memcheck (--quick): $mem_line"
+echo "racecheck (--quick): $race_line"
+echo "synccheck (--quick): $sync_line"
 sed -n '/^### /,$p' "$LOGDIR/bench.log"
 exit $status
