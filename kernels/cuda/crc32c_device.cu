@@ -93,14 +93,8 @@ void crc_tables_build(CrcTables *t)
         t->xp8[k] = gf2_mul(t->xp8[k - 1], t->xp8[k - 1]);
         t->xi8[k] = gf2_mul(t->xi8[k - 1], t->xi8[k - 1]);
     }
-    for (int th = 0; th < kThreads; th++) {
-        uint64_t n = (uint64_t)kSeg * (kThreads - 1 - th);
-        uint32_t p = 0x80000000u;
-        for (int k = 0; n; k++, n >>= 1)
-            if (n & 1)
-                p = gf2_mul(t->xp8[k], p);
-        t->kseg[th] = p;
-    }
+    for (int th = 0; th < kThreads; th++)
+        t->kseg[th] = xpow8_signed(t, (int64_t)kSeg * (kThreads - 1 - th));
     for (int n = 0; n < 8; n++)
         for (uint32_t v = 0; v < 16; v++)
             for (int l = 0; l < 32; l++)
