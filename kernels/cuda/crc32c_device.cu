@@ -37,17 +37,18 @@ void mma_tables_build(CrcTables *t)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 32; l++)
                 for (int r = 0; r < 2; r++) {
-                    const int seg = l & 3, out_bit = 8 * j + (l >> 2), word = 2 * s + r;
+                    /* b_r meets a0 (r = 0) or a2 (r = 1) of row g: words 4s, 4s + 2 */
+                    const int seg = l & 3, out_bit = 8 * j + (l >> 2), byte = 16 * s + 8 * r;
                     uint32_t m = 0;
                     for (int i = 0; i < 32; i++)
-                        m |= ((bit_crc[kSeg * seg + 4 * word + i / 8][i % 8] >> out_bit) & 1u) << i;
+                        m |= ((bit_crc[kSeg * seg + byte + i / 8][i % 8] >> out_bit) & 1u) << i;
                     t->mb[2 * s + j / 2][l][2 * (j & 1) + r] = m;
                 }
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const int g = l >> 2, tg = l & 3;
-            /* row g + 8h ends 256 (g + 1) + 32 h bytes into the warp's 2 KiB */
-            const uint32_t to_end = xpow8_signed(t, (int64_t)kSeg * 32 - kRow * (g + 1) - 32 * h);
+            /* row g + 8h (words 4s + h, 4s + 2 + h) ends 256 (g + 1) + 4 h bytes into the warp's 2 KiB */
+            const uint32_t to_end = xpow8_signed(t, (int64_t)kSeg * 32 - kRow * (g + 1) - 4 * h);
             for (int p = 0; p < 2; p++)
                 for (uint32_t v = 0; v < 16; v++) {
                     uint32_t bits = 0;

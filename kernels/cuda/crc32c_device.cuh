@@ -169,10 +169,12 @@ __device__ __forceinline__ void mma_and_popc(int c[4], uint32_t a0, uint32_t a1,
  *
  * Fragments (PTX ISA, mma.m16n8k256 .b1; g = lane / 4, t = lane % 4): A row g
  * takes bits [32 t, 32 t + 32) from a0 and [128 + 32 t, ...) from a2 of lane
- * (g, t), row g + 8 the same from a1 and a3. So with a0, a2 = words 2s, 2s + 1
- * and a1, a3 = words 8 + 2s, 9 + 2s, k-step s (0..3) puts the first 32 bytes
- * of lanes 4g..4g+3's segments in row g and the last 32 in row g + 8. Every
- * row's bits then stand at the same place of a 256-byte row, which is what
+ * (g, t), row g + 8 the same from a1 and a3. With a0..a3 = words 4s..4s + 3
+ * (one aligned register quad, as the segment's 16-byte loads left it: any
+ * other order costs four register moves per mma), k-step s (0..3) puts bytes
+ * 16s + {0..3, 8..11} of lanes 4g..4g+3's segments in row g and the same
+ * bytes 4 later in row g + 8. Every row's bits then stand at the same place
+ * of a 256-byte row, shifted by 4 bytes for rows g + 8, which is what
  * lets one B matrix (mb) serve all rows; n-tile j gives CRC bits 8j..8j+7 as
  * accumulator columns (c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8).
  * Each lane looks its 16 result bits up in mr, 4 at a time, already moved by
@@ -188,7 +190,7 @@ __device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w
 #pragma unroll
     for (int s = 0; s < 4; s++) {
         const uint4 b01 = cs.mb[(2 * s) * 32 + lane], b23 = cs.mb[(2 * s + 1) * 32 + lane];
-        const uint32_t a0 = w[2 * s], a1 = w[8 + 2 * s], a2 = w[2 * s + 1], a3 = w[9 + 2 * s];
+        const uint32_t a0 = w[4 * s], a1 = w[4 * s + 1], a2 = w[4 * s + 2], a3 = w[4 * s + 3];
         mma_and_popc(c[0], a0, a1, a2, a3, b01.x, b01.y);
         mma_and_popc(c[1], a0, a1, a2, a3, b01.z, b01.w);
         mma_and_popc(c[2], a0, a1, a2, a3, b23.x, b23.y);

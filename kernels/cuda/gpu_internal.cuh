@@ -106,7 +106,7 @@ struct CrcTables {
     /* tensor-core CRC (warp_crc in crc32c_device.cuh):
      * mb[2s + j/2][l][2(j&1) + r]: register b_r of lane l's B fragment for
      * k-step s and n-tile j (bit i: CRC bit 8j + l/4 of data bit i of word
-     * 2s + r of segment l%4, 256-byte rows);
+     * 4s + 2r of segment l%4, 256-byte rows);
      * mr[2h + p][v][l]: the CRC bits that the 4-bit value v stands for in lane
      * l's part of row l/4 + 8h (bytes 2p, 2p + 1), moved to the warp's end. */
     uint32_t mb[8][32][4];
