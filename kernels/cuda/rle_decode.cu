@@ -369,28 +369,33 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             reinterpret_cast<uint4 *>(s_sym32)[v] = make_uint4(t[0], t[1], t[2], t[3]);
         }
         __syncthreads();
-        /* expand [ob0, ob1) window by window */
-        int64_t ob0 = ostart + (int64_t)base * W, ob1 = ob0 + (int64_t)total * W;
+        /* Expand the item's output [ob0, ob0 + total * W) window by window.
+         * Offsets are 32-bit, from ib (the first window's start): an item
+         * lies inside its chunk (under 2^26 bytes), and 64-bit compares and
+         * selects were several percent of the loop's instructions. */
+        const int64_t ob0 = ostart + (int64_t)base * W, ib = ob0 & ~(int64_t)15;
+        const int32_t lo_i = (int32_t)(ob0 - ib), hi_i = lo_i + (int32_t)(total * W);
+        const int32_t ib_c = (int32_t)(ib - ostart); /* chunk-relative; -15..-1 when ib < ostart */
+        uint8_t *const iout = k.out + ib;
         uint32_t acc = 0;
-        int64_t wlast = 0;
-        for (int64_t w0 = ob0 & ~(int64_t)15; w0 < ob1; w0 += kWin) {
-            int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
-            int64_t lo = max(a, ob0), hi = min(a + 64, ob1);
+        int32_t wr = 0;
+        for (; wr < hi_i; wr += (int32_t)kWin) {
+            const int32_t a = wr + kSeg * (int32_t)threadIdx.x;
+            const int32_t lo = max(a, lo_i), hi = min(a + kSeg, hi_i);
             uint32_t w[16] = {}; /* segments outside the item's output count as zeros */
             if (hi > lo) {
-                int klo = (int)((lo - a) / W), khi = (int)((hi - a) / W);
-                uint32_t pa = (uint32_t)((a - ostart) / W); /* element index of w[0] (may wrap: a < ostart) */
+                const int klo = (lo - a) / W, khi = (hi - a) / W;
+                const uint32_t pa = (uint32_t)((ib_c + a) / W); /* element index of w[0] (may wrap: a < ostart) */
                 expand_seg<W>(s_start, nr, s_sym32, pa, klo, khi, w);
-                store_seg(k.out, a, lo, hi, w);
+                store_seg(iout, a, lo, hi, w);
             }
             uint32_t crc = block_crc(warp_crc(cs, w), red, wk); /* all lanes: warp_crc is warp-wide */
             if (threadIdx.x == 0)
                 acc = mul_nibbles(&k.tab->xpn[kWinLog2][0][0], acc) ^ crc; /* acc * x^(8*kWin) */
-            wlast = w0 + kWin;
         }
         if (threadIdx.x == 0) {
             k.item_crc[id] = acc;
-            k.item_wend[id] = wlast;
+            k.item_wend[id] = ib + wr; /* the last window's end (total >= 1: one window at least) */
         }
         __syncthreads(); /* s_start / s_sym / scan_tmp reused by the next item */
     }

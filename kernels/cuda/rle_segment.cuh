@@ -182,20 +182,22 @@ __device__ __forceinline__ uint64_t bit_range(int lo, int hi)
 }
 
 /* Store the 64 bytes of a segment at out+off (off 16-aligned) keeping only
- * bytes in [lo, hi) (absolute offsets): whole vectors where possible, bytes at
- * the edges (a neighbouring tile owns the other bytes of an edge vector). */
-__device__ __forceinline__ void store_seg(uint8_t *out, int64_t off, int64_t lo, int64_t hi,
-                                          const uint32_t w[16])
+ * bytes in [lo, hi) (offsets from out): whole vectors where possible, bytes at
+ * the edges (a neighbouring tile owns the other bytes of an edge vector).
+ * Off: int64_t, or int32_t where the caller's offsets are relative to a
+ * nearby base (half the compares and selects). */
+template <typename Off>
+__device__ __forceinline__ void store_seg(uint8_t *out, Off off, Off lo, Off hi, const uint32_t w[16])
 {
 #pragma unroll
     for (int v = 0; v < 4; v++) {
-        int64_t vo = off + 16 * v;
+        Off vo = off + 16 * v;
         if (vo >= lo && vo + 16 <= hi) {
             *reinterpret_cast<uint4 *>(out + vo) = make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
         } else if (vo + 16 > lo && vo < hi) {
 #pragma unroll
             for (int b = 0; b < 16; b++) {
-                int64_t p = vo + b;
+                Off p = vo + b;
                 if (p >= lo && p < hi)
                     out[p] = (uint8_t)(w[4 * v + (b >> 2)] >> (8 * (b & 3)));
             }
