@@ -292,9 +292,7 @@ struct BlockRed {
  * whole block to read: the first half of block_crc and block_xor. */
 __device__ __forceinline__ const uint32_t *warp_xors_to_smem(uint32_t v, BlockRed &rb)
 {
-#pragma unroll
-    for (int o = 16; o; o >>= 1)
-        v ^= __shfl_xor_sync(0xffffffffu, v, o);
+    v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
     uint32_t *half = rb.words + 32 * (rb.turn++ & 1);
     if ((threadIdx.x & 31) == 0)
         half[threadIdx.x >> 5] = v;
@@ -313,9 +311,7 @@ __device__ __forceinline__ uint32_t block_crc(uint32_t v, BlockRed &rb, const ui
     if (threadIdx.x < 32) {
         if (threadIdx.x < (blockDim.x >> 5))
             r = mul_nibbles(wk, red[threadIdx.x]);
-#pragma unroll
-        for (int o = 16; o; o >>= 1)
-            r ^= __shfl_xor_sync(0xffffffffu, r, o);
+        r = __reduce_xor_sync(0xffffffffu, r); /* one redux, not five shuffles */
     }
     return r;
 }

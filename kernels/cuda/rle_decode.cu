@@ -419,9 +419,7 @@ __global__ void dec_ccrc(DecK k)
             if (cw)
                 acc ^= mul_xpow8(k.tab, cw, (uint64_t)(ref - k.item_wend[b + i]));
         }
-#pragma unroll
-        for (int o = 16; o; o >>= 1)
-            acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+        acc = __reduce_xor_sync(0xffffffffu, acc); /* one redux, not five shuffles */
         if (lane == 0) {
             uint32_t crc = crc_at_ref(k.tab, acc, (uint64_t)(ref - cend), (uint64_t)(cend - ostart));
             if (crc != k.chunks[c].crc)

@@ -284,9 +284,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             spec_store(k, g, a, w);
         mask_seg_edges(w, g.s - a, g.e - a);
         uint32_t v = warp_crc(cs, w);
-#pragma unroll
-        for (int o = 16; o; o >>= 1)
-            v ^= __shfl_xor_sync(0xffffffffu, v, o);
+        v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if (lane == 0)
             k.wsums[(uint64_t)id * kWarps + warp] = WarpSum{hs, v, spec};
     }
@@ -378,9 +376,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
                 int64_t wend = ((cstart + (int64_t)j * k.tl) & ~(int64_t)15) + kWin;
                 contrib = mul_xpow8(k.tab, ts.crcw, (uint64_t)(ref - wend));
             }
-#pragma unroll
-            for (int o = 16; o; o >>= 1)
-                contrib ^= __shfl_xor_sync(0xffffffffu, contrib, o);
+            contrib = __reduce_xor_sync(0xffffffffu, contrib); /* one redux, not five shuffles */
             acc ^= contrib;
             run_carry += __shfl_sync(0xffffffffu, incl, 31);
             last_carry = max(last_carry, __shfl_sync(0xffffffffu, im, 31));

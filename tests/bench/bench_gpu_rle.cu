@@ -147,9 +147,7 @@ __global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_crc_kernel(
         uint32_t w[16];
         gcgpu::load_seg(src, wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x, n, w);
         uint32_t v = gcgpu::warp_crc(cs, w);
-#pragma unroll
-        for (int o = 16; o; o >>= 1)
-            v ^= __shfl_xor_sync(0xffffffffu, v, o);
+        v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if ((threadIdx.x & 31) == 0)
             sink[wi * (gcgpu::kThreads / 32) + (threadIdx.x >> 5)] = v;
     }
