@@ -100,10 +100,15 @@ void crc_tables_build(CrcTables *t)
         for (uint32_t v = 0; v < 16; v++)
             for (int l = 0; l < 32; l++)
                 t->lm[n][v][l] = gf2_mul(t->kseg[kThreads - 32 + l], v << (4 * n));
+    uint32_t span_pow[kSpanShifts]; /* x^(8*2048*m) */
+    for (int m = 0; m < kSpanShifts; m++)
+        span_pow[m] = xpow8_signed(t, (int64_t)kSeg * 32 * m);
     for (int n = 0; n < 8; n++)
         for (uint32_t v = 0; v < 16; v++) {
             for (int w = 0; w < kThreads / 32; w++)
                 t->wm[w][n][v] = gf2_mul(t->kseg[32 * w + 31], v << (4 * n));
+            for (int m = 0; m < kSpanShifts; m++)
+                t->xsp[m][n][v] = gf2_mul(span_pow[m], v << (4 * n));
             for (int k = 0; k < kPowNibbleBits; k++) {
                 t->xpn[k][n][v] = gf2_mul(t->xp8[k], v << (4 * n));
                 t->xin[k][n][v] = gf2_mul(t->xi8[k], v << (4 * n));

@@ -79,6 +79,7 @@ constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
 /* CRCs are moved by up to 2^kPowNibbleBits - 1 bytes with nibble tables (a
  * chunk is at most 2^26 bytes); longer distances use the bit-serial multiply. */
 constexpr int kPowNibbleBits = 28;
+constexpr int kSpanShifts = 64; /* CrcTables::xsp */
 constexpr int kWinLog2 = 14;
 static_assert(kWin == 1u << kWinLog2, "kWinLog2");
 
@@ -103,6 +104,9 @@ struct CrcTables {
     uint32_t wm[kThreads / 32][8][16];
     uint32_t xpn[kPowNibbleBits][8][16];
     uint32_t xin[kPowNibbleBits][8][16];
+    /* xsp[m][n][v] = (v << 4n) * x^(8*2048*m): a CRC moved on by m spans of
+     * 2 KiB, one nibble multiply (the decoder's warps, see expand_spans) */
+    uint32_t xsp[kSpanShifts][8][16];
     /* tensor-core CRC (warp_crc in crc32c_device.cuh):
      * mb[2s + j/2][l][2(j&1) + r]: register b_r of lane l's B fragment for
      * k-step s and n-tile j (bit i: CRC bit 8j + l/4 of data bit i of word

@@ -300,6 +300,128 @@ __device__ __forceinline__ void load_tile_lengths(const DecK &k, int64_t off, un
         load_lengths_lw<N, 4>(k, off, len);
 }
 
+constexpr int kSpan = kSeg * 32;         /* output bytes a warp expands per turn */
+constexpr int kWarps = kThreads / 32;
+
+/* Words of a warp's span head bits (bit d: a run starts at element d of the span). */
+template <int W>
+__host__ __device__ constexpr int span_head_words()
+{
+    return kSpan / W / 32;
+}
+
+/* Runs each lane takes per turn of the span walk: one shared atomic per lane
+ * and word rather than per run where a word holds several run starts (short
+ * runs of narrow elements: 256 runs of mean 8 bytes per span). */
+#ifndef GC_DEC_WALK_RUNS1
+#define GC_DEC_WALK_RUNS1 4 /* runs per lane at width 1 */
+#endif
+template <int W>
+constexpr int kWalkRuns = W == 1 ? GC_DEC_WALK_RUNS1 : W == 2 ? 2 : 1;
+
+/* This lane's 64/W bits of the span head bits (its segment's elements). */
+template <int W>
+__device__ __forceinline__ uint64_t lane_heads(const uint32_t *hb, int lane)
+{
+    if (W == 1)
+        return *reinterpret_cast<const unsigned long long *>(hb + 2 * lane);
+    if (W == 2)
+        return hb[lane];
+    if (W == 4)
+        return (hb[lane >> 1] >> (16 * (lane & 1))) & 0xffffu;
+    return (hb[lane >> 2] >> (8 * (lane & 3))) & 0xffu;
+}
+
+/* Exclusive sum of v over the lanes before this one. */
+__device__ __forceinline__ uint32_t lanes_before(uint32_t v, int lane)
+{
+    uint32_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o)
+            incl += t;
+    }
+    return incl - v;
+}
+
+/*
+ * One warp's share of a run tile's expansion: the 2 KiB spans [c0, c1) of
+ * the item's output, counted from ib (offsets in 32 bits from there; the
+ * item's bytes are [lo_i, hi_i), ib_c = ib - the chunk's start). The spans
+ * are contiguous so that each span starts in the run where the previous one
+ * ended: one binary search per warp and item instead of one per segment and
+ * window. A span's run starts are walked 32 at a time, every lane taking
+ * one and setting its bit in the warp's shared head bits hb, which each lane
+ * reads back as its segment's head mask; the lanes before it give the run
+ * of its first element. The warp's CRC runs on from span to span (the CRC so
+ * far, XORed into a span's first word, comes out multiplied by x^(8*2048)),
+ * so no block barrier is needed per window. Returns the raw CRC of the
+ * spans at the end of span c1 - 1.
+ */
+template <int W>
+__device__ __forceinline__ uint32_t expand_spans(const CrcSmem &cs, const uint32_t *s_start, uint32_t nr,
+                                                 const uint32_t *s_sym32, uint32_t *hb, uint8_t *iout,
+                                                 int32_t lo_i, int32_t hi_i, int32_t ib_c, int32_t c0, int32_t c1)
+{
+    const int lane = threadIdx.x & 31;
+    /* the run of the first element: the item starts with run 0 */
+    uint32_t rw = c0 == 0 ? 0 : run_of(s_start, nr, (uint32_t)((ib_c + kSpan * c0) / W));
+    uint32_t crc = 0;
+    for (int32_t c = c0; c < c1; c++) {
+        const int32_t a0 = kSpan * c, a = a0 + kSeg * lane;
+        const uint32_t pc = (uint32_t)((ib_c + a0) / W);           /* the span's element 0 (exact: W | 16) */
+        const uint32_t send = (uint32_t)(min(kSpan, hi_i - a0) / W); /* its elements inside the item */
+        __syncwarp(); /* every lane has read the previous span's bits */
+        for (int i = lane; i < span_head_words<W>(); i += 32)
+            hb[i] = 0;
+        __syncwarp();
+        uint32_t nh = 0; /* runs starting in the span after rw's start */
+        for (uint32_t rb = rw + 1;; rb += 32 * kWalkRuns<W>) {
+            /* each lane kWalkRuns<W> consecutive runs; starts increase with the
+             * run, and the sentinel at nr is the item's end */
+            uint32_t d[kWalkRuns<W>];
+#pragma unroll
+            for (int i = 0; i < kWalkRuns<W>; i++)
+                d[i] = s_start[start_slot(min(rb + kWalkRuns<W> * lane + i, nr))] - pc;
+            uint32_t heads = 0, word = d[0] >> 5, bits = 0;
+#pragma unroll
+            for (int i = 0; i < kWalkRuns<W>; i++) {
+                if (d[i] < send) {
+                    heads++;
+                    if (d[i] >> 5 != word) { /* the lane's runs reach into the next word */
+                        atomicOr(&hb[word], bits);
+                        word = d[i] >> 5;
+                        bits = 0;
+                    }
+                    bits |= 1u << (d[i] & 31);
+                }
+            }
+            if (bits)
+                atomicOr(&hb[word], bits);
+            nh += __reduce_add_sync(0xffffffffu, heads);
+            if (!__all_sync(0xffffffffu, heads == kWalkRuns<W>))
+                break;
+        }
+        __syncwarp();
+        const uint64_t mine = lane_heads<W>(hb, lane);
+        const uint32_t before = lanes_before(popc64(mine), lane);
+        const int32_t lo = max(a, lo_i), hi = min(a + kSeg, hi_i);
+        uint32_t w[16] = {}; /* segments outside the item's output count as zeros */
+        if (hi > lo) {
+            const int klo = (lo - a) / W, khi = (hi - a) / W;
+            const uint64_t at_lo = mine & (1ull << klo); /* a run starting at the first element */
+            expand_words<W>(rw + before + (at_lo != 0), mine & ~at_lo, s_sym32, klo, khi, w);
+            store_seg(iout, a, lo, hi, w);
+        }
+        if (lane == 0)
+            w[0] ^= crc;
+        crc = __reduce_xor_sync(0xffffffffu, warp_crc(cs, w)); /* all lanes: warp_crc is warp-wide */
+        rw += nh;
+    }
+    return crc;
+}
+
 template <int W>
 __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
 {
@@ -310,8 +432,10 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
     BlockRed red{red_words, 0};
     __shared__ typename BlockScan::TempStorage scan_tmp;
     __shared__ uint32_t s_start[RT + 1 + RT / 32 + 1]; /* see start_slot */
-    /* symbols, plus a word that expand_seg may read past the last one */
+    /* symbols, plus a word that expand_words may read past the last one */
     __shared__ __align__(16) uint32_t s_sym32[(RT * W + 16) / 4];
+    __shared__ __align__(8) uint32_t s_heads[kWarps][span_head_words<W>()]; /* see expand_spans */
+    __shared__ uint32_t s_wcrc[kWarps];
     const CrcSmem cs = load_crc_smem(dyn_smem, k.tab); /* kCrcSmemBytes */
     const uint32_t *wk = warp_shift_table(k.tab);
     __syncthreads();
@@ -369,35 +493,34 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             reinterpret_cast<uint4 *>(s_sym32)[v] = make_uint4(t[0], t[1], t[2], t[3]);
         }
         __syncthreads();
-        /* Expand the item's output [ob0, ob0 + total * W) window by window.
-         * Offsets are 32-bit, from ib (the first window's start): an item
-         * lies inside its chunk (under 2^26 bytes), and 64-bit compares and
-         * selects were several percent of the loop's instructions. */
+        /* Expand the item's output [ob0, ob0 + total * W) in 2 KiB spans, each
+         * warp its own run of them. Offsets are 32-bit, from ib (16-aligned):
+         * an item lies inside its chunk (under 2^26 bytes). */
         const int64_t ob0 = ostart + (int64_t)base * W, ib = ob0 & ~(int64_t)15;
         const int32_t lo_i = (int32_t)(ob0 - ib), hi_i = lo_i + (int32_t)(total * W);
-        const int32_t ib_c = (int32_t)(ib - ostart); /* chunk-relative; -15..-1 when ib < ostart */
-        uint8_t *const iout = k.out + ib;
-        uint32_t acc = 0;
-        int32_t wr = 0;
-        for (; wr < hi_i; wr += (int32_t)kWin) {
-            const int32_t a = wr + kSeg * (int32_t)threadIdx.x;
-            const int32_t lo = max(a, lo_i), hi = min(a + kSeg, hi_i);
-            uint32_t w[16] = {}; /* segments outside the item's output count as zeros */
-            if (hi > lo) {
-                const int klo = (lo - a) / W, khi = (hi - a) / W;
-                const uint32_t pa = (uint32_t)((ib_c + a) / W); /* element index of w[0] (may wrap: a < ostart) */
-                expand_seg<W>(s_start, nr, s_sym32, pa, klo, khi, w);
-                store_seg(iout, a, lo, hi, w);
-            }
-            uint32_t crc = block_crc(warp_crc(cs, w), red, wk); /* all lanes: warp_crc is warp-wide */
-            if (threadIdx.x == 0)
-                acc = mul_nibbles(&k.tab->xpn[kWinLog2][0][0], acc) ^ crc; /* acc * x^(8*kWin) */
+        const int32_t nspans = (hi_i + kSpan - 1) / kSpan, per_warp = (nspans + kWarps - 1) / kWarps;
+        const int warp = threadIdx.x >> 5;
+        const int32_t c0 = min(warp * per_warp, nspans), c1 = min(c0 + per_warp, nspans);
+        uint32_t wcrc = 0;
+        if (c0 < c1) {
+            wcrc = expand_spans<W>(cs, s_start, nr, s_sym32, s_heads[warp], k.out + ib, lo_i, hi_i,
+                                   (int32_t)(ib - ostart), c0, c1);
+            /* to the item's end: one table multiply for the items of up to 64 spans */
+            const int32_t m = nspans - c1;
+            wcrc = m < kSpanShifts ? mul_nibbles(&k.tab->xsp[m][0][0], wcrc)
+                                   : mul_xpow8(k.tab, wcrc, (uint64_t)kSpan * (uint64_t)m);
         }
+        if ((threadIdx.x & 31) == 0)
+            s_wcrc[warp] = wcrc;
+        __syncthreads(); /* s_wcrc written; s_start / s_sym / scan_tmp free for the next item */
         if (threadIdx.x == 0) {
+            uint32_t acc = 0;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++)
+                acc ^= s_wcrc[w];
             k.item_crc[id] = acc;
-            k.item_wend[id] = ib + wr; /* the last window's end (total >= 1: one window at least) */
+            k.item_wend[id] = ib + (int64_t)kSpan * nspans; /* the last span's end */
         }
-        __syncthreads(); /* s_start / s_sym / scan_tmp reused by the next item */
     }
 }
 

@@ -246,42 +246,37 @@ __host__ __device__ __forceinline__ uint32_t start_slot(uint32_t i)
     return i + (i >> 5);
 }
 
-/*
- * Fill the 16 words of a segment from a run tile held in shared memory.
- *   s_start[start_slot(0..nr)]: chunk-relative first element of each run, then the tile's end;
- *   s_sym32: the runs' symbols, nr * W bytes, readable 4 bytes past them;
- *   pa: chunk-relative element index of the segment's element 0 (mod 2^32);
- *   [klo, khi): the segment's elements inside the tile's output (klo < khi).
- * Bytes of elements outside [klo, khi) come out zero (the CRC relies on it).
- * Work is per run and per word, not per element: a binary search finds the run
- * of element klo, a walk over the following run starts gives a head mask, and
- * each word takes its symbols with one byte permutation (widths 1, 2) or one
- * shared load (4, 8), the run index being a popcount of the head mask.
- */
-template <int W>
-__host__ __device__ __forceinline__ void expand_seg(const uint32_t *s_start, uint32_t nr, const uint32_t *s_sym32,
-                                                    uint32_t pa, int klo, int khi, uint32_t w[16])
+/* The run of element q: the last of runs 0..nr-1 with s_start[start_slot(r)] <= q
+ * (s_start[start_slot(0)] <= q). */
+__host__ __device__ __forceinline__ uint32_t run_of(const uint32_t *s_start, uint32_t nr, uint32_t q)
 {
-    constexpr int N = Elem<W>::N;
-    const uint32_t q0 = pa + (uint32_t)klo, qend = pa + (uint32_t)khi;
-    /* last run with s_start <= q0: s_start[lo_r] <= q0 < s_start[hi_r] */
     uint32_t lo_r = 0, hi_r = nr;
     while (hi_r - lo_r > 1) {
         uint32_t mid = (lo_r + hi_r) >> 1;
-        if (s_start[start_slot(mid)] <= q0)
+        if (s_start[start_slot(mid)] <= q)
             lo_r = mid;
         else
             hi_r = mid;
     }
-    const uint32_t r0 = lo_r;
-    /* bit k: a run starts at element k (klo < k < khi) */
-    uint64_t hm = 0;
-    for (uint32_t r = r0 + 1; r < nr; r++) {
-        uint32_t st = s_start[start_slot(r)];
-        if (st >= qend)
-            break;
-        hm |= 1ull << (st - pa);
-    }
+    return lo_r;
+}
+
+/*
+ * Fill the 16 words of a segment from a run tile's symbols in shared memory.
+ *   r0: the run of the segment's element klo;
+ *   hm: bit k set when a run starts at element k (klo < k < khi);
+ *   s_sym32: the runs' symbols, readable 4 bytes past the last one;
+ *   [klo, khi): the segment's elements inside the tile's output (klo < khi).
+ * Bytes of elements outside [klo, khi) come out zero (the CRC relies on it).
+ * Work is per word, not per element: each word takes its symbols with one byte
+ * permutation (widths 1, 2) or one shared load (4, 8), the run index being a
+ * popcount of the head mask.
+ */
+template <int W>
+__host__ __device__ __forceinline__ void expand_words(uint32_t r0, uint64_t hm, const uint32_t *s_sym32, int klo,
+                                                      int khi, uint32_t w[16])
+{
+    constexpr int N = Elem<W>::N;
     if (hm == 0) { /* one run covers the segment's part */
         uint32_t v0, v1;
         if (W == 8) {
