@@ -15,10 +15,10 @@
  *      add up to the chunk's element count, else the chunk fails here and is
  *      never expanded (so no write can leave the chunk's output range).
  *   6. dec_expand (block per item): stored tiles are copied with funnel-shifted
- *      aligned loads; run tiles scan their lengths into shared memory and
- *      expand them window by window, each thread filling its 64 contiguous
- *      output bytes (binary search, then a walk). Both compute the raw CRC of
- *      what they write in the same pass.
+ *      aligned loads; run tiles scan their lengths into shared memory, and
+ *      each warp expands its own contiguous 2 KiB spans of the item's output,
+ *      each lane filling 64 bytes from the span's run starts (expand_spans).
+ *      Both compute the raw CRC of what they write in the same pass.
  *   7. dec_ccrc (warp per chunk): combine item CRCs, compare with the record.
  */
 #include <cub/block/block_scan.cuh>
@@ -56,11 +56,12 @@ struct ChunkDec {
 
 /*
  * Runs per work item of an rle chunk (kRunTileMin .. dec_run_tile<W>()). An item is
- * expanded window by window (16 KiB, all threads of the block) after a setup
- * (its lengths scanned, its symbols staged) that costs about a window, so:
+ * expanded in 2 KiB spans shared evenly by the block's 8 warps (a window of
+ * 16 KiB per turn of all warps) after a setup (its lengths scanned, its
+ * symbols staged) that costs about a window, so:
  *   - items of whole windows: 2048 runs of mean 8 bytes came to 16 KiB plus a
  *     few bytes half the time, a second window pass for them; such chunks
- *     get items a little under a whole number of windows;
+ *     get items a little under a whole number of windows (8 warps x n spans);
  *   - items of at most kItemBytes: a few items of hundreds of KiB per block
  *     (long runs) left SMs idle at the end;
  *   - but not small items where runs are long (64-run items of long runs
