@@ -335,12 +335,12 @@ __device__ __forceinline__ uint32_t block_xor(uint32_t v, BlockRed &rb)
 }
 
 /* Zero the bytes of a 64-byte segment outside [lo, hi) (segment-relative, may be
- * <0 or >64). */
-__device__ __forceinline__ void mask_seg(uint32_t w[16], int64_t lo, int64_t hi)
+ * <0 or >64; callers' tiles are far smaller than 2^31). */
+__device__ __forceinline__ void mask_seg(uint32_t w[16], int32_t lo, int32_t hi)
 {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
-        int64_t b = 4 * i;
+        const int32_t b = 4 * i;
         uint32_t keep = 0xffffffffu;
         if (lo > b)
             keep = lo >= b + 4 ? 0u : keep << (8 * (lo - b));
@@ -352,7 +352,7 @@ __device__ __forceinline__ void mask_seg(uint32_t w[16], int64_t lo, int64_t hi)
 
 /* mask_seg with the common case (the whole segment is data) skipped: the
  * 16 guarded word masks cost ~3 instructions per byte when always run. */
-__device__ __forceinline__ void mask_seg_edges(uint32_t w[16], int64_t lo, int64_t hi)
+__device__ __forceinline__ void mask_seg_edges(uint32_t w[16], int32_t lo, int32_t hi)
 {
     if (lo > 0 || hi < 64)
         mask_seg(w, lo, hi);

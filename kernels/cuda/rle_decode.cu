@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
         for (int64_t p = lo + 64 * lane; p < hi; p += 64 * 32) {
             uint32_t w[16];
             load_seg_unaligned(k.rec, p, k.rec_len, w);
-            mask_seg_edges(w, 0, hi - p);
+            mask_seg_edges(w, 0, (int32_t)min(hi - p, (int64_t)64));
             s += seg_len_sum(w, cd.lw);
         }
 #pragma unroll
@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
             int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
             uint32_t w[16];
             load_seg_unaligned(k.rec, rec + 12 + (a - ostart), k.rec_len, w);
-            mask_seg(w, s - a, e - a);
+            mask_seg(w, (int32_t)(s - a), (int32_t)(e - a)); /* within a tile of a */
             uint32_t crc = window_crc(cs, w, red, wk);
             store_seg(k.out, a, s, e, w);
             if (threadIdx.x == 0) {

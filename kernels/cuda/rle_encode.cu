@@ -177,17 +177,32 @@ __device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_
     pw2 = p15;
 }
 
-/* Per-thread run heads of its segment in tile g. */
+/* A tile's geometry in 32 bits, from its window's start g.w0 (a tile lies
+ * inside a chunk, under 2^26 bytes): 64-bit compares and selects per thread
+ * segment were several percent of enc_analyze's instructions. */
+struct TileRel {
+    int32_t s, e; /* the tile's bytes [s, e) */
+    int32_t w0c;  /* g.w0 - the chunk's start (-15..-1 when the chunk starts unaligned) */
+};
+
+__device__ __forceinline__ TileRel tile_rel(const Geo &g)
+{
+    return TileRel{(int32_t)(g.s - g.w0), (int32_t)(g.e - g.w0), (int32_t)(g.w0 - g.cstart)};
+}
+
+/* Per-thread run heads of its segment (ar bytes into the tile's window, at a). */
 template <int W>
-__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const Geo &g, int64_t a, const uint32_t w[16])
+__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const TileRel &t, int64_t a, int32_t ar,
+                                              const uint32_t w[16])
 {
     uint32_t pw, pw2;
     prev_words<W>(k.src, a, k.body_len, w, pw, pw2);
     uint64_t hm = head_mask<W>(w, pw, pw2);
-    if (g.cstart >= a && g.cstart < a + 64)
-        hm |= 1ull << ((g.cstart - a) / W);
-    int64_t lo = max(g.s, a), hi = min(g.e, a + 64);
-    uint64_t vm = hi > lo ? bit_range((int)((lo - a) / W), (int)((hi - a) / W)) : 0;
+    const int32_t cr = -t.w0c - ar; /* the chunk's first byte, from the segment */
+    if (cr >= 0 && cr < 64)
+        hm |= 1ull << (cr / W);
+    const int32_t lo = max(t.s - ar, 0), hi = min(t.e - ar, 64);
+    const uint64_t vm = hi > lo ? bit_range(lo / W, hi / W) : 0;
     return hm & vm;
 }
 
@@ -254,14 +269,16 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
-        Geo g = tile_geo(k, id);
-        int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
+        const Geo g = tile_geo(k, id);
+        const TileRel t = tile_rel(g);
+        const int32_t ar = kSeg * (int32_t)threadIdx.x;
+        const int64_t a = g.w0 + ar;
         uint32_t w[16];
         load_seg(k.src, a, k.body_len, w);
-        uint64_t heads = seg_heads<W>(k, g, a, w);
+        uint64_t heads = seg_heads<W>(k, t, a, ar, w);
         HeadSum hs = hs_identity();
         if (heads) {
-            int32_t pos0 = (int32_t)((a - g.cstart) / W);
+            const int32_t pos0 = (t.w0c + ar) / W; /* exact: the chunk starts at a multiple of W */
             hs.count = __popcll(heads);
             hs.first = pos0 + __ffsll((long long)heads) - 1;
             hs.last = pos0 + 63 - __clzll((long long)heads);
@@ -270,9 +287,8 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         uint32_t spec = 0;
         bool store = false;
         if (k.spec) {
-            int64_t wlo = max(g.s, g.w0 + (int64_t)kSeg * 32 * warp);
-            int64_t whi = min(g.e, g.w0 + (int64_t)kSeg * 32 * (warp + 1));
-            spec = whi <= wlo || (int64_t)hs.count * (W + 1) >= whi - wlo;
+            const int32_t wlo = max(t.s, kSeg * 32 * warp), whi = min(t.e, kSeg * 32 * (warp + 1));
+            spec = whi <= wlo || (int32_t)hs.count * (W + 1) >= whi - wlo;
             store = spec && whi > wlo;
         }
         /* a speculatively stored warp's chunk is almost always stored: emit
@@ -282,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x] = (typename HeadMask<W>::T)heads;
         if (store)
             spec_store(k, g, a, w);
-        mask_seg_edges(w, g.s - a, g.e - a);
+        mask_seg_edges(w, t.s - ar, t.e - ar);
         uint32_t v = warp_crc(cs, w);
         v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if (lane == 0)
@@ -627,7 +643,7 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
         if (k.wsums[wi].spec) { /* enc_analyze kept no mask for this warp (see there) */
             uint32_t w[16];
             load_seg(k.src, a, k.body_len, w);
-            heads = seg_heads<W>(k, g, a, w);
+            heads = seg_heads<W>(k, tile_rel(g), a, (int32_t)(a - g.w0), w);
         }
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{(uint32_t)__popcll(heads),
