@@ -233,11 +233,12 @@ __device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w
  * aligned stores, taking the words before them from the previous lane.
  * Called by whole warps.
  */
-__device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, int64_t a, const uint32_t w[16])
+__device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, const TileRel &t, int64_t a, int32_t ar,
+                                           const uint32_t w[16])
 {
-    const int64_t base = k.rec_start + (int64_t)g.c * (12 + (int64_t)k.cs) + 12 - g.cstart;
-    const int64_t d = base + a, dlo = base + g.s, dhi = base + g.e;
-    const uint32_t q = (uint32_t)(d & 15) >> 2; /* the same for the whole tile */
+    /* where the window's first byte goes; offsets from there in 32 bits */
+    uint8_t *const dw = k.out_base + k.rec_start + (int64_t)g.c * (12 + (int64_t)k.cs) + 12 + t.w0c;
+    const uint32_t q = (uint32_t)((uintptr_t)(dw + ar) & 15) >> 2; /* the same for the whole tile */
     uint32_t p[3];
     p[0] = __shfl_up_sync(0xffffffffu, w[13], 1);
     p[1] = __shfl_up_sync(0xffffffffu, w[14], 1);
@@ -249,17 +250,17 @@ __device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, int64_t 
         p[1] = v[2];
         p[2] = v[3];
     }
-    uint32_t o[16], t[16];
+    uint32_t o[16], tail[16];
     switch (q) {
-    case 0: words_back<0>(p, w, o, t); break;
-    case 1: words_back<1>(p, w, o, t); break;
-    case 2: words_back<2>(p, w, o, t); break;
-    default: words_back<3>(p, w, o, t); break;
+    case 0: words_back<0>(p, w, o, tail); break;
+    case 1: words_back<1>(p, w, o, tail); break;
+    case 2: words_back<2>(p, w, o, tail); break;
+    default: words_back<3>(p, w, o, tail); break;
     }
-    const int64_t d0 = d - 4 * (int64_t)q;
-    store_seg(k.out_base, d0, dlo, dhi, o);
-    if (q && a < g.e && a + 64 >= g.e) /* the tile's last bytes: no next lane writes them */
-        store_seg(k.out_base, d0 + 64, dlo, dhi, t);
+    const int32_t d0 = ar - 4 * (int32_t)q;
+    store_seg(dw, d0, t.s, t.e, o);
+    if (q && ar < t.e && ar + 64 >= t.e) /* the tile's last bytes: no next lane writes them */
+        store_seg(dw, d0 + 64, t.s, t.e, tail);
 }
 
 template <int W>
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         if (!spec)
             head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x] = (typename HeadMask<W>::T)heads;
         if (store)
-            spec_store(k, g, a, w);
+            spec_store(k, g, t, a, ar, w);
         mask_seg_edges(w, t.s - ar, t.e - ar);
         uint32_t v = warp_crc(cs, w);
         v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
