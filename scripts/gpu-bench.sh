@@ -35,6 +35,7 @@ start_daemon
 "$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i 'requests ok' | sed 's/^/| GPU daemon after the identity run | /; s/$/ |/'
 bench large "$large"
 bench many "$m_clients" "$m_mib" "$m_rounds"
+bench manywarm "$m_clients" "$m_mib" "$m_rounds"
 bench manyfd "$m_clients" "$m_mib" "$m_rounds"
 bench manyreg "$m_clients" "$m_mib" "$m_rounds"
 "$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i registered | sed "s/^/| GPU daemon after manyreg | /; s/$/ |/"
