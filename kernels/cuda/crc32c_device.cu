@@ -102,7 +102,7 @@ void crc_tables_build(CrcTables *t)
                 t->lm[n][v][l] = gf2_mul(t->kseg[kThreads - 32 + l], v << (4 * n));
     uint32_t span_pow[kSpanShifts]; /* x^(8*2048*m) */
     for (int m = 0; m < kSpanShifts; m++)
-        span_pow[m] = xpow8_signed(t, (int64_t)kSeg * 32 * m);
+        span_pow[m] = xpow8_signed(t, (int64_t)kSpan * m);
     for (int n = 0; n < 8; n++)
         for (uint32_t v = 0; v < 16; v++) {
             for (int w = 0; w < kThreads / 32; w++)

@@ -36,6 +36,8 @@ namespace gcgpu {
 constexpr int kThreads = 256;
 constexpr int kSeg = 64;
 constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
+constexpr int kWarps = kThreads / 32;
+constexpr int kSpan = kSeg * 32; /* bytes of a warp's 32 segments: 2048 */
 /* Minimum resident blocks per SM the big kernels are compiled for
  * (__launch_bounds__): trades registers for occupancy. Measured on an H200,
  * 1 GiB (2026-11-22): (4, 3) beat (1, 1) by 4-10% on every class except

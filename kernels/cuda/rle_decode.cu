@@ -301,8 +301,6 @@ __device__ __forceinline__ void load_tile_lengths(const DecK &k, int64_t off, un
         load_lengths_lw<N, 4>(k, off, len);
 }
 
-constexpr int kSpan = kSeg * 32;         /* output bytes a warp expands per turn */
-constexpr int kWarps = kThreads / 32;
 
 /* Words of a warp's span head bits (bit d: a run starts at element d of the span). */
 template <int W>

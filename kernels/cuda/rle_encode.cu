@@ -131,8 +131,6 @@ __device__ __forceinline__ HeadSum hs_warp_reduce(HeadSum v)
     return r;
 }
 
-constexpr int kWarps = kThreads / 32;
-
 /* One warp's 2 KiB of a tile, written by enc_analyze: warps summarise their
  * own bytes and never wait for each other; enc_chunks folds a tile's kWarps
  * summaries in order (fold_warps). */
