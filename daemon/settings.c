@@ -139,7 +139,7 @@ static const setting settings[] = {
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "pin-client-buffers", "yes|no", "page-lock reused client memfds for DMA (default no)", set_pin_client_buffers },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
-    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 4M)", set_gpu_min_bytes },
+    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -166,7 +166,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->max_output = 4ull << 30;
     cfg->memory_budget = 8ull << 30;
     cfg->gpu = GCD_GPU_AUTO;
-    cfg->gpu_min_bytes = 4ull << 20;
+    cfg->gpu_min_bytes = 3ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;

@@ -138,7 +138,7 @@ static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o
     rc = CLIENT_STAGING_UNAVAILABLE;
     /* Not for a request that is going to be refused: copying it first would be wasted. */
     bool refused = c->fd < 0 || (c->max_request && src_len > c->max_request);
-    if (src_len >= GPUCOMP_MEMFD_THRESHOLD && !refused)
+    if (src_len && src_len >= c->memfd_threshold && !refused)
         rc = client_call_staged(c, &req, src, &rep);
     if (rc == CLIENT_STAGING_UNAVAILABLE)
         rc = client_call(c, &req, &rep);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,31 @@ static int handshake(gpucomp_client *c, gc_error *err)
     return rc;
 }
 
+/*
+ * GPUCOMP_MEMFD_THRESHOLD from the environment (bytes, or with a k, M or G
+ * suffix) when it holds a valid size, the built-in default otherwise: lets a
+ * deployment move the transport switch without rebuilding its programs.
+ */
+static size_t memfd_threshold_from_env(void)
+{
+    const char *v = getenv("GPUCOMP_MEMFD_THRESHOLD");
+    if (!v || !*v)
+        return GPUCOMP_MEMFD_THRESHOLD;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (errno || end == v || *end || v[0] == '-' || n > (SIZE_MAX >> shift))
+        return GPUCOMP_MEMFD_THRESHOLD;
+    return (size_t)(n << shift);
+}
+
 int client_connect(const char *path, gpucomp_client **out, gc_error *err)
 {
     *out = NULL;
@@ -138,6 +164,7 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
     c->next_id = 1;
     c->stage_in_fd = c->stage_out_fd = -1;
+    c->memfd_threshold = memfd_threshold_from_env();
     int rc = open_socket(path, &c->fd, err);
     if (rc != GC_OK) {
         free(c);

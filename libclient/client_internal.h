@@ -27,6 +27,7 @@ struct gpucomp_client {
     /* memfd transport staging, reused across calls so steady-state requests
      * touch pages that already exist (-1 until first needed) */
     int stage_in_fd, stage_out_fd;
+    size_t memfd_threshold;       /* inputs this large go through the staging memfds */
 };
 
 /* What to send: one request, already validated by the API layer. */
@@ -93,7 +94,7 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err);
 int client_call(gpucomp_client *c, const client_req *req, client_reply *rep);
 
 /*
- * Run req (inline fields set, src_len >= GPUCOMP_MEMFD_THRESHOLD) through
+ * Run req (inline fields set, src_len >= c->memfd_threshold) through
  * the memfd transport, src copied into a memfd; on success rep->buf holds
  * the output like an inline reply. CLIENT_STAGING_UNAVAILABLE (not a
  * gc_status) if no memfd could be made: nothing was sent, use the socket.

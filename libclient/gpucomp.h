@@ -150,9 +150,13 @@ void gpucomp_free(void *buf);
  * seals both against shrinking (F_SEAL_SHRINK) so it can map them safely.
  * The descriptors stay the caller's. gpucomp_compress/gpucomp_decompress use
  * this transport by themselves for inputs of GPUCOMP_MEMFD_THRESHOLD bytes
- * and more.
+ * and more (through two memfds of their own), or of the size in the
+ * environment variable GPUCOMP_MEMFD_THRESHOLD at gpucomp_connect() (bytes,
+ * or with a k, M or G suffix; ignored if it is not a size). Measured: from
+ * 16 KiB on a memfd round trip beats the socket, for one client and far more
+ * so for many (docs/BENCHMARKS.md, "Break-even").
  */
-#define GPUCOMP_MEMFD_THRESHOLD (8u << 20)
+#define GPUCOMP_MEMFD_THRESHOLD (16u << 10)
 int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
                         int out_fd, size_t *out_len);
 int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,

@@ -330,6 +330,17 @@ static gpucomp_client *connect_ok(fake *f)
     return c;
 }
 
+/* Connected with every buffer-API request on the socket, whatever its size
+ * (GPUCOMP_MEMFD_THRESHOLD in the environment): for the tests of the socket
+ * framing with payloads above the built-in threshold. */
+static gpucomp_client *connect_socket_only(fake *f)
+{
+    setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1);
+    gpucomp_client *c = connect_ok(f);
+    unsetenv("GPUCOMP_MEMFD_THRESHOLD");
+    return c;
+}
+
 static uint8_t *pattern(size_t len)
 {
     uint8_t *p = malloc(len ? len : 1);
@@ -604,7 +615,7 @@ START_TEST(test_chunked_request_and_response)
     fake *f = fake_new();
     f->max_frame = GC_WIRE_MIN_MAX_FRAME;
     fake_start(f, serve_chunked);
-    gpucomp_client *c = connect_ok(f);
+    gpucomp_client *c = connect_socket_only(f);
     ck_assert_str_eq(gpucomp_server_version(c), "fake-9.9");
     ck_assert_uint_eq(gpucomp_max_request_size(c), 1u << 30);
     ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
@@ -993,8 +1004,8 @@ START_TEST(test_early_refusal_while_sending)
     fake *f = fake_new();
     f->max_frame = GC_WIRE_MIN_MAX_FRAME;
     fake_start(f, serve_refuse_early);
-    gpucomp_client *c = connect_ok(f);
-    size_t len = GPUCOMP_MEMFD_THRESHOLD - 1; /* the largest that still goes through the socket */
+    gpucomp_client *c = connect_socket_only(f);
+    size_t len = 8u << 20; /* many frames: the refusal comes while they are being sent */
     uint8_t *in = pattern(len);
     void *out;
     size_t out_len;
@@ -1020,7 +1031,7 @@ START_TEST(test_dead_daemon_no_sigpipe)
     fake *f = fake_new();
     f->max_frame = GC_WIRE_MIN_MAX_FRAME;
     fake_start(f, serve_die_after_welcome);
-    gpucomp_client *c = connect_ok(f);
+    gpucomp_client *c = connect_socket_only(f);
     fake_join(f); /* the fake has hung up */
     size_t len = 1u << 20;
     uint8_t *in = pattern(len);
@@ -1256,6 +1267,57 @@ START_TEST(test_large_buffer_goes_through_memfd)
 }
 END_TEST
 
+/* Compresses answered inline (each byte xor 0x5a) until the client hangs up. */
+static void serve_inline(fake *f)
+{
+    if (!handshake(f))
+        return;
+    while (read_request(f)) {
+        for (size_t i = 0; i < f->input_len; i++)
+            f->input[i] ^= 0x5a;
+        send_data(f, f->id, f->input, f->input_len, 50000);
+    }
+}
+
+/* One 32 KiB compress through a fake serving `run`, with GPUCOMP_MEMFD_THRESHOLD
+ * set to env (NULL: unset). The fake checks the transport: serve_memfd
+ * complains about an inline request, serve_inline about a memfd one. */
+static void compress_32k_with_threshold(scenario run, const char *env)
+{
+    fake *f = fake_new();
+    fake_start(f, run);
+    if (env)
+        setenv("GPUCOMP_MEMFD_THRESHOLD", env, 1);
+    gpucomp_client *c = connect_ok(f);
+    unsetenv("GPUCOMP_MEMFD_THRESHOLD");
+    size_t len = 32u << 10;
+    uint8_t *in = pattern(len);
+    void *out;
+    size_t out_len;
+    int rc = gpucomp_compress(c, NULL, in, len, &out, &out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress (threshold %s): %s", env ? env : "unset", gpucomp_last_error(c));
+    ck_assert(out_len == len && is_xor_of(out, in, len));
+    gpucomp_free(out);
+    gpucomp_close(c);
+    free(in);
+    fake_finish(f); /* asserts the fake had no complaint */
+    ck_assert_uint_eq(f->total_size, len);
+}
+
+START_TEST(test_memfd_threshold_from_env)
+{
+    ck_assert_uint_lt(GPUCOMP_MEMFD_THRESHOLD, 32u << 10);
+    compress_32k_with_threshold(serve_memfd, NULL);    /* built in: a memfd */
+    compress_32k_with_threshold(serve_inline, "64k");  /* raised: the socket */
+    compress_32k_with_threshold(serve_inline, "32769");
+    compress_32k_with_threshold(serve_memfd, "32K");   /* exactly the threshold */
+    /* values that are not sizes leave the built-in threshold */
+    compress_32k_with_threshold(serve_memfd, "12x");
+    compress_32k_with_threshold(serve_memfd, "-5");
+    compress_32k_with_threshold(serve_memfd, "99999999999G");
+}
+END_TEST
+
 START_TEST(test_fd_api)
 {
     fake *f = fake_new();
@@ -1464,6 +1526,7 @@ static Suite *client_suite(void)
 
     TCase *memfd = tcase_create("memfd");
     tcase_add_test(memfd, test_large_buffer_goes_through_memfd);
+    tcase_add_test(memfd, test_memfd_threshold_from_env);
     tcase_add_test(memfd, test_fd_api);
     tcase_add_test(memfd, test_memfd_create_is_sealable);
     tcase_add_test(memfd, test_fd_output_shorter_than_announced);
