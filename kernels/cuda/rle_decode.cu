@@ -301,7 +301,6 @@ __device__ __forceinline__ void load_tile_lengths(const DecK &k, int64_t off, un
         load_lengths_lw<N, 4>(k, off, len);
 }
 
-
 /* Words of a warp's span head bits (bit d: a run starts at element d of the span). */
 template <int W>
 __host__ __device__ constexpr int span_head_words()
@@ -350,10 +349,10 @@ __device__ __forceinline__ uint32_t lanes_before(uint32_t v, int lane)
  * item's bytes are [lo_i, hi_i), ib_c = ib - the chunk's start). The spans
  * are contiguous so that each span starts in the run where the previous one
  * ended: one binary search per warp and item instead of one per segment and
- * window. A span's run starts are walked 32 at a time, every lane taking
- * one and setting its bit in the warp's shared head bits hb, which each lane
- * reads back as its segment's head mask; the lanes before it give the run
- * of its first element. The warp's CRC runs on from span to span (the CRC so
+ * window. A span's run starts are walked by the whole warp, each lane taking
+ * kWalkRuns<W> consecutive runs and setting their bits in the warp's shared
+ * head bits hb, which each lane reads back as its segment's head mask; the
+ * heads of the lanes before it give the run of its first element. The warp's CRC runs on from span to span (the CRC so
  * far, XORed into a span's first word, comes out multiplied by x^(8*2048)),
  * so no block barrier is needed per window. Returns the raw CRC of the
  * spans at the end of span c1 - 1.
