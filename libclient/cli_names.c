@@ -1,7 +1,6 @@
-/* cli_names.c - codec names, suffixes, magic bytes, sizes (cli_names.h). */
+/* cli_names.c - codec names, suffixes, magic bytes (cli_names.h). */
 #include "cli_names.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,32 +99,4 @@ bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec)
         return true;
     }
     return false;
-}
-
-static unsigned suffix_shift(const char *s)
-{
-    if (*s == '\0')
-        return 0;
-    if (s[1] != '\0')
-        return 64; /* "1MB", "2kk": not a size */
-    switch (*s) {
-    case 'k': case 'K': return 10;
-    case 'm': case 'M': return 20;
-    case 'g': case 'G': return 30;
-    default: return 64;
-    }
-}
-
-bool cli_parse_size(const char *s, uint64_t max, uint64_t *out)
-{
-    if (*s < '0' || *s > '9') /* strtoull would accept " -1" */
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = suffix_shift(end);
-    if (errno || shift == 64 || v == 0 || v > (max >> shift))
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
 }

@@ -1,6 +1,7 @@
 /*
  * cli_names.h - what the gpucomp user types and what file names mean:
- * codec names, compressed-file suffixes, magic bytes, size arguments.
+ * codec names, compressed-file suffixes, magic bytes (size arguments:
+ * size_parse.h).
  *
  * Pure string functions: nothing here touches files or the daemon, so the
  * unit tests (tests/check_client.c) link this file directly.
@@ -42,12 +43,5 @@ char *cli_decompressed_name(const char *name, gpucomp_codec *codec);
 
 /* Codec whose magic bytes start p ("BZh1".."BZh9", "GCRL"); false if neither. */
 bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec);
-
-/*
- * Parse a byte count: decimal digits with an optional binary suffix
- * k/K (KiB), m/M (MiB) or g/G (GiB). false for anything else, 0, or more
- * than max.
- */
-bool cli_parse_size(const char *s, uint64_t max, uint64_t *out);
 
 #endif

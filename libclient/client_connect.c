@@ -5,6 +5,7 @@
 
 #include "client_internal.h"
 #include "client_io.h"
+#include "size_parse.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -132,28 +133,15 @@ static int handshake(gpucomp_client *c, gc_error *err)
 }
 
 /*
- * GPUCOMP_MEMFD_THRESHOLD from the environment (bytes, or with a k, M or G
- * suffix) when it holds a valid size, the built-in default otherwise: lets a
+ * GPUCOMP_MEMFD_THRESHOLD from the environment when it holds a size (bytes,
+ * or with a k, M or G suffix), the built-in default otherwise: lets a
  * deployment move the transport switch without rebuilding its programs.
  */
 static size_t memfd_threshold_from_env(void)
 {
     const char *v = getenv("GPUCOMP_MEMFD_THRESHOLD");
-    if (!v || !*v)
-        return GPUCOMP_MEMFD_THRESHOLD;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (errno || end == v || *end || v[0] == '-' || n > (SIZE_MAX >> shift))
-        return GPUCOMP_MEMFD_THRESHOLD;
-    return (size_t)(n << shift);
+    uint64_t n;
+    return v && gc_parse_size(v, SIZE_MAX, &n) ? (size_t)n : GPUCOMP_MEMFD_THRESHOLD;
 }
 
 int client_connect(const char *path, gpucomp_client **out, gc_error *err)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli_names.h"
+#include "size_parse.h"
 #include "fdpass.h"
 #include "gc_status.h"
 #include "gpucomp.h"
@@ -1462,19 +1463,19 @@ END_TEST
 START_TEST(test_cli_sizes)
 {
     uint64_t v;
-    ck_assert(cli_parse_size("4096", UINT32_MAX, &v) && v == 4096);
-    ck_assert(cli_parse_size("64k", UINT32_MAX, &v) && v == 65536);
-    ck_assert(cli_parse_size("1M", UINT32_MAX, &v) && v == 1u << 20);
-    ck_assert(cli_parse_size("2G", UINT32_MAX, &v) && v == 2ull << 30);
-    ck_assert(!cli_parse_size("4G", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size("0", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size("-1", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size(" 5", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size("1MB", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size("", UINT32_MAX, &v));
-    ck_assert(!cli_parse_size("99999999999999999999999", UINT64_MAX, &v));
-    ck_assert(cli_parse_size("8", 8, &v) && v == 8);
-    ck_assert(!cli_parse_size("9", 8, &v));
+    ck_assert(gc_parse_size("4096", UINT32_MAX, &v) && v == 4096);
+    ck_assert(gc_parse_size("64k", UINT32_MAX, &v) && v == 65536);
+    ck_assert(gc_parse_size("1M", UINT32_MAX, &v) && v == 1u << 20);
+    ck_assert(gc_parse_size("2G", UINT32_MAX, &v) && v == 2ull << 30);
+    ck_assert(!gc_parse_size("4G", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size("0", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size("-1", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size(" 5", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size("1MB", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size("", UINT32_MAX, &v));
+    ck_assert(!gc_parse_size("99999999999999999999999", UINT64_MAX, &v));
+    ck_assert(gc_parse_size("8", 8, &v) && v == 8);
+    ck_assert(!gc_parse_size("9", 8, &v));
 }
 END_TEST
 
