@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "fd_payload.h"
 #include "log.h"
 
 struct gcd_batcher {
@@ -82,10 +83,7 @@ static size_t take_batch(gcd_batcher *b, gcd_request ***out)
 
 static void reset_result(gcd_request *r)
 {
-    if (!r->out_map)
-        free(r->output);
-    r->output = NULL;
-    r->output_len = 0;
+    gcd_request_drop_output(r);
     gc_error_clear(&r->error);
 }
 
@@ -121,8 +119,24 @@ static void account(gcd_batcher *b, gcd_request **reqs, size_t n, const gcd_batc
     pthread_mutex_unlock(&b->lock);
 }
 
+/* Answer the requests of vanished clients at once; keep the rest, in order. Returns how many are kept. */
+static size_t drop_cancelled(gcd_batcher *b, gcd_request **reqs, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (gcd_engine_cancelled(reqs[i]))
+            b->complete(reqs[i], b->ctx);
+        else
+            reqs[kept++] = reqs[i];
+    }
+    return kept;
+}
+
 static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
 {
+    n = drop_cancelled(b, reqs, n);
+    if (n == 0)
+        return;
     gcd_batch_timing timing = { 0 };
     gc_error err = { 0 };
     if (b->stats.retired) { /* no lock needed: only this thread sets it */

@@ -18,12 +18,19 @@
 #include "stats.h"
 #include "wire.h"
 
-/* A client may assemble at most this many requests at once. */
+/* A client may assemble at most this many requests at once (refused ones included). */
 #define MAX_ASSEMBLING 64
+/* Stop reading from a client with this many requests at the engines. */
+#define MAX_IN_FLIGHT 256
 /* Stop reading from a client whose unread responses exceed this. */
 #define OUTPUT_HIGH_WATER (64u << 20)
 /* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
 #define READ_CHUNK (1u << 20)
+/* A closing connection whose client does not read its last answers is dropped after this. */
+#define CLOSING_GRACE_NS (5ull * 1000000000u)
+
+static void close_after_flush(gcd_conn *c);
+static void unlink_waiter(gcd_conn *c);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -59,8 +66,18 @@ static void unlink_assembling(gcd_conn *c, gcd_request *r)
 static void drop_request(gcd_conn *c, gcd_request *r)
 {
     unlink_assembling(c, r);
-    gcd_budget_release(c->server, r->reserved);
-    gcd_request_free(r);
+    gcd_request_free(r); /* releases its charges */
+}
+
+/* The socket input of a request is dropped: give its buffer and charge back. */
+static void drop_input(gcd_request *r)
+{
+    if (r->input_mapped)
+        return;
+    free(r->input);
+    r->input = NULL;
+    gcd_request_uncharge(r, r->input_charge);
+    r->input_charge = 0;
 }
 
 /*
@@ -76,10 +93,7 @@ static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_f
         drop_request(c, r);
         return;
     }
-    gcd_budget_release(c->server, r->reserved);
-    r->reserved = 0;
-    free(r->input);
-    r->input = NULL;
+    drop_input(r);
     r->refused = true;
 }
 
@@ -129,6 +143,10 @@ static int admit_registration(gcd_request *r, bool payload_in_fd, gc_error *err)
     if (!payload_in_fd || r->in_fd < 0)
         return gc_fail(err, GC_E_PROTOCOL, "request %llu: a registration carries one memfd (payload_in_fd)",
                        (unsigned long long)r->id);
+    const gcd_config *cfg = &r->conn->server->cfg;
+    if (r->total_size > cfg->register_limit) /* before any mapping or page is touched */
+        return gc_fail(err, GC_E_LIMIT, "registering %llu bytes exceeds the daemon's register-limit of %llu",
+                       (unsigned long long)r->total_size, (unsigned long long)cfg->register_limit);
     r->received = r->total_size;
     return GC_OK;
 }
@@ -141,24 +159,21 @@ static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
     int rc = gcd_engine_check(r, err);
     if (rc != GC_OK)
         return rc;
-    if (r->total_size > cfg->max_request || r->total_size > cfg->memory_budget)
-        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the daemon's limit of %llu",
-                       (unsigned long long)r->total_size,
-                       (unsigned long long)(cfg->max_request < cfg->memory_budget ? cfg->max_request
-                                                                                 : cfg->memory_budget));
-    if (c->n_assembling > MAX_ASSEMBLING)
-        return gc_fail(err, GC_E_LIMIT, "more than %d requests in assembly on one connection",
-                       MAX_ASSEMBLING);
+    if (r->total_size > cfg->max_request)
+        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the daemon's max-request of %llu",
+                       (unsigned long long)r->total_size, (unsigned long long)cfg->max_request);
     if (r->max_output == 0 || r->max_output > cfg->max_output)
         r->max_output = cfg->max_output;
     if (payload_in_fd)
         return attach_fds(r, err);
+    rc = gcd_request_charge(r, r->total_size, "input", err);
+    if (rc != GC_OK)
+        return rc;
+    r->input_charge = r->total_size;
     r->input = malloc(r->total_size ? r->total_size : 1);
     if (!r->input)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
                        (unsigned long long)r->total_size);
-    r->reserved = r->total_size;
-    gcd_budget_charge(c->server, r->reserved);
     return GC_OK;
 }
 
@@ -175,12 +190,24 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
             gcd_send_stats(c, m->id);
         return NULL;
     }
+    if (c->n_assembling >= MAX_ASSEMBLING) { /* refused ones too: tombstones are bounded */
+        close_fds(fds);
+        gcd_send_error(c, m->id, GC_E_LIMIT,
+                       "more than %d requests in assembly on one connection: closing it",
+                       MAX_ASSEMBLING);
+        close_after_flush(c);
+        return NULL;
+    }
     gcd_request *r = gcd_request_new(c, m);
     if (!r) {
         close_fds(fds);
         gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
         return NULL;
     }
+    r->budget = c->server->budget;
+    r->uid = c->peer_uid;
+    if (!c->assembling)
+        c->request_started_ns = gcd_now_ns();
     r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
     r->out_fd = fds[1];
     r->next = c->assembling;
@@ -203,8 +230,72 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
 static void submit(gcd_conn *c, gcd_request *r)
 {
     unlink_assembling(c, r);
+    if (!c->assembling)
+        c->request_started_ns = 0;
+    r->flight_prev = NULL;
+    r->flight_next = c->flight;
+    if (c->flight)
+        c->flight->flight_prev = r;
+    c->flight = r;
     c->in_flight++;
     gcd_dispatch_submit(c->server, r);
+}
+
+static void unlink_flight(gcd_conn *c, gcd_request *r)
+{
+    if (r->flight_prev)
+        r->flight_prev->flight_next = r->flight_next;
+    else
+        c->flight = r->flight_next;
+    if (r->flight_next)
+        r->flight_next->flight_prev = r->flight_prev;
+    r->flight_prev = r->flight_next = NULL;
+}
+
+/*
+ * A socket request's input is charged when its first frame arrives. When
+ * it does not fit now, the connection waits (its frame stays unread) until
+ * memory is released; other connections go on. Returns false to wait.
+ */
+static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
+{
+    if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
+        m->op == GPUCOMP__OP__OP_STATS || m->total_size == 0 || find_assembling(c, m->id))
+        return true;
+    gcd_budget *b = c->server->budget;
+    if (!gcd_budget_could_fit(b, m->total_size) || m->total_size > c->server->cfg.max_request)
+        return true; /* admit refuses it with GC_E_LIMIT */
+    if (gcd_budget_in_use(b) + m->total_size <= gcd_budget_limit(b) &&
+        gcd_budget_uid_in_use(b, c->peer_uid) + m->total_size <= gcd_budget_uid_limit(b))
+        return true;
+    if (!c->waiting_budget) {
+        c->waiting_budget = true;
+        c->wait_next = NULL;
+        if (c->server->wait_tail)
+            c->server->wait_tail->wait_next = c;
+        else
+            c->server->wait_head = c;
+        c->server->wait_tail = c;
+    }
+    return false;
+}
+
+static void unlink_waiter(gcd_conn *c)
+{
+    gcd_server *s = c->server;
+    gcd_conn *prev = NULL;
+    for (gcd_conn *w = s->wait_head; w; prev = w, w = w->wait_next)
+        if (w == c) {
+            if (prev)
+                prev->wait_next = c->wait_next;
+            else
+                s->wait_head = c->wait_next;
+            if (s->wait_tail == c)
+                s->wait_tail = prev;
+            break;
+        }
+    c->wait_next = NULL;
+    c->waiting_budget = false;
 }
 
 static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
@@ -248,12 +339,23 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 /* Stop reading; the connection closes once its output is flushed (process_input/on_write). */
 static void close_after_flush(gcd_conn *c)
 {
+    if (c->waiting_budget)
+        unlink_waiter(c);
     c->state = GCD_CONN_CLOSING;
+    c->closing_since_ns = gcd_now_ns();
     event_del(c->read_event);
 }
 
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
 {
+    if (c->refused_peer) { /* logged (rate-limited) when it was accepted */
+        char msg[160];
+        snprintf(msg, sizeof msg, "uid %u may not use this daemon: not root, the daemon's user, "
+                 "or in its allow-users/allow-groups", (unsigned)c->peer_uid);
+        gcd_send_welcome(c, GC_E_PERMISSION, msg);
+        close_after_flush(c);
+        return;
+    }
     if (f->body_case != GPUCOMP__FRAME__BODY_HELLO) {
         gcd_send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
         close_after_flush(c);
@@ -297,12 +399,19 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
     }
     if (evbuffer_get_length(in) < GC_WIRE_HEADER_SIZE + (size_t)body)
         return false;
-    evbuffer_drain(in, GC_WIRE_HEADER_SIZE);
     gc_error err = { 0 };
-    Gpucomp__Frame *f = gc_wire_unpack(evbuffer_pullup(in, body), body, &err);
-    evbuffer_drain(in, body);
+    uint8_t *frame = evbuffer_pullup(in, GC_WIRE_HEADER_SIZE + (ev_ssize_t)body);
+    Gpucomp__Frame *f = frame ? gc_wire_unpack(frame + GC_WIRE_HEADER_SIZE, body, &err) : NULL;
+    if (f && c->state == GCD_CONN_SERVING && f->body_case == GPUCOMP__FRAME__BODY_REQUEST &&
+        !budget_admits(c, f->request)) {
+        gc_wire_free(f); /* read again when memory is released */
+        return false;
+    }
+    evbuffer_drain(in, GC_WIRE_HEADER_SIZE + (size_t)body);
+    c->frame_started_ns = 0;
+    c->last_active_ns = gcd_now_ns();
     if (!f) {
-        gcd_send_error(c, 0, err.code, "%s", err.msg);
+        gcd_send_error(c, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
         if (c->state == GCD_CONN_AWAIT_HELLO)
             close_after_flush(c);
         return true;
@@ -314,8 +423,14 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
 
 static void process_input(gcd_conn *c)
 {
+    if (c->waiting_budget)
+        unlink_waiter(c); /* read_one_frame queues it again if it still does not fit */
     while (c->state <= GCD_CONN_SERVING && read_one_frame(c, c->in))
         ;
+    if (evbuffer_get_length(c->in) == 0)
+        c->frame_started_ns = 0;
+    else if (!c->frame_started_ns && !c->waiting_budget)
+        c->frame_started_ns = gcd_now_ns();
     if (c->state == GCD_CONN_CLOSING &&
         evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         gcd_conn_close(c);
@@ -378,20 +493,34 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         gcd_conn_close(c);
 }
 
+/* Answers queued on the socket are held memory until the kernel takes them. */
+static void on_output_change(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    gcd_conn *c = arg;
+    gcd_budget *b = c->server->budget;
+    if (info->n_added)
+        gcd_budget_charge(b, c->peer_uid, info->n_added);
+    if (info->n_deleted) {
+        gcd_budget_release(b, c->peer_uid, info->n_deleted);
+        gcd_conn_wake_waiters(c->server);
+    }
+}
+
 void gcd_conn_update_reading(gcd_conn *c)
 {
     if (c->state > GCD_CONN_SERVING)
         return;
     if (evbuffer_get_length(bufferevent_get_output(c->bev)) > OUTPUT_HIGH_WATER)
         c->paused_for_output = true;
-    bool read = !c->server->reading_paused && !c->paused_for_output && !c->server->shutting_down;
+    bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
+                !c->server->shutting_down;
     if (read)
         event_add(c->read_event, NULL);
     else
         event_del(c->read_event);
 }
 
-void gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
 {
     gcd_conn *c = calloc(1, sizeof *c);
     if (c) {
@@ -410,7 +539,7 @@ void gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
         if (c && c->in)
             evbuffer_free(c->in);
         free(c);
-        return;
+        return NULL;
     }
     c->server = s;
     c->state = GCD_CONN_AWAIT_HELLO;
@@ -419,9 +548,12 @@ void gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
+    c->last_active_ns = gcd_now_ns();
+    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, c);
     bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
     bufferevent_enable(c->bev, EV_WRITE);
     gcd_conn_update_reading(c);
+    return c;
 }
 
 void gcd_conn_stop_reading(gcd_conn *c)
@@ -435,8 +567,18 @@ void gcd_conn_close(gcd_conn *c)
     if (c->state == GCD_CONN_CLOSED)
         return;
     gcd_server *s = c->server;
+    if (c->waiting_budget)
+        unlink_waiter(c);
     while (c->assembling)
         drop_request(c, c->assembling);
+    for (gcd_request *r = c->flight; r; r = r->flight_next) /* stop at the next chunk or block */
+        atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (c->out_cb) {
+        evbuffer_remove_cb_entry(out, c->out_cb);
+        gcd_budget_release(s->budget, c->peer_uid, evbuffer_get_length(out));
+        c->out_cb = NULL;
+    }
     for (unsigned i = 0; i < c->n_fds; i++)
         close(c->fds[i]);
     c->n_fds = 0;
@@ -455,20 +597,89 @@ void gcd_conn_close(gcd_conn *c)
         c->next->prev = c->prev;
     s->n_conns--;
     conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
+    gcd_server_accept_resume(s); /* a descriptor is free again */
+    gcd_conn_wake_waiters(s);
 }
 
 void gcd_conn_request_done(gcd_request *r, void *server)
 {
     gcd_server *s = server;
     gcd_conn *c = r->conn;
+    unlink_flight(c, r);
     c->in_flight--;
     s->requests_in_flight--;
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
+        c->last_active_ns = gcd_now_ns();
         gcd_send_result(c, r);
         gcd_conn_update_reading(c);
     }
-    gcd_budget_release(s, r->reserved);
-    gcd_request_free(r);
+    gcd_request_free(r); /* releases its charges */
+    gcd_conn_wake_waiters(s);
     conn_free_if_idle(c);
+}
+
+static void wake_now(evutil_socket_t fd, short what, void *arg)
+{
+    gcd_server *s = arg;
+    /* Each waiter reads its pending frame again; one that still does not fit queues itself at the tail. */
+    gcd_conn *tail = s->wait_tail;
+    while (s->wait_head) {
+        gcd_conn *c = s->wait_head;
+        bool last = c == tail;
+        process_input(c);
+        if (last)
+            break;
+    }
+}
+
+void gcd_conn_wake_waiters(gcd_server *s)
+{
+    if (!s->wait_head)
+        return;
+    if (!s->wake_event)
+        s->wake_event = event_new(s->base, -1, 0, wake_now, s);
+    if (s->wake_event)
+        event_active(s->wake_event, EV_TIMEOUT, 1);
+}
+
+/* Why c has overstayed, or NULL. Time the daemon itself keeps it waiting does not count. */
+static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns, uint64_t idle_ns)
+{
+    if (c->state == GCD_CONN_CLOSING)
+        return now - c->closing_since_ns > CLOSING_GRACE_NS ? "closing" : NULL;
+    if (c->waiting_budget || c->paused_for_output)
+        return NULL;
+    if (c->state == GCD_CONN_AWAIT_HELLO && now - c->last_active_ns > request_ns)
+        return "no Hello";
+    if (c->frame_started_ns && now - c->frame_started_ns > request_ns)
+        return "incomplete frame";
+    if (c->request_started_ns && now - c->request_started_ns > request_ns)
+        return "incomplete request";
+    bool idle = c->in_flight == 0 && !c->assembling && evbuffer_get_length(c->in) == 0 &&
+                evbuffer_get_length(bufferevent_get_output(c->bev)) == 0;
+    if (idle_ns && idle && now - c->last_active_ns > idle_ns)
+        return "idle";
+    return NULL;
+}
+
+void gcd_conn_sweep(gcd_server *s, uint64_t now)
+{
+    uint64_t request_ns = s->cfg.request_timeout_ms * 1000000ull;
+    uint64_t idle_ns = s->cfg.idle_timeout_ms * 1000000ull;
+    gcd_conn *next;
+    for (gcd_conn *c = s->conns; c; c = next) {
+        next = c->next;
+        const char *why = overdue(c, now, request_ns, idle_ns);
+        if (!why)
+            continue;
+        if (c->state == GCD_CONN_CLOSING) {
+            gcd_conn_close(c);
+            continue;
+        }
+        gcd_log(LOG_INFO, "closing a connection of uid %u: %s past its timeout", (unsigned)c->peer_uid, why);
+        gcd_send_error(c, 0, GC_E_LIMIT, "%s: timed out after %llu ms; closing the connection", why,
+                       (unsigned long long)((strcmp(why, "idle") == 0 ? idle_ns : request_ns) / 1000000));
+        close_after_flush(c);
+    }
 }

@@ -12,6 +12,7 @@
 
 #include <event2/bufferevent.h>
 
+#include "fdpass.h"
 #include "request.h"
 #include "server.h"
 
@@ -22,7 +23,7 @@ typedef enum gcd_conn_state {
     GCD_CONN_CLOSED
 } gcd_conn_state;
 
-#define GCD_CONN_MAX_FDS 16   /* descriptors received and not yet claimed by a frame */
+#define GCD_CONN_MAX_FDS GC_FDPASS_RECV_MAX /* descriptors received and not yet claimed by a frame */
 
 typedef struct gcd_conn {
     gcd_server *server;
@@ -36,11 +37,21 @@ typedef struct gcd_conn {
     unsigned n_assembling;
     gcd_request *assembling;      /* requests still receiving frames */
     bool paused_for_output;       /* client not reading its responses */
+    bool waiting_budget;          /* its next request waits for memory (budget.h) */
+    struct gcd_conn *wait_next;   /* server->wait_head FIFO */
+    gcd_request *flight;          /* requests at the engines (in_flight of them) */
+    uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
+    uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
+    uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
+    uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
+    struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
+    bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
+    uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */
 } gcd_conn;
 
-/* Take ownership of an accepted socket. */
-void gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
+/* Take ownership of an accepted socket; the new connection, or NULL (fd closed, logged). */
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
 
 /* Enable or disable reading, honouring both budget and output pauses. */
 void gcd_conn_update_reading(gcd_conn *c);
@@ -51,7 +62,13 @@ void gcd_conn_request_done(gcd_request *r, void *server);
 /* Stop reading new requests (shutdown); in-flight ones still complete. */
 void gcd_conn_stop_reading(gcd_conn *c);
 
-/* Close now, dropping unsent output. */
+/* Close now, dropping unsent output and cancelling its requests at the engines. */
 void gcd_conn_close(gcd_conn *c);
+
+/* Memory was released: let connections waiting for budget try again (loop thread; deferred). */
+void gcd_conn_wake_waiters(gcd_server *s);
+
+/* Close connections past the idle or incomplete-request timeouts (called every second). */
+void gcd_conn_sweep(gcd_server *s, uint64_t now_ns);
 
 #endif

@@ -114,11 +114,25 @@ void gcd_engine_finish(gcd_request *r)
     if (!r->input_mapped) {
         free(r->input);
         r->input = NULL;
+        gcd_request_uncharge(r, r->input_charge);
+        r->input_charge = 0;
     }
+}
+
+bool gcd_engine_cancelled(gcd_request *r)
+{
+    if (!atomic_load_explicit(&r->cancelled, memory_order_relaxed))
+        return false;
+    gc_fail(&r->error, GC_E_IO, "the client disconnected: request cancelled");
+    r->output_len = 0;
+    gcd_engine_finish(r);
+    return true;
 }
 
 void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
 {
+    if (gcd_engine_cancelled(r))
+        return;
     uint64_t start = now_ns();
     gc_error_clear(&r->error);
     r->backend = GPUCOMP__BACKEND__BACKEND_CPU; /* a registration may say GPU: pinned */

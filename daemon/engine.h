@@ -23,6 +23,12 @@ int gcd_engine_compute_cpu(gcd_request *r, unsigned threads);
 /* After any backend ran r: complete the error message and release the input. */
 void gcd_engine_finish(gcd_request *r);
 
+/*
+ * True if r's client has gone (r->cancelled): r is then finished with an
+ * error, without running. Workers and devices ask before starting a request.
+ */
+bool gcd_engine_cancelled(gcd_request *r);
+
 /* Validate op/codec/options before any payload is accepted (loop thread). */
 int gcd_engine_check(const gcd_request *r, gc_error *err);
 

@@ -399,6 +399,14 @@ int gcd_fd_map_register(int fd, size_t len, const void *owner, bool *pinned, gc_
     if (len == 0 || (uint64_t)st.st_size < len)
         return gc_fail(err, GC_E_INVALID, "cannot register %zu bytes of a file of %lld bytes", len,
                        (long long)st.st_size);
+    /* Limits first: mapping populates every page, so a sparse huge file would be paid for in full. */
+    pthread_mutex_lock(&cache_lock);
+    int i = find(&st);
+    size_t replacing = i >= 0 && slots[i]->registered && slots[i]->owner == owner ? slots[i]->len : 0;
+    bool over = over_limit(len, replacing, err);
+    pthread_mutex_unlock(&cache_lock);
+    if (over)
+        return err->code;
     gcd_fd_map *m = registered_entry(fd, &st, len, owner, err);
     if (!m)
         return err->code;

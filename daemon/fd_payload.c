@@ -8,15 +8,46 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+/*
+ * Only plain shmem memfds are mapped (docs/SECURITY.md, "Client memory"):
+ * sealed against shrinking, a shmem page the daemon touches always exists,
+ * so the daemon cannot take SIGBUS. A hugetlbfs memfd can be sealed too but
+ * faults with SIGBUS when the huge page pool is empty: refused, like any
+ * file that is not a sealable memfd.
+ */
 static int seal_shrink(int fd, const char *which, gc_error *err)
 {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0)
+        return gc_fail(err, GC_E_INVALID, "%s descriptor: cannot stat its file system: %s", which,
+                       strerror(errno));
+    if (fs.f_type != TMPFS_MAGIC)
+        return gc_fail(err, GC_E_INVALID,
+                       "%s descriptor is not a sealable memfd (file system 0x%lx%s): pass a memfd made "
+                       "with MFD_ALLOW_SEALING",
+                       which, (unsigned long)fs.f_type,
+                       fs.f_type == HUGETLBFS_MAGIC ? ", hugetlbfs: can fault with SIGBUS" : "");
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
         return gc_fail(err, GC_E_INVALID,
                        "%s descriptor cannot be sealed (%s): pass a memfd made with MFD_ALLOW_SEALING",
                        which, strerror(errno));
+    return GC_OK;
+}
+
+/* Input and output must be different files: the engine writes output while it reads input. */
+static int check_distinct(int in_fd, int out_fd, gc_error *err)
+{
+    struct stat a, b;
+    if (fstat(in_fd, &a) != 0 || fstat(out_fd, &b) != 0)
+        return gc_fail(err, GC_E_INVALID, "cannot stat a passed descriptor: %s", strerror(errno));
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return gc_fail(err, GC_E_INVALID,
+                       "input and output descriptors name the same file: pass two different memfds");
     return GC_OK;
 }
 
@@ -25,7 +56,9 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
     r->in_fd = in_fd;
     r->out_fd = out_fd;
     struct stat st;
-    int rc = seal_shrink(in_fd, "input", err);
+    int rc = check_distinct(in_fd, out_fd, err);
+    if (rc == GC_OK)
+        rc = seal_shrink(in_fd, "input", err);
     if (rc != GC_OK)
         return rc;
     if (fstat(in_fd, &st) != 0 || (uint64_t)st.st_size < r->total_size)
@@ -42,19 +75,39 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
     return GC_OK;
 }
 
+/*
+ * The output memfd is sealed against shrinking before it is sized and
+ * mapped, then its size is checked again: a client that truncates it in
+ * between gets an error, never a SIGBUS in the daemon.
+ */
+static int size_output_memfd(int fd, size_t size, gc_error *err)
+{
+    int rc = seal_shrink(fd, "output", err);
+    if (rc != GC_OK)
+        return rc;
+    struct stat st;
+    if (fstat(fd, &st) != 0 ||
+        ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0))
+        return gc_fail(err, GC_E_INVALID, "cannot size the output memfd to %zu bytes: %s", size,
+                       strerror(errno));
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < size)
+        return gc_fail(err, GC_E_INVALID, "the output memfd holds %lld bytes, %zu needed",
+                       (long long)st.st_size, size);
+    return GC_OK;
+}
+
 int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
 {
+    int rc = gcd_request_charge(r, size, "output", err);
+    if (rc != GC_OK)
+        return rc;
+    r->output_charge += size;
     if (r->out_fd < 0) {
         r->output = malloc(size ? size : 1);
         return r->output ? GC_OK
                          : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
     }
-    struct stat st;
-    if (fstat(r->out_fd, &st) != 0 ||
-        ((uint64_t)st.st_size < size && ftruncate(r->out_fd, (off_t)size) != 0))
-        return gc_fail(err, GC_E_INVALID, "cannot size the output memfd to %zu bytes: %s", size,
-                       strerror(errno));
-    int rc = seal_shrink(r->out_fd, "output", err);
+    rc = size_output_memfd(r->out_fd, size, err);
     if (rc != GC_OK || size == 0)
         return rc;
     r->out_map = gcd_fd_map_acquire(r->out_fd, size, true, r->conn, err);
@@ -62,6 +115,20 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
         return err->code;
     r->output = gcd_fd_map_addr(r->out_map);
     return GC_OK;
+}
+
+void gcd_request_drop_output(gcd_request *r)
+{
+    if (r->out_map) {
+        gcd_fd_map_release(r->out_map);
+        r->out_map = NULL;
+    } else {
+        free(r->output);
+    }
+    r->output = NULL;
+    r->output_len = 0;
+    gcd_request_uncharge(r, r->output_charge);
+    r->output_charge = 0;
 }
 
 int gcd_fd_payload_register(gcd_request *r)

@@ -20,9 +20,13 @@ int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err);
 /*
  * Make r->output a buffer of `size` bytes: malloc'd, or for an fd request
  * the output memfd grown to size, sealed against shrinking and mapped
- * (NULL when size is 0).
+ * (NULL when size is 0). The size is charged to the memory budget first:
+ * GC_E_LIMIT when it does not fit.
  */
 int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err);
+
+/* Give the output buffer (and its charge) back: a device failure reruns the request. */
+void gcd_request_drop_output(gcd_request *r);
 
 /*
  * OP_REGISTER / OP_UNREGISTER of r->in_fd for r's connection (run on a

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "budget.h"
 #include "fd_payload.h"
 
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first)
@@ -23,7 +24,39 @@ gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *firs
     r->conn = conn;
     r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
     r->in_fd = r->out_fd = -1;
+    atomic_init(&r->cancelled, false);
     return r;
+}
+
+int gcd_request_charge(gcd_request *r, uint64_t bytes, const char *what, gc_error *err)
+{
+    if (!r->budget || bytes == 0)
+        return GC_OK;
+    if (gcd_budget_try_charge(r->budget, r->uid, bytes)) {
+        r->charged += bytes;
+        return GC_OK;
+    }
+    if (!gcd_budget_could_fit(r->budget, bytes))
+        return gc_fail(err, GC_E_LIMIT,
+                       "%s of %llu bytes exceeds the %llu bytes of daemon memory one user may hold",
+                       what, (unsigned long long)bytes,
+                       (unsigned long long)gcd_budget_uid_limit(r->budget));
+    return gc_fail(err, GC_E_LIMIT,
+                   "%s of %llu bytes does not fit the daemon's memory budget now "
+                   "(%llu of %llu bytes held, %llu by this user): retry later",
+                   what, (unsigned long long)bytes,
+                   (unsigned long long)gcd_budget_in_use(r->budget),
+                   (unsigned long long)gcd_budget_limit(r->budget),
+                   (unsigned long long)gcd_budget_uid_in_use(r->budget, r->uid));
+}
+
+void gcd_request_uncharge(gcd_request *r, uint64_t bytes)
+{
+    if (bytes > r->charged)
+        bytes = r->charged;
+    if (r->budget)
+        gcd_budget_release(r->budget, r->uid, bytes);
+    r->charged -= bytes;
 }
 
 void gcd_request_free(gcd_request *r)
@@ -33,5 +66,6 @@ void gcd_request_free(gcd_request *r)
     gcd_fd_payload_release(r);
     free(r->input);
     free(r->output);
+    gcd_request_uncharge(r, r->charged);
     free(r);
 }

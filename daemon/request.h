@@ -9,14 +9,17 @@
 #ifndef GCD_REQUEST_H
 #define GCD_REQUEST_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gc_status.h"
 #include "proto/gpucomp.pb-c.h"
 
 struct gcd_conn;
+struct gcd_budget;
 
 typedef struct gcd_request {
     uint64_t id;
@@ -30,7 +33,8 @@ typedef struct gcd_request {
     uint8_t *input;           /* total_size bytes (malloc'd, or mapped from in_fd) */
     uint64_t total_size;
     uint64_t received;
-    uint64_t reserved;        /* bytes charged to the memory budget */
+    uint64_t input_charge;    /* of `charged`: the socket input's buffer, until it is freed */
+    uint64_t output_charge;   /* of `charged`: the output buffer */
     bool refused;             /* answered with an error; its later frames are dropped */
 
     /* zero-copy transport (fd_payload.h); -1 / false / NULL when unused */
@@ -45,15 +49,28 @@ typedef struct gcd_request {
     Gpucomp__Backend backend;
     uint64_t engine_ns;
 
+    /* memory budget (budget.h): everything charged for this request, released when it is freed */
+    struct gcd_budget *budget;
+    uid_t uid;
+    uint64_t charged;
+    atomic_bool cancelled;    /* its client is gone: stop at the next chunk or block */
+
     struct gcd_conn *conn;
     struct gcd_request *next; /* in the connection's assembly list or a queue */
+    struct gcd_request *flight_prev, *flight_next; /* the connection's requests at the engines */
 } gcd_request;
 
 /* Allocate a request from the first frame of its id (no payload copied yet). */
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first);
 
-/* Free a request and its buffers (not its budget reservation: see budget.h). */
+/* Free a request and its buffers, releasing everything it has charged. */
 void gcd_request_free(gcd_request *r);
+
+/* Charge bytes to the request's user (any thread); GC_E_LIMIT with a message if they do not fit. */
+int gcd_request_charge(gcd_request *r, uint64_t bytes, const char *what, gc_error *err);
+
+/* Give back bytes charged earlier (at most what the request holds). */
+void gcd_request_uncharge(gcd_request *r, uint64_t bytes);
 
 /* OP_REGISTER / OP_UNREGISTER: no codec work, one descriptor names the file. */
 static inline bool gcd_op_is_registration(Gpucomp__Op op)

@@ -3,15 +3,19 @@
  *
  * Socket activation: if systemd passed a listening socket (sd_listen_fds),
  * it is used as is; otherwise the daemon creates --socket itself, refusing
- * to steal a path another live daemon is listening on.
+ * to steal a path another live daemon is listening on, with mode 0660 and
+ * group --socket-group. Who may connect is decided per connection (peer.h).
  */
 #include "config.h"
 #include "server.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,12 +26,17 @@
 #include <event2/thread.h>
 #include <systemd/sd-daemon.h>
 
+#include "budget.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "fd_map_cache.h"
 #include "log.h"
 
 #define SHUTDOWN_GRACE_SEC 10
+/* Out of descriptors: accept again after this long, or as soon as a connection closes. */
+#define ACCEPT_PAUSE_MS 100
+#define ACCEPT_PAUSE_LOG_NS 1000000000ull
+#define DEFAULT_SOCKET_GROUP "gpucomp"
 
 uint64_t gcd_now_ns(void)
 {
@@ -44,13 +53,104 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         evutil_closesocket(fd);
         return;
     }
-    gcd_conn_accept(s, fd);
+    gcd_peer who;
+    gcd_peer_credentials(fd, &who);
+    bool allowed = gcd_peer_allowed(&s->peers, &who);
+    if (!allowed)
+        gcd_peer_log_refusal(&s->peers, &who, gcd_now_ns());
+    /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */
+    gcd_conn *c = gcd_conn_accept(s, fd);
+    if (c && !allowed) {
+        c->refused_peer = true;
+        c->peer_uid = who.uid;
+    }
 }
 
+void gcd_server_accept_resume(gcd_server *s)
+{
+    if (!s->accept_paused || s->shutting_down || !s->listener)
+        return;
+    s->accept_paused = false;
+    event_del(s->accept_timer);
+    evconnlistener_enable(s->listener);
+}
+
+static void on_accept_timer(evutil_socket_t fd, short what, void *arg)
+{
+    gcd_server_accept_resume(arg);
+}
+
+/*
+ * Out of descriptors (or kernel memory), the pending connection stays in the
+ * backlog and the listener stays readable: retrying at once would spin and
+ * log once per try. Stop listening instead until a connection closes or
+ * ACCEPT_PAUSE_MS pass, logging at most once per pause and per second.
+ */
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
+    gcd_server *s = arg;
     int err = EVUTIL_SOCKET_ERROR();
-    gcd_log(LOG_WARNING, "accept failed: %s", evutil_socket_error_to_string(err));
+    if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+        gcd_log(LOG_WARNING, "accept failed: %s", evutil_socket_error_to_string(err));
+        return;
+    }
+    if (s->accept_paused)
+        return;
+    uint64_t now = gcd_now_ns();
+    if (!s->accept_paused_log_ns || now - s->accept_paused_log_ns >= ACCEPT_PAUSE_LOG_NS) {
+        gcd_log(LOG_WARNING, "accept failed: %s (%u connections open): not accepting for %d ms "
+                "or until a connection closes", evutil_socket_error_to_string(err), s->n_conns,
+                ACCEPT_PAUSE_MS);
+        s->accept_paused_log_ns = now;
+    }
+    s->accept_paused = true;
+    evconnlistener_disable(l);
+    struct timeval pause = { 0, ACCEPT_PAUSE_MS * 1000 };
+    event_add(s->accept_timer, &pause);
+}
+
+/* Raise the soft descriptor limit to the hard one: each client holds a socket and up to 18 fds. */
+static void raise_nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t was = rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            gcd_log(LOG_WARNING, "cannot raise the descriptor limit from %llu to %llu: %s",
+                    (unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+            return;
+        }
+    }
+    if (rl.rlim_cur == RLIM_INFINITY)
+        gcd_log(LOG_INFO, "descriptor limit: unlimited");
+    else if (was != rl.rlim_cur)
+        gcd_log(LOG_INFO, "descriptor limit: %llu (raised from %llu)", (unsigned long long)rl.rlim_cur,
+                (unsigned long long)was);
+    else
+        gcd_log(LOG_INFO, "descriptor limit: %llu", (unsigned long long)rl.rlim_cur);
+}
+
+/* --socket-group, else gpucomp if it exists; false = leave the daemon's own group. */
+static bool socket_group(const gcd_server *s, gid_t *gid)
+{
+    const char *name = s->cfg.socket_group[0] ? s->cfg.socket_group : DEFAULT_SOCKET_GROUP;
+    struct group *gr = getgrnam(name);
+    if (gr) {
+        *gid = gr->gr_gid;
+        return true;
+    }
+    char *end;
+    unsigned long v = strtoul(name, &end, 10);
+    if (s->cfg.socket_group[0] && *name >= '0' && *name <= '9' && !*end) {
+        *gid = (gid_t)v;
+        return true;
+    }
+    if (s->cfg.socket_group[0])
+        gcd_log(LOG_WARNING, "socket-group %s: no such group; the socket keeps the daemon's group", name);
+    return false;
 }
 
 /* True if something is accepting connections on path right now. */
@@ -79,13 +179,25 @@ static int create_socket(gcd_server *s)
         unlink(addr.sun_path); /* a stale socket from a daemon that died */
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 256) != 0) {
+    /* Created 0660 (umask), not chmod-ed after: no moment when anyone else may connect. */
+    mode_t old_umask = umask(0117);
+    bool bound = fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
+    int bind_errno = errno;
+    umask(old_umask);
+    if (bound)
+        s->owns_socket_file = true;
+    else
+        errno = bind_errno;
+    if (!bound || chmod(addr.sun_path, 0660) != 0 || listen(fd, 256) != 0) {
         gcd_log(LOG_ERR, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
-    s->owns_socket_file = true;
+    gid_t gid;
+    if (socket_group(s, &gid) && chown(addr.sun_path, (uid_t)-1, gid) != 0)
+        gcd_log(LOG_WARNING, "cannot give %s to group %u: %s; it keeps the daemon's group",
+                addr.sun_path, (unsigned)gid, strerror(errno));
     return fd;
 }
 
@@ -139,6 +251,25 @@ static bool add_signal(gcd_server *s, int sig, struct event **ev)
     return *ev && event_add(*ev, NULL) == 0;
 }
 
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    gcd_conn_sweep(arg, gcd_now_ns());
+}
+
+/* The memory budget and the once-a-second timeout sweep. */
+static bool start_budget(gcd_server *s)
+{
+    uint64_t share = s->cfg.memory_budget / 100 * s->cfg.user_share_pct;
+    s->budget = gcd_budget_new(s->cfg.memory_budget, share ? share : s->cfg.memory_budget);
+    s->sweep_timer = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+    struct timeval every = { 1, 0 };
+    if (!s->budget || !s->sweep_timer || event_add(s->sweep_timer, &every) != 0) {
+        gcd_log(LOG_ERR, "cannot set up the memory budget");
+        return false;
+    }
+    return true;
+}
+
 /* Worker-thread entry: the pool's callbacks share the server as their context. */
 static void run_on_worker(gcd_request *r, void *server)
 {
@@ -163,9 +294,19 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         gcd_log(LOG_ERR, "cannot install signal handlers");
         return false;
     }
+    if (!start_budget(s))
+        return false;
+    raise_nofile_limit();
     int fd = listening_socket(s);
     if (fd < 0)
         return false;
+    gcd_peer_policy_init(&s->peers, &s->cfg, fd);
+    s->accept_timer = evtimer_new(s->base, on_accept_timer, s);
+    if (!s->accept_timer) {
+        gcd_log(LOG_ERR, "cannot create a timer");
+        close(fd);
+        return false;
+    }
     s->listener = evconnlistener_new(s->base, on_accept, s,
                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
     if (!s->listener) {
@@ -209,6 +350,14 @@ void gcd_server_cleanup(gcd_server *s)
         unlink(s->cfg.socket_path);
     if (s->drain_timer)
         event_free(s->drain_timer);
+    if (s->accept_timer)
+        event_free(s->accept_timer);
+    if (s->sweep_timer)
+        event_free(s->sweep_timer);
+    if (s->wake_event)
+        event_free(s->wake_event);
+    gcd_budget_free(s->budget);
+    s->budget = NULL;
     if (s->sigint_event)
         event_free(s->sigint_event);
     if (s->sigterm_event)

@@ -14,6 +14,7 @@
 #include <event2/listener.h>
 
 #include "engine.h"
+#include "peer.h"
 #include "settings.h"
 #include "workers.h"
 
@@ -37,6 +38,10 @@ typedef struct gcd_server {
     struct event_base *base;
     struct evconnlistener *listener;
     bool owns_socket_file;        /* created by us, so unlinked at exit */
+    gcd_peer_policy peers;        /* who may connect */
+    bool accept_paused;           /* out of descriptors: listener off until a close or the timer */
+    struct event *accept_timer;
+    uint64_t accept_paused_log_ns; /* when the last "out of descriptors" line was logged */
     struct event *sigint_event, *sigterm_event, *drain_timer;
     gcd_workers *workers;
     gcd_engine engine;
@@ -45,8 +50,10 @@ typedef struct gcd_server {
     uint64_t requests_in_flight;  /* handed to an engine, not yet answered */
     gcd_counters counters;
 
-    uint64_t memory_in_use;       /* request bytes held (budget.h) */
-    bool reading_paused;          /* over budget: no connection reads */
+    struct gcd_budget *budget;    /* memory held for requests (budget.h) */
+    struct gcd_conn *wait_head, *wait_tail; /* connections waiting for budget, FIFO */
+    struct event *sweep_timer;    /* timeouts (gcd_conn_sweep) */
+    struct event *wake_event;     /* deferred gcd_conn_wake_waiters */
 
     struct gcd_conn *conns;       /* doubly linked list of open connections */
     unsigned n_conns;
@@ -58,6 +65,9 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg);
 
 /* Run the loop until SIGINT/SIGTERM and a clean drain; returns exit status. */
 int gcd_server_run(gcd_server *s);
+
+/* Accept again after running out of descriptors (a connection closed); no-op if not paused. */
+void gcd_server_accept_resume(gcd_server *s);
 
 /* Free everything (safe after a failed init). */
 void gcd_server_cleanup(gcd_server *s);

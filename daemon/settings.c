@@ -8,6 +8,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,16 @@ static bool parse_count(const char *text, unsigned *out)
     return true;
 }
 
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
 static bool set_socket(gcd_config *c, const char *v)
 {
     if (!*v || strlen(v) >= sizeof c->socket_path)
@@ -77,6 +89,26 @@ static bool set_codec_threads(gcd_config *c, const char *v) { return parse_count
 static bool set_max_request(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_request) && c->max_request > 0; }
 static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_output) && c->max_output > 0; }
 static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
+static bool set_user_share(gcd_config *c, const char *v) { return parse_count(v, &c->user_share_pct) && c->user_share_pct >= 1 && c->user_share_pct <= 100; }
+
+/* A duration: a number of seconds, or of milliseconds with an "ms" suffix. */
+static bool parse_duration_ms(const char *v, uint64_t *ms)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || end == v || !isdigit((unsigned char)*v) || n > 100000000ull)
+        return false;
+    if (strcmp(end, "ms") == 0)
+        *ms = n;
+    else if (*end == '\0' || strcmp(end, "s") == 0)
+        *ms = n * 1000;
+    else
+        return false;
+    return true;
+}
+static bool set_request_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->request_timeout_ms) && c->request_timeout_ms > 0; }
+static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
 static bool set_register_limit(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
@@ -125,6 +157,84 @@ static bool set_log_level(gcd_config *c, const char *v)
     return false;
 }
 
+/* A numeric id, or -1 if text is not one. */
+static long long parse_id(const char *text)
+{
+    if (!isdigit((unsigned char)*text))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    return errno || *end || v >= (unsigned long long)(uid_t)-1 ? -1 : (long long)v;
+}
+
+/*
+ * Split a comma-separated list of user or group names or numeric ids,
+ * resolving names now (a typo is a start-up error, not a silent refusal).
+ */
+static bool parse_id_list(const char *v, bool groups, unsigned *ids, unsigned *n)
+{
+    char buf[1024];
+    if (strlen(v) >= sizeof buf)
+        return false;
+    strcpy(buf, v);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tok = trim(tok);
+        if (!*tok)
+            continue;
+        long long id = parse_id(tok);
+        if (id < 0 && groups) {
+            struct group *gr = getgrnam(tok);
+            id = gr ? (long long)gr->gr_gid : -1;
+        } else if (id < 0) {
+            struct passwd *pw = getpwnam(tok);
+            id = pw ? (long long)pw->pw_uid : -1;
+        }
+        if (id < 0 || *n >= GCD_ALLOW_MAX) {
+            if (id < 0)
+                fprintf(stderr, "gpucompd: no %s named '%s'\n", groups ? "group" : "user", tok);
+            return false;
+        }
+        ids[(*n)++] = (unsigned)id;
+    }
+    return true;
+}
+
+static bool set_allow_users(gcd_config *c, const char *v)
+{
+    unsigned ids[GCD_ALLOW_MAX];
+    c->allow_users_set = true;
+    c->allow_any_user = strcmp(v, "*") == 0;
+    c->n_allow_uids = 0;
+    if (c->allow_any_user)
+        return true;
+    if (!parse_id_list(v, false, ids, &c->n_allow_uids))
+        return false;
+    for (unsigned i = 0; i < c->n_allow_uids; i++)
+        c->allow_uids[i] = (uid_t)ids[i];
+    return true;
+}
+
+static bool set_allow_groups(gcd_config *c, const char *v)
+{
+    unsigned ids[GCD_ALLOW_MAX];
+    c->allow_groups_set = true;
+    if (!parse_id_list(v, true, ids, &c->n_allow_gids))
+        return false;
+    for (unsigned i = 0; i < c->n_allow_gids; i++)
+        c->allow_gids[i] = (gid_t)ids[i];
+    return true;
+}
+
+static bool set_socket_group(gcd_config *c, const char *v)
+{
+    if (!*v || strlen(v) >= sizeof c->socket_group || (parse_id(v) < 0 && !getgrnam(v)))
+        return false;
+    strcpy(c->socket_group, v);
+    return true;
+}
+
 static const setting settings[] = {
     { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket },
     { "workers", "N", "CPU worker threads running requests (default: CPUs)", set_workers },
@@ -132,7 +242,10 @@ static const setting settings[] = {
     { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame },
     { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request },
     { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output },
-    { "memory-budget", "SIZE", "request bytes held before reads pause (default 8G)", set_memory_budget },
+    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget },
+    { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share },
+    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout },
+    { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout },
     { "gpu", "auto|off", "use GPUs when present (default auto)", set_gpu },
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
@@ -141,6 +254,9 @@ static const setting settings[] = {
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
+    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
+    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },
+    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
 
@@ -157,6 +273,15 @@ static uint64_t default_register_limit(void)
     return (uint64_t)pages * (uint64_t)page / 4;
 }
 
+/* Everything the daemon holds for requests: a quarter of the host's memory. */
+static uint64_t default_memory_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 1ull << 30;
+    return (uint64_t)pages * (uint64_t)page / 4;
+}
+
 void gcd_config_defaults(gcd_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -164,7 +289,10 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->max_frame = GC_WIRE_DEFAULT_MAX_FRAME;
     cfg->max_request = 2ull << 30;
     cfg->max_output = 4ull << 30;
-    cfg->memory_budget = 8ull << 30;
+    cfg->memory_budget = default_memory_budget();
+    cfg->user_share_pct = 50;
+    cfg->request_timeout_ms = 60000;
+    cfg->idle_timeout_ms = 600000;
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 3ull << 20;
     cfg->batch_bytes = 64ull << 20;
@@ -195,16 +323,6 @@ static bool apply(gcd_config *cfg, const char *name, const char *value, const ch
         return false;
     }
     return true;
-}
-
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = '\0';
-    return s;
 }
 
 static bool load_file(gcd_config *cfg, const char *path)

@@ -10,8 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define GCD_SOCKET_PATH_MAX 108
+#define GCD_ALLOW_MAX 32        /* entries in allow-users and in allow-groups */
+#define GCD_GROUP_NAME_MAX 64
 
 typedef enum gcd_gpu_mode {
     GCD_GPU_AUTO = 0,           /* use GPUs when present, else CPU */
@@ -27,7 +30,10 @@ typedef struct gcd_config {
     uint32_t max_frame;       /* largest frame accepted, bytes */
     uint64_t max_request;     /* largest input of one request, bytes */
     uint64_t max_output;      /* default decompression output limit, bytes */
-    uint64_t memory_budget;   /* request bytes held at once before reads pause */
+    uint64_t memory_budget;   /* memory held for requests at once (budget.h) */
+    unsigned user_share_pct;  /* of memory_budget, the most one uid may hold */
+    uint64_t request_timeout_ms; /* a frame or a streamed request must complete within this */
+    uint64_t idle_timeout_ms; /* a connection with nothing to do is closed after this (0 = never) */
     gcd_gpu_mode gpu;
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
     uint64_t batch_bytes;     /* most input bytes in one device batch */
@@ -36,6 +42,16 @@ typedef struct gcd_config {
     bool pin_client_buffers;  /* page-lock reused client memfds for DMA */
     uint64_t register_limit;  /* most client memory registered (OP_REGISTER) at once */
     int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */
+
+    /* Who may connect (peer.h). Unset lists take their defaults at start-up:
+     * users root and the daemon's own user, groups the socket file's group. */
+    bool allow_users_set, allow_any_user; /* allow-users given; "*" = anyone */
+    uid_t allow_uids[GCD_ALLOW_MAX];
+    unsigned n_allow_uids;
+    bool allow_groups_set;
+    gid_t allow_gids[GCD_ALLOW_MAX];
+    unsigned n_allow_gids;
+    char socket_group[GCD_GROUP_NAME_MAX]; /* group of a socket we create ("" = default) */
 } gcd_config;
 
 /* Fill *cfg with the built-in defaults. */

@@ -1,6 +1,8 @@
 /* stats.c - counters and the STATS message (see stats.h). */
 #include "stats.h"
 
+#include "budget.h"
+
 #include "fd_map_cache.h"
 
 #include <stdio.h>
@@ -60,7 +62,7 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->bytes_out = k->bytes_out;
     st->worker_threads = s->workers ? gcd_workers_threads(s->workers) : 0;
     st->queue_depth = s->workers ? gcd_workers_pending(s->workers) : 0;
-    st->memory_in_use = s->memory_in_use;
+    st->memory_in_use = gcd_budget_in_use(s->budget);
     st->memory_budget = s->cfg.memory_budget;
     st->registered_bytes = gcd_fd_map_registered_bytes();
     st->register_limit = s->cfg.register_limit;

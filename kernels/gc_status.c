@@ -21,6 +21,7 @@ const char *gc_status_str(int code)
     case GC_E_BUSY: return "daemon busy or shutting down";
     case GC_E_INTERNAL: return "internal error";
     case GC_E_DEVICE: return "GPU device error";
+    case GC_E_PERMISSION: return "permission denied";
     default: return "unknown error";
     }
 }

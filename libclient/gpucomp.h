@@ -48,7 +48,8 @@ enum {
     GPUCOMP_E_CONNECT = 10,    /* cannot connect to the daemon (not running?) */
     GPUCOMP_E_BUSY = 11,       /* daemon shutting down or over capacity: retry later */
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
-    GPUCOMP_E_DEVICE = 13      /* unrecoverable GPU failure */
+    GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
+    GPUCOMP_E_PERMISSION = 14  /* this user may not use the daemon (its allow-users/allow-groups) */
 };
 
 typedef enum gpucomp_codec {

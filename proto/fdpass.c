@@ -68,7 +68,7 @@ ssize_t gc_fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned *n_fd
 {
     union {
         struct cmsghdr align;
-        char space[CMSG_SPACE(sizeof(int) * GC_FDPASS_MAX)];
+        char space[CMSG_SPACE(sizeof(int) * GC_FDPASS_RECV_MAX)];
     } control;
     struct iovec iov = { buf, len };
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,

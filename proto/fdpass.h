@@ -11,7 +11,9 @@
 
 #include "gc_status.h"
 
-#define GC_FDPASS_MAX 4 /* most descriptors one message may carry */
+#define GC_FDPASS_MAX 4 /* most descriptors one message sent by gc_fdpass_send carries */
+/* Most descriptors one received message may carry (the daemon's limit on unclaimed ones). */
+#define GC_FDPASS_RECV_MAX 16
 
 /*
  * Send all of buf on a blocking socket, attaching n_fds descriptors to its

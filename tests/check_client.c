@@ -368,7 +368,7 @@ static bool is_xor_of(const void *out, const uint8_t *in, size_t len)
 
 START_TEST(test_strerror_every_code)
 {
-    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_DEVICE; code++) {
+    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_PERMISSION; code++) {
         const char *s = gpucomp_strerror(code);
         ck_assert_ptr_nonnull(s);
         ck_assert_msg(*s != '\0', "code %d has an empty description", code);
@@ -379,7 +379,7 @@ START_TEST(test_strerror_every_code)
     }
     ck_assert_str_eq(gpucomp_strerror(GPUCOMP_OK), "success");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_CONNECT), "connect");
-    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_DEVICE + 1), "unknown error");
+    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_PERMISSION + 1), "unknown error");
     ck_assert_str_eq(gpucomp_strerror(-1), "unknown error");
 }
 END_TEST
@@ -388,6 +388,7 @@ START_TEST(test_codes_match_internal_and_wire)
 {
     ck_assert_int_eq(GPUCOMP_E_CRC, GC_E_CRC);
     ck_assert_int_eq(GPUCOMP_E_DEVICE, GPUCOMP__STATUS__STATUS_DEVICE);
+    ck_assert_int_eq(GPUCOMP_E_PERMISSION, GPUCOMP__STATUS__STATUS_PERMISSION);
     ck_assert_int_eq(GPUCOMP_CODEC_BZIP2, GPUCOMP__CODEC__CODEC_BZIP2);
 }
 END_TEST

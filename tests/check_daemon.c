@@ -2,12 +2,16 @@
  * check_daemon.c - end-to-end: a real gpucompd, the client library and the
  * gpucomp CLI, many clients at once, and hostile input on the wire.
  */
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -455,6 +459,225 @@ START_TEST(test_cli_no_daemon)
 }
 END_TEST
 
+
+/* ---- who may connect, and descriptors ------------------------------------ */
+
+static void access_teardown(void)
+{
+    test_daemon_cleanup(&daemon_under_test);
+}
+
+/* Lines of the daemon's captured log that contain needle. */
+static int log_lines_with(const char *needle)
+{
+    FILE *f = fopen(daemon_under_test.log_path, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* A group neither our primary group nor one our user belongs to. */
+static gid_t gid_not_ours(void)
+{
+    gid_t mine[256];
+    int n = getgroups(256, mine);
+    ck_assert_int_ge(n, 0);
+    mine[n++] = getegid();
+    struct passwd *pw = getpwuid(geteuid());
+    gid_t listed[256];
+    int n_listed = 256;
+    if (!pw || getgrouplist(pw->pw_name, pw->pw_gid, listed, &n_listed) < 0)
+        n_listed = 0;
+    for (gid_t g = 65533; g > 1000; g--) {
+        bool ours = false;
+        for (int i = 0; i < n && !ours; i++)
+            ours = mine[i] == g;
+        for (int i = 0; i < n_listed && !ours; i++)
+            ours = listed[i] == g;
+        if (!ours)
+            return g;
+    }
+    ck_abort_msg("no group we are not in");
+    return 0;
+}
+
+static void start_with_access(const char *users, const char *groups)
+{
+    static char u[64], g[64];
+    snprintf(u, sizeof u, "--allow-users=%s", users);
+    snprintf(g, sizeof g, "--allow-groups=%s", groups);
+    const char *args[] = { u, g, NULL };
+    daemon_under_test.capture_log = 1;
+    test_daemon_start(&daemon_under_test, args);
+}
+
+/* Hello, and the Welcome's status; *fd_out keeps the connection open if not NULL. */
+static int hello_status(int *fd_out)
+{
+    int fd = raw_connect(daemon_under_test.socket_path);
+    ck_assert_int_ge(fd, 0);
+    Gpucomp__Frame *w = raw_hello(fd, 1);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(w->body_case, GPUCOMP__FRAME__BODY_WELCOME);
+    int status = w->welcome->status;
+    if (status != GPUCOMP__STATUS__STATUS_OK) {
+        char uid[32];
+        snprintf(uid, sizeof uid, "uid %u", (unsigned)geteuid());
+        ck_assert_msg(strstr(w->welcome->message, uid), "Welcome message: %s", w->welcome->message);
+    }
+    gpucomp__frame__free_unpacked(w, NULL);
+    if (fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
+    return status;
+}
+
+/*
+ * Refused: a uid that is not ours and a group we are not in. Root gets no
+ * implicit pass (root is only in the default allow-users), so this holds when
+ * the tests run as root too.
+ */
+START_TEST(test_access_refused)
+{
+    char users[32], groups[32];
+    snprintf(users, sizeof users, "%u", geteuid() == 65534 ? 65533u : 65534u);
+    snprintf(groups, sizeof groups, "%u", (unsigned)gid_not_ours());
+    start_with_access(users, groups);
+    int fd;
+    ck_assert_int_eq(hello_status(&fd), GPUCOMP__STATUS__STATUS_PERMISSION);
+    ck_assert_ptr_null(raw_recv(fd, 1 << 20)); /* and the daemon closed */
+    close(fd);
+
+    char expect[128];
+    snprintf(expect, sizeof expect, "refused connection from uid %u (pid %ld)", (unsigned)geteuid(),
+             (long)getpid());
+    ck_assert_int_ge(log_lines_with(expect), 1); /* the harness's start-up probe may be this line */
+
+    /* A client refused in a loop does not fill the log: one line a second, the rest counted. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_PERMISSION);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int seconds = (int)(t1.tv_sec - t0.tv_sec) + 1;
+    int lines = log_lines_with("refused connection");
+    ck_assert_msg(lines >= 1 && lines <= 2 + seconds, "%d refusal lines for 301 refusals in %d s",
+                  lines, seconds);
+    sleep(1);
+    ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_PERMISSION);
+    ck_assert_int_ge(log_lines_with("more refused since the last message"), 1);
+
+    gpucomp_client *c = NULL; /* the library reports it as such */
+    ck_assert_int_eq(gpucomp_connect(daemon_under_test.socket_path, &c), GPUCOMP_E_PERMISSION);
+    ck_assert_ptr_null(c);
+}
+END_TEST
+
+START_TEST(test_access_admits_listed_user)
+{
+    char users[32], groups[32];
+    snprintf(users, sizeof users, "65534,%u", (unsigned)geteuid());
+    snprintf(groups, sizeof groups, "%u", (unsigned)gid_not_ours());
+    start_with_access(users, groups);
+    int fd;
+    ck_assert_int_eq(hello_status(&fd), GPUCOMP__STATUS__STATUS_OK);
+    close(fd);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_int_eq(log_lines_with("refused"), 0);
+}
+END_TEST
+
+START_TEST(test_access_admits_listed_group)
+{
+    char users[32], groups[32];
+    snprintf(users, sizeof users, "%u", geteuid() == 65534 ? 65533u : 65534u);
+    snprintf(groups, sizeof groups, "%u,%u", (unsigned)gid_not_ours(), (unsigned)getegid());
+    start_with_access(users, groups);
+    ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_OK);
+}
+END_TEST
+
+START_TEST(test_access_anyone)
+{
+    start_with_access("*", "");
+    ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_OK);
+}
+END_TEST
+
+START_TEST(test_socket_mode)
+{
+    test_daemon_start(&daemon_under_test, NULL);
+    struct stat st;
+    ck_assert_int_eq(stat(daemon_under_test.socket_path, &st), 0);
+    ck_assert(S_ISSOCK(st.st_mode));
+    ck_assert_msg((st.st_mode & 07777) == 0660, "socket mode %o", (unsigned)(st.st_mode & 07777));
+    struct group *gr = getgrnam("gpucomp");
+    ck_assert_uint_eq(st.st_gid, gr ? gr->gr_gid : getegid());
+}
+END_TEST
+
+/* utime + stime of pid, in clock ticks. */
+static unsigned long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    ck_assert_ptr_nonnull(p);
+    unsigned long long utime = 0, stime = 0;
+    /* after the command: state (field 3) ... utime (14), stime (15) */
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                            &utime, &stime), 2);
+    return utime + stime;
+}
+
+/*
+ * At its descriptor limit (hard limit too, so raising the soft one does not
+ * help), the daemon neither spins on accept nor logs every failed try, and
+ * serves again once descriptors are free.
+ */
+START_TEST(test_descriptor_limit)
+{
+    enum { N = 100 };
+    daemon_under_test.nofile_limit = 64;
+    daemon_under_test.capture_log = 1;
+    const char *args[] = { "--workers=2", "--codec-threads=1", NULL };
+    test_daemon_start(&daemon_under_test, args);
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        fds[i] = raw_connect(daemon_under_test.socket_path); /* the backlog holds what is not accepted */
+        ck_assert_int_ge(fds[i], 0);
+    }
+    usleep(300 * 1000);
+    long hz = sysconf(_SC_CLK_TCK);
+    unsigned long long before = cpu_ticks(daemon_under_test.pid);
+    usleep(1000 * 1000);
+    unsigned long long used = cpu_ticks(daemon_under_test.pid) - before;
+    ck_assert_msg(used * 2 < (unsigned long long)hz, "daemon used %llu/%ld s of CPU in 1 s at the limit",
+                  used, hz);
+    ck_assert_int_ge(log_lines_with("not accepting"), 1); /* the limit was reached */
+    int lines = log_lines_with("accept failed");
+    ck_assert_msg(lines <= 5, "%d 'accept failed' lines in 1.3 s", lines);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    gpucomp_close(c);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
     Suite *s = suite_create("daemon");
@@ -490,6 +713,17 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_corrupt_stream);
     tcase_add_test(cmd, test_cli_no_daemon);
     suite_add_tcase(s, cmd);
+
+    TCase *access = tcase_create("access");
+    tcase_add_checked_fixture(access, NULL, access_teardown);
+    tcase_set_timeout(access, 60);
+    tcase_add_test(access, test_access_refused);
+    tcase_add_test(access, test_access_admits_listed_user);
+    tcase_add_test(access, test_access_admits_listed_group);
+    tcase_add_test(access, test_access_anyone);
+    tcase_add_test(access, test_socket_mode);
+    tcase_add_test(access, test_descriptor_limit);
+    suite_add_tcase(s, access);
     return s;
 }
 

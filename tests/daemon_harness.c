@@ -2,11 +2,13 @@
 #include "daemon_harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -42,6 +44,8 @@ void test_daemon_start(test_daemon *d, const char *const *extra_args)
     strcpy(d->dir, "/tmp/gpucomp-test-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(d->dir));
     snprintf(d->socket_path, sizeof d->socket_path, "%s/sock", d->dir);
+    if (d->capture_log)
+        snprintf(d->log_path, sizeof d->log_path, "%s/daemon.log", d->dir);
 
     const char *argv[32] = { bin, "--socket", d->socket_path, "--log-level", "warning" };
     size_t argc = 5;
@@ -51,6 +55,16 @@ void test_daemon_start(test_daemon *d, const char *const *extra_args)
     d->pid = fork();
     ck_assert_int_ge(d->pid, 0);
     if (d->pid == 0) {
+        if (d->nofile_limit > 0) {
+            struct rlimit rl = { (rlim_t)d->nofile_limit, (rlim_t)d->nofile_limit };
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+                _exit(126);
+        }
+        if (d->capture_log) {
+            int log = open(d->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (log < 0 || dup2(log, STDERR_FILENO) < 0)
+                _exit(126);
+        }
         execv(bin, (char *const *)argv);
         _exit(127);
     }
