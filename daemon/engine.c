@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "budget.h"
 #include "bzip2.h"
 #include "fd_payload.h"
 #include "rle.h"
@@ -67,26 +68,51 @@ static int rle_decompress_request(gcd_request *r, unsigned threads)
                           &r->output_len, &r->error);
 }
 
-/* The bzip2 codec allocates its own output; an fd request gets it copied into its memfd. */
+/* The bzip2 decoder asks before its output buffer grows: growth is charged to the request. */
+static bool charge_growth(void *ctx, size_t more)
+{
+    gcd_request *r = ctx;
+    gc_error ignored;
+    if (gcd_request_charge(r, more, "output", &ignored) != GC_OK)
+        return false;
+    r->output_charge += more;
+    return true;
+}
+
+/*
+ * The bzip2 codec allocates its own output (charged as it grows when
+ * decompressing, once made when compressing); an fd request gets it copied
+ * into its memfd, charged there instead.
+ */
 static int bzip2_request(gcd_request *r, unsigned threads)
 {
+    gc_job job = { .cancel = &r->cancelled, .may_grow = charge_growth, .ctx = r };
     uint8_t *out = NULL;
     size_t out_len = 0;
     int rc;
     if (r->op == GPUCOMP__OP__OP_COMPRESS) {
-        bz2_options opt = { .level = (int)r->level, .threads = threads };
+        bz2_options opt = { .level = (int)r->level, .threads = threads, .job = &job };
         rc = bz2_compress(r->input, r->total_size, &opt, &out, &out_len, &r->error);
+        if (rc == GC_OK && r->out_fd < 0 && r->budget) {
+            gcd_budget_charge(r->budget, r->uid, out_len); /* it exists already */
+            r->charged += out_len;
+            r->output_charge += out_len;
+        }
     } else {
-        rc = bz2_decompress(r->input, r->total_size, r->max_output, threads, &out, &out_len,
-                            &r->error);
+        rc = bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out, &out_len,
+                                &r->error);
     }
     if (rc == GC_OK && r->out_fd >= 0) {
+        gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
+        r->output_charge = 0;
         rc = gcd_request_alloc_output(r, out_len, &r->error);
         if (rc == GC_OK && out_len)
             memcpy(r->output, out, out_len);
         free(out);
     } else if (rc == GC_OK) {
         r->output = out;
+    } else {
+        free(out);
     }
     r->output_len = rc == GC_OK ? out_len : 0;
     return rc;

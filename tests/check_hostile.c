@@ -155,12 +155,18 @@ static Gpucomp__Request fd_request(uint64_t id, Gpucomp__Op op, Gpucomp__Codec c
     return r;
 }
 
-/* Runs of mean length 4: many run lengths for a decoder to trust. */
+/*
+ * Runs a decoder must trust: each 1 MiB chunk opens with a run of 70,000
+ * 0xFF bytes (so its lengths take 4 bytes: 0xFFFFFFFF written over one is a
+ * 4 GiB run) and goes on in short runs.
+ */
 static uint8_t *short_runs(size_t len)
 {
     uint8_t *d = malloc(len);
     ck_assert_ptr_nonnull(d);
     fill_test_data(d, len, 1, 7);
+    for (size_t at = 0; at < len; at += 1 << 20)
+        memset(d + at, 0xFF, len - at < 70000 ? len - at : 70000);
     return d;
 }
 
@@ -171,7 +177,7 @@ START_TEST(test_same_memfd_in_and_out)
     start(NULL);
     size_t len = 1 << 20, frame_len;
     uint8_t *data = short_runs(len);
-    void *frame = rle_frame_of(data, len, 4096, &frame_len);
+    void *frame = rle_frame_of(data, len, 0, &frame_len);
     int mfd = memfd_with(frame, frame_len);
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
@@ -255,7 +261,7 @@ START_TEST(test_input_changing_under_rle_decode)
     start(NULL);
     size_t len = 4 << 20, frame_len;
     uint8_t *data = short_runs(len);
-    void *frame = rle_frame_of(data, len, 4096, &frame_len);
+    void *frame = rle_frame_of(data, len, 0, &frame_len);
     race_requests(GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame, frame_len, 60);
     gpucomp_free(frame);
     free(data);
@@ -318,7 +324,7 @@ START_TEST(test_output_memfd_shrunk_while_used)
     start(NULL);
     size_t len = 1 << 20, frame_len;
     uint8_t *data = short_runs(len);
-    void *frame = rle_frame_of(data, len, 4096, &frame_len);
+    void *frame = rle_frame_of(data, len, 0, &frame_len);
     int sock = hello();
     unsigned ok = 0;
     for (int i = 0; i < 200; i++) {
@@ -362,7 +368,7 @@ START_TEST(test_hugetlb_memfd_refused)
     }
     size_t len = 1 << 20, frame_len;
     uint8_t *data = short_runs(len);
-    void *frame = rle_frame_of(data, len, 4096, &frame_len);
+    void *frame = rle_frame_of(data, len, 0, &frame_len);
     int in = memfd_with(frame, frame_len);
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
@@ -514,6 +520,46 @@ START_TEST(test_rle_bombs_stay_in_the_budget)
     assert_daemon_serves();
     close(sock);
     gpucomp_free(frame);
+}
+END_TEST
+
+START_TEST(test_bzip2_bombs_stay_in_the_budget)
+{
+    const char *args[] = { "--memory-budget=192M", "--workers=2", "--codec-threads=2", NULL };
+    start(args);
+    size_t bomb = 128u << 20;
+    uint8_t *zeros = calloc(bomb, 1);
+    ck_assert_ptr_nonnull(zeros);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *bz = NULL;
+    size_t bz_len = 0;
+    ck_assert_int_eq(gpucomp_compress(c, &o, zeros, bomb, &bz, &bz_len), GPUCOMP_OK);
+    gpucomp_close(c);
+    free(zeros);
+    int sock = hello(); /* never reads its answers */
+    for (int i = 0; i < 8; i++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = (uint64_t)i + 1;
+        req.op = GPUCOMP__OP__OP_DECOMPRESS;
+        req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+        req.total_size = bz_len;
+        req.payload.data = bz;
+        req.payload.len = bz_len;
+        req.last = 1;
+        raw_send_request(sock, &req);
+    }
+    sleep_ms(6000);
+    uint64_t peak = daemon_rss_kib("VmHWM:");
+    fprintf(stderr, "  8 bzip2 bombs of 128 MiB, budget 192 MiB: peak RSS %llu MiB\n",
+            (unsigned long long)(peak >> 10));
+    ck_assert_msg(peak < (192u + 200u) << 10, "peak RSS %llu KiB: bzip2 output is outside the budget",
+                  (unsigned long long)peak);
+    assert_daemon_serves();
+    close(sock);
+    gpucomp_free(bz);
 }
 END_TEST
 
@@ -715,6 +761,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(res, test_declared_sizes_do_not_lock_others_out);
     tcase_add_test(res, test_vanished_attacker_frees_its_budget);
     tcase_add_test(res, test_rle_bombs_stay_in_the_budget);
+    tcase_add_test(res, test_bzip2_bombs_stay_in_the_budget);
     tcase_add_test(res, test_refused_requests_are_bounded);
     tcase_add_test(res, test_five_descriptors_keep_the_connection);
     tcase_add_test(res, test_slow_frame_and_idle_timeouts);

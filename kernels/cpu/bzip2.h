@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gc_job.h"
 #include "gc_status.h"
 
 typedef struct bz2_options {
     int level;        /* 1..9: block size level*100k (0 = 9) */
     unsigned threads; /* blocks compressed/decompressed in parallel (0 = all CPUs) */
+    const gc_job *job; /* cancellation (GC_E_IO "cancelled"); NULL: none */
 } bz2_options;
 
 /* Largest stream bz2_compress can produce for src_len bytes. */
@@ -37,5 +39,13 @@ int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt,
  */
 int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output,
                    unsigned threads, uint8_t **dst, size_t *dst_len, gc_error *err);
+
+/*
+ * bz2_decompress under a job: cancellation is checked between blocks
+ * (GC_E_IO), and the output buffer grows only as job->may_grow allows
+ * (GC_E_LIMIT otherwise).
+ */
+int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
+                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err);
 
 #endif
