@@ -7,6 +7,8 @@
  */
 #include <bzlib.h>
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -925,6 +927,171 @@ START_TEST(test_mtf_encode_reference)
 }
 END_TEST
 
+/* ---- input that changes while the codec runs (issue 12) ---- */
+
+/*
+ * The daemon runs the codec on a client's memfd mapped MAP_SHARED, which the
+ * client can keep writing. A second thread flips bytes of the input (each put
+ * back after a moment) while the codec runs; every call must return GC_OK or
+ * an error (ASan, in CI, checks the accesses), and a stream compress returns
+ * must be a valid bzip2 stream: every block is read once, so its CRC matches
+ * what was encoded even if the input changed meanwhile.
+ */
+#define HOSTILE_SECONDS 0.5
+#define HOSTILE_ITERS 200
+
+typedef struct flipper {
+    uint8_t *buf;
+    const uint8_t *pristine;
+    size_t len;
+    atomic_int stop;
+    pthread_t th;
+} flipper;
+
+static void *flip_loop(void *arg)
+{
+    flipper *f = arg;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t at = (x >> 8) % f->len;
+        __atomic_store_n(&f->buf[at], (uint8_t)(f->pristine[at] ^ (uint8_t)((x >> 48) | 1)),
+                         __ATOMIC_RELAXED);
+        for (unsigned spin = (unsigned)(x >> 32) % 256; spin; spin--)
+            __asm__ __volatile__("" ::: "memory");
+        __atomic_store_n(&f->buf[at], f->pristine[at], __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void flipper_run(flipper *f, uint8_t *buf, const uint8_t *pristine, size_t len)
+{
+    f->buf = buf;
+    f->pristine = pristine;
+    f->len = len;
+    atomic_init(&f->stop, 0);
+    ck_assert_int_eq(pthread_create(&f->th, NULL, flip_loop, f), 0);
+}
+
+static void flipper_stop(flipper *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Text with runs of 4..9 equal bytes (RLE1 units that the plan and the
+ * block encoder must agree on). */
+static uint8_t *make_runs_text(size_t n)
+{
+    uint8_t *b = make_text(n);
+    for (size_t i = 0; i + 16 < n; i += 16 + rnd() % 48)
+        memset(b + i, b[i], 4 + rnd() % 6);
+    return b;
+}
+
+START_TEST(test_compress_input_changes)
+{
+    static const unsigned thread_counts[] = { 1, 2, 4 };
+    size_t n = 350000; /* 4 blocks at level 1 */
+    uint8_t *src = make_runs_text(n);
+    uint8_t *in = malloc(n);
+    memcpy(in, src, n);
+    for (size_t t = 0; t < 3; t++) {
+        flipper f;
+        flipper_run(&f, in, src, n);
+        double t0 = seconds_now();
+        unsigned ok = 0;
+        for (int it = 0; it < HOSTILE_ITERS && (it == 0 || seconds_now() - t0 < HOSTILE_SECONDS); it++) {
+            bz2_options o = { .level = 1, .threads = thread_counts[t] };
+            uint8_t *out = NULL, *back = NULL;
+            size_t out_len = 0, back_len = 0;
+            gc_error err;
+            int rc = bz2_compress(in, n, &o, &out, &out_len, &err);
+            ck_assert_msg(rc >= GC_OK && rc <= GC_E_DEVICE, "status %d", rc);
+            if (rc != GC_OK)
+                continue;
+            ok++;
+            /* whatever bytes it saw, the stream is valid and about n bytes long */
+            rc = bz2_decompress(out, out_len, 0, 2, &back, &back_len, &err);
+            ck_assert_msg(rc == GC_OK, "threads %u: stream from a changing input: %s",
+                          thread_counts[t], err.msg);
+            ck_assert_uint_eq(back_len, n);
+            free(back);
+            free(out);
+        }
+        flipper_stop(&f);
+        ck_assert_uint_gt(ok, 0);
+    }
+    free(in);
+    free(src);
+}
+END_TEST
+
+START_TEST(test_decompress_input_changes)
+{
+    static const unsigned thread_counts[] = { 1, 2, 4 };
+    size_t n = 350000;
+    uint8_t *src = make_runs_text(n);
+    size_t clen;
+    uint8_t *comp = ours_compress(src, n, 1, 2, &clen);
+    uint8_t *in = malloc(clen);
+    memcpy(in, comp, clen);
+    for (size_t t = 0; t < 3; t++) {
+        flipper f;
+        flipper_run(&f, in, comp, clen);
+        double t0 = seconds_now();
+        for (int it = 0; it < HOSTILE_ITERS && seconds_now() - t0 < HOSTILE_SECONDS; it++) {
+            uint8_t *out = NULL;
+            size_t out_len = 0;
+            gc_error err;
+            int rc = bz2_decompress(in, clen, 4 * n, thread_counts[t], &out, &out_len, &err);
+            ck_assert_msg(rc >= GC_OK && rc <= GC_E_DEVICE, "status %d", rc);
+            if (rc == GC_OK)
+                ck_assert_uint_le(out_len, 4 * n);
+            free(out);
+        }
+        flipper_stop(&f);
+        /* every flip was undone: the stream decodes again */
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        gc_error err;
+        ck_assert_int_eq(bz2_decompress(in, clen, 0, thread_counts[t], &out, &out_len, &err), GC_OK);
+        ck_assert_uint_eq(out_len, n);
+        ck_assert(memcmp(out, src, n) == 0);
+        free(out);
+    }
+    free(in);
+    free(comp);
+    free(src);
+}
+END_TEST
+
+/* A block whose input changed after the plan sized it is refused by the
+ * block encoder, not written over the level's limit. */
+START_TEST(test_block_over_plan_refused)
+{
+    size_t limit = bz2_block_limit(1), n = limit;
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++) /* 4 equal bytes then a different one: RLE1 grows it 6/5 */
+        b[i] = (uint8_t)(i % 5 == 4 ? 1 : 0);
+    bz2_bitwriter w;
+    bz2_bw_init(&w, 1024);
+    uint32_t crc;
+    ck_assert_int_eq(bz2_encode_block(b, n, limit, 0, &w, &crc), GC_E_INVALID);
+    bz2_bw_free(&w);
+    free(b);
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -956,6 +1123,13 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_inverse_bwt_lanes);
     tcase_add_test(tc, test_mtf_encode_reference);
     suite_add_tcase(s, tc);
+
+    TCase *hostile = tcase_create("changing input");
+    tcase_set_timeout(hostile, 300); /* bounded in time; sanitizers are slow */
+    tcase_add_test(hostile, test_block_over_plan_refused);
+    tcase_add_test(hostile, test_compress_input_changes);
+    tcase_add_test(hostile, test_decompress_input_changes);
+    suite_add_tcase(s, hostile);
     return s;
 }
 

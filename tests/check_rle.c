@@ -6,9 +6,14 @@
  * encoder produces fails here before it can diverge from the CUDA backend.
  */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "crc32c.h"
 #include "rle.h"
@@ -245,8 +250,26 @@ START_TEST(test_frame_parse_fields)
     ck_assert_uint_eq(info.original_size, 69);
     ck_assert_uint_eq(info.chunk_count, 2);
     ck_assert_uint_eq(info.header_size, 44);
-    ck_assert_ptr_eq(info.tail, golden_frame + 24);
-    ck_assert_ptr_eq(info.index, golden_frame + 32);
+    ck_assert_mem_eq(info.tail, golden_frame + 24, 8); /* copies, not pointers into the frame */
+    uint32_t index[2];
+    ck_assert_int_eq(rle_frame_index_copy(golden_frame, sizeof golden_frame, &info, index, &err), GC_OK);
+    ck_assert_uint_eq(index[0], get32(golden_frame + 32));
+    ck_assert_uint_eq(index[1], get32(golden_frame + 36));
+    /* a copy that no longer matches the header CRC (the frame changed) is refused */
+    uint8_t f[sizeof golden_frame];
+    memcpy(f, golden_frame, sizeof f);
+    put32(f + 32, 17);
+    put32(f + 36, 17);
+    ck_assert_int_eq(rle_frame_index_copy(f, sizeof f, &info, index, &err), GC_E_CRC);
+    reseal_header(f); /* and with a matching CRC, the copy's entries are checked */
+    ck_assert_int_eq(rle_frame_index_copy(f, sizeof f, &info, index, &err), GC_OK);
+    put32(f + 32, 11);
+    put32(f + 36, 23);
+    reseal_header(f);
+    ck_assert_int_eq(rle_frame_index_copy(f, sizeof f, &info, index, &err), GC_E_CORRUPT);
+    put32(f + 32, 40);
+    reseal_header(f);
+    ck_assert_int_eq(rle_frame_index_copy(f, sizeof f, &info, index, &err), GC_E_TRUNCATED);
 }
 END_TEST
 
@@ -705,6 +728,331 @@ START_TEST(test_chunk_api)
 }
 END_TEST
 
+/* ---- memory that changes while the codec runs (issue 12) ----------------- */
+
+/*
+ * The daemon runs the codec on client memfds mapped MAP_SHARED: the client can
+ * keep writing its input (and its output) while we decode or encode. Each test
+ * runs the codec while a second thread flips bytes of the buffer and asserts
+ * that every call returns GC_OK or an error and touches nothing outside its
+ * buffers: the input ends at an inaccessible region (reads past it fault), the
+ * output is followed by a guard pattern (checked after every call) and then
+ * an inaccessible region (writes far past it fault). ASan sees the rest.
+ */
+#define GUARD_BYTES 4096u
+#define GUARD_FILL 0xA5
+#define NOACCESS_BYTES (4u << 20)
+#define HOSTILE_ITERS 20000
+#define HOSTILE_SECONDS 0.4
+
+typedef struct guarded {
+    uint8_t *map, *p;
+    size_t map_len, len, guard_len; /* guard: [p + len, p + len + guard_len) */
+} guarded;
+
+static size_t page_round(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+/* len bytes that end where NOACCESS_BYTES of PROT_NONE begin (input). */
+static uint8_t *guarded_input(guarded *g, size_t len)
+{
+    size_t body = page_round(len ? len : 1);
+    g->map_len = body + NOACCESS_BYTES;
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(g->map, MAP_FAILED);
+    ck_assert_int_eq(mprotect(g->map + body, NOACCESS_BYTES, PROT_NONE), 0);
+    g->p = g->map + body - len;
+    g->len = len;
+    g->guard_len = 0;
+    return g->p;
+}
+
+/* len bytes, then at least GUARD_BYTES of GUARD_FILL, then PROT_NONE (output). */
+static uint8_t *guarded_output(guarded *g, size_t len)
+{
+    size_t body = page_round(len + GUARD_BYTES);
+    g->map_len = body + NOACCESS_BYTES;
+    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(g->map, MAP_FAILED);
+    ck_assert_int_eq(mprotect(g->map + body, NOACCESS_BYTES, PROT_NONE), 0);
+    g->p = g->map;
+    g->len = len;
+    g->guard_len = body - len;
+    memset(g->p + len, GUARD_FILL, g->guard_len);
+    return g->p;
+}
+
+static void guard_check(const guarded *g, const char *what)
+{
+    for (size_t i = 0; i < g->guard_len; i++)
+        if (g->p[g->len + i] != GUARD_FILL)
+            ck_abort_msg("%s: byte %zu past the output buffer was written", what, i);
+}
+
+static void guarded_free(guarded *g)
+{
+    munmap(g->map, g->map_len);
+}
+
+/* Where the flipper writes: chosen positions and/or any byte of the buffer. */
+typedef struct flip_target {
+    uint8_t *buf;
+    const uint8_t *pristine; /* restore each byte after a moment (NULL: leave it) */
+    size_t len;
+    const size_t *pos;
+    size_t npos;
+} flip_target;
+
+typedef struct flipper {
+    flip_target t[2];
+    unsigned nt;
+    atomic_int stop;
+    pthread_t th;
+} flipper;
+
+static void *flip_loop(void *arg)
+{
+    flipper *f = arg;
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const flip_target *t = &f->t[(x >> 60) % f->nt];
+        size_t at = (t->npos && (x & 3) != 0) ? t->pos[(x >> 8) % t->npos] : (x >> 8) % t->len;
+        /* high bits set (lengths and sizes grow a lot), or 0xFF */
+        uint8_t v = (x >> 2) & 1 ? 0xFF : (uint8_t)((x >> 40) | 0x80);
+        __atomic_store_n(&t->buf[at], v, __ATOMIC_RELAXED);
+        if (t->pristine) { /* a window with the bad byte, then the good one again */
+            for (unsigned spin = (unsigned)(x >> 32) % 512; spin; spin--)
+                __asm__ __volatile__("" ::: "memory");
+            __atomic_store_n(&t->buf[at], t->pristine[at], __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void flipper_start(flipper *f)
+{
+    atomic_init(&f->stop, 0);
+    ck_assert_int_eq(pthread_create(&f->th, NULL, flip_loop, f), 0);
+}
+
+static void flipper_stop(flipper *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void check_status(int rc, const char *what)
+{
+    if (rc < GC_OK || rc > GC_E_DEVICE)
+        ck_abort_msg("%s: status %d is neither GC_OK nor an error", what, rc);
+}
+
+/* Positions of every index byte and every run-length byte of a frame. */
+static size_t *length_positions(const uint8_t *frame, size_t *npos)
+{
+    uint32_t cc = get32(frame + 20);
+    unsigned w = frame[5];
+    size_t hs = header_size(cc), n = 0, cap = 4 * (size_t)cc;
+    size_t *pos = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (size_t i = 0; i < 4 * (size_t)cc; i++, n++)
+            if (pos)
+                pos[n] = RLE_HEADER_FIXED + i;
+        size_t off = hs;
+        for (uint32_t c = 0; c < cc; c++) {
+            const uint8_t *rec = frame + off;
+            if (rec[0] == 1) {
+                size_t runs = get32(rec + 4), lw = rec[1];
+                size_t lens = off + RLE_CHUNK_HEADER + runs * w;
+                for (size_t k = 0; k < runs * lw; k++, n++)
+                    if (pos)
+                        pos[n] = lens + k;
+            }
+            off += get32(frame + RLE_HEADER_FIXED + 4 * (size_t)c);
+        }
+        if (!pos) {
+            cap = n;
+            pos = (size_t *)(void *)xmalloc(cap ? cap * sizeof *pos : 1);
+        }
+    }
+    *npos = n;
+    return pos;
+}
+
+/* Decode frames of run data while their lengths, index and other bytes change. */
+static void hostile_decode(unsigned w, unsigned mean, uint32_t chunk_size, unsigned threads)
+{
+    size_t n = 8 * (size_t)chunk_size + (w > 1 ? w - 1 : 0); /* a tail when w > 1 */
+    uint8_t *src = xmalloc(n);
+    fill_runs(src, n, w, mean, 0x5eed + w + mean);
+    size_t frame_len;
+    uint8_t *frame = compress_or_fail(src, n, opts(w, chunk_size, 1), &frame_len);
+    size_t npos;
+    size_t *pos = length_positions(frame, &npos);
+    guarded gin, gout;
+    uint8_t *in = guarded_input(&gin, frame_len);
+    uint8_t *out = guarded_output(&gout, n);
+    memcpy(in, frame, frame_len);
+    flipper f = { .t = { { in, frame, frame_len, pos, npos } }, .nt = 1 };
+    flipper_start(&f);
+    double t0 = seconds_now();
+    unsigned ok = 0, failed = 0;
+    for (int it = 0; it < HOSTILE_ITERS && seconds_now() - t0 < HOSTILE_SECONDS; it++) {
+        gc_error err;
+        size_t out_len = 0;
+        int rc = rle_decompress(in, frame_len, threads, out, n, &out_len, &err);
+        check_status(rc, "rle_decompress");
+        guard_check(&gout, "rle_decompress");
+        if (rc == GC_OK) {
+            ck_assert_uint_le(out_len, n);
+            ok++;
+        } else {
+            failed++;
+        }
+    }
+    flipper_stop(&f);
+    ck_assert_uint_gt(ok + failed, 0);
+    /* the frame is intact again (every flip was undone): it still decodes */
+    memcpy(in, frame, frame_len);
+    check_decodes_to(in, frame_len, src, n, threads);
+    guarded_free(&gin);
+    guarded_free(&gout);
+    free(pos);
+    free(frame);
+    free(src);
+}
+
+START_TEST(test_decode_input_changes)
+{
+    static const unsigned thread_counts[] = { 1, 2, 4 };
+    for (size_t t = 0; t < 3; t++) {
+        hostile_decode(1, 300, 4096, thread_counts[t]);  /* 2-byte lengths */
+        hostile_decode(4, 40, 4096, thread_counts[t]);   /* 1-byte lengths */
+        hostile_decode(1, 100000, 1u << 18, thread_counts[t]); /* 4-byte lengths */
+    }
+}
+END_TEST
+
+/* Encode run data while it changes, and while the output's index is overwritten. */
+static void hostile_encode(unsigned w, unsigned mean, uint32_t chunk_size, unsigned threads)
+{
+    size_t n = 8 * (size_t)chunk_size + (w > 1 ? w - 1 : 0);
+    uint8_t *src = xmalloc(n);
+    fill_runs(src, n, w, mean, 0xfeed + w + mean);
+    rle_options o = opts(w, chunk_size, threads);
+    size_t bound = rle_compress_bound(n, &o);
+    guarded gin, gout;
+    uint8_t *in = guarded_input(&gin, n);
+    uint8_t *out = guarded_output(&gout, bound);
+    memcpy(in, src, n);
+    size_t index_pos[64];
+    size_t nidx = 0;
+    for (size_t i = 0; i < 4 * 9 && nidx < 64; i++)
+        index_pos[nidx++] = RLE_HEADER_FIXED + i;
+    flipper f = { .t = { { in, src, n, NULL, 0 }, { out, NULL, bound, index_pos, nidx } }, .nt = 2 };
+    flipper_start(&f);
+    double t0 = seconds_now();
+    for (int it = 0; it < HOSTILE_ITERS && seconds_now() - t0 < HOSTILE_SECONDS; it++) {
+        gc_error err;
+        size_t len = 0;
+        int rc = rle_compress(in, n, &o, out, bound, &len, &err);
+        check_status(rc, "rle_compress");
+        guard_check(&gout, "rle_compress");
+        if (rc == GC_OK)
+            ck_assert_uint_le(len, bound);
+    }
+    flipper_stop(&f);
+    memcpy(in, src, n);
+    size_t len;
+    gc_error err;
+    ck_assert_int_eq(rle_compress(in, n, &o, out, bound, &len, &err), GC_OK);
+    check_decodes_to(out, len, src, n, threads);
+    guarded_free(&gin);
+    guarded_free(&gout);
+    free(src);
+}
+
+START_TEST(test_encode_input_changes)
+{
+    static const unsigned thread_counts[] = { 1, 2, 4 };
+    for (size_t t = 0; t < 3; t++) {
+        hostile_encode(1, 60, 4096, thread_counts[t]);
+        hostile_encode(4, 8, 4096, thread_counts[t]);
+        hostile_encode(1, 100000, 1u << 18, thread_counts[t]); /* 4-byte lengths */
+    }
+}
+END_TEST
+
+/* Records whose lengths sum to more than the chunk stop at the chunk's end. */
+START_TEST(test_run_lengths_bounded)
+{
+    uint8_t chunk[256], rec[12 + 256 + 12];
+    memset(chunk, 7, sizeof chunk);
+    size_t rec_len = rle_encode_chunk(chunk, sizeof chunk, 1, rec);
+    ck_assert_uint_eq(rec_len, 12 + 1 + 1); /* one run of 256: length - 1 = 255 */
+    guarded g;
+    uint8_t *out = guarded_output(&g, 100);
+    gc_error err;
+    ck_assert_int_eq(rle_decode_chunk(rec, rec_len, 1, out, 100, &err), GC_E_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "run lengths sum to 256 elements, chunk holds 100"));
+    guard_check(&g, "rle_decode_chunk");
+    guarded_free(&g);
+}
+END_TEST
+
+/* Decoding or encoding in place (one buffer for input and output) may give
+ * garbage or an error, never a fault. */
+START_TEST(test_same_buffer)
+{
+    static const unsigned thread_counts[] = { 1, 2, 4 };
+    for (size_t t = 0; t < 3; t++) {
+        for (unsigned w = 1; w <= 8; w *= 2) {
+            size_t n = 8 * 4096 + w - 1;
+            uint8_t *src = xmalloc(n);
+            fill_runs(src, n, w, 30, 77 + w);
+            size_t frame_len;
+            uint8_t *frame = compress_or_fail(src, n, opts(w, 4096, 1), &frame_len);
+            rle_options o = opts(w, 4096, thread_counts[t]);
+            size_t bound = rle_compress_bound(n, &o);
+            size_t cap = bound > n ? bound : n;
+            guarded g;
+            uint8_t *buf = guarded_output(&g, cap);
+            gc_error err;
+            size_t len = 0;
+            memcpy(buf, frame, frame_len);
+            check_status(rle_decompress(buf, frame_len, thread_counts[t], buf, cap, &len, &err),
+                         "decode in place");
+            guard_check(&g, "decode in place");
+            memcpy(buf, src, n);
+            check_status(rle_compress(buf, n, &o, buf, cap, &len, &err), "encode in place");
+            guard_check(&g, "encode in place");
+            /* the output starting inside the input */
+            memcpy(buf + cap - frame_len, frame, frame_len);
+            check_status(rle_decompress(buf + cap - frame_len, frame_len, thread_counts[t], buf,
+                                        cap, &len, &err), "decode overlapping");
+            guard_check(&g, "decode overlapping");
+            guarded_free(&g);
+            free(frame);
+            free(src);
+        }
+    }
+}
+END_TEST
+
 static Suite *rle_suite(void)
 {
     Suite *s = suite_create("rle");
@@ -742,6 +1090,14 @@ static Suite *rle_suite(void)
     tcase_add_test(bad, test_dst_too_small);
     tcase_add_test(bad, test_invalid_options);
     suite_add_tcase(s, bad);
+
+    TCase *hostile = tcase_create("changing input");
+    tcase_set_timeout(hostile, 300); /* each case runs for a bounded time; sanitizers are slow */
+    tcase_add_test(hostile, test_run_lengths_bounded);
+    tcase_add_test(hostile, test_same_buffer);
+    tcase_add_test(hostile, test_decode_input_changes);
+    tcase_add_test(hostile, test_encode_input_changes);
+    suite_add_tcase(s, hostile);
     return s;
 }
 

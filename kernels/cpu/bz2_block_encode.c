@@ -4,6 +4,7 @@
  * order. Blocks are independent, so bz2_stream.c runs these in parallel.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "bz2_internal.h"
 
@@ -96,16 +97,34 @@ static void put_block(bz2_bitwriter *w, uint32_t crc, int randomised, int32_t or
     free(sel);
 }
 
-int bz2_encode_block(const uint8_t *src, size_t n, unsigned flags, bz2_bitwriter *w, uint32_t *crc)
+/*
+ * The input may be a client's memory that changes while we run: the block is
+ * copied once and the CRC and RLE1 both come from the copy (so the block is
+ * self-consistent), and a copy whose RLE1 output no longer fits the limit the
+ * plan sized the block for is refused rather than written as an oversized
+ * (non-conforming) block.
+ */
+int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
+                     bz2_bitwriter *w, uint32_t *crc)
 {
-    *crc = bz2_crc(src, n);
+    uint8_t *copy = malloc(n ? n : 1);
     uint8_t *rle = malloc(n + n / 4 + 1);
     uint8_t *bwt = NULL;
     uint16_t *sym = NULL;
     int rc = GC_E_NOMEM;
-    if (!rle)
+    if (!copy || !rle) {
+        free(copy);
+        free(rle);
         return rc;
-    size_t m = bz2_rle1_encode(src, n, rle);
+    }
+    memcpy(copy, src, n);
+    src = copy;
+    *crc = bz2_crc(src, n);
+    size_t m = bz2_rle1_encode(src, n, rle); /* <= n + n / 4 for any bytes */
+    if (m > limit) {
+        rc = GC_E_INVALID;
+        goto out;
+    }
     int randomised = (flags & BZ2_ENC_RANDOMISE) != 0;
     if (randomised) {
         bz2_rand rs;
@@ -132,6 +151,7 @@ int bz2_encode_block(const uint8_t *src, size_t n, unsigned flags, bz2_bitwriter
     put_block(w, *crc, randomised, orig, in_use, sym, n_sym, n_in_use + 2);
     rc = w->oom ? GC_E_NOMEM : GC_OK;
 out:
+    free(copy);
     free(rle);
     free(bwt);
     free(sym);

@@ -67,7 +67,9 @@ static inline uint8_t bz2_rand_next(bz2_rand *r)
 /* Split src into blocks whose RLE1 output is <= limit bytes. Returns the
  * number of blocks and a malloc'd array of n+1 input offsets in *starts
  * (block i is src[starts[i] .. starts[i+1])); 0 blocks for empty input.
- * Returns (size_t)-1 when out of memory. */
+ * Returns (size_t)-1 when out of memory. src may change while this runs (a
+ * client's memory): the plan is then garbage but stays inside its array, and
+ * bz2_encode_block checks each block against the limit again. */
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts);
 /* RLE1-encode src[0..n) (one block's input) into dst; returns bytes written.
  * dst must hold n + n / 4 + 1 bytes. */
@@ -106,9 +108,12 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
 /* ---- bz2_block_encode.c ---- */
 #define BZ2_ENC_RANDOMISE 1u /* test hook: write a randomised block */
 /* Compress one block (src = its slice of the original input) to w.
- * *crc receives the block CRC. Returns GC_OK or GC_E_NOMEM. */
-int bz2_encode_block(const uint8_t *src, size_t n, unsigned flags, bz2_bitwriter *w,
-                     uint32_t *crc);
+ * *crc receives the block CRC. The slice is read once, into private memory;
+ * if its RLE1 output is over limit (the input changed since bz2_rle1_plan
+ * sized the block) nothing is written and the result is GC_E_INVALID.
+ * Returns GC_OK, GC_E_INVALID or GC_E_NOMEM. */
+int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
+                     bz2_bitwriter *w, uint32_t *crc);
 
 /* ---- bz2_ibwt.c: inverse BWT ---- */
 /* Spare bytes past the block that bz2_inverse_bwt may use as scratch. */

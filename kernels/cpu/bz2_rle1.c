@@ -59,12 +59,15 @@ static size_t next_run4(const uint8_t *src, size_t i, size_t n)
 }
 
 /* Account n_bytes 1-byte units starting at i; they may split across blocks. */
-static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t *nb,
-                          size_t *used)
+static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t cap,
+                          size_t *nb, size_t *used)
 {
     while (n_bytes > 0) {
-        if (*used == 0)
+        if (*used == 0) {
+            if (*nb + 1 >= cap) /* cannot happen (see bz2_rle1_plan) */
+                return;
             st[(*nb)++] = i; /* a block starts here */
+        }
         size_t take = n_bytes < limit - *used ? n_bytes : limit - *used;
         *used += take;
         i += take;
@@ -86,16 +89,23 @@ size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts
     size_t i = 0;
     while (i < n) {
         size_t p = next_run4(src, i, n);
-        plan_literals(i, p - i, limit, st, &nb, &used);
+        plan_literals(i, p - i, limit, st, cap, &nb, &used);
         i = p;
         if (i >= n)
             break;
-        /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit. */
+        /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit.
+         * next_run4 saw 4 equal bytes at i (so i + 4 <= n); if they changed since (client
+         * memory), the unit still consumes 4, which keeps the block count bound below. */
         size_t r = run_length(src, i, n);
+        if (r < 4)
+            r = 4;
         if (used + 5 > limit)
             used = 0;
-        if (used == 0)
+        if (used == 0) {
+            if (nb + 1 >= cap) /* cannot happen (see cap): never write past the array */
+                break;
             st[nb++] = i;
+        }
         used += 5;
         i += r;
         if (used == limit)

@@ -11,6 +11,19 @@
  * after half a chunk), then writes symbols and lengths in one more scan;
  * see encode_rle. The decoder writes each short run as one unconditional
  * 16-byte store.
+ *
+ * Input that changes while we run: the daemon runs these coders directly on
+ * client memory (memfds mapped MAP_SHARED) that the client may keep writing,
+ * and input and output may even be the same memory. Every byte that decides
+ * control flow, a size or an offset is read once into private memory and
+ * checked there, or bounded where it is used: the frame header is copied into
+ * rle_frame_info; the chunk index is copied once (rle_frame_index_copy) and
+ * record offsets and sizes come only from that copy; each run length is read
+ * once and the run bounded by the space left in its chunk (expand_runs);
+ * the encoder never writes more runs than count_runs counted (write_runs; a
+ * chunk that changed in between is stored) and slides records by sizes kept
+ * in a private array, never read back from the output's index. Such input
+ * gives an error or garbage output, never an access outside the buffers.
  */
 #include "rle.h"
 
@@ -99,16 +112,18 @@ ALWAYS_INLINE uint64_t broadcast(uint64_t elem, unsigned w)
     }
 }
 
-/* Copy n bytes and return their CRC32C, block by block so each block is
- * read from memory once and checksummed while it is still in L1. */
+/* Copy n bytes and return the CRC32C of the copy, block by block so each
+ * block is checksummed while it is still in L1. The CRC is of what was
+ * written, not of a second read of src (which may change under us), and
+ * memmove keeps src and dst in the same memory defined (garbage, no fault). */
 static uint32_t copy_crc(uint8_t *dst, const uint8_t *src, size_t n)
 {
     enum { BLOCK = 16384 };
     uint32_t crc = 0;
     for (size_t off = 0; off < n; off += BLOCK) {
         size_t len = n - off < BLOCK ? n - off : BLOCK;
-        crc = crc32c_update(crc, src + off, len);
-        memcpy(dst + off, src + off, len);
+        memmove(dst + off, src + off, len);
+        crc = crc32c_update(crc, dst + off, len);
     }
     return crc;
 }
@@ -245,22 +260,44 @@ ALWAYS_INLINE uint64_t diff_bytes64(const uint8_t *p, unsigned w)
 }
 
 /*
- * Write every run's symbol and length - 1 in lw bytes (truncated if wider:
- * the caller checks the returned OR of all lengths - 1 and rewrites them).
+ * Write the symbol and length - 1 (in lw bytes, truncated if wider: the
+ * caller checks *len_bits, the OR of all lengths - 1, and rewrites them) of
+ * each of the `runs` runs count_runs found. This is a second read of the
+ * chunk, which may have changed since (client memory): it never writes more
+ * than `runs` runs, and returns -1 when the chunk no longer has exactly that
+ * many (the caller then stores the chunk), else 0.
+ *
+ * A window ends at most RUN_WINDOW / w runs, so the check is one compare per
+ * window until the last such windows, which check every run.
  */
-ALWAYS_INLINE size_t write_runs(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
-                                uint8_t *syms, uint8_t *lens)
+ALWAYS_INLINE int write_runs(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
+                             uint8_t *syms, uint8_t *lens, size_t runs, size_t *len_bits)
 {
     run_writer rw = { src, syms, lens, 0, 0, 0 };
     size_t q = 0;
-    for (; q + w + RUN_WINDOW <= nb; q += RUN_WINDOW)
-        for (uint64_t m = diff_bytes64(src + q, w); m; m &= m - 1)
+    for (; q + w + RUN_WINDOW <= nb; q += RUN_WINDOW) {
+        uint64_t m = diff_bytes64(src + q, w);
+        if (rw.r + RUN_WINDOW / w < runs) {
+            for (; m; m &= m - 1)
+                put_run(&rw, q + (size_t)__builtin_ctzll(m) + 1, w, lw);
+            continue;
+        }
+        for (; m; m &= m - 1) {
+            if (rw.r + 1 >= runs) /* the last run is the one ending at nb */
+                return -1;
             put_run(&rw, q + (size_t)__builtin_ctzll(m) + 1, w, lw);
-    for (; q + w < nb; q += w)
-        if (load_n(src + q, w) != load_n(src + q + w, w))
+        }
+    }
+    for (; q + w < nb; q += w) {
+        if (load_n(src + q, w) != load_n(src + q + w, w)) {
+            if (rw.r + 1 >= runs)
+                return -1;
             put_run(&rw, q + w, w, lw);
-    put_run(&rw, nb, w, lw);
-    return rw.len_bits;
+        }
+    }
+    put_run(&rw, nb, w, lw); /* rw.r < runs here */
+    *len_bits = rw.len_bits;
+    return rw.r == runs ? 0 : -1;
 }
 
 /* Bytes needed by the widest length - 1, from the OR of them all. */
@@ -298,15 +335,18 @@ ALWAYS_INLINE size_t encode_rle(const uint8_t *src, size_t nb, unsigned w, uint8
         return 0;
     uint8_t *syms = rec + RLE_CHUNK_HEADER, *lens = syms + runs * w;
     unsigned written = runs * (w + 2) < nb ? 2 : 1;
-    size_t len_bits = written == 2 ? write_runs(src, nb, w, 2, syms, lens)
-                                   : write_runs(src, nb, w, 1, syms, lens);
+    size_t len_bits = 0;
+    if ((written == 2 ? write_runs(src, nb, w, 2, syms, lens, runs, &len_bits)
+                      : write_runs(src, nb, w, 1, syms, lens, runs, &len_bits)) != 0)
+        return 0; /* the chunk changed under us: store it */
     unsigned lw = len_width_for(len_bits);
     if (runs * (w + lw) >= nb)
         return 0;
     if (lw < written)
         narrow_lengths(lens, runs);
-    else if (lw > written) /* lw is 4: had it been 2, written would be 2 too */
-        write_runs(src, nb, w, 4, syms, lens);
+    else if (lw > written && /* lw is 4: had it been 2, written would be 2 too */
+             write_runs(src, nb, w, 4, syms, lens, runs, &len_bits) != 0)
+        return 0;
     rec[0] = RLE_MODE_RLE;
     rec[1] = (uint8_t)lw;
     store32(rec + 4, (uint32_t)runs);
@@ -401,38 +441,46 @@ ALWAYS_INLINE void fill_run(uint8_t *out, size_t nb, uint64_t pattern, unsigned 
 }
 
 /*
- * Expand runs whose lengths have been checked to sum to exactly out_len/w.
- * Short runs (the common case) are written as one unconditional 16 bytes when
- * the chunk has room, which is cheaper than an exact-length copy; the excess
- * is overwritten by the following runs.
+ * Expand the runs into out[0..out_len); returns the bytes of out left
+ * unwritten, or SIZE_MAX if a run did not fit (nothing is written past
+ * out_len). Each length is read once, into a local, and the run is bounded by
+ * the space left before it is written: the lengths are the client's memory and
+ * may change at any time, so no earlier check of them is relied on. Short runs
+ * (the common case) are written as one unconditional 16 bytes when the chunk
+ * has room for that, which is cheaper than an exact-length copy; the excess is
+ * overwritten by the following runs.
  */
-ALWAYS_INLINE void expand_runs(const uint8_t *syms, const uint8_t *lens, size_t runs,
-                               unsigned w, unsigned lw, uint8_t *out, size_t out_len)
+ALWAYS_INLINE size_t expand_runs(const uint8_t *syms, const uint8_t *lens, size_t runs,
+                                 unsigned w, unsigned lw, uint8_t *out, size_t out_len)
 {
-    uint8_t *end = out + out_len;
+    size_t left = out_len;
     for (size_t r = 0; r < runs; r++) {
         uint64_t pattern = broadcast(load_n(syms + r * w, w), w);
         size_t nb = ((size_t)load_n(lens + r * lw, lw) + 1) * w;
-        if (nb <= 16 && (size_t)(end - out) >= 16) {
+        if (nb > left)
+            return SIZE_MAX;
+        if (nb <= 16 && left >= 16) {
             uint64_t twice[2] = { pattern, pattern };
             memcpy(out, twice, sizeof twice); /* one 16-byte store */
         } else {
             fill_run(out, nb, pattern, w);
         }
         out += nb;
+        left -= nb;
     }
+    return left;
 }
 
 #define EXPAND_LW(W)                                                              \
     switch (lw) {                                                                 \
-    case 1: expand_runs(syms, lens, runs, W, 1, out, out_len); return;            \
-    case 2: expand_runs(syms, lens, runs, W, 2, out, out_len); return;            \
-    default: expand_runs(syms, lens, runs, W, 4, out, out_len); return;           \
+    case 1: return expand_runs(syms, lens, runs, W, 1, out, out_len);             \
+    case 2: return expand_runs(syms, lens, runs, W, 2, out, out_len);             \
+    default: return expand_runs(syms, lens, runs, W, 4, out, out_len);            \
     }
 
 /* One specialised loop per (width, len_width) pair. */
-static void expand_runs_any(const uint8_t *syms, const uint8_t *lens, size_t runs, unsigned w,
-                            unsigned lw, uint8_t *out, size_t out_len)
+static size_t expand_runs_any(const uint8_t *syms, const uint8_t *lens, size_t runs, unsigned w,
+                              unsigned lw, uint8_t *out, size_t out_len)
 {
     switch (w) {
     case 1: EXPAND_LW(1)
@@ -475,12 +523,16 @@ static int decode_rle(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *o
                           rec_len, (unsigned)runs, (unsigned long long)expect);
     const uint8_t *syms = rec + RLE_CHUNK_HEADER;
     const uint8_t *lens = syms + (size_t)runs * w;
-    uint64_t elems = sum_lengths_any(lens, runs, lw);
-    if (elems != out_len / w)
+    if (expand_runs_any(syms, lens, runs, w, lw, out, out_len) != 0) {
+        /* the sum only names the error; the expansion stopped at the chunk's end */
+        uint64_t elems = sum_lengths_any(lens, runs, lw);
+        if (elems == out_len / w)
+            return chunk_fail(err, GC_E_CORRUPT, chunk_no,
+                              "run lengths changed while decoding");
         return chunk_fail(err, GC_E_CORRUPT, chunk_no,
                           "run lengths sum to %llu elements, chunk holds %zu",
                           (unsigned long long)elems, out_len / w);
-    expand_runs_any(syms, lens, runs, w, lw, out, out_len);
+    }
     *crc = crc32c(out, out_len);
     return GC_OK;
 }
@@ -595,6 +647,7 @@ static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error
     info->chunk_size = load32(src + 8);
     info->original_size = load64(src + 12);
     info->chunk_count = load32(src + 20);
+    memcpy(info->tail, src + 24, sizeof info->tail);
     if (!valid_width(info->width))
         return gc_fail(err, GC_E_CORRUPT, "rle: frame: element width %u is not 1, 2, 4 or 8",
                        info->width);
@@ -619,13 +672,15 @@ static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error
     return GC_OK;
 }
 
-/* Every index entry holds at least a record header; together they fill the
- * rest of the frame exactly. */
-static int check_index(const rle_frame_info *info, size_t records_len, gc_error *err)
+/* Every index entry (read once each from index, which is either the frame or
+ * a private copy) holds at least a record header; together they fill the rest
+ * of the frame exactly. */
+static int check_index(const rle_frame_info *info, const uint8_t *index, size_t records_len,
+                       gc_error *err)
 {
     uint64_t total = 0; /* < 2^32 entries of < 2^32 each: cannot overflow */
     for (uint32_t i = 0; i < info->chunk_count; i++) {
-        uint32_t size = load32(info->index + 4 * (size_t)i);
+        uint32_t size = load32(index + 4 * (size_t)i);
         if (size < RLE_CHUNK_HEADER)
             return gc_fail(err, GC_E_CORRUPT,
                            "rle: chunk %u: index entry %u is shorter than a record header",
@@ -657,15 +712,35 @@ int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc
                        "rle: frame: header and index need %llu bytes, %zu present",
                        (unsigned long long)header_size, src_len);
     info->header_size = (size_t)header_size;
-    info->tail = src + 24;
-    info->index = src + RLE_HEADER_FIXED;
     uint32_t stored = load32(src + header_size - RLE_HEADER_CRC);
     uint32_t computed = crc32c(src, header_size - RLE_HEADER_CRC);
     if (stored != computed)
         return gc_fail(err, GC_E_CRC,
                        "rle: frame: header CRC32C mismatch (stored 0x%08x, computed 0x%08x)",
                        (unsigned)stored, (unsigned)computed);
-    return check_index(info, src_len - info->header_size, err);
+    return check_index(info, src + RLE_HEADER_FIXED, src_len - info->header_size, err);
+}
+
+int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_info *info,
+                         uint32_t *index, gc_error *err)
+{
+    gc_error_clear(err);
+    uint64_t header_size = header_size_for(info->chunk_count);
+    if (header_size != info->header_size || header_size > src_len)
+        return gc_fail(err, GC_E_INVALID, "rle: frame: index copy with a frame info that does "
+                                          "not describe this frame");
+    size_t n = info->chunk_count;
+    if (n)
+        memcpy(index, src + RLE_HEADER_FIXED, 4 * n); /* the one read of the index */
+    /* The header CRC again, over the copy: what is checked is what is used. */
+    uint32_t computed = crc32c_update(crc32c(src, RLE_HEADER_FIXED), index, 4 * n);
+    uint32_t stored = load32(src + header_size - RLE_HEADER_CRC);
+    if (stored != computed)
+        return gc_fail(err, GC_E_CRC,
+                       "rle: frame: header CRC32C mismatch (stored 0x%08x, computed 0x%08x): "
+                       "the frame changed while it was read",
+                       (unsigned)stored, (unsigned)computed);
+    return check_index(info, (const uint8_t *)index, src_len - info->header_size, err);
 }
 
 /* ---- whole frames --------------------------------------------------------- */
@@ -675,7 +750,8 @@ typedef struct encode_job {
     uint64_t body_len;
     rle_options opt;
     uint8_t *records; /* first record; chunk i is encoded at slot i */
-    uint8_t *index;
+    uint8_t *index;   /* the frame's index: written, never read back */
+    uint32_t *sizes;  /* parallel encode: record sizes (private memory) */
 } encode_job;
 
 /* Slot i starts where chunk i's record would be if every chunk were stored. */
@@ -696,29 +772,35 @@ static size_t encode_one(const encode_job *job, size_t i, uint8_t *record)
 static void encode_item(void *ctx, size_t i)
 {
     const encode_job *job = ctx;
-    encode_one(job, i, job->records + slot_offset(job, i));
+    job->sizes[i] = (uint32_t)encode_one(job, i, job->records + slot_offset(job, i));
 }
 
 /*
  * Chunks are encoded in parallel, each into its worst-case slot, then slid
  * down to close the gaps, so the output does not depend on the thread count.
  * Stored chunks fill their slot exactly, so incompressible data moves nothing.
+ * The sizes come from a private array, never from the index in dst (the
+ * client's memory). Without memory for that array, chunks are encoded in turn.
  */
 static size_t encode_chunks(encode_job *job, size_t chunk_count)
 {
     size_t out = 0;
-    if (job->opt.threads == 1 || chunk_count < 2) {
+    if (job->opt.threads != 1 && chunk_count >= 2)
+        job->sizes = malloc(chunk_count * sizeof *job->sizes);
+    if (!job->sizes) {
         for (size_t i = 0; i < chunk_count; i++)
             out += encode_one(job, i, job->records + out);
         return out;
     }
     gc_parallel_for(chunk_count, job->opt.threads, encode_item, job);
     for (size_t i = 0; i < chunk_count; i++) {
-        size_t size = load32(job->index + 4 * i), slot = slot_offset(job, i);
+        size_t size = job->sizes[i], slot = slot_offset(job, i);
         if (slot != out)
             memmove(job->records + out, job->records + slot, size);
         out += size;
     }
+    free(job->sizes);
+    job->sizes = NULL;
     return out;
 }
 
@@ -734,8 +816,8 @@ static void write_header(uint8_t *dst, const rle_options *o, const uint8_t *src,
     store64(dst + 12, (uint64_t)src_len);
     store32(dst + 20, chunk_count);
     store64(dst + 24, 0);
-    if (tail_len)
-        memcpy(dst + 24, src + src_len - tail_len, tail_len);
+    if (tail_len) /* memmove: src and dst may be the same memory */
+        memmove(dst + 24, src + src_len - tail_len, tail_len);
 }
 
 int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
@@ -759,7 +841,7 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
                        dst_cap, bound);
     write_header(dst, &o, src, src_len, tail_len, (uint32_t)chunk_count);
     size_t header_size = (size_t)header_size_for(chunk_count);
-    encode_job job = { src, body_len, o, dst + header_size, dst + RLE_HEADER_FIXED };
+    encode_job job = { src, body_len, o, dst + header_size, dst + RLE_HEADER_FIXED, NULL };
     size_t records_len = encode_chunks(&job, (size_t)chunk_count);
     store32(dst + header_size - RLE_HEADER_CRC, crc32c(dst, header_size - RLE_HEADER_CRC));
     *dst_len = header_size + records_len;
@@ -768,7 +850,7 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
 
 typedef struct decode_job {
     const uint8_t *records;
-    const uint64_t *offsets; /* of each record, from the index */
+    const uint64_t *offsets; /* of each record and the end, from the private index copy */
     const rle_frame_info *info;
     uint8_t *dst;
     pthread_mutex_t lock;
@@ -785,7 +867,7 @@ static void decode_item(void *ctx, size_t i)
     const rle_frame_info *info = job->info;
     uint64_t body_len = info->original_size - info->tail_len;
     gc_error err;
-    int rc = decode_record(job->records + job->offsets[i], load32(info->index + 4 * i),
+    int rc = decode_record(job->records + job->offsets[i], job->offsets[i + 1] - job->offsets[i],
                            info->width, job->dst + i * (size_t)info->chunk_size,
                            chunk_len_at(body_len, info->chunk_size, i), i, &err);
     if (rc == GC_OK)
@@ -798,17 +880,31 @@ static void decode_item(void *ctx, size_t i)
     pthread_mutex_unlock(&job->lock);
 }
 
-/* Decode every chunk (in parallel); on failure report the lowest failing chunk. */
-static int decode_chunks(const uint8_t *src, const rle_frame_info *info, unsigned threads,
-                         uint8_t *dst, gc_error *err)
+/* Decode every chunk (in parallel); on failure report the lowest failing chunk.
+ * Record sizes and offsets come only from a private copy of the index,
+ * validated after it was made (rle_frame_index_copy). */
+static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_info *info,
+                         unsigned threads, uint8_t *dst, gc_error *err)
 {
-    uint64_t *offsets = malloc(((size_t)info->chunk_count + 1) * sizeof *offsets);
-    if (!offsets)
+    size_t n = info->chunk_count;
+    uint32_t *index = malloc(n ? n * sizeof *index : 1);
+    uint64_t *offsets = malloc((n + 1) * sizeof *offsets);
+    if (!index || !offsets) {
+        free(index);
+        free(offsets);
         return gc_fail(err, GC_E_NOMEM, "rle: no memory for a %u-chunk index",
                        (unsigned)info->chunk_count);
+    }
+    int rc = rle_frame_index_copy(src, src_len, info, index, err);
+    if (rc != GC_OK) {
+        free(index);
+        free(offsets);
+        return rc;
+    }
     offsets[0] = 0;
-    for (size_t i = 0; i < info->chunk_count; i++)
-        offsets[i + 1] = offsets[i] + load32(info->index + 4 * i);
+    for (size_t i = 0; i < n; i++)
+        offsets[i + 1] = offsets[i] + index[i];
+    free(index);
     decode_job job = { .records = src + info->header_size, .offsets = offsets,
                        .info = info, .dst = dst };
     pthread_mutex_init(&job.lock, NULL);
@@ -834,7 +930,7 @@ int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
         return gc_fail(err, GC_E_LIMIT,
                        "rle: frame decodes to %llu bytes, output buffer holds %zu",
                        (unsigned long long)info.original_size, dst_cap);
-    rc = decode_chunks(src, &info, threads, dst, err);
+    rc = decode_chunks(src, src_len, &info, threads, dst, err);
     if (rc != GC_OK)
         return rc;
     size_t body_len = (size_t)(info.original_size - info.tail_len);

@@ -27,7 +27,12 @@ typedef struct rle_options {
     unsigned threads;    /* chunks encoded/decoded in parallel (0 = all CPUs, 1 = caller only) */
 } rle_options;
 
-/* Parsed and validated frame header (see rle_frame_parse). */
+/*
+ * Parsed and validated frame header (see rle_frame_parse): every field is a
+ * copy, so it stays valid when the frame's bytes change. The chunk index
+ * (chunk_count little-endian u32 record sizes at frame offset 32) is not
+ * kept: take a private copy with rle_frame_index_copy.
+ */
 typedef struct rle_frame_info {
     unsigned width;
     unsigned tail_len;
@@ -35,8 +40,7 @@ typedef struct rle_frame_info {
     uint64_t original_size;
     uint32_t chunk_count;
     size_t header_size;            /* bytes up to and including header_crc */
-    const uint8_t *tail;           /* points into the frame */
-    const uint8_t *index;          /* chunk_count little-endian u32 record sizes */
+    uint8_t tail[8];               /* the frame's tail field (tail_len bytes used) */
 } rle_frame_info;
 
 /* Validate options and fill defaults; GC_E_INVALID with a message if bad. */
@@ -58,13 +62,31 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
 /*
  * Parse and validate a frame's header, index and header CRC against the
  * bytes present (src_len). Does not decode chunks.
+ *
+ * The frame may be memory another process keeps writing (a client's memfd):
+ * the checks hold for the bytes as they were read. Never size or place
+ * anything by a second read of the index; use rle_frame_index_copy.
  */
 int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc_error *err);
 
 /*
+ * Copy the chunk index of the frame that rle_frame_parse(src, src_len, info)
+ * accepted into index[0..info->chunk_count) (the caller's memory), reading it
+ * once, and validate the copy: header CRC, every entry at least a record
+ * header, the entries adding up to the src_len - header_size bytes present.
+ * Record sizes and offsets must come from this copy only. GC_E_CRC, _CORRUPT
+ * or _TRUNCATED when the frame changed since rle_frame_parse.
+ */
+int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_info *info,
+                         uint32_t *index, gc_error *err);
+
+/*
  * Decompress a whole frame into dst (capacity dst_cap; the original size is
  * known from rle_frame_parse). Validates everything (docs/FORMAT.md,
- * "Decoder checks"); GC_E_LIMIT if dst_cap is too small.
+ * "Decoder checks"); GC_E_LIMIT if dst_cap is too small. src may change
+ * while this runs, and src and dst may overlap (even be the same memory):
+ * the result is then an error or garbage, never an access outside
+ * src[0..src_len) and dst[0..dst_cap) (see rle.c).
  */
 int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
                    uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);

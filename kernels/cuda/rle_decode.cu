@@ -2,8 +2,12 @@
  * rle_decode.cu - the rle decoder on the device, validating as it goes.
  *
  * The host has already checked the frame header, header CRC and that the
- * index entries add up to the records present (rle_frame_parse), so every
- * record lies inside the records buffer. Then:
+ * index entries add up to the records present (rle_frame_parse or, for the
+ * batch pipeline, rle_frame_index_copy: the index the device gets is that
+ * validated host copy). dec_check still checks each record against the end
+ * of the records (the device-resident API's index is a separate read of the
+ * caller's device memory), and every load of record bytes is bounded by
+ * rec_len, so no index makes a kernel read outside the records. Then:
  *   1. cub scan of the index -> record offsets.
  *   2. dec_check (thread per chunk): record header against the index and the
  *      chunk length; work items per chunk (stored: 16 KiB output tiles; rle:
@@ -45,6 +49,7 @@ enum Check : uint32_t {
     CK_RLE_SIZE,
     CK_SUM,
     CK_CRC,
+    CK_PAST_END,
 };
 
 struct ChunkDec {
@@ -135,6 +140,10 @@ __global__ void dec_check(DecK k)
         ChunkDec cd{};
         if (isz < 12) {
             st = (GC_E_CORRUPT << 8) | CK_SHORT;
+        } else if (k.rec_off[c] + isz > (unsigned long long)k.rec_len) {
+            /* the host checked an index that adds up, but this one is a separate
+             * read (device-resident frames): never read a header past the records */
+            st = (GC_E_TRUNCATED << 8) | CK_PAST_END;
         } else {
             const uint8_t *h = k.rec + k.rec_off[c];
             cd.mode = h[0];
@@ -698,6 +707,7 @@ int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err)
         "index entry does not match 12 + run_count * (width + len_width)",
         "run lengths do not add up to the chunk's element count",
         "CRC32C of the decoded chunk does not match the record",
+        "index entry places the record past the end of the records present",
     };
     uint32_t ck = status & 0xff;
     int code = (int)(status >> 8);

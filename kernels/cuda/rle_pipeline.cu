@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
 #include "gpu_internal.cuh"
@@ -93,7 +94,11 @@ struct JobState {
     uint64_t meta_next = 0; /* encode: first chunk of the next piece whose output D2H is due */
     /* page-locked parts of the caller's buffers: [lo, hi) addresses */
     uintptr_t src_lo = 0, src_hi = 0, dst_lo = 0, dst_hi = 0;
-    const uint8_t *index = nullptr; /* decode: the frame's index (host) */
+    /* decode: a private copy of the frame's index, validated after it was made
+     * (rle_frame_index_copy). The frame is the caller's memory (a client's memfd
+     * in the daemon) and may change at any time: record sizes and offsets, the
+     * staging lengths and the device's index all come from this copy only. */
+    std::vector<uint32_t> index;
     rle_frame_info info{};
     bool failed = false;
 };
@@ -384,8 +389,8 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
             rc = gc_fail(err, GC_E_DEVICE, "cuda: decode: %s", cudaGetErrorString(e));
     }
     if (rc == GC_OK) {
-        uint64_t cc = get32(ctx->h_small + 20);
-        hsize = std::min<uint64_t>(32 + 4 * cc + 4, frame_len);
+        uint32_t cc = get32(ctx->h_small + 20);
+        hsize = std::min<uint64_t>(32 + 4 * (uint64_t)cc + 4, frame_len);
         hdr = (uint8_t *)malloc(hsize);
         if (!hdr) {
             rc = gc_fail(err, GC_E_NOMEM, "gpu rle: out of host memory");
@@ -393,8 +398,10 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
             cudaError_t e = cudaMemcpy(hdr, d_frame, hsize, cudaMemcpyDeviceToHost);
             if (e != cudaSuccess)
                 rc = gc_fail(err, GC_E_DEVICE, "cuda: decode: %s", cudaGetErrorString(e));
+            else if (get32(hdr + 20) != cc) /* hdr was sized by the first read */
+                rc = gc_fail(err, GC_E_CORRUPT, "rle: frame: chunk_count changed while the header was read");
             else
-                rc = rle_frame_parse(hdr, frame_len, &info, err); /* reads header and index only */
+                rc = rle_frame_parse(hdr, frame_len, &info, err); /* reads hdr[0..header_size) only */
         }
     }
     if (rc == GC_OK && info.original_size > dst_cap)
@@ -565,7 +572,18 @@ bool job_prepare(Batch &b, size_t j)
         s.body = s.info.original_size - s.info.tail_len;
         s.cc = s.info.chunk_count;
         s.header_size = s.info.header_size;
-        s.index = s.info.index;
+        try {
+            s.index.assign(s.cc, 0);
+        } catch (const std::bad_alloc &) {
+            job.status = gc_fail(&job.err, GC_E_NOMEM, "gpu rle: no memory for a %llu-chunk index",
+                                 (unsigned long long)s.cc);
+            return false;
+        }
+        rc = rle_frame_index_copy(job.src, job.src_len, &s.info, s.index.data(), &job.err);
+        if (rc != GC_OK) {
+            job.status = rc;
+            return false;
+        }
         s.rec_cursor = s.info.header_size;
         out_len = (size_t)s.body;
     } else {
@@ -624,7 +642,7 @@ uint64_t piece_chunks(const Batch &b, size_t j, uint64_t c0)
         if (!enc) {
             rec = 0;
             for (uint64_t c = c0; c < c0 + n; c++)
-                rec += get32(s.index + 4 * c);
+                rec += s.index[c];
         }
         size_t scr = enc ? enc_scratch_bytes(body, s.width, s.cs) : dec_scratch_bytes(body, s.width, s.cs);
         if (body <= ctx->in_cap && rec <= ctx->out_cap && rec <= ctx->in_cap && scr <= ctx->scr_cap &&
@@ -745,11 +763,11 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n)
     } else {
         uint64_t rec = 0;
         for (uint64_t c = c0; c < c0 + n; c++)
-            rec += get32(s.index + 4 * c);
+            rec += s.index[c];
         sl.in_host = job.src + s.rec_cursor;
-        sl.in_len = rec;
+        sl.in_len = rec; /* the sizes piece_chunks fitted to the slot: same copy */
         s.rec_cursor += rec;
-        memcpy(sl.h_meta + 64, s.index + 4 * c0, 4 * n);
+        memcpy(sl.h_meta + 64, s.index.data() + c0, 4 * n);
         sl.out_host = job.dst + c0 * s.cs;
         sl.out_len = sl.body;
         direct_part(s.dst_lo, s.dst_hi, sl.out_host, sl.out_len, &sl.out_lo, &sl.out_hi);
