@@ -44,12 +44,17 @@ typedef struct cjob {
     uint32_t *crcs;
     uint64_t *nbits; /* exact bit length of each block */
     int *rcs;
+    const gc_job *job;
 } cjob;
 
 static void compress_one(void *ctx, size_t i)
 {
     cjob *j = ctx;
     size_t n = j->starts[i + 1] - j->starts[i];
+    if (gc_job_cancelled(j->job)) { /* the rest of the blocks are not worth starting */
+        j->rcs[i] = GC_E_IO;
+        return;
+    }
     bz2_bw_init(&j->bits[i], n / 2 + 1024);
     j->rcs[i] = bz2_encode_block(j->src + j->starts[i], n, j->limit, j->flags, &j->bits[i],
                                  &j->crcs[i]);
@@ -76,7 +81,7 @@ int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, 
     size_t nb = bz2_rle1_plan(src, src_len, limit, &starts);
     if (nb == (size_t)-1)
         return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-    cjob job = { .src = src, .starts = starts, .limit = limit, .flags = flags };
+    cjob job = { .src = src, .starts = starts, .limit = limit, .flags = flags, .job = opt ? opt->job : NULL };
     job.bits = calloc(nb + 1, sizeof *job.bits);
     job.crcs = calloc(nb + 1, sizeof *job.crcs);
     job.rcs = calloc(nb + 1, sizeof *job.rcs);
@@ -122,6 +127,8 @@ out:
     free(job.rcs);
     free(nbits);
     free(starts);
+    if (rc == GC_E_IO)
+        return gc_fail(err, rc, "bzip2: cancelled");
     if (rc == GC_E_INVALID) /* bz2_encode_block: a block outgrew the plan */
         return gc_fail(err, rc, "bzip2: the input changed while it was being compressed");
     if (rc != GC_OK)
@@ -237,6 +244,7 @@ typedef struct dctx {
     size_t wasted;   /* decoded candidates that were not blocks */
     uint8_t *out;
     size_t out_len, out_cap;
+    const gc_job *job;
 } dctx;
 
 static void decode_one(void *ctx, size_t i)
@@ -281,6 +289,8 @@ static int append_out(dctx *d, const uint8_t *p, size_t n)
         size_t cap = d->out_cap ? d->out_cap : 1u << 16;
         while (cap - d->out_len < n)
             cap *= 2;
+        if (!gc_job_may_grow(d->job, cap - d->out_cap))
+            return -2;
         uint8_t *no = realloc(d->out, cap);
         if (!no)
             return -1;
@@ -339,8 +349,12 @@ static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *
         else if (d->max_out && r->out_len > d->max_out - d->out_len)
             rc = gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: decompressed size exceeds the %zu byte limit",
                          sno, bno, d->max_out);
-        else if (append_out(d, r->out, r->out_len))
-            rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+        else if (gc_job_cancelled(d->job))
+            rc = gc_fail(err, GC_E_IO, "bzip2: cancelled");
+        else if ((rc = append_out(d, r->out, r->out_len)) != 0)
+            rc = rc == -2 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
+                                    "the memory it may use (%zu bytes so far)", sno, bno, d->out_len)
+                          : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
         combined = bz2_combine_crc(combined, r->stored_crc);
         free(r->out);
         r->out = NULL;
@@ -356,11 +370,17 @@ static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *
 int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
                    uint8_t **dst, size_t *dst_len, gc_error *err)
 {
+    return bz2_decompress_job(src, src_len, max_output, threads, NULL, dst, dst_len, err);
+}
+
+int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
+                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err)
+{
     if (!dst || !dst_len || (!src && src_len))
         return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
     *dst = NULL;
     *dst_len = 0;
-    dctx d = { .src = src, .len = src_len, .max_out = max_output };
+    dctx d = { .src = src, .len = src_len, .max_out = max_output, .job = job };
     d.threads = threads ? threads : gc_cpu_count();
     d.batch = d.threads;
     int rc = GC_OK;
