@@ -1,6 +1,8 @@
 #!/bin/bash
-# Build the libFuzzer targets for the decoders with clang and run each for a
-# while. Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30)
+# Build the libFuzzer targets with clang and run each for a while: the
+# decoders (rle, bzip2) and the daemon's frame handling (frame: wire framing,
+# request validation and the CPU engine, tests/fuzz/fuzz_frame.c).
+# Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30)
 # Prints "fuzz-TARGET: 1 passed, 0 failed" (or "0 passed, 1 failed") per target;
 # a crash leaves its reproducer in build-fuzz/.
 set -uo pipefail
@@ -11,23 +13,42 @@ mkdir -p "$out"
 cd "$top"
 common="kernels/gc_status.c kernels/cpu/parallel.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernels -Ikernels/cpu -pthread"
+bz2="$(ls kernels/cpu/bz2_*.c 2>/dev/null | tr '\n' ' ')"
+# The frame target needs the protobuf-c sources that the build makes with
+# protoc-c (proto/proto.am); they are generated into build-fuzz/proto/.
+proto() {
+    if [ ! -f "$out/proto/gpucomp.pb-c.c" ] || [ proto/gpucomp.proto -nt "$out/proto/gpucomp.pb-c.c" ]; then
+        protoc-c -I. --c_out="$out" proto/gpucomp.proto || return 1
+    fi
+    local pc
+    pc=$(pkg-config --cflags --libs libprotobuf-c) || return 1
+    echo "-I. -I$out $out/proto/gpucomp.pb-c.c $pc"
+}
 declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c"
-    [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $(ls kernels/cpu/bz2_*.c 2>/dev/null | tr '\n' ' ') -lbz2"
+    [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
+    [frame]="tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
+             daemon/fd_payload.c daemon/fd_map_cache.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
 )
 status=0
-for target in rle bzip2; do
+for target in rle bzip2 frame; do
     bin="$out/fuzz_$target"
     corpus="$out/corpus-$target"
     rm -rf "$corpus"
     cp -r "tests/fuzz/corpus/$target" "$corpus" 2>/dev/null || mkdir -p "$corpus"
-    if clang $flags ${sources[$target]} $common -o "$bin" 2>"$out/build-$target.log" &&
+    : >"$out/build-$target.log"
+    extra="" built=1
+    if [ "$target" = frame ]; then
+        extra=$(proto 2>>"$out/build-$target.log") || built=0
+    fi
+    if [ $built = 1 ] &&
+        clang $flags ${sources[$target]} $extra $common -o "$bin" 2>>"$out/build-$target.log" &&
         (cd "$out" && "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=20 "$corpus" \
             >"$out/run-$target.log" 2>&1); then
         echo "fuzz-$target: 1 passed, 0 failed"
     else
         echo "fuzz-$target: 0 passed, 1 failed"
-        tail -30 "$out/build-$target.log" "$out/run-$target.log" >&2
+        tail -n 30 "$out/build-$target.log" "$out/run-$target.log" >&2
         status=1
     fi
 done
