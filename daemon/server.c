@@ -60,9 +60,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         gcd_peer_log_refusal(&s->peers, &who, gcd_now_ns());
     /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */
     gcd_conn *c = gcd_conn_accept(s, fd);
-    if (c && !allowed) {
-        c->refused_peer = true;
-        c->peer_uid = who.uid;
+    if (c) {
+        c->peer_uid = who.uid; /* also whom the memory budget charges (budget.h) */
+        c->refused_peer = !allowed;
     }
 }
 
