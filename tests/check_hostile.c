@@ -106,9 +106,11 @@ static void assert_daemon_serves(void)
     ping.id = 99;
     ping.op = GPUCOMP__OP__OP_PING;
     ping.last = 1;
+    double t0 = now_s();
     raw_send_request(fd, &ping);
     Gpucomp__Frame *f = response_to(fd, 99);
     ck_assert_msg(f != NULL, "the daemon did not answer a PING");
+    fprintf(stderr, "  another client's PING: %.2f ms\n", (now_s() - t0) * 1e3);
     gc_wire_free(f);
     close(fd);
 }
@@ -581,6 +583,8 @@ START_TEST(test_register_limit_checked_before_mapping)
     ck_assert_int_eq(f->response->status, GC_E_LIMIT);
     gc_wire_free(f);
     uint64_t peak = daemon_rss_kib("VmHWM:");
+    fprintf(stderr, "  REGISTER of a sparse 1 GiB memfd over the limit: peak RSS %llu MiB\n",
+            (unsigned long long)(peak >> 10));
     ck_assert_msg(peak < 200u << 10, "peak RSS %llu KiB: the file was populated before the limit check",
                   (unsigned long long)peak);
     close(sock);
