@@ -298,14 +298,26 @@ static void unlink_waiter(gcd_conn *c)
     c->waiting_budget = false;
 }
 
+/* A payload_in_fd frame that starts no request still consumes its descriptors (docs/PROTOCOL.md). */
+static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
+{
+    int fds[2];
+    claim_fds(c, fds, fds_carried(m));
+    close_fds(fds);
+}
+
 static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 {
     if (m->id == 0) {
+        discard_fds(c, m);
         gcd_send_error(c, 0, GC_E_PROTOCOL, "request id 0 is reserved");
         return;
     }
     gcd_request *r = find_assembling(c, m->id);
-    if (!r && !(r = start_request(c, m)))
+    bool first = !r;
+    if (!first)
+        discard_fds(c, m); /* only a first frame may carry descriptors */
+    else if (!(r = start_request(c, m)))
         return;
     if (r->refused) {
         if (m->last)
@@ -313,6 +325,12 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         return;
     }
     gc_error err = { 0 };
+    if (m->payload_in_fd && !first) {
+        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload_in_fd on a frame that is not its first",
+                (unsigned long long)r->id);
+        refuse(c, r, &err, !m->last);
+        return;
+    }
     if (m->payload.len > r->total_size - r->received) {
         gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload exceeds its total_size of %llu bytes",
                 (unsigned long long)r->id, (unsigned long long)r->total_size);

@@ -93,10 +93,10 @@ static int bzip2_request(gcd_request *r, unsigned threads)
     if (r->op == GPUCOMP__OP__OP_COMPRESS) {
         bz2_options opt = { .level = (int)r->level, .threads = threads, .job = &job };
         rc = bz2_compress(r->input, r->total_size, &opt, &out, &out_len, &r->error);
-        if (rc == GC_OK && r->out_fd < 0 && r->budget) {
-            gcd_budget_charge(r->budget, r->uid, out_len); /* it exists already */
-            r->charged += out_len;
-            r->output_charge += out_len;
+        if (rc == GC_OK && r->out_fd < 0) {
+            rc = gcd_request_charge(r, out_len, "output", &r->error);
+            if (rc == GC_OK)
+                r->output_charge += out_len;
         }
     } else {
         rc = bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out, &out_len,
@@ -155,9 +155,29 @@ bool gcd_engine_cancelled(gcd_request *r)
     return true;
 }
 
+/*
+ * A user whose share of the budget is full (typically: answers it does not
+ * read) gets no more work run for it until its share drains.
+ */
+static bool over_share(gcd_request *r)
+{
+    if (!r->budget || gcd_request_is_registration(r))
+        return false;
+    uint64_t held = gcd_budget_uid_in_use(r->budget, r->uid);
+    held -= r->charged < held ? r->charged : held; /* its own input does not count */
+    if (held < gcd_budget_uid_limit(r->budget))
+        return false;
+    gc_fail(&r->error, GC_E_LIMIT,
+            "this user holds its whole share of the daemon's memory (%llu bytes, answers not yet "
+            "read among them): request not run",
+            (unsigned long long)held);
+    gcd_engine_finish(r);
+    return true;
+}
+
 void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
 {
-    if (gcd_engine_cancelled(r))
+    if (gcd_engine_cancelled(r) || over_share(r))
         return;
     uint64_t start = now_ns();
     gc_error_clear(&r->error);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -684,6 +686,164 @@ START_TEST(test_five_descriptors_keep_the_connection)
 }
 END_TEST
 
+/* Descriptors that came with a frame starting no request are not handed to the next one. */
+START_TEST(test_stray_descriptors_are_not_reused)
+{
+    start(NULL);
+    int sock = hello();
+    int stray[2] = { gc_memfd_create("stray-in"), gc_memfd_create("stray-out") };
+    Gpucomp__Request bad = fd_request(0, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0);
+    send_with_fds(sock, &bad, stray, 2); /* id 0: refused */
+    Gpucomp__Frame *f = response_to(sock, 0);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(f->response->status, GC_E_PROTOCOL);
+    gc_wire_free(f);
+    size_t len = 64 << 10;
+    uint8_t *data = short_runs(len);
+    int fds[2] = { memfd_with(data, len), gc_memfd_create("out") };
+    Gpucomp__Request req = fd_request(5, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, len);
+    send_with_fds(sock, &req, fds, 2);
+    f = response_to(sock, 5);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_msg((int)f->response->status == GC_OK, "%s", f->response->message);
+    struct stat out_st, stray_st;
+    ck_assert_int_eq(fstat(fds[1], &out_st), 0);
+    ck_assert_int_eq(fstat(stray[1], &stray_st), 0);
+    ck_assert_msg(out_st.st_size >= (off_t)f->response->total_size && stray_st.st_size == 0,
+                  "the output went to the stray descriptor (%lld bytes there, %lld in the request's)",
+                  (long long)stray_st.st_size, (long long)out_st.st_size);
+    gc_wire_free(f);
+    for (int i = 0; i < 2; i++)
+        close(stray[i]), close(fds[i]);
+    close(sock);
+    free(data);
+}
+END_TEST
+
+/* ---- one user cannot starve another ---------------------------------------- */
+
+START_TEST(test_one_user_cannot_starve_another)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "  not root: cannot connect as a second user here, test not run\n");
+        return;
+    }
+    const char *args[] = { "--memory-budget=64M", "--user-memory-share=50", "--allow-users=*",
+                           "--request-timeout=60", NULL };
+    start(args);
+    ck_assert_int_eq(chmod(dut.dir, 0755), 0);
+    ck_assert_int_eq(chmod(dut.socket_path, 0666), 0);
+    int stalled[3];
+    for (int i = 0; i < 3; i++) /* root: 20 MiB admitted and silent, two more waiting */
+        stalled[i] = half_request(20u << 20);
+    sleep_ms(200);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) { /* nobody: an 8 MiB compress over the socket */
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        gpucomp_client *c = NULL;
+        if (gpucomp_connect(dut.socket_path, &c) != GPUCOMP_OK)
+            _exit(4);
+        size_t len = 8u << 20;
+        uint8_t *data = malloc(len);
+        fill_test_data(data, len, 1, 5);
+        gpucomp_options o;
+        gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+        void *packed = NULL;
+        size_t packed_len;
+        setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1); /* over the socket: its input is charged too */
+        _exit(gpucomp_compress(c, &o, data, len, &packed, &packed_len) == GPUCOMP_OK ? 0 : 5);
+    }
+    double t0 = now_s();
+    int status = 0;
+    while (waitpid(child, &status, WNOHANG) == 0 && now_s() - t0 < 10)
+        sleep_ms(20);
+    if (now_s() - t0 >= 10) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        ck_abort_msg("the second user waited 10 s behind the first user's stalled requests");
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "second user: exit status 0x%x", status);
+    fprintf(stderr, "  second user served in %.2f s while the first holds its share\n", now_s() - t0);
+    for (int i = 0; i < 3; i++)
+        close(stalled[i]);
+}
+END_TEST
+
+/* ---- a client that does not read its answers gets no more work run ---------- */
+
+typedef struct sender {
+    int sock;
+    const uint8_t *data;
+    size_t len;
+    int count;
+} sender;
+
+/* Send every request, blocking as the daemon's backpressure says (the reader is elsewhere). */
+static void *send_bzip2_requests(void *arg)
+{
+    sender *s = arg;
+    for (int i = 0; i < s->count; i++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = (uint64_t)i + 1;
+        req.op = GPUCOMP__OP__OP_COMPRESS;
+        req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+        req.total_size = s->len;
+        req.payload.data = (uint8_t *)s->data;
+        req.payload.len = s->len;
+        req.last = 1;
+        raw_send_request(s->sock, &req);
+    }
+    return NULL;
+}
+
+START_TEST(test_non_reader_gets_no_more_work)
+{
+    const char *args[] = { "--memory-budget=64M", "--user-memory-share=50", "--workers=2", NULL };
+    start_for_rss(args);
+    size_t len = 4u << 20;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, 9); /* random: bzip2 output as large as the input */
+    sender snd = { .sock = hello(), .data = data, .len = len, .count = 24 };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, send_bzip2_requests, &snd), 0);
+    /* Nobody reads snd.sock for 4 s; the stats come from another client of the same user. */
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    uint64_t most = 0;
+    for (int i = 0; i < 40; i++) {
+        gpucomp_stats st;
+        ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+        most = st.memory_in_use > most ? st.memory_in_use : most;
+        sleep_ms(100);
+    }
+    gpucomp_close(c);
+    fprintf(stderr, "  24 x 4 MiB bzip2 answers not read, share 32 MiB: at most %.1f MiB held\n",
+            (double)most / (1 << 20));
+    ck_assert_msg(most <= (33u << 20), "%llu bytes held for one user, over its 32 MiB share",
+                  (unsigned long long)most);
+    unsigned ok = 0, limit = 0, done = 0;
+    while (done < 24) { /* answers may come in any order, large ones in several frames */
+        Gpucomp__Frame *f = raw_recv(snd.sock, 64u << 20);
+        ck_assert_msg(f != NULL, "connection ended after %u of 24 answers", done);
+        if (f->body_case == GPUCOMP__FRAME__BODY_RESPONSE && f->response->last && f->response->id) {
+            done++;
+            ok += (int)f->response->status == GC_OK;
+            limit += (int)f->response->status == GC_E_LIMIT;
+        }
+        gc_wire_free(f);
+    }
+    pthread_join(t, NULL);
+    fprintf(stderr, "  then read: %u answered OK, %u refused with LIMIT\n", ok, limit);
+    ck_assert_uint_eq(ok + limit, 24);
+    ck_assert_msg(limit > 0, "every request ran although its user's share was full of unread answers");
+    close(snd.sock);
+    free(data);
+}
+END_TEST
+
 /* ---- timeouts: slow frames and idle connections -------------------------- */
 
 START_TEST(test_slow_frame_and_idle_timeouts)
@@ -790,6 +950,9 @@ static Suite *hostile_suite(void)
     tcase_add_test(res, test_bzip2_bombs_stay_in_the_budget);
     tcase_add_test(res, test_refused_requests_are_bounded);
     tcase_add_test(res, test_five_descriptors_keep_the_connection);
+    tcase_add_test(res, test_stray_descriptors_are_not_reused);
+    tcase_add_test(res, test_one_user_cannot_starve_another);
+    tcase_add_test(res, test_non_reader_gets_no_more_work);
     tcase_add_test(res, test_slow_frame_and_idle_timeouts);
     tcase_add_test(res, test_vanished_client_work_is_cancelled);
     suite_add_tcase(s, res);
