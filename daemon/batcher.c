@@ -119,12 +119,12 @@ static void account(gcd_batcher *b, gcd_request **reqs, size_t n, const gcd_batc
     pthread_mutex_unlock(&b->lock);
 }
 
-/* Answer the requests of vanished clients at once; keep the rest, in order. Returns how many are kept. */
-static size_t drop_cancelled(gcd_batcher *b, gcd_request **reqs, size_t n)
+/* Answer at once the requests that must not run (gcd_engine_skip); keep the rest, in order. */
+static size_t drop_skipped(gcd_batcher *b, gcd_request **reqs, size_t n)
 {
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (gcd_engine_cancelled(reqs[i]))
+        if (gcd_engine_skip(reqs[i]))
             b->complete(reqs[i], b->ctx);
         else
             reqs[kept++] = reqs[i];
@@ -134,7 +134,7 @@ static size_t drop_cancelled(gcd_batcher *b, gcd_request **reqs, size_t n)
 
 static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
 {
-    n = drop_cancelled(b, reqs, n);
+    n = drop_skipped(b, reqs, n);
     if (n == 0)
         return;
     gcd_batch_timing timing = { 0 };

@@ -145,7 +145,7 @@ void gcd_engine_finish(gcd_request *r)
     }
 }
 
-bool gcd_engine_cancelled(gcd_request *r)
+static bool cancelled(gcd_request *r)
 {
     if (!atomic_load_explicit(&r->cancelled, memory_order_relaxed))
         return false;
@@ -175,9 +175,14 @@ static bool over_share(gcd_request *r)
     return true;
 }
 
+bool gcd_engine_skip(gcd_request *r)
+{
+    return cancelled(r) || over_share(r);
+}
+
 void gcd_engine_run_cpu(gcd_request *r, unsigned threads)
 {
-    if (gcd_engine_cancelled(r) || over_share(r))
+    if (gcd_engine_skip(r))
         return;
     uint64_t start = now_ns();
     gc_error_clear(&r->error);

@@ -24,10 +24,11 @@ int gcd_engine_compute_cpu(gcd_request *r, unsigned threads);
 void gcd_engine_finish(gcd_request *r);
 
 /*
- * True if r's client has gone (r->cancelled): r is then finished with an
- * error, without running. Workers and devices ask before starting a request.
+ * True if r must not run: its client has gone (r->cancelled), or its user's
+ * share of the memory budget is full (answers it does not read). r is then
+ * finished with an error. Workers and devices ask before starting a request.
  */
-bool gcd_engine_cancelled(gcd_request *r);
+bool gcd_engine_skip(gcd_request *r);
 
 /* Validate op/codec/options before any payload is accepted (loop thread). */
 int gcd_engine_check(const gcd_request *r, gc_error *err);
