@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "fd_payload.h"
+#include "gc_clock.h"
 #include "log.h"
 
 struct gcd_batcher {
@@ -25,13 +26,6 @@ struct gcd_batcher {
     bool stopping;
     gcd_batcher_stats stats;   /* under lock */
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
 static void wait_for_batch(gcd_batcher *b)
@@ -143,12 +137,12 @@ static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
         for (size_t i = 0; i < n; i++)
             gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
     } else {
-        uint64_t start = mono_ns();
+        uint64_t start = gc_now_ns();
         int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
         if (rc == GC_E_DEVICE) {
             fallback_to_cpu(b, reqs, n, &err);
         } else {
-            uint64_t per_request = (mono_ns() - start) / n;
+            uint64_t per_request = (gc_now_ns() - start) / n;
             for (size_t i = 0; i < n; i++) {
                 reqs[i]->backend = GPUCOMP__BACKEND__BACKEND_GPU;
                 reqs[i]->engine_ns = per_request;

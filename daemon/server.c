@@ -30,6 +30,7 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "fd_map_cache.h"
+#include "gc_clock.h"
 #include "log.h"
 
 #define SHUTDOWN_GRACE_SEC 10
@@ -38,11 +39,10 @@
 #define ACCEPT_PAUSE_LOG_NS 1000000000ull
 #define DEFAULT_SOCKET_GROUP "gpucomp"
 
+/* The clock is gc_now_ns (gc_clock.h); this name stays for the callers outside server.c. */
 uint64_t gcd_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return gc_now_ns();
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
@@ -57,7 +57,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     gcd_peer_credentials(fd, &who);
     bool allowed = gcd_peer_allowed(&s->peers, &who);
     if (!allowed)
-        gcd_peer_log_refusal(&s->peers, &who, gcd_now_ns());
+        gcd_peer_log_refusal(&s->peers, &who, gc_now_ns());
     /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */
     gcd_conn *c = gcd_conn_accept(s, fd);
     if (c) {
@@ -96,7 +96,7 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
     }
     if (s->accept_paused)
         return;
-    uint64_t now = gcd_now_ns();
+    uint64_t now = gc_now_ns();
     if (!s->accept_paused_log_ns || now - s->accept_paused_log_ns >= ACCEPT_PAUSE_LOG_NS) {
         gcd_log(LOG_WARNING, "accept failed: %s (%u connections open): not accepting for %d ms "
                 "or until a connection closes", evutil_socket_error_to_string(err), s->n_conns,
@@ -253,7 +253,7 @@ static bool add_signal(gcd_server *s, int sig, struct event **ev)
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
-    gcd_conn_sweep(arg, gcd_now_ns());
+    gcd_conn_sweep(arg, gc_now_ns());
 }
 
 /* The memory budget and the once-a-second timeout sweep. */
@@ -281,7 +281,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
-    s->counters.started_ns = gcd_now_ns();
+    s->counters.started_ns = gc_now_ns();
     s->engine.codec_threads = cfg->codec_threads;
     gcd_fd_map_cache_init(cfg->memory_budget, cfg->register_limit);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */

@@ -16,6 +16,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "size_parse.h"
 #include "wire.h"
 
 #include "config.h" /* autoconf: PACKAGE_VERSION */
@@ -32,35 +33,25 @@ typedef struct setting {
     setting_setter set;
 } setting;
 
-bool gcd_parse_size(const char *text, uint64_t *out)
+/* A plain count (threads, lanes, a percentage, microseconds): decimal digits,
+ * no unit, at most max. Sizes go through gc_parse_size (size_parse.h). */
+static bool parse_number(const char *text, uint64_t max, uint64_t *out)
 {
+    if (!isdigit((unsigned char)*text))
+        return false;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || text[0] == '-')
+    if (errno || *end || v > max)
         return false;
-    uint64_t mult = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1ull << 10; end++; break;
-    case 'M': mult = 1ull << 20; end++; break;
-    case 'G': mult = 1ull << 30; end++; break;
-    case 'T': mult = 1ull << 40; end++; break;
-    default: break;
-    }
-    if (mult > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (mult > 1 && (*end == 'b' || *end == 'B'))
-        end++;
-    if (*end != '\0' || v > UINT64_MAX / mult)
-        return false;
-    *out = v * mult;
+    *out = v;
     return true;
 }
 
 static bool parse_count(const char *text, unsigned *out)
 {
     uint64_t v;
-    if (!gcd_parse_size(text, &v) || v > 4096)
+    if (!parse_number(text, 4096, &v))
         return false;
     *out = (unsigned)v;
     return true;
@@ -86,9 +77,9 @@ static bool set_socket(gcd_config *c, const char *v)
 
 static bool set_workers(gcd_config *c, const char *v) { return parse_count(v, &c->workers); }
 static bool set_codec_threads(gcd_config *c, const char *v) { return parse_count(v, &c->codec_threads); }
-static bool set_max_request(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_request) && c->max_request > 0; }
-static bool set_max_output(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->max_output) && c->max_output > 0; }
-static bool set_memory_budget(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->memory_budget) && c->memory_budget > 0; }
+static bool set_max_request(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->max_request) && c->max_request > 0; }
+static bool set_max_output(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->max_output) && c->max_output > 0; }
+static bool set_memory_budget(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->memory_budget) && c->memory_budget > 0; }
 static bool set_user_share(gcd_config *c, const char *v) { return parse_count(v, &c->user_share_pct) && c->user_share_pct >= 1 && c->user_share_pct <= 100; }
 
 /* A duration: a number of seconds, or of milliseconds with an "ms" suffix. */
@@ -109,9 +100,9 @@ static bool parse_duration_ms(const char *v, uint64_t *ms)
 }
 static bool set_request_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->request_timeout_ms) && c->request_timeout_ms > 0; }
 static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
-static bool set_register_limit(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->register_limit); }
-static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->gpu_min_bytes); }
-static bool set_batch_bytes(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
+static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
+static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
+static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_pin_client_buffers(gcd_config *c, const char *v)
 {
@@ -119,12 +110,12 @@ static bool set_pin_client_buffers(gcd_config *c, const char *v)
     c->pin_client_buffers = yes;
     return yes || no;
 }
-static bool set_batch_wait_us(gcd_config *c, const char *v) { return gcd_parse_size(v, &c->batch_wait_us) && c->batch_wait_us <= 1000000; }
+static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
 
 static bool set_max_frame(gcd_config *c, const char *v)
 {
     uint64_t n;
-    if (!gcd_parse_size(v, &n) || n < GC_WIRE_MIN_MAX_FRAME || n > (1u << 30))
+    if (!gc_parse_size(v, 1u << 30, &n) || n < GC_WIRE_MIN_MAX_FRAME)
         return false;
     c->max_frame = (uint32_t)n;
     return true;
@@ -362,7 +353,8 @@ static void usage(FILE *out)
                  "  -v, --verbose           same as --log-level=debug\n"
                  "  -h, --help              show this help\n"
                  "  -V, --version           show the version\n\n"
-                 "Sizes take K, M, G, T suffixes (powers of 1024). See gpucompd(8).\n");
+                 "SIZE: bytes, with an optional unit K, M, G or T, each a power of 1024\n"
+                 "(written K, Ki, KB or KiB, in any case), e.g. 4GiB. See gpucompd(8).\n");
 }
 
 enum { OPT_CONFIG = 256, OPT_SETTING_BASE = 512 };

@@ -64,7 +64,4 @@ void gcd_config_defaults(gcd_config *cfg);
  */
 int gcd_config_parse(gcd_config *cfg, int argc, char **argv);
 
-/* Parse a size such as "16M", "4GiB", "4096"; false if malformed. */
-bool gcd_parse_size(const char *text, uint64_t *out);
-
 #endif

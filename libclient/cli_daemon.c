@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "wire.h" /* GC_WIRE_DEFAULT_SOCKET, GC_WIRE_SOCKET_ENV */
+#include "gc_clock.h"
 
 /* The path gpucomp_connect will use, for messages (same rule as the library). */
 static const char *socket_path(const cli_session *s)
@@ -23,13 +24,6 @@ static const char *socket_path(const cli_session *s)
         return s->opts.socket;
     const char *env = getenv(GC_WIRE_SOCKET_ENV);
     return env && *env ? env : GC_WIRE_DEFAULT_SOCKET;
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 static const char *backend_name(gpucomp_backend b)
@@ -81,11 +75,11 @@ bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_op
     memset(r, 0, sizeof *r);
     if (!cli_connect(s))
         return false;
-    double t0 = now();
+    uint64_t t0 = gc_now_ns();
     void *out;
     int rc = decompress ? gpucomp_decompress(s->client, o, in, in_len, &out, &r->len)
                         : gpucomp_compress(s->client, o, in, in_len, &out, &r->len);
-    r->seconds = now() - t0;
+    r->seconds = (double)(gc_now_ns() - t0) / 1e9;
     if (rc != GPUCOMP_OK) {
         const char *msg = gpucomp_last_error(s->client);
         cli_error(s, "%s: %s", name, *msg ? msg : gpucomp_strerror(rc));
@@ -116,9 +110,9 @@ int cli_ping(cli_session *s)
 {
     if (!cli_connect(s))
         return s->status;
-    double t0 = now();
+    uint64_t t0 = gc_now_ns();
     int rc = gpucomp_ping(s->client);
-    double ms = (now() - t0) * 1e3;
+    double ms = (double)(gc_now_ns() - t0) / 1e6;
     if (rc != GPUCOMP_OK) {
         cli_error(s, "ping: %s", gpucomp_last_error(s->client));
         return s->status;

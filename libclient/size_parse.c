@@ -1,33 +1,46 @@
-/* size_parse.c - byte counts with k/M/G suffixes (size_parse.h). */
+/* size_parse.c - the one parser of byte counts (rules in size_parse.h). */
 #include "size_parse.h"
 
-#include <errno.h>
-#include <stdlib.h>
+#include <ctype.h>
+#include <stddef.h>
 
-static unsigned suffix_shift(const char *s)
+/* log2 of the multiplier a unit stands for, or -1 if unit is not one. */
+static int unit_shift(const char *unit)
 {
-    if (*s == '\0')
+    static const char letters[] = "kmgt"; /* 2^10, 2^20, 2^30, 2^40 */
+    int c = tolower((unsigned char)unit[0]);
+    if (c == '\0')
         return 0;
-    if (s[1] != '\0')
-        return 64; /* "1MB", "2kk": not a size */
-    switch (*s) {
-    case 'k': case 'K': return 10;
-    case 'm': case 'M': return 20;
-    case 'g': case 'G': return 30;
-    default: return 64;
-    }
+    if (c == 'b')
+        return unit[1] == '\0' ? 0 : -1;
+    int shift = -1;
+    for (size_t i = 0; letters[i]; i++)
+        if (c == letters[i])
+            shift = 10 * (int)(i + 1);
+    if (shift < 0)
+        return -1;
+    unit++;
+    if (tolower((unsigned char)*unit) == 'i')
+        unit++;
+    if (tolower((unsigned char)*unit) == 'b')
+        unit++;
+    return *unit == '\0' ? shift : -1;
 }
 
 bool gc_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
-    if (*s < '0' || *s > '9') /* strtoull would accept " -1" */
+    if (*s < '0' || *s > '9')
         return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = suffix_shift(end);
-    if (errno || shift == 64 || v == 0 || v > (max >> shift))
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        unsigned digit = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+    }
+    int shift = unit_shift(s);
+    if (shift < 0 || v > (max >> shift))
         return false;
-    *out = (uint64_t)v << shift;
+    *out = v << shift;
     return true;
 }

@@ -18,6 +18,7 @@
 #include "bz2_bwt_sort.h"
 #include "bz2_internal.h"
 #include "bzip2.h"
+#include "gc_clock.h"
 
 /* ---- helpers ---- */
 
@@ -983,9 +984,7 @@ static void flipper_stop(flipper *f)
 
 static double seconds_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)gc_now_ns() / 1e9;
 }
 
 /* Text with runs of 4..9 equal bytes (RLE1 units that the plan and the

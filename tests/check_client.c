@@ -1313,6 +1313,12 @@ START_TEST(test_memfd_threshold_from_env)
     compress_32k_with_threshold(serve_inline, "64k");  /* raised: the socket */
     compress_32k_with_threshold(serve_inline, "32769");
     compress_32k_with_threshold(serve_memfd, "32K");   /* exactly the threshold */
+    /* the one size parser's units (size_parse.h) */
+    compress_32k_with_threshold(serve_memfd, "16k");
+    compress_32k_with_threshold(serve_memfd, "32KiB");
+    compress_32k_with_threshold(serve_inline, "33kb");
+    compress_32k_with_threshold(serve_inline, "1T");   /* T: once refused, so the default applied */
+    compress_32k_with_threshold(serve_memfd, "0");     /* every non-empty input: a memfd */
     /* values that are not sizes leave the built-in threshold */
     compress_32k_with_threshold(serve_memfd, "12x");
     compress_32k_with_threshold(serve_memfd, "-5");
@@ -1469,14 +1475,57 @@ START_TEST(test_cli_sizes)
     ck_assert(gc_parse_size("1M", UINT32_MAX, &v) && v == 1u << 20);
     ck_assert(gc_parse_size("2G", UINT32_MAX, &v) && v == 2ull << 30);
     ck_assert(!gc_parse_size("4G", UINT32_MAX, &v));
-    ck_assert(!gc_parse_size("0", UINT32_MAX, &v));
     ck_assert(!gc_parse_size("-1", UINT32_MAX, &v));
     ck_assert(!gc_parse_size(" 5", UINT32_MAX, &v));
-    ck_assert(!gc_parse_size("1MB", UINT32_MAX, &v));
     ck_assert(!gc_parse_size("", UINT32_MAX, &v));
     ck_assert(!gc_parse_size("99999999999999999999999", UINT64_MAX, &v));
     ck_assert(gc_parse_size("8", 8, &v) && v == 8);
     ck_assert(!gc_parse_size("9", 8, &v));
+}
+END_TEST
+
+/*
+ * The one set of rules (size_parse.h), as the daemon's settings
+ * (--memory-budget=4GiB) and the library's environment
+ * (GPUCOMP_MEMFD_THRESHOLD=16k) both use it.
+ */
+START_TEST(test_size_rules)
+{
+    uint64_t v;
+    /* every unit a power of 1024, written K, Ki, KB or KiB, in any case */
+    static const struct { const char *text; uint64_t value; } good[] = {
+        { "0", 0 }, { "0K", 0 }, { "007", 7 }, { "512B", 512 }, { "512b", 512 },
+        { "16k", 16u << 10 }, { "16K", 16u << 10 }, { "16Ki", 16u << 10 },
+        { "16KB", 16u << 10 }, { "16kb", 16u << 10 }, { "16KiB", 16u << 10 }, { "16kib", 16u << 10 },
+        { "1MB", 1u << 20 }, { "3Mi", 3u << 20 }, { "64mb", 64u << 20 },
+        { "4GiB", 4ull << 30 }, { "4gib", 4ull << 30 }, { "4G", 4ull << 30 },
+        { "1T", 1ull << 40 }, { "2TiB", 2ull << 40 }, { "16777215T", 16777215ull << 40 },
+        { "18446744073709551615", UINT64_MAX },
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        v = 12345;
+        ck_assert_msg(gc_parse_size(good[i].text, UINT64_MAX, &v), "'%s' refused", good[i].text);
+        ck_assert_msg(v == good[i].value, "'%s' read as %llu", good[i].text, (unsigned long long)v);
+    }
+    static const char *const bad[] = {
+        "", "K", "B", "iB", "-1", "+1", " 1", "1 ", "1 K", "1.5G", "0x10", "1e3", "1KK", "1Kb2",
+        "1KiBB", "1BK", "1iB", "1Bi", "1P", "1E", "1kbit", "4G\n",
+        "16777216T",                /* 2^64 */
+        "18446744073709551616",     /* 2^64 */
+        "99999999999999999999999G",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = 12345;
+        ck_assert_msg(!gc_parse_size(bad[i], UINT64_MAX, &v), "'%s' accepted", bad[i]);
+        ck_assert_uint_eq(v, 12345); /* untouched */
+    }
+    /* max is inclusive and applies after the unit */
+    ck_assert(gc_parse_size("64M", 64u << 20, &v) && v == 64u << 20);
+    ck_assert(!gc_parse_size("67108865", 64u << 20, &v));
+    ck_assert(!gc_parse_size("65537K", 64u << 20, &v));
+    ck_assert(!gc_parse_size("1T", UINT32_MAX, &v));
+    ck_assert(gc_parse_size("0", 0, &v) && v == 0);
+    ck_assert(!gc_parse_size("1", 0, &v));
 }
 END_TEST
 
@@ -1540,6 +1589,7 @@ static Suite *client_suite(void)
     tcase_add_test(cli, test_cli_suffixes);
     tcase_add_test(cli, test_cli_codecs_and_magic);
     tcase_add_test(cli, test_cli_sizes);
+    tcase_add_test(cli, test_size_rules);
     suite_add_tcase(s, cli);
     return s;
 }

@@ -17,6 +17,7 @@
 #include <check.h>
 
 #include "daemon_harness.h"
+#include "gc_clock.h"
 #include "gpucomp.h"
 
 static test_daemon daemon_under_test;
@@ -560,12 +561,10 @@ START_TEST(test_access_refused)
     ck_assert_int_ge(log_lines_with(expect), 1); /* the harness's start-up probe may be this line */
 
     /* A client refused in a loop does not fill the log: one line a second, the rest counted. */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = gc_now_ns();
     for (int i = 0; i < 300; i++)
         ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_PERMISSION);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    int seconds = (int)(t1.tv_sec - t0.tv_sec) + 1;
+    int seconds = (int)((gc_now_ns() - t0) / 1000000000u) + 1;
     int lines = log_lines_with("refused connection");
     ck_assert_msg(lines >= 1 && lines <= 2 + seconds, "%d refusal lines for 301 refusals in %d s",
                   lines, seconds);
@@ -678,6 +677,47 @@ START_TEST(test_descriptor_limit)
 }
 END_TEST
 
+/* ---- sizes in settings (the one parser, libclient/size_parse.h) ---------- */
+
+/* The daemon's sizes take the same units as the library's and the CLI's. */
+START_TEST(test_settings_sizes)
+{
+    const char *args[] = { "--memory-budget=4GiB", "--max-request=64mb", "--register-limit=0",
+                           "--max-frame=1m", "--gpu-min-bytes=3Mi", NULL };
+    test_daemon_start(&daemon_under_test, args);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.memory_budget, 4ull << 30);
+    ck_assert_uint_eq(st.register_limit, 0); /* 0 is a size; register-limit takes it (none) */
+    ck_assert_uint_eq(gpucomp_max_request_size(c), 64u << 20);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* What is not a size, or is not one this setting takes, is a usage error (exit 2). */
+START_TEST(test_settings_sizes_refused)
+{
+    static const char *const bad[] = {
+        "--memory-budget=0",          /* a size, but no budget at all: the setting refuses it */
+        "--memory-budget=4GB2", "--memory-budget=1.5G", "--memory-budget=-1",
+        "--memory-budget= 4G", "--memory-budget=4 G", "--memory-budget=+4G",
+        "--memory-budget=4P",         /* K, M, G and T only */
+        "--memory-budget=16777216T",  /* 2^64: refused, not wrapped to 0 */
+        "--memory-budget=18446744073709551616",
+        "--max-frame=2G",             /* over the setting's own limit */
+        "--workers=4K",               /* a count, not a size */
+        "--batch-wait-us=1k",         /* microseconds, not a size */
+    };
+    const char *bin = getenv("GPUCOMPD");
+    ck_assert_ptr_nonnull(bin);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run_shell("'%s' '%s' --socket /nonexistent/gpucompd.sock >/dev/null 2>&1", bin, bad[i]);
+        ck_assert_msg(rc == 2, "%s: exit %d, not a usage error", bad[i], rc);
+    }
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
     Suite *s = suite_create("daemon");
@@ -724,6 +764,13 @@ static Suite *daemon_suite(void)
     tcase_add_test(access, test_socket_mode);
     tcase_add_test(access, test_descriptor_limit);
     suite_add_tcase(s, access);
+
+    TCase *settings = tcase_create("settings");
+    tcase_add_checked_fixture(settings, NULL, access_teardown);
+    tcase_set_timeout(settings, 60);
+    tcase_add_test(settings, test_settings_sizes);
+    tcase_add_test(settings, test_settings_sizes_refused);
+    suite_add_tcase(s, settings);
     return s;
 }
 

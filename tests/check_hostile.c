@@ -27,6 +27,7 @@
 
 #include "daemon_harness.h"
 #include "fdpass.h"
+#include "gc_clock.h"
 #include "gc_status.h"
 #include "gpucomp.h"
 #include "wire.h"
@@ -65,9 +66,7 @@ static void sleep_ms(unsigned ms)
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    return (double)gc_now_ns() / 1e9;
 }
 
 /* A raw connection past the handshake, with a receive timeout so a stalled daemon fails the test. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "gc_clock.h"
 #include "rle.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -849,9 +850,7 @@ static void flipper_stop(flipper *f)
 
 static double seconds_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)gc_now_ns() / 1e9;
 }
 
 static void check_status(int rc, const char *what)

@@ -52,6 +52,7 @@
 #include "host_copy.cuh"
 extern "C" {
 #include "crc32c.h"
+#include "gc_clock.h"
 }
 
 using namespace gcgpu;
@@ -113,13 +114,6 @@ bool is_pinned(const void *p)
         return false;
     }
     return a.type == cudaMemoryTypeHost;
-}
-
-double now_ms()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 void put32(uint8_t *p, uint32_t v)
@@ -1014,7 +1008,7 @@ extern "C" int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_
 {
     if (!ctx || (!jobs && n_jobs))
         return gc_fail(err, GC_E_INVALID, "gpu rle: run_batch: missing argument");
-    double t0 = now_ms();
+    uint64_t t0 = gc_now_ns();
     pthread_mutex_lock(&ctx->mu);
     Batch b;
     b.ctx = ctx;
@@ -1036,7 +1030,7 @@ extern "C" int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_
             rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaHostUnregister: %s", cudaGetErrorString(e));
     }
     pthread_mutex_unlock(&ctx->mu);
-    b.st.host_ms = now_ms() - t0;
+    b.st.host_ms = (double)(gc_now_ns() - t0) / 1e6;
     if (stats)
         *stats = b.st;
     if (rc == GC_OK)

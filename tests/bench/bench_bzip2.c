@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bzip2.h"
+#include "gc_clock.h"
 
 static uint8_t *read_all(FILE *f, size_t *len)
 {
@@ -33,9 +34,7 @@ static uint8_t *read_all(FILE *f, size_t *len)
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)gc_now_ns() / 1e9;
 }
 
 int main(int argc, char **argv)

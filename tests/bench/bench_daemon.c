@@ -22,15 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gc_clock.h"
 #include "gpucomp.h"
 
 static const char *socket_path;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)gc_now_ns() / 1e9;
 }
 
 static void die(const char *what, gpucomp_client *c, int rc)
