@@ -10,8 +10,10 @@
 
 #include "budget.h"
 #include "dispatch.h"
+#include "engine.h"
 #include "fd_map_cache.h"
 #include "fd_payload.h"
+#include "gc_clock.h"
 #include "fdpass.h"
 #include "log.h"
 #include "response.h"
@@ -207,7 +209,7 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
     r->budget = c->server->budget;
     r->uid = c->peer_uid;
     if (!c->assembling)
-        c->request_started_ns = gcd_now_ns();
+        c->request_started_ns = gc_now_ns();
     r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
     r->out_fd = fds[1];
     r->next = c->assembling;
@@ -360,7 +362,7 @@ static void close_after_flush(gcd_conn *c)
     if (c->waiting_budget)
         unlink_waiter(c);
     c->state = GCD_CONN_CLOSING;
-    c->closing_since_ns = gcd_now_ns();
+    c->closing_since_ns = gc_now_ns();
     event_del(c->read_event);
 }
 
@@ -427,7 +429,7 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
     }
     evbuffer_drain(in, GC_WIRE_HEADER_SIZE + (size_t)body);
     c->frame_started_ns = 0;
-    c->last_active_ns = gcd_now_ns();
+    c->last_active_ns = gc_now_ns();
     if (!f) {
         gcd_send_error(c, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
         if (c->state == GCD_CONN_AWAIT_HELLO)
@@ -448,7 +450,7 @@ static void process_input(gcd_conn *c)
     if (evbuffer_get_length(c->in) == 0)
         c->frame_started_ns = 0;
     else if (!c->frame_started_ns && !c->waiting_budget)
-        c->frame_started_ns = gcd_now_ns();
+        c->frame_started_ns = gc_now_ns();
     if (c->state == GCD_CONN_CLOSING &&
         evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         gcd_conn_close(c);
@@ -566,7 +568,7 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
-    c->last_active_ns = gcd_now_ns();
+    c->last_active_ns = gc_now_ns();
     c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, c);
     bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
     bufferevent_enable(c->bev, EV_WRITE);
@@ -628,7 +630,7 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     s->requests_in_flight--;
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
-        c->last_active_ns = gcd_now_ns();
+        c->last_active_ns = gc_now_ns();
         gcd_send_result(c, r);
         gcd_conn_update_reading(c);
     }

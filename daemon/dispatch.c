@@ -5,15 +5,9 @@
 #include <string.h>
 
 #include "batcher.h"
-#include "rle.h"
+#include "codec.h"
+#include "completions.h"
 #include "log.h"
-
-/* Completion from a batcher thread: hand back through the worker pool's queue. */
-static void device_done(gcd_request *r, void *server)
-{
-    gcd_server *s = server;
-    gcd_workers_complete(s->workers, r);
-}
 
 static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device *dev)
 {
@@ -59,7 +53,7 @@ bool gcd_dispatch_init(gcd_server *s)
         gcd_device dev = { 0 };
         if (!open_device(s, i, lane, &dev))
             continue;
-        gcd_batcher *b = gcd_batcher_start(&dev, &bc, device_done, s);
+        gcd_batcher *b = gcd_batcher_start(&dev, &bc, gcd_completions_done, s->completions);
         if (b) {
             s->devices[s->n_devices++] = b;
             gcd_log(LOG_INFO, "device %s ready", gcd_batcher_name(b));
@@ -90,31 +84,19 @@ static gcd_batcher *least_loaded_device(gcd_server *s)
     return best;
 }
 
-/*
- * Bytes of data the request moves: its input, or for an rle decompress the
- * original size its header declares (the output dominates there). The header
- * is only peeked at; the engine validates it.
- */
-static uint64_t work_bytes(const gcd_request *r)
+/* A codec with a GPU backend that takes r, and enough bytes of work to pay for the trip. */
+static bool device_worthy(const gcd_server *s, const gcd_request *r)
 {
-    uint64_t bytes = r->total_size;
-    if (r->codec == GPUCOMP__CODEC__CODEC_RLE && r->op == GPUCOMP__OP__OP_DECOMPRESS &&
-        r->total_size >= RLE_HEADER_FIXED && r->input) {
-        uint64_t declared = 0;
-        for (int i = 7; i >= 0; i--)
-            declared = declared << 8 | r->input[12 + i]; /* original_size, docs/FORMAT.md */
-        if (declared > bytes)
-            bytes = declared;
-    }
-    return bytes;
+    if (gcd_request_is_registration(r))
+        return false;
+    const gcd_codec *codec = gcd_codec_find(r->codec);
+    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= s->cfg.gpu_min_bytes;
 }
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
     s->requests_in_flight++;
-    bool device_worthy = !gcd_request_is_registration(r) && r->codec == GPUCOMP__CODEC__CODEC_RLE &&
-                         work_bytes(r) >= s->cfg.gpu_min_bytes;
-    gcd_batcher *dev = device_worthy ? least_loaded_device(s) : NULL;
+    gcd_batcher *dev = device_worthy(s, r) ? least_loaded_device(s) : NULL;
     if (dev)
         gcd_batcher_submit(dev, r);
     else
@@ -126,6 +108,17 @@ void gcd_dispatch_stop(gcd_server *s)
     for (unsigned i = 0; i < s->n_devices; i++)
         gcd_batcher_stop(s->devices[i]);
     s->n_devices = 0;
+}
+
+void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *buf, size_t size)
+{
+    if (!codec->gpu_takes)
+        snprintf(buf, size, "%s: cpu (no GPU backend yet)", codec->name);
+    else if (strcmp(gcd_dispatch_backend(s), "gpu") != 0)
+        snprintf(buf, size, "%s: cpu (no usable GPU)", codec->name);
+    else
+        snprintf(buf, size, "%s: gpu from %llu bytes, else cpu", codec->name,
+                 (unsigned long long)s->cfg.gpu_min_bytes);
 }
 
 const char *gcd_dispatch_backend(const gcd_server *s)

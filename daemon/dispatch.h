@@ -22,6 +22,11 @@ void gcd_dispatch_submit(gcd_server *s, gcd_request *r);
 /* Finish device work and close the devices. */
 void gcd_dispatch_stop(gcd_server *s);
 
+struct gcd_codec;
+
+/* Where codec's requests run now, as one line for STATS ("rle: gpu from N bytes, else cpu"). */
+void gcd_dispatch_describe(const gcd_server *s, const struct gcd_codec *codec, char *buf, size_t size);
+
 /* "gpu" if any device serves, else "cpu". */
 const char *gcd_dispatch_backend(const gcd_server *s);
 

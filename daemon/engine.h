@@ -10,10 +10,6 @@
 
 #include "request.h"
 
-typedef struct gcd_engine {
-    unsigned codec_threads;   /* threads one codec call may use (0 = CPUs) */
-} gcd_engine;
-
 /* Run r's operation on the CPU engine: r->error, r->output, r->backend, r->engine_ns. */
 void gcd_engine_run_cpu(gcd_request *r, unsigned threads);
 

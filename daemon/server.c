@@ -27,6 +27,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "budget.h"
+#include "completions.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "fd_map_cache.h"
@@ -38,12 +39,6 @@
 #define ACCEPT_PAUSE_MS 100
 #define ACCEPT_PAUSE_LOG_NS 1000000000ull
 #define DEFAULT_SOCKET_GROUP "gpucomp"
-
-/* The clock is gc_now_ns (gc_clock.h); this name stays for the callers outside server.c. */
-uint64_t gcd_now_ns(void)
-{
-    return gc_now_ns();
-}
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
                       int len, void *arg)
@@ -270,19 +265,11 @@ static bool start_budget(gcd_server *s)
     return true;
 }
 
-/* Worker-thread entry: the pool's callbacks share the server as their context. */
-static void run_on_worker(gcd_request *r, void *server)
-{
-    gcd_server *s = server;
-    gcd_engine_run_cpu(r, s->engine.codec_threads);
-}
-
 bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->counters.started_ns = gc_now_ns();
-    s->engine.codec_threads = cfg->codec_threads;
     gcd_fd_map_cache_init(cfg->memory_budget, cfg->register_limit);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */
     if (evthread_use_pthreads() != 0 || !(s->base = event_base_new())) {
@@ -316,7 +303,12 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     }
     evconnlistener_set_error_cb(s->listener, on_accept_error);
     unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    s->workers = gcd_workers_start(s->base, n ? n : 1, run_on_worker, gcd_conn_request_done, s);
+    s->completions = gcd_completions_new(s->base, gcd_conn_request_done, s);
+    if (!s->completions) {
+        gcd_log(LOG_ERR, "cannot create the completion queue");
+        return false;
+    }
+    s->workers = gcd_workers_start(n ? n : 1, cfg->codec_threads, gcd_completions_done, s->completions);
     if (!s->workers || !gcd_dispatch_init(s))
         return false;
     return true;
@@ -341,6 +333,8 @@ void gcd_server_cleanup(gcd_server *s)
     gcd_dispatch_stop(s);
     gcd_workers_stop(s->workers);
     s->workers = NULL;
+    if (s->completions) /* what the stopped workers and devices finished last */
+        gcd_completions_drain(s->completions);
     while (s->conns)
         gcd_conn_close(s->conns);
     gcd_fd_map_cache_clear();
@@ -356,6 +350,8 @@ void gcd_server_cleanup(gcd_server *s)
         event_free(s->sweep_timer);
     if (s->wake_event)
         event_free(s->wake_event);
+    gcd_completions_free(s->completions);
+    s->completions = NULL;
     gcd_budget_free(s->budget);
     s->budget = NULL;
     if (s->sigint_event)

@@ -1,8 +1,9 @@
 /*
  * server.h - the daemon's shared state, owned by the event-loop thread.
  *
- * Everything here is touched only on the loop thread (workers hand results
- * back through workers.h), so none of it needs locks.
+ * Everything here is touched only on the loop thread (workers and devices
+ * hand results back through the completion queue, completions.h), so none
+ * of it needs locks.
  */
 #ifndef GCD_SERVER_H
 #define GCD_SERVER_H
@@ -13,7 +14,6 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "engine.h"
 #include "peer.h"
 #include "settings.h"
 #include "workers.h"
@@ -22,6 +22,7 @@ struct gcd_conn;
 struct gcd_batcher;
 
 #define GCD_MAX_DEVICES 16
+#define GCD_MAX_CODECS 8
 
 typedef struct gcd_counters {
     uint64_t started_ns;
@@ -43,8 +44,8 @@ typedef struct gcd_server {
     struct event *accept_timer;
     uint64_t accept_paused_log_ns; /* when the last "out of descriptors" line was logged */
     struct event *sigint_event, *sigterm_event, *drain_timer;
+    struct gcd_completions *completions; /* finished requests, from workers and devices */
     gcd_workers *workers;
-    gcd_engine engine;
     struct gcd_batcher *devices[GCD_MAX_DEVICES]; /* one scheduler per usable device */
     unsigned n_devices;
     uint64_t requests_in_flight;  /* handed to an engine, not yet answered */
@@ -71,8 +72,5 @@ void gcd_server_accept_resume(gcd_server *s);
 
 /* Free everything (safe after a failed init). */
 void gcd_server_cleanup(gcd_server *s);
-
-/* Monotonic clock in nanoseconds. */
-uint64_t gcd_now_ns(void);
 
 #endif

@@ -2,12 +2,14 @@
 #include "stats.h"
 
 #include "budget.h"
+#include "gc_clock.h"
 
 #include "fd_map_cache.h"
 
 #include <stdio.h>
 
 #include "batcher.h"
+#include "codec.h"
 #include "dispatch.h"
 
 static void fill_device(gcd_batcher *b, Gpucomp__DeviceStats *d, char *name, size_t name_size)
@@ -54,7 +56,7 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     const gcd_counters *k = &s->counters;
     Gpucomp__Stats *st = &msg->stats;
     gpucomp__stats__init(st);
-    st->uptime_ms = (gcd_now_ns() - k->started_ns) / 1000000u;
+    st->uptime_ms = (gc_now_ns() - k->started_ns) / 1000000u;
     st->connections = s->n_conns;
     st->requests_ok = k->requests_ok;
     st->requests_failed = k->requests_failed;
@@ -75,4 +77,12 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->devices = msg->device_ptrs;
     st->cpu_requests = k->cpu_requests;
     st->gpu_requests = k->gpu_requests;
+    unsigned n_codecs;
+    const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
+    for (unsigned i = 0; i < n_codecs && i < GCD_MAX_CODECS; i++) {
+        gcd_dispatch_describe(s, codecs[i], msg->routing[i], sizeof msg->routing[i]);
+        msg->routing_ptrs[i] = msg->routing[i];
+        st->n_routing = i + 1;
+    }
+    st->routing = msg->routing_ptrs;
 }

@@ -11,6 +11,8 @@ typedef struct gcd_stats_message {
     Gpucomp__DeviceStats devices[GCD_MAX_DEVICES];
     Gpucomp__DeviceStats *device_ptrs[GCD_MAX_DEVICES];
     char names[GCD_MAX_DEVICES][96];
+    char routing[GCD_MAX_CODECS][96];
+    char *routing_ptrs[GCD_MAX_CODECS];
 } gcd_stats_message;
 
 /* Fill *msg from the server's counters (loop thread). */

@@ -145,13 +145,13 @@ static int codec_option(cli_session *s, int opt, const char *arg, codec_args *ca
         s->opts.codec_given = true;
         return -1;
     case 'w':
-        if (!gc_parse_size(arg, 8, &v) || (v & (v - 1)))
+        if (!gc_parse_size(arg, 8, &v) || v == 0 || (v & (v - 1)))
             return bad_usage(s, "invalid width '%s' (use 1, 2, 4 or 8)", arg);
         ca->width = (unsigned)v;
         return -1;
     case OPT_CHUNK:
-        if (!gc_parse_size(arg, CLI_MAX_CHUNK, &v))
-            return bad_usage(s, "invalid chunk size '%s' (bytes, with an optional k or M, at most 64M)", arg);
+        if (!gc_parse_size(arg, CLI_MAX_CHUNK, &v) || v == 0)
+            return bad_usage(s, "invalid chunk size '%s' (bytes, with an optional K, M or KiB/MiB unit, 1 to 64M)", arg);
         ca->chunk = (uint32_t)v;
         return -1;
     default: /* '1'..'9' */

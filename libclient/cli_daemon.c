@@ -165,6 +165,8 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     printf("  bytes out:       %llu (%s)\n", (unsigned long long)st->bytes_out, human(st->bytes_out, a));
     printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a), human(st->memory_budget, b));
     printf("  registered:      %s of %s limit\n", human(st->registered_bytes, a), human(st->register_limit, b));
+    for (uint32_t i = 0; i < st->n_routing && i < GPUCOMP_MAX_CODECS; i++)
+        printf("  routing:         %s\n", st->routing[i]);
     for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++)
         print_device(i, &st->devices[i]);
 }

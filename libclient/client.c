@@ -284,6 +284,10 @@ static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
     for (size_t i = 0; i < n; i++)
         copy_device(s->devices[i], &out->devices[i]);
     out->gpu_devices = (uint32_t)n;
+    size_t m = s->n_routing < GPUCOMP_MAX_CODECS ? s->n_routing : GPUCOMP_MAX_CODECS;
+    for (size_t i = 0; i < m; i++)
+        snprintf(out->routing[i], sizeof out->routing[i], "%s", s->routing[i] ? s->routing[i] : "");
+    out->n_routing = (uint32_t)m;
 }
 
 int gpucomp_stats_get(gpucomp_client *c, gpucomp_stats *out)

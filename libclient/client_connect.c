@@ -134,7 +134,7 @@ static int handshake(gpucomp_client *c, gc_error *err)
 
 /*
  * GPUCOMP_MEMFD_THRESHOLD from the environment when it holds a size (bytes,
- * or with a k, M or G suffix), the built-in default otherwise: lets a
+ * or with a K, M, G or T unit, size_parse.h), the built-in default otherwise: lets a
  * deployment move the transport switch without rebuilding its programs.
  */
 static size_t memfd_threshold_from_env(void)

@@ -72,6 +72,7 @@ typedef struct gpucomp_options {
 } gpucomp_options;
 
 #define GPUCOMP_MAX_DEVICES 16
+#define GPUCOMP_MAX_CODECS 8
 
 /* One accelerator's counters (times summed over its batches, from CUDA events). */
 typedef struct gpucomp_device_stats {
@@ -108,6 +109,8 @@ typedef struct gpucomp_stats {
     gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES];
     uint64_t registered_bytes; /* client memory registered now (gpucomp_register_fd) */
     uint64_t register_limit;   /* most the daemon registers at once (gpucompd --register-limit) */
+    uint32_t n_routing;        /* entries used in routing[] */
+    char routing[GPUCOMP_MAX_CODECS][96]; /* per codec, where its requests run: "rle: gpu from N bytes, else cpu" */
 } gpucomp_stats;
 
 typedef struct gpucomp_client gpucomp_client;
@@ -153,7 +156,8 @@ void gpucomp_free(void *buf);
  * this transport by themselves for inputs of GPUCOMP_MEMFD_THRESHOLD bytes
  * and more (through two memfds of their own), or of the size in the
  * environment variable GPUCOMP_MEMFD_THRESHOLD at gpucomp_connect() (bytes,
- * or with a k, M or G suffix; ignored if it is not a size). Measured: from
+ * or with a K, M, G or T unit, also written KiB or KB, all powers of 1024;
+ * ignored if it is not a size). Measured: from
  * 16 KiB on a memfd round trip beats the socket, for one client and far more
  * so for many (docs/BENCHMARKS.md, "Break-even").
  */

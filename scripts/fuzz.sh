@@ -28,6 +28,7 @@ declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [frame]="tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
+             daemon/codec.c daemon/codec_rle.c daemon/codec_bzip2.c
              daemon/fd_payload.c daemon/fd_map_cache.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
 )
 status=0

@@ -418,6 +418,18 @@ START_TEST(test_cli_rle_round_trip)
 }
 END_TEST
 
+/* The size parser takes 0; the CLI's width and chunk size must still refuse it. */
+START_TEST(test_cli_refuses_zero_width_and_chunk)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("z.dat", 4096, 1);
+    ck_assert_int_ne(run_shell("'%s' --socket %s -k -a rle -w 0 %s/z.dat 2>/dev/null", cli(), s, d), 0);
+    ck_assert_int_ne(run_shell("'%s' --socket %s -k -a rle --chunk 0 %s/z.dat 2>/dev/null", cli(), s, d), 0);
+    ck_assert_int_eq(run_shell("test ! -e %s/z.dat.rle", d), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s -k -a rle --chunk 64KiB %s/z.dat", cli(), s, d), 0);
+}
+END_TEST
+
 START_TEST(test_cli_bzip2_interop)
 {
     const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
@@ -749,6 +761,7 @@ static Suite *daemon_suite(void)
     tcase_add_checked_fixture(cmd, setup, teardown);
     tcase_set_timeout(cmd, 120);
     tcase_add_test(cmd, test_cli_rle_round_trip);
+    tcase_add_test(cmd, test_cli_refuses_zero_width_and_chunk);
     tcase_add_test(cmd, test_cli_bzip2_interop);
     tcase_add_test(cmd, test_cli_corrupt_stream);
     tcase_add_test(cmd, test_cli_no_daemon);

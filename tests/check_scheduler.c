@@ -76,6 +76,23 @@ START_TEST(test_routing_by_size_and_codec)
     ck_assert_uint_eq(st.devices[0].requests, 2); /* the large rle compress and decompress */
     ck_assert_uint_eq(st.gpu_requests, 2);
     ck_assert_uint_eq(st.cpu_requests, 4);
+    /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2 to the CPU. */
+    ck_assert_uint_eq(st.n_routing, 2);
+    ck_assert_str_eq(st.routing[0], "rle: gpu from 1048576 bytes, else cpu");
+    ck_assert_str_eq(st.routing[1], "bzip2: cpu (no GPU backend yet)");
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_routing_without_a_device)
+{
+    start_emulated("off");
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.n_routing, 2);
+    ck_assert_str_eq(st.routing[0], "rle: cpu (no usable GPU)");
+    ck_assert_str_eq(st.routing[1], "bzip2: cpu (no GPU backend yet)");
     gpucomp_close(c);
 }
 END_TEST
@@ -453,6 +470,7 @@ int main(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_routing_by_size_and_codec);
+    tcase_add_test(tc, test_routing_without_a_device);
     tcase_add_test(tc, test_concurrent_requests_are_batched);
     tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);

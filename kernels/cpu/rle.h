@@ -19,6 +19,7 @@
 #define RLE_MIN_CHUNK_SIZE 64u
 #define RLE_MAX_CHUNK_SIZE (1u << 26)
 #define RLE_HEADER_FIXED 32u   /* bytes before the chunk index */
+#define RLE_ORIGINAL_SIZE_OFFSET 12u /* the frame header's original_size, 64-bit little-endian */
 #define RLE_CHUNK_HEADER 12u   /* bytes before a chunk record's payload */
 
 typedef struct rle_options {

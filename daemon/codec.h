@@ -1,0 +1,46 @@
+/*
+ * codec.h - the daemon's codec table: all it knows about a codec, in one
+ * entry. The connection, routing and engine code go through the table;
+ * only a codec's own file (codec_rle.c, codec_bzip2.c) names its codec.
+ * Adding a codec is one file and one line in codec.c.
+ */
+#ifndef GCD_CODEC_H
+#define GCD_CODEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "request.h"
+
+typedef struct gcd_codec {
+    Gpucomp__Codec id;
+    const char *name;
+
+    /* Options and operation acceptable, before any payload is accepted (loop thread). */
+    int (*check)(const gcd_request *r, gc_error *err);
+
+    /*
+     * Bytes of data the request moves, for routing: its input, or more where
+     * the header it carries declares a larger output. A peek, not a check:
+     * the engine validates (worker thread reads may differ from this one).
+     */
+    uint64_t (*work_bytes)(const gcd_request *r);
+
+    /* Run on the CPU engine (worker thread): r->output, r->output_len, r->error. */
+    int (*run_cpu)(gcd_request *r, unsigned threads);
+
+    /* Whether the GPU backend can take this operation (NULL: the codec has none yet). */
+    bool (*gpu_takes)(const gcd_request *r);
+} gcd_codec;
+
+/* The entry for id, or NULL for a codec this daemon does not know. */
+const gcd_codec *gcd_codec_find(Gpucomp__Codec id);
+
+/* Every known codec, in table order: *n gets the count. */
+const gcd_codec *const *gcd_codec_all(unsigned *n);
+
+/* The codecs' entries (codec_*.c). */
+extern const gcd_codec gcd_codec_rle;
+extern const gcd_codec gcd_codec_bzip2;
+
+#endif

@@ -1,0 +1,83 @@
+/* codec_bzip2.c - the bzip2 codec's entry in the codec table (docs/BZIP2.md). */
+#include "codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bzip2.h"
+#include "fd_payload.h"
+
+static int check(const gcd_request *r, gc_error *err)
+{
+    if (r->level > 9)
+        return gc_fail(err, GC_E_INVALID, "bzip2 level %u out of range 1..9", r->level);
+    return GC_OK;
+}
+
+static uint64_t work_bytes(const gcd_request *r)
+{
+    return r->total_size;
+}
+
+/* The decoder asks before its output buffer grows: growth is charged to the request. */
+static bool charge_growth(void *ctx, size_t more)
+{
+    gcd_request *r = ctx;
+    gc_error ignored;
+    if (gcd_request_charge(r, more, "output", &ignored) != GC_OK)
+        return false;
+    r->output_charge += more;
+    return true;
+}
+
+/* Compress into a buffer of the codec's own, charged once it exists (not run if it cannot be). */
+static int compress(gcd_request *r, unsigned threads, const gc_job *job, uint8_t **out, size_t *out_len)
+{
+    bz2_options opt = { .level = (int)r->level, .threads = threads, .job = job };
+    int rc = bz2_compress(r->input, r->total_size, &opt, out, out_len, &r->error);
+    if (rc == GC_OK && r->out_fd < 0) {
+        rc = gcd_request_charge(r, *out_len, "output", &r->error);
+        if (rc == GC_OK)
+            r->output_charge += *out_len;
+    }
+    return rc;
+}
+
+/*
+ * The bzip2 codec allocates its own output (charged as it grows when
+ * decompressing, once made when compressing); an fd request gets it copied
+ * into its memfd, charged there instead.
+ */
+static int run_cpu(gcd_request *r, unsigned threads)
+{
+    gc_job job = { .cancel = &r->cancelled, .may_grow = charge_growth, .ctx = r };
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    int rc = r->op == GPUCOMP__OP__OP_COMPRESS
+                 ? compress(r, threads, &job, &out, &out_len)
+                 : bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out,
+                                      &out_len, &r->error);
+    if (rc == GC_OK && r->out_fd >= 0) {
+        gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
+        r->output_charge = 0;
+        rc = gcd_request_alloc_output(r, out_len, &r->error);
+        if (rc == GC_OK && out_len)
+            memcpy(r->output, out, out_len);
+        free(out);
+    } else if (rc == GC_OK) {
+        r->output = out;
+    } else {
+        free(out);
+    }
+    r->output_len = rc == GC_OK ? out_len : 0;
+    return rc;
+}
+
+const gcd_codec gcd_codec_bzip2 = {
+    .id = GPUCOMP__CODEC__CODEC_BZIP2,
+    .name = "bzip2",
+    .check = check,
+    .work_bytes = work_bytes,
+    .run_cpu = run_cpu,
+    .gpu_takes = NULL, /* no GPU backend yet: the CPU engine serves every bzip2 request */
+};
