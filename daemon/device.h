@@ -49,16 +49,12 @@ void gcd_device_emulated_enable_pinning(void);
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err);
 
 /*
- * Let the memfd cache page-lock client buffers for DMA: registered ones
- * (OP_REGISTER) always, and with pin_on_use (--pin-client-buffers) any
- * cached mapping the first time a GPU uses it. On the H200 host
- * cudaHostRegister took 0.04-0.06 s per GiB of existing pages and about
- * 0.3 s per GiB where a fresh memfd's pages had to be allocated first, and
- * it holds up other work on the GPU while it runs, against about 0.01 s
- * per GiB of staging copy it saves per request: it pays only for buffers
- * reused many times, so clients that know they will, register.
+ * Let the memfd cache page-lock registered client buffers (OP_REGISTER) for
+ * DMA, the one pinning mechanism (docs/DECISIONS.md: page-locking costs far
+ * more than one staging copy, so it pays only for buffers a client says it
+ * will reuse).
  */
-void gcd_device_gpu_enable_pinning(bool pin_on_use);
+void gcd_device_gpu_enable_pinning(void);
 
 /* Number of usable CUDA devices (0 without CUDA or a driver). */
 unsigned gcd_device_gpu_count(void);

@@ -71,5 +71,5 @@ static void emulated_unpin(void *addr)
 
 void gcd_device_emulated_enable_pinning(void)
 {
-    gcd_fd_map_cache_set_pinning(emulated_pin, emulated_unpin, false);
+    gcd_fd_map_cache_set_pinning(emulated_pin, emulated_unpin);
 }

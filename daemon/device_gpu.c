@@ -46,8 +46,7 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
     }
     if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
         return false;
-    /* Registered client memfds are pinned already (and with --pin-client-buffers any
-     * cached one is, on first use); the pipeline then skips its staging copy. */
+    /* Registered client memfds are pinned already; the pipeline then skips its staging copy. */
     if (r->in_map)
         gcd_fd_map_pin(r->in_map);
     if (r->out_map)
@@ -100,9 +99,9 @@ static bool pin_for_dma(void *addr, size_t len, bool read_only)
     return false;
 }
 
-void gcd_device_gpu_enable_pinning(bool pin_on_use)
+void gcd_device_gpu_enable_pinning(void)
 {
-    gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister, pin_on_use);
+    gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister);
 }
 
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err)

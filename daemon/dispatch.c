@@ -60,7 +60,7 @@ bool gcd_dispatch_init(gcd_server *s)
         }
     }
     if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices > 0)
-        gcd_device_gpu_enable_pinning(s->cfg.pin_client_buffers);
+        gcd_device_gpu_enable_pinning();
     else if (s->n_devices > 0)
         gcd_device_emulated_enable_pinning();
     if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices == 0)

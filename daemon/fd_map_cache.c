@@ -32,7 +32,6 @@ static uint64_t cached_bytes, max_cached_bytes, use_clock;
 static uint64_t registered_bytes, max_registered_bytes;
 static gcd_pin_fn pin_hook;
 static gcd_unpin_fn unpin_hook;
-static bool pin_any_on_use;
 
 void gcd_fd_map_cache_init(uint64_t max_bytes, uint64_t max_registered)
 {
@@ -88,19 +87,18 @@ static void unmap(gcd_fd_map *m)
     free(m);
 }
 
-void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin, bool pin_on_use)
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin)
 {
     pthread_mutex_lock(&cache_lock);
     pin_hook = pin;
     unpin_hook = unpin;
-    pin_any_on_use = pin_on_use;
     pthread_mutex_unlock(&cache_lock);
 }
 
 bool gcd_fd_map_pin(gcd_fd_map *m)
 {
     pthread_mutex_lock(&cache_lock);
-    bool mine = m->cached && m->pin == PIN_NONE && pin_hook && (pin_any_on_use || m->registered);
+    bool mine = m->cached && m->pin == PIN_NONE && pin_hook && m->registered;
     bool pinned = m->pin == PIN_DONE;
     if (mine)
         m->pin = PIN_BUSY; /* another lane may ask for the same file: one pins it */

@@ -46,14 +46,13 @@ uint8_t *gcd_fd_map_addr(const gcd_fd_map *m);
 void gcd_fd_map_release(gcd_fd_map *m);
 
 /*
- * Page-locking for DMA (set by the GPU device when it opens): a cached
- * mapping used by the GPU is pinned once and stays pinned while cached, so
- * the pipeline moves it straight over DMA instead of staging it.
+ * Page-locking for DMA (set by the GPU device when it opens): a registered
+ * mapping is pinned once and stays pinned while registered, so the pipeline
+ * moves it straight over DMA instead of staging it.
  */
 typedef bool (*gcd_pin_fn)(void *addr, size_t len, bool read_only);
 typedef void (*gcd_unpin_fn)(void *addr);
-/* pin_on_use: gcd_fd_map_pin pins any cached mapping, not only registered ones. */
-void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin, bool pin_on_use);
+void gcd_fd_map_cache_set_pinning(gcd_pin_fn pin, gcd_unpin_fn unpin);
 
 /* Pin m if it may be and is not pinned yet (best effort); true if it is pinned. */
 bool gcd_fd_map_pin(gcd_fd_map *m);

@@ -104,12 +104,6 @@ static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_s
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
-static bool set_pin_client_buffers(gcd_config *c, const char *v)
-{
-    bool yes = strcmp(v, "yes") == 0, no = strcmp(v, "no") == 0;
-    c->pin_client_buffers = yes;
-    return yes || no;
-}
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
 
 static bool set_max_frame(gcd_config *c, const char *v)
@@ -241,7 +235,6 @@ static const setting settings[] = {
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
-    { "pin-client-buffers", "yes|no", "page-lock reused client memfds for DMA (default no)", set_pin_client_buffers },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
