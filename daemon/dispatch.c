@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "batcher.h"
+#include "lane.h"
 #include "codec.h"
 #include "completions.h"
 #include "log.h"
@@ -25,7 +25,7 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
         break;
     }
     if (rc != GC_OK)
-        gcd_log(LOG_WARNING, "device %u unusable, serving its share on the CPU: %s", index, err.msg);
+        gcd_log(LOG_WARNING, "GPU %u unusable, its work goes to the CPU engine: %s", index, err.msg);
     if (rc == GC_OK && s->cfg.device_lanes > 1) { /* name the lane: "gpu0 (...)" -> "gpu0.1 (...)" */
         char named[sizeof dev->name];
         const char *space = strchr(dev->name, ' ');
@@ -43,41 +43,41 @@ bool gcd_dispatch_init(gcd_server *s)
         wanted = gcd_device_gpu_count();
     else if (s->cfg.gpu == GCD_GPU_EMULATE || s->cfg.gpu == GCD_GPU_EMULATE_FAILING)
         wanted = 1;
-    if (wanted > GCD_MAX_DEVICES)
-        wanted = GCD_MAX_DEVICES;
-    gcd_batcher_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
+    if (wanted > GCD_MAX_LANES)
+        wanted = GCD_MAX_LANES;
+    gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
     /* Several lanes per device (each its own context: streams, staging, thread) let
      * batch k+1 be staged while batch k is on the device. */
-    for (unsigned k = 0; k < wanted * s->cfg.device_lanes && s->n_devices < GCD_MAX_DEVICES; k++) {
+    for (unsigned k = 0; k < wanted * s->cfg.device_lanes && s->n_lanes < GCD_MAX_LANES; k++) {
         unsigned i = k / s->cfg.device_lanes, lane = k % s->cfg.device_lanes;
         gcd_device dev = { 0 };
         if (!open_device(s, i, lane, &dev))
             continue;
-        gcd_batcher *b = gcd_batcher_start(&dev, &bc, gcd_completions_done, s->completions);
+        gcd_lane *b = gcd_lane_start(&dev, &bc, gcd_completions_done, s->completions);
         if (b) {
-            s->devices[s->n_devices++] = b;
-            gcd_log(LOG_INFO, "device %s ready", gcd_batcher_name(b));
+            s->lanes[s->n_lanes++] = b;
+            gcd_log(LOG_INFO, "lane %s ready", gcd_lane_name(b));
         }
     }
-    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices > 0)
+    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_lanes > 0)
         gcd_device_gpu_enable_pinning();
-    else if (s->n_devices > 0)
+    else if (s->n_lanes > 0)
         gcd_device_emulated_enable_pinning();
-    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_devices == 0)
+    if (s->cfg.gpu == GCD_GPU_AUTO && s->n_lanes == 0)
         gcd_log(LOG_INFO, "no usable GPU: every request runs on the CPU engine");
     return true;
 }
 
-static gcd_batcher *least_loaded_device(gcd_server *s)
+static gcd_lane *least_loaded_device(gcd_server *s)
 {
-    gcd_batcher *best = NULL;
+    gcd_lane *best = NULL;
     unsigned best_depth = 0;
-    for (unsigned i = 0; i < s->n_devices; i++) {
-        if (gcd_batcher_retired(s->devices[i]))
+    for (unsigned i = 0; i < s->n_lanes; i++) {
+        if (gcd_lane_retired(s->lanes[i]))
             continue;
-        unsigned depth = gcd_batcher_queue_depth(s->devices[i]);
+        unsigned depth = gcd_lane_queue_depth(s->lanes[i]);
         if (!best || depth < best_depth) {
-            best = s->devices[i];
+            best = s->lanes[i];
             best_depth = depth;
         }
     }
@@ -96,18 +96,18 @@ static bool device_worthy(const gcd_server *s, const gcd_request *r)
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
     s->requests_in_flight++;
-    gcd_batcher *dev = device_worthy(s, r) ? least_loaded_device(s) : NULL;
+    gcd_lane *dev = device_worthy(s, r) ? least_loaded_device(s) : NULL;
     if (dev)
-        gcd_batcher_submit(dev, r);
+        gcd_lane_submit(dev, r);
     else
         gcd_workers_submit(s->workers, r);
 }
 
 void gcd_dispatch_stop(gcd_server *s)
 {
-    for (unsigned i = 0; i < s->n_devices; i++)
-        gcd_batcher_stop(s->devices[i]);
-    s->n_devices = 0;
+    for (unsigned i = 0; i < s->n_lanes; i++)
+        gcd_lane_stop(s->lanes[i]);
+    s->n_lanes = 0;
 }
 
 void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *buf, size_t size)
@@ -123,8 +123,8 @@ void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *bu
 
 const char *gcd_dispatch_backend(const gcd_server *s)
 {
-    for (unsigned i = 0; i < s->n_devices; i++)
-        if (!gcd_batcher_retired(s->devices[i]))
+    for (unsigned i = 0; i < s->n_lanes; i++)
+        if (!gcd_lane_retired(s->lanes[i]))
             return "gpu";
     return "cpu";
 }

@@ -317,8 +317,8 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 int gcd_server_run(gcd_server *s)
 {
     const char *backend = gcd_dispatch_backend(s);
-    gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u device(s), backend %s",
-            PACKAGE_VERSION, s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_devices, backend);
+    gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u GPU lane(s), backend %s",
+            PACKAGE_VERSION, s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_lanes, backend);
     sd_notifyf(0, "READY=1\nSTATUS=serving on %s (%s backend)", s->cfg.socket_path, backend);
     if (event_base_dispatch(s->base) < 0) {
         gcd_log(LOG_ERR, "event loop failed");

@@ -19,9 +19,9 @@
 #include "workers.h"
 
 struct gcd_conn;
-struct gcd_batcher;
+struct gcd_lane;
 
-#define GCD_MAX_DEVICES 16
+#define GCD_MAX_LANES 16
 #define GCD_MAX_CODECS 8
 
 typedef struct gcd_counters {
@@ -46,8 +46,8 @@ typedef struct gcd_server {
     struct event *sigint_event, *sigterm_event, *drain_timer;
     struct gcd_completions *completions; /* finished requests, from workers and devices */
     gcd_workers *workers;
-    struct gcd_batcher *devices[GCD_MAX_DEVICES]; /* one scheduler per usable device */
-    unsigned n_devices;
+    struct gcd_lane *lanes[GCD_MAX_LANES]; /* --device-lanes per usable device */
+    unsigned n_lanes;
     uint64_t requests_in_flight;  /* handed to an engine, not yet answered */
     gcd_counters counters;
 

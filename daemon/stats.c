@@ -8,16 +8,16 @@
 
 #include <stdio.h>
 
-#include "batcher.h"
+#include "lane.h"
 #include "codec.h"
 #include "dispatch.h"
 
-static void fill_device(gcd_batcher *b, Gpucomp__DeviceStats *d, char *name, size_t name_size)
+static void fill_device(gcd_lane *b, Gpucomp__DeviceStats *d, char *name, size_t name_size)
 {
-    gcd_batcher_stats bs;
-    gcd_batcher_get_stats(b, &bs);
+    gcd_lane_stats bs;
+    gcd_lane_get_stats(b, &bs);
     gpucomp__device_stats__init(d);
-    snprintf(name, name_size, "%s", gcd_batcher_name(b));
+    snprintf(name, name_size, "%s", gcd_lane_name(b));
     d->name = name;
     d->batches = bs.batches;
     d->bytes_in = bs.bytes_in;
@@ -69,11 +69,11 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->registered_bytes = gcd_fd_map_registered_bytes();
     st->register_limit = s->cfg.register_limit;
     st->backend = (char *)gcd_dispatch_backend(s);
-    for (unsigned i = 0; i < s->n_devices; i++) {
-        fill_device(s->devices[i], &msg->devices[i], msg->names[i], sizeof msg->names[i]);
+    for (unsigned i = 0; i < s->n_lanes; i++) {
+        fill_device(s->lanes[i], &msg->devices[i], msg->names[i], sizeof msg->names[i]);
         msg->device_ptrs[i] = &msg->devices[i];
     }
-    st->n_devices = s->n_devices;
+    st->n_devices = s->n_lanes;
     st->devices = msg->device_ptrs;
     st->cpu_requests = k->cpu_requests;
     st->gpu_requests = k->gpu_requests;

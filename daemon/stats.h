@@ -8,9 +8,9 @@
 /* A Stats message with the storage its fields point to. */
 typedef struct gcd_stats_message {
     Gpucomp__Stats stats;
-    Gpucomp__DeviceStats devices[GCD_MAX_DEVICES];
-    Gpucomp__DeviceStats *device_ptrs[GCD_MAX_DEVICES];
-    char names[GCD_MAX_DEVICES][96];
+    Gpucomp__DeviceStats devices[GCD_MAX_LANES];
+    Gpucomp__DeviceStats *device_ptrs[GCD_MAX_LANES];
+    char names[GCD_MAX_LANES][96];
     char routing[GCD_MAX_CODECS][96];
     char *routing_ptrs[GCD_MAX_CODECS];
 } gcd_stats_message;

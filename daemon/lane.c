@@ -1,5 +1,5 @@
-/* batcher.c - batching scheduler for one device (see batcher.h). */
-#include "batcher.h"
+/* lane.c - batching scheduler for one device (see lane.h). */
+#include "lane.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,9 +12,9 @@
 #include "gc_clock.h"
 #include "log.h"
 
-struct gcd_batcher {
+struct gcd_lane {
     gcd_device dev;
-    gcd_batcher_config cfg;
+    gcd_lane_config cfg;
     gcd_complete_fn complete;
     void *ctx;
 
@@ -24,11 +24,11 @@ struct gcd_batcher {
     gcd_request *head, *tail;  /* queue, linked through request->next */
     unsigned queued;
     bool stopping;
-    gcd_batcher_stats stats;   /* under lock */
+    gcd_lane_stats stats;   /* under lock */
 };
 
 /* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
-static void wait_for_batch(gcd_batcher *b)
+static void wait_for_batch(gcd_lane *b)
 {
     while (!b->head && !b->stopping)
         pthread_cond_wait(&b->wake, &b->lock);
@@ -49,7 +49,7 @@ static void wait_for_batch(gcd_batcher *b)
 }
 
 /* Take requests off the queue (lock held) up to max_batch_bytes; always at least one. */
-static size_t take_batch(gcd_batcher *b, gcd_request ***out)
+static size_t take_batch(gcd_lane *b, gcd_request ***out)
 {
     size_t n = 0, cap = 16;
     uint64_t bytes = 0;
@@ -81,7 +81,7 @@ static void reset_result(gcd_request *r)
     gc_error_clear(&r->error);
 }
 
-static void fallback_to_cpu(gcd_batcher *b, gcd_request **reqs, size_t n, const gc_error *why)
+static void fallback_to_cpu(gcd_lane *b, gcd_request **reqs, size_t n, const gc_error *why)
 {
     gcd_log(LOG_ERR, "%s failed (%s): rerunning %zu request(s) on the CPU and retiring the device",
             b->dev.name, why->msg, n);
@@ -97,7 +97,7 @@ static void fallback_to_cpu(gcd_batcher *b, gcd_request **reqs, size_t n, const 
     b->dev.impl = NULL;
 }
 
-static void account(gcd_batcher *b, gcd_request **reqs, size_t n, const gcd_batch_timing *t)
+static void account(gcd_lane *b, gcd_request **reqs, size_t n, const gcd_batch_timing *t)
 {
     pthread_mutex_lock(&b->lock);
     b->stats.batches++;
@@ -114,7 +114,7 @@ static void account(gcd_batcher *b, gcd_request **reqs, size_t n, const gcd_batc
 }
 
 /* Answer at once the requests that must not run (gcd_engine_skip); keep the rest, in order. */
-static size_t drop_skipped(gcd_batcher *b, gcd_request **reqs, size_t n)
+static size_t drop_skipped(gcd_lane *b, gcd_request **reqs, size_t n)
 {
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
@@ -126,7 +126,7 @@ static size_t drop_skipped(gcd_batcher *b, gcd_request **reqs, size_t n)
     return kept;
 }
 
-static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
+static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
 {
     n = drop_skipped(b, reqs, n);
     if (n == 0)
@@ -155,9 +155,9 @@ static void run_batch(gcd_batcher *b, gcd_request **reqs, size_t n)
         b->complete(reqs[i], b->ctx);
 }
 
-static void *batcher_main(void *arg)
+static void *lane_main(void *arg)
 {
-    gcd_batcher *b = arg;
+    gcd_lane *b = arg;
     pthread_mutex_lock(&b->lock);
     for (;;) {
         wait_for_batch(b);
@@ -175,10 +175,10 @@ static void *batcher_main(void *arg)
     return NULL;
 }
 
-gcd_batcher *gcd_batcher_start(gcd_device *dev, const gcd_batcher_config *cfg,
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
                                gcd_complete_fn complete, void *ctx)
 {
-    gcd_batcher *b = calloc(1, sizeof *b);
+    gcd_lane *b = calloc(1, sizeof *b);
     if (!b) {
         dev->ops->close(dev->impl);
         return NULL;
@@ -189,7 +189,7 @@ gcd_batcher *gcd_batcher_start(gcd_device *dev, const gcd_batcher_config *cfg,
     b->ctx = ctx;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->wake, NULL);
-    if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
+    if (pthread_create(&b->thread, NULL, lane_main, b) != 0) {
         dev->ops->close(dev->impl);
         pthread_mutex_destroy(&b->lock);
         pthread_cond_destroy(&b->wake);
@@ -199,7 +199,7 @@ gcd_batcher *gcd_batcher_start(gcd_device *dev, const gcd_batcher_config *cfg,
     return b;
 }
 
-void gcd_batcher_submit(gcd_batcher *b, gcd_request *r)
+void gcd_lane_submit(gcd_lane *b, gcd_request *r)
 {
     r->next = NULL;
     pthread_mutex_lock(&b->lock);
@@ -213,7 +213,7 @@ void gcd_batcher_submit(gcd_batcher *b, gcd_request *r)
     pthread_mutex_unlock(&b->lock);
 }
 
-bool gcd_batcher_retired(gcd_batcher *b)
+bool gcd_lane_retired(gcd_lane *b)
 {
     pthread_mutex_lock(&b->lock);
     bool retired = b->stats.retired;
@@ -221,7 +221,7 @@ bool gcd_batcher_retired(gcd_batcher *b)
     return retired;
 }
 
-unsigned gcd_batcher_queue_depth(gcd_batcher *b)
+unsigned gcd_lane_queue_depth(gcd_lane *b)
 {
     pthread_mutex_lock(&b->lock);
     unsigned depth = b->queued;
@@ -229,7 +229,7 @@ unsigned gcd_batcher_queue_depth(gcd_batcher *b)
     return depth;
 }
 
-void gcd_batcher_get_stats(gcd_batcher *b, gcd_batcher_stats *out)
+void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out)
 {
     pthread_mutex_lock(&b->lock);
     *out = b->stats;
@@ -237,12 +237,12 @@ void gcd_batcher_get_stats(gcd_batcher *b, gcd_batcher_stats *out)
     pthread_mutex_unlock(&b->lock);
 }
 
-const char *gcd_batcher_name(const gcd_batcher *b)
+const char *gcd_lane_name(const gcd_lane *b)
 {
     return b->dev.name;
 }
 
-void gcd_batcher_stop(gcd_batcher *b)
+void gcd_lane_stop(gcd_lane *b)
 {
     if (!b)
         return;

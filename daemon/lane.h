@@ -1,15 +1,16 @@
 /*
- * batcher.h - the scheduler in front of one device.
+ * lane.h - a lane: one scheduler thread with its own opened device context
+ * (docs/ARCHITECTURE.md, "Vocabulary"); a GPU has --device-lanes of them.
  *
- * Requests routed to a device wait in its queue; its thread takes them as a
+ * Requests routed to a lane wait in its queue; its thread takes them as a
  * batch (up to max_batch_bytes, waiting at most max_wait_us for a batch to
- * fill once the first request is there), runs the batch on the device and
+ * fill once the first request is there), runs the batch on its device and
  * hands every request back through the completion callback. A device
- * failure reruns the batch on the CPU engine and retires the device: no
+ * failure reruns the batch on the CPU engine and retires the lane: no
  * request fails because of it.
  */
-#ifndef GCD_BATCHER_H
-#define GCD_BATCHER_H
+#ifndef GCD_LANE_H
+#define GCD_LANE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,16 +18,16 @@
 #include "device.h"
 #include "request.h"
 
-typedef struct gcd_batcher gcd_batcher;
+typedef struct gcd_lane gcd_lane;
 
-typedef struct gcd_batcher_config {
+typedef struct gcd_lane_config {
     uint64_t max_batch_bytes;
     uint64_t max_wait_us;
     unsigned cpu_threads;   /* codec threads for the CPU fallback */
-} gcd_batcher_config;
+} gcd_lane_config;
 
 /* Counters for STATS (a consistent snapshot). */
-typedef struct gcd_batcher_stats {
+typedef struct gcd_lane_stats {
     uint64_t batches;
     uint64_t requests;
     uint64_t bytes_in;
@@ -35,26 +36,26 @@ typedef struct gcd_batcher_stats {
     uint64_t fallbacks;     /* requests rerun on the CPU after a device failure */
     unsigned queue_depth;
     bool retired;
-} gcd_batcher_stats;
+} gcd_lane_stats;
 
-/* Called on the batcher thread for each finished request. */
+/* Called on the lane thread for each finished request. */
 typedef void (*gcd_complete_fn)(gcd_request *r, void *ctx);
 
 /* Start the thread; takes ownership of dev. NULL on failure (dev closed). */
-gcd_batcher *gcd_batcher_start(gcd_device *dev, const gcd_batcher_config *cfg,
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
                                gcd_complete_fn complete, void *ctx);
 
 /* Queue a request (any thread). */
-void gcd_batcher_submit(gcd_batcher *b, gcd_request *r);
+void gcd_lane_submit(gcd_lane *b, gcd_request *r);
 
 /* True once the device failed; route new work elsewhere. */
-bool gcd_batcher_retired(gcd_batcher *b);
+bool gcd_lane_retired(gcd_lane *b);
 
-unsigned gcd_batcher_queue_depth(gcd_batcher *b);
-void gcd_batcher_get_stats(gcd_batcher *b, gcd_batcher_stats *out);
-const char *gcd_batcher_name(const gcd_batcher *b);
+unsigned gcd_lane_queue_depth(gcd_lane *b);
+void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);
+const char *gcd_lane_name(const gcd_lane *b);
 
 /* Finish queued work, stop the thread, close the device. */
-void gcd_batcher_stop(gcd_batcher *b);
+void gcd_lane_stop(gcd_lane *b);
 
 #endif
