@@ -11,6 +11,7 @@
 #include "fd_payload.h"
 #include "gc_clock.h"
 #include "log.h"
+#include "request_queue.h"
 
 struct gcd_lane {
     gcd_device dev;
@@ -21,7 +22,7 @@ struct gcd_lane {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    gcd_request *head, *tail;  /* queue, linked through request->next */
+    gcd_request_queue queue;
     unsigned queued;
     bool stopping;
     gcd_lane_stats stats;   /* under lock */
@@ -30,7 +31,7 @@ struct gcd_lane {
 /* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
 static void wait_for_batch(gcd_lane *b)
 {
-    while (!b->head && !b->stopping)
+    while (!b->queue.head && !b->stopping)
         pthread_cond_wait(&b->wake, &b->lock);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -39,7 +40,7 @@ static void wait_for_batch(gcd_lane *b)
     deadline.tv_nsec = (long)(ns % 1000000000u);
     for (;;) {
         uint64_t bytes = 0;
-        for (gcd_request *r = b->head; r && bytes < b->cfg.max_batch_bytes; r = r->next)
+        for (gcd_request *r = b->queue.head; r && bytes < b->cfg.max_batch_bytes; r = r->next)
             bytes += r->total_size;
         if (b->stopping || bytes >= b->cfg.max_batch_bytes)
             return;
@@ -54,7 +55,8 @@ static size_t take_batch(gcd_lane *b, gcd_request ***out)
     size_t n = 0, cap = 16;
     uint64_t bytes = 0;
     gcd_request **reqs = malloc(cap * sizeof *reqs);
-    while (reqs && b->head && (n == 0 || bytes + b->head->total_size <= b->cfg.max_batch_bytes)) {
+    while (reqs && b->queue.head &&
+           (n == 0 || bytes + b->queue.head->total_size <= b->cfg.max_batch_bytes)) {
         if (n == cap) {
             gcd_request **grown = realloc(reqs, 2 * cap * sizeof *reqs);
             if (!grown)
@@ -62,11 +64,7 @@ static size_t take_batch(gcd_lane *b, gcd_request ***out)
             reqs = grown;
             cap *= 2;
         }
-        gcd_request *r = b->head;
-        b->head = r->next;
-        if (!b->head)
-            b->tail = NULL;
-        r->next = NULL;
+        gcd_request *r = gcd_queue_pop(&b->queue);
         bytes += r->total_size;
         reqs[n++] = r;
         b->queued--;
@@ -161,7 +159,7 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&b->lock);
     for (;;) {
         wait_for_batch(b);
-        if (!b->head && b->stopping)
+        if (!b->queue.head && b->stopping)
             break;
         gcd_request **reqs;
         size_t n = take_batch(b, &reqs);
@@ -201,13 +199,8 @@ gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
 
 void gcd_lane_submit(gcd_lane *b, gcd_request *r)
 {
-    r->next = NULL;
     pthread_mutex_lock(&b->lock);
-    if (b->tail)
-        b->tail->next = r;
-    else
-        b->head = r;
-    b->tail = r;
+    gcd_queue_push(&b->queue, r);
     b->queued++;
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->lock);
