@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bz2_bwt_sort.h"
-#include "bz2_internal.h"
+#include "bz2_stages.h"
 #include "bzip2.h"
 #include "gc_clock.h"
 
@@ -1091,6 +1091,389 @@ START_TEST(test_block_over_plan_refused)
 }
 END_TEST
 
+/* ---- stage boundaries (bz2_stages.h) ---- */
+
+/* A block's column built here from the lower stages, as another backend's
+ * BWT would hand it in: CRC, RLE1, (mask), BWT, byte counts. */
+static void column_of(const uint8_t *src, size_t n, unsigned flags, bz2_column *c)
+{
+    uint8_t *rle = malloc(n + n / 4 + 1);
+    size_t m = bz2_rle1_encode(src, n, rle);
+    memset(c, 0, sizeof *c);
+    c->randomised = (flags & BZ2_ENC_RANDOMISE) != 0;
+    if (c->randomised) {
+        bz2_rand rs;
+        bz2_rand_init(&rs);
+        for (size_t i = 0; i < m; i++)
+            rle[i] ^= bz2_rand_next(&rs);
+    }
+    c->bwt = malloc(m);
+    c->cap = m;
+    c->n = (uint32_t)m;
+    c->crc = bz2_crc(src, n);
+    int32_t orig = bz2_bwt(rle, (int32_t)m, c->bwt);
+    ck_assert_int_ge(orig, 0);
+    c->orig = (uint32_t)orig;
+    for (size_t i = 0; i < m; i++)
+        c->counts[c->bwt[i]]++;
+    free(rle);
+}
+
+/* One block through the emitter into *one (flushed); its bits must equal
+ * bz2_encode_block's. Returns the block's length in bits. */
+static uint64_t emit_and_compare(const uint8_t *src, size_t n, size_t limit, unsigned flags, const bz2_column *c,
+                                 bz2_bitwriter *one)
+{
+    bz2_bitwriter ref;
+    uint32_t crc = 0;
+    bz2_bw_init(one, 1024);
+    bz2_bw_init(&ref, 1024);
+    ck_assert_int_eq(bz2_emit_block(c, one), GC_OK);
+    ck_assert_int_eq(bz2_encode_block(src, n, limit, flags, &ref, &crc), GC_OK);
+    ck_assert_uint_eq(crc, c->crc);
+    uint64_t bits = bz2_bw_bits(one);
+    ck_assert_uint_eq(bits, bz2_bw_bits(&ref));
+    bz2_bw_flush(one);
+    bz2_bw_flush(&ref);
+    ck_assert_msg(memcmp(one->buf, ref.buf, one->len) == 0, "block bits differ");
+    bz2_bw_free(&ref);
+    return bits;
+}
+
+typedef struct staged {
+    size_t nb;        /* blocks */
+    bz2_column *cols; /* the encoder's columns */
+    uint8_t *bz;      /* the stream spliced from the emitter's blocks */
+    size_t bz_len;
+} staged;
+
+/* (a) encoder: columns -> bz2_emit_block -> stream, equal to bz2_compress_ex's. */
+static void encode_by_stages(const uint8_t *src, size_t n, int level, unsigned flags, staged *s)
+{
+    size_t limit = bz2_block_limit(level), *starts = NULL;
+    s->nb = bz2_rle1_plan(src, n, limit, &starts);
+    s->cols = calloc(s->nb + 1, sizeof *s->cols);
+    bz2_bitwriter w;
+    bz2_bw_init(&w, 1024);
+    bz2_bw_put(&w, 24, 0x425a68);
+    bz2_bw_put(&w, 8, (uint32_t)('0' + level));
+    uint32_t combined = 0;
+    for (size_t i = 0; i < s->nb; i++) {
+        size_t len = starts[i + 1] - starts[i];
+        bz2_bitwriter one;
+        column_of(src + starts[i], len, flags, &s->cols[i]);
+        uint64_t bits = emit_and_compare(src + starts[i], len, limit, flags, &s->cols[i], &one);
+        bz2_bw_append(&w, one.buf, bits);
+        bz2_bw_free(&one);
+        combined = bz2_combine_crc(combined, s->cols[i].crc);
+    }
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24));
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff));
+    bz2_bw_put(&w, 32, combined);
+    bz2_bw_flush(&w);
+    s->bz = w.buf;
+    s->bz_len = w.len;
+    free(starts);
+    bz2_options o = { .level = level, .threads = 2 };
+    uint8_t *whole;
+    size_t whole_len;
+    gc_error err;
+    ck_assert_int_eq(bz2_compress_ex(src, n, &o, flags, &whole, &whole_len, &err), GC_OK);
+    ck_assert_uint_eq(s->bz_len, whole_len);
+    ck_assert_msg(memcmp(s->bz, whole, whole_len) == 0, "stream from the emitter differs");
+    free(whole);
+}
+
+static void staged_free(staged *s)
+{
+    for (size_t i = 0; i < s->nb; i++)
+        free(s->cols[i].bwt);
+    free(s->cols);
+    free(s->bz);
+}
+
+static void assert_same_result(const bz2_dblock *a, const bz2_dblock *b)
+{
+    ck_assert_int_eq(a->status, b->status);
+    ck_assert_str_eq(a->msg, b->msg);
+    ck_assert_uint_eq(a->out_len, b->out_len);
+    ck_assert(a->out_len == 0 || memcmp(a->out, b->out, a->out_len) == 0);
+    if (a->status == GC_OK || a->status == GC_E_CRC || a->status == GC_E_LIMIT) {
+        ck_assert_uint_eq(a->end_bit, b->end_bit);
+        ck_assert_uint_eq(a->stored_crc, b->stored_crc);
+        ck_assert_uint_eq(a->nblock, b->nblock);
+    }
+}
+
+static void same_column(const bz2_column *got, const bz2_column *want)
+{
+    ck_assert_uint_eq(got->n, want->n);
+    ck_assert_uint_eq(got->orig, want->orig);
+    ck_assert_uint_eq(got->crc, want->crc);
+    ck_assert_int_eq(got->randomised, want->randomised);
+    ck_assert(memcmp(got->bwt, want->bwt, want->n) == 0);
+    ck_assert(memcmp(got->counts, want->counts, sizeof want->counts) == 0);
+}
+
+/* Stage 1 then stage 2 at bit pos, against bz2_decode_block; the column
+ * stage 1 produced is left in *c (bwt: BZ2_COLUMN_CAP bytes, caller's). */
+static void decode_by_stages(const uint8_t *bz, size_t len, uint64_t pos, size_t max_out, bz2_column *c,
+                             bz2_dblock *whole)
+{
+    bz2_dblock r;
+    bz2_decode_block(bz, len, pos, max_out, whole);
+    if (bz2_decode_column(bz, len, pos, c, &r) == GC_OK) {
+        ck_assert_int_eq(r.status, GC_OK);
+        ck_assert_uint_eq(r.out_len, 0);
+        uint8_t *col = malloc(c->n ? c->n : 1);
+        memcpy(col, c->bwt, c->n);
+        int rc = bz2_invert_column(c, max_out, &r);
+        ck_assert_int_eq(rc, r.status);
+        memcpy(c->bwt, col, c->n); /* the column again, for the caller */
+        free(col);
+    }
+    assert_same_result(&r, whole);
+    free(r.out);
+}
+
+static uint64_t bits_at(const uint8_t *b, size_t len, uint64_t pos, unsigned n)
+{
+    bz2_bitreader br;
+    bz2_br_init(&br, b, len, pos);
+    return n > 32 ? (uint64_t)bz2_br_get(&br, n - 32) << 32 | bz2_br_get(&br, 32) : bz2_br_get(&br, n);
+}
+
+static void set_bits(uint8_t *b, uint64_t pos, unsigned n, uint32_t v)
+{
+    for (unsigned k = 0; k < n; k++) {
+        uint64_t bit = pos + k;
+        uint8_t mask = (uint8_t)(0x80 >> (bit % 8));
+        b[bit / 8] = (uint8_t)((v >> (n - 1 - k)) & 1 ? b[bit / 8] | mask : b[bit / 8] & ~mask);
+    }
+}
+
+/* (b) decoder: every block of s->bz decoded stage by stage equals
+ * bz2_decode_block, and stage 1's column is the encoder's. */
+static void check_decode_stages(const staged *s)
+{
+    bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };
+    uint64_t pos = 32;
+    for (size_t i = 0; i < s->nb; i++) {
+        ck_assert_uint_eq(bits_at(s->bz, s->bz_len, pos, 48), BZ2_BLOCK_MAGIC);
+        bz2_dblock whole;
+        decode_by_stages(s->bz, s->bz_len, pos, 0, &c, &whole);
+        ck_assert_int_eq(whole.status, GC_OK);
+        same_column(&c, &s->cols[i]);
+        free(whole.out);
+        pos = whole.end_bit;
+    }
+    ck_assert_uint_eq(bits_at(s->bz, s->bz_len, pos, 48), BZ2_EOS_MAGIC);
+    free(c.bwt);
+}
+
+/* (c) errors: stage 1's column with a bad origPtr, or stage 1 on a cut
+ * stream, give what bz2_decode_block gives for the same damage. */
+static void check_stage_errors(const staged *s)
+{
+    if (s->nb == 0)
+        return;
+    bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };
+    uint8_t *bad = malloc(s->bz_len);
+    const uint32_t n = s->cols[0].n, origs[] = { n, n + 1, 0xffffff };
+    for (size_t k = 0; k < 3; k++) {
+        memcpy(bad, s->bz, s->bz_len);
+        set_bits(bad, 32 + 48 + 32 + 1, 24, origs[k]); /* block 1's origPtr field */
+        bz2_dblock whole, r;
+        decode_by_stages(bad, s->bz_len, 32, 0, &c, &whole);
+        char want[sizeof whole.msg];
+        snprintf(want, sizeof want, "origPtr %u out of range (block length %u)", origs[k], n);
+        ck_assert_int_eq(whole.status, GC_E_CORRUPT);
+        ck_assert_str_eq(whole.msg, want);
+        ck_assert_int_eq(bz2_decode_column(s->bz, s->bz_len, 32, &c, &r), GC_OK);
+        c.orig = origs[k]; /* the good stream's column, pointer corrupted after stage 1 */
+        ck_assert_int_eq(bz2_invert_column(&c, 0, &r), GC_E_CORRUPT);
+        assert_same_result(&r, &whole);
+        free(whole.out);
+    }
+    /* cuts inside block 1 (about 40 spread over the stream, and each of its
+     * last 16 bytes): truncated until the cut passes the block's end */
+    bz2_dblock whole;
+    bz2_decode_block(s->bz, s->bz_len, 32, 0, &whole);
+    uint64_t end_bit = whole.end_bit;
+    free(whole.out);
+    size_t step = s->bz_len / 40 > 13 ? s->bz_len / 40 : 13;
+    for (size_t cut = 0; cut <= s->bz_len; cut += (cut + 16 >= s->bz_len ? 1 : step)) {
+        decode_by_stages(s->bz, cut, 32, 0, &c, &whole);
+        ck_assert_int_eq(whole.status, (uint64_t)cut * 8 < end_bit ? GC_E_TRUNCATED : GC_OK);
+        free(whole.out);
+    }
+    /* a limit the block's output exceeds, and a wrong stored CRC */
+    decode_by_stages(s->bz, s->bz_len, 32, 1, &c, &whole);
+    free(whole.out);
+    memcpy(bad, s->bz, s->bz_len);
+    bad[10] ^= 0x08;
+    decode_by_stages(bad, s->bz_len, 32, 0, &c, &whole);
+    ck_assert_int_eq(whole.status, GC_E_CRC);
+    free(whole.out);
+    free(bad);
+    free(c.bwt);
+}
+
+static void check_stages(const uint8_t *src, size_t n, int level, unsigned flags)
+{
+    staged s;
+    encode_by_stages(src, n, level, flags, &s);
+    check_decode_stages(&s);
+    check_stage_errors(&s);
+    staged_free(&s);
+}
+
+START_TEST(test_stages_small_inputs)
+{
+    check_stages((const uint8_t *)"", 0, 9, 0);
+    check_stages((const uint8_t *)"x", 1, 9, 0);
+    check_stages((const uint8_t *)"aaaa", 4, 9, 0);
+    uint8_t all[256 * 3];
+    for (int i = 0; i < 256 * 3; i++)
+        all[i] = (uint8_t)(i % 256);
+    check_stages(all, sizeof all, 1, 0);
+}
+END_TEST
+
+START_TEST(test_stages_text_runs_random)
+{
+    size_t n = 300000;
+    uint8_t *t = make_text(n);
+    check_stages(t, n, 1, 0);                 /* 3 blocks */
+    check_stages(t, 150000, 1, BZ2_ENC_RANDOMISE);
+    free(t);
+    size_t m = 0, cap = 300 * 301 / 2 + 120000;
+    uint8_t *b = malloc(cap);
+    for (size_t r = 1; r <= 300; r++) {     /* runs of every length 1..300 */
+        memset(b + m, (int)(r & 0xff), r);
+        m += r;
+    }
+    memset(b + m, 'q', 100000);             /* and a long one */
+    m += 100000;
+    check_stages(b, m, 9, 0);
+    free(b);
+    uint8_t *rnd_data = make_random(200000);
+    check_stages(rnd_data, 200000, 2, 0);
+    free(rnd_data);
+}
+END_TEST
+
+START_TEST(test_stages_full_block)
+{
+    /* Level 9: the first block is full (899981 RLE1 bytes, the limit). */
+    size_t n = 1000000;
+    uint8_t *t = make_text(n);
+    staged s;
+    encode_by_stages(t, n, 9, 0, &s);
+    ck_assert_uint_eq(s.nb, 2);
+    ck_assert_uint_ge(s.cols[0].n, bz2_block_limit(9) - 4);
+    ck_assert_uint_le(s.cols[0].n, bz2_block_limit(9));
+    check_decode_stages(&s);
+    check_stage_errors(&s);
+    staged_free(&s);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_stages_foreign_stream)
+{
+    /* libbz2's blocks, decoded stage by stage, give the input back. */
+    size_t n = 1200000;
+    uint8_t *t = make_text(n);
+    memset(t + 5000, 0, 200000);
+    size_t cl;
+    uint8_t *bz = libbz2_compress(t, n, 9, &cl);
+    bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };
+    uint64_t pos = 32;
+    size_t done = 0, blocks = 0;
+    while (bits_at(bz, cl, pos, 48) == BZ2_BLOCK_MAGIC) {
+        bz2_dblock whole;
+        decode_by_stages(bz, cl, pos, 0, &c, &whole);
+        ck_assert_int_eq(whole.status, GC_OK);
+        ck_assert_uint_le(done + whole.out_len, n);
+        ck_assert(memcmp(whole.out, t + done, whole.out_len) == 0);
+        done += whole.out_len;
+        pos = whole.end_bit;
+        blocks++;
+        free(whole.out);
+    }
+    ck_assert_uint_eq(done, n);
+    ck_assert_uint_ge(blocks, 2);
+    free(c.bwt);
+    free(bz);
+    free(t);
+}
+END_TEST
+
+/* A stream of one block emitted from column c (level 9, any CRC). */
+static uint8_t *stream_of_column(const bz2_column *c, size_t *len)
+{
+    bz2_bitwriter w;
+    bz2_bw_init(&w, 1024);
+    bz2_bw_put(&w, 32, 0x425a6839); /* "BZh9" */
+    ck_assert_int_eq(bz2_emit_block(c, &w), GC_OK);
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24));
+    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff));
+    bz2_bw_put(&w, 32, c->crc);
+    bz2_bw_flush(&w);
+    *len = w.len;
+    return w.buf;
+}
+
+START_TEST(test_stage_contracts)
+{
+    uint8_t blk[] = "bcaaaa"; /* RLE1 bytes ending in 4 equal ones: no count byte */
+    bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP, .n = 6, .crc = 0x1234 };
+    c.orig = (uint32_t)bz2_bwt(blk, 6, c.bwt);
+    for (int i = 0; i < 6; i++)
+        c.counts[c.bwt[i]]++;
+    /* the emitter refuses what no block can hold, writing nothing */
+    bz2_bitwriter w;
+    bz2_bw_init(&w, 64);
+    bz2_column bad = c;
+    bad.orig = 6;
+    ck_assert_int_eq(bz2_emit_block(&bad, &w), GC_E_INVALID);
+    bad.orig = 0;
+    bad.n = 0;
+    ck_assert_int_eq(bz2_emit_block(&bad, &w), GC_E_INVALID);
+    bad.n = BZ2_MAX_BLOCK + 1;
+    ck_assert_int_eq(bz2_emit_block(&bad, &w), GC_E_INVALID);
+    ck_assert_uint_eq(bz2_bw_bits(&w), 0);
+    bz2_bw_free(&w);
+    /* stage 2 refuses a column that does not fit its buffer or whose
+     * counts do not add up (nothing a valid stream produces) */
+    bz2_dblock r;
+    bad = c;
+    bad.cap = 5;
+    ck_assert_int_eq(bz2_invert_column(&bad, 0, &r), GC_E_INVALID);
+    ck_assert_ptr_null(r.out);
+    bad = c;
+    bad.counts['a']--;
+    ck_assert_int_eq(bz2_invert_column(&bad, 0, &r), GC_E_INVALID);
+    ck_assert_str_eq(r.msg, "byte counts add up to 5, not the block length 6");
+    /* stage 1 needs room for the largest block */
+    bad = c;
+    bad.cap = BZ2_MAX_BLOCK - 1;
+    size_t len;
+    uint8_t *bz = stream_of_column(&c, &len);
+    ck_assert_int_eq(bz2_decode_column(bz, len, 32, &bad, &r), GC_E_INVALID);
+    /* the missing count byte: the same error through both paths */
+    bz2_dblock whole;
+    decode_by_stages(bz, len, 32, 0, &c, &whole);
+    ck_assert_int_eq(whole.status, GC_E_CORRUPT);
+    ck_assert_str_eq(whole.msg, "block ends inside a run (count byte missing)");
+    ck_assert_int_eq(bz2_invert_column(&c, 0, &r), GC_E_CORRUPT);
+    ck_assert_str_eq(r.msg, whole.msg);
+    free(bz);
+    free(c.bwt);
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -1121,6 +1504,11 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_block_level_and_four_run_end);
     tcase_add_test(tc, test_inverse_bwt_lanes);
     tcase_add_test(tc, test_mtf_encode_reference);
+    tcase_add_test(tc, test_stages_small_inputs);
+    tcase_add_test(tc, test_stages_text_runs_random);
+    tcase_add_test(tc, test_stages_full_block);
+    tcase_add_test(tc, test_stages_foreign_stream);
+    tcase_add_test(tc, test_stage_contracts);
     suite_add_tcase(s, tc);
 
     TCase *hostile = tcase_create("changing input");

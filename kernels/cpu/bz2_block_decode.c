@@ -1,22 +1,22 @@
 /*
- * bz2_block_decode.c - decode one bzip2 block: header fields, selectors,
- * code lengths, Huffman/MTF/RUNA-RUNB symbols, inverse BWT, optional
- * de-randomisation, inverse RLE1 and the CRC check.
+ * bz2_block_decode.c - the decoder's first stage: one block's header
+ * fields, selectors, code lengths and Huffman/MTF/RUNA-RUNB symbols, up to
+ * its BWT column (bz2_stages.h); bz2_block_invert.c does the rest, and
+ * bz2_decode_block runs both.
  *
  * Hostile input: every count read from the stream is checked before use
  * (selectors <= 18002 stored, lengths 1..20 at every step, Huffman tables
- * not oversubscribed, <= 900000 BWT bytes, origPtr < block length), reads
- * past the end yield zero bits and are reported as truncation, and the
- * output size is computed before it is allocated (max_out).
+ * not oversubscribed, <= 900000 BWT bytes; origPtr in stage 2), reads
+ * past the end yield zero bits and are reported as truncation (stage 2
+ * computes the output size before allocating it, for max_out).
  * Semantics follow the reference decoder where the format leaves room
  * (docs/BZIP2.md, "Decoder acceptance rules").
  */
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bz2_internal.h"
+#include "bz2_stages.h"
 
 #define LUT_BITS 10
 
@@ -31,8 +31,7 @@ typedef struct htab {
 typedef struct dstate {
     bz2_bitreader br;
     bz2_dblock *r;
-    int randomised;
-    uint32_t orig;
+    bz2_column *c;
     int n_in_use;
     uint8_t seq_to_byte[256];
     int n_groups;
@@ -51,18 +50,17 @@ __attribute__((format(printf, 3, 4))) static int fail(dstate *d, int code, const
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->r->msg, sizeof d->r->msg, fmt, ap);
+    bz2_dblock_vfail(d->r, code, fmt, ap);
     va_end(ap);
-    d->r->status = code;
     return code;
 }
 
 static int read_header(dstate *d)
 {
     bz2_bitreader *br = &d->br;
-    d->r->stored_crc = bz2_br_get(br, 32);
-    d->randomised = (int)bz2_br_get(br, 1);
-    d->orig = bz2_br_get(br, 24);
+    d->c->crc = bz2_br_get(br, 32);
+    d->c->randomised = (int)bz2_br_get(br, 1);
+    d->c->orig = bz2_br_get(br, 24);
     uint32_t ranges = bz2_br_get(br, 16);
     d->n_in_use = 0;
     memset(d->seq_to_byte, 0, sizeof d->seq_to_byte); /* mtf_take reads whole words */
@@ -207,10 +205,12 @@ static inline uint8_t mtf_take(uint8_t *m, unsigned j)
     return v;
 }
 
-/* Huffman + MTF + zero runs -> the BWT column in ll[], counts per byte. */
-static int decode_symbols(dstate *d, uint8_t *ll, uint32_t counts[256], uint32_t *nblock_out)
+/* Huffman + MTF + zero runs -> the BWT column, counts per byte. */
+static int decode_symbols(dstate *d)
 {
     bz2_bitreader *br = &d->br;
+    uint8_t *ll = d->c->bwt;
+    uint32_t *counts = d->c->counts;
     uint8_t mtf[256];
     memcpy(mtf, d->seq_to_byte, 256);
     int eob = d->n_in_use + 1;
@@ -257,108 +257,49 @@ static int decode_symbols(dstate *d, uint8_t *ll, uint32_t counts[256], uint32_t
     }
     if (bz2_br_overrun(br))
         return fail(d, GC_E_TRUNCATED, "input ends inside the block data");
-    *nblock_out = nblock;
+    d->c->n = nblock;
+    d->c->end_bit = bz2_br_pos(br);
     return GC_OK;
 }
 
-/* Inverse BWT in place (ll holds BZ2_MAX_BLOCK + BZ2_IBWT_SLACK bytes),
- * then the de-randomisation of randomised blocks. */
-static int inverse_bwt(dstate *d, uint8_t *ll, uint32_t n, const uint32_t counts[256])
+static int decode_column(dstate *d)
 {
-    if (bz2_inverse_bwt(ll, BZ2_MAX_BLOCK + BZ2_IBWT_SLACK, n, d->orig, counts))
-        return fail(d, GC_E_NOMEM, "out of memory");
-    if (d->randomised) {
-        bz2_rand rs;
-        bz2_rand_init(&rs);
-        for (uint32_t k = 0; k < n; k++)
-            ll[k] ^= bz2_rand_next(&rs);
-    }
-    return GC_OK;
+    int rc = read_header(d);
+    for (int t = 0; rc == GC_OK && t < d->n_groups; t++)
+        rc = build_table(d, t);
+    return rc == GC_OK ? decode_symbols(d) : rc;
 }
 
-/* Inverse RLE1: after 4 equal bytes the next byte is a repeat count. A
- * block may not end right after such 4 bytes (the reference decoder
- * rejects it too). First pass sizes the output, second writes it. */
-static int inverse_rle1(dstate *d, const uint8_t *b, uint32_t n, size_t max_out)
+int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_column *c,
+                      bz2_dblock *r)
 {
-    size_t total = 0;
-    int last = -1, run = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (run == 4) {
-            total += b[i];
-            run = 0;
-            last = -1;
-            continue;
-        }
-        total++;
-        run = (b[i] == last) ? run + 1 : 1;
-        last = b[i];
-    }
-    if (run == 4)
-        return fail(d, GC_E_CORRUPT, "block ends inside a run (count byte missing)");
-    if (max_out && total > max_out)
-        return fail(d, GC_E_LIMIT, "decompressed size exceeds the %zu byte limit", max_out);
-    uint8_t *out = malloc(total ? total : 1);
-    if (!out)
-        return fail(d, GC_E_NOMEM, "out of memory");
-    size_t o = 0;
-    last = -1;
-    run = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (run == 4) {
-            memset(out + o, last, b[i]);
-            o += b[i];
-            run = 0;
-            last = -1;
-            continue;
-        }
-        out[o++] = b[i];
-        run = (b[i] == last) ? run + 1 : 1;
-        last = b[i];
-    }
-    d->r->out = out;
-    d->r->out_len = total;
-    return GC_OK;
+    uint8_t *bwt = c->bwt;
+    size_t cap = c->cap;
+    memset(r, 0, sizeof *r);
+    memset(c, 0, sizeof *c);
+    c->bwt = bwt;
+    c->cap = cap;
+    if (!bwt || cap < BZ2_MAX_BLOCK)
+        return bz2_dblock_fail(r, GC_E_INVALID, "column buffer smaller than %u bytes", BZ2_MAX_BLOCK);
+    dstate *d = malloc(sizeof *d);
+    if (!d)
+        return bz2_dblock_fail(r, GC_E_NOMEM, "out of memory");
+    d->r = r;
+    d->c = c;
+    bz2_br_init(&d->br, src, len, magic_bit + 48);
+    int rc = decode_column(d);
+    free(d);
+    return rc;
 }
 
 void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out,
                       bz2_dblock *r)
 {
     memset(r, 0, sizeof *r);
-    dstate *d = malloc(sizeof *d);
-    uint8_t *ll = malloc(BZ2_MAX_BLOCK + BZ2_IBWT_SLACK);
-    uint32_t counts[256] = { 0 };
-    uint32_t n = 0;
-    if (!d || !ll) {
-        snprintf(r->msg, sizeof r->msg, "out of memory");
-        r->status = GC_E_NOMEM;
-        goto out;
-    }
-    d->r = r;
-    bz2_br_init(&d->br, src, len, magic_bit + 48);
-    if (read_header(d))
-        goto out;
-    for (int t = 0; t < d->n_groups; t++)
-        if (build_table(d, t))
-            goto out;
-    if (decode_symbols(d, ll, counts, &n))
-        goto out;
-    r->nblock = n;
-    r->end_bit = bz2_br_pos(&d->br);
-    if (d->orig >= n) {
-        fail(d, GC_E_CORRUPT, "origPtr %u out of range (block length %u)", d->orig, n);
-        goto out;
-    }
-    if (inverse_bwt(d, ll, n, counts) || inverse_rle1(d, ll, n, max_out))
-        goto out;
-    uint32_t crc = bz2_crc(r->out, r->out_len);
-    if (crc != r->stored_crc) {
-        fail(d, GC_E_CRC, "block CRC mismatch (stored 0x%08x, computed 0x%08x)", r->stored_crc, crc);
-        free(r->out);
-        r->out = NULL;
-        r->out_len = 0;
-    }
-out:
-    free(ll);
-    free(d);
+    bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };
+    if (!c.bwt)
+        bz2_dblock_fail(r, GC_E_NOMEM, "out of memory");
+    else if (bz2_decode_column(src, len, magic_bit, &c, r) == GC_OK)
+        bz2_invert_column(&c, max_out, r);
+    free(c.bwt);
 }

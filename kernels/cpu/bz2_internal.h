@@ -4,8 +4,11 @@
  *
  * Pipeline, compression:   input -> RLE1 (bz2_rle1.c) -> BWT (bz2_bwt.c)
  *   -> MTF/RLE2 (bz2_mtf.c) -> Huffman tables (bz2_huffman.c)
- *   -> block bits (bz2_block_encode.c) -> stream framing (bz2_stream.c).
- * Decompression: bz2_stream.c finds blocks, bz2_block_decode.c decodes one.
+ *   -> block bits (bz2_block_emit.c) -> stream framing (bz2_stream.c);
+ *   bz2_block_encode.c runs one block through it.
+ * Decompression: bz2_stream.c finds blocks, bz2_block_decode.c decodes one
+ * to its BWT column, bz2_block_invert.c turns that into bytes.
+ * The per-block stages and what crosses between them: bz2_stages.h.
  * docs/BZIP2.md describes every choice that decides the output bytes.
  */
 #ifndef GC_BZ2_INTERNAL_H
@@ -105,16 +108,6 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
                        int n_groups, uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA],
                        uint8_t *selectors);
 
-/* ---- bz2_block_encode.c ---- */
-#define BZ2_ENC_RANDOMISE 1u /* test hook: write a randomised block */
-/* Compress one block (src = its slice of the original input) to w.
- * *crc receives the block CRC. The slice is read once, into private memory;
- * if its RLE1 output is over limit (the input changed since bz2_rle1_plan
- * sized the block) nothing is written and the result is GC_E_INVALID.
- * Returns GC_OK, GC_E_INVALID or GC_E_NOMEM. */
-int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
-                     bz2_bitwriter *w, uint32_t *crc);
-
 /* ---- bz2_ibwt.c: inverse BWT ---- */
 /* Spare bytes past the block that bz2_inverse_bwt may use as scratch. */
 #define BZ2_IBWT_SLACK (160u * 4096u)
@@ -124,23 +117,8 @@ int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
  * when out of memory. */
 int bz2_inverse_bwt(uint8_t *ll, size_t ll_cap, uint32_t n, uint32_t orig, const uint32_t counts[256]);
 
-/* ---- bz2_block_decode.c ---- */
-typedef struct bz2_dblock {
-    int status;          /* GC_OK or an error code */
-    char msg[112];       /* the problem, without stream/block prefix */
-    uint64_t end_bit;    /* bit offset just after the block's EOB */
-    uint32_t stored_crc; /* from the block header */
-    uint32_t nblock;     /* BWT length (RLE1 bytes) */
-    uint8_t *out;        /* malloc'd decoded bytes */
-    size_t out_len;
-} bz2_dblock;
-/* Decode the block whose 48-bit magic starts at bit magic_bit of src.
- * Output beyond max_out bytes (0 = none) is GC_E_LIMIT. The block CRC is
- * verified. Never reads outside src[0..len). */
-void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out,
-                      bz2_dblock *r);
-
 /* ---- bz2_stream.c: extra entry point for tests ---- */
+#define BZ2_ENC_RANDOMISE 1u /* test hook: write a randomised block */
 /* bz2_compress with encoder flags (BZ2_ENC_*): lets tests build streams no
  * normal compression writes (randomised blocks). */
 int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,

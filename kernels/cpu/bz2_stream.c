@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bz2_internal.h"
+#include "bz2_stages.h"
 #include "bzip2.h"
 #include "parallel.h"
 
