@@ -43,9 +43,6 @@
 #error "rle.c assumes a little-endian host"
 #endif
 
-#define RLE_MODE_STORED 0
-#define RLE_MODE_RLE 1
-#define RLE_HEADER_CRC 4u /* header_crc after the chunk index */
 #define NO_CHUNK SIZE_MAX  /* chunk number when a record is decoded on its own */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -347,9 +344,9 @@ ALWAYS_INLINE size_t encode_rle(const uint8_t *src, size_t nb, unsigned w, uint8
     else if (lw > written && /* lw is 4: had it been 2, written would be 2 too */
              write_runs(src, nb, w, 4, syms, lens, runs, &len_bits) != 0)
         return 0;
-    rec[0] = RLE_MODE_RLE;
-    rec[1] = (uint8_t)lw;
-    store32(rec + 4, (uint32_t)runs);
+    rec[RLE_REC_MODE_OFFSET] = RLE_MODE_RLE;
+    rec[RLE_REC_LEN_WIDTH_OFFSET] = (uint8_t)lw;
+    store32(rec + RLE_REC_RUN_COUNT_OFFSET, (uint32_t)runs);
     return RLE_CHUNK_HEADER + runs * (w + lw);
 }
 
@@ -383,15 +380,15 @@ size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, 
     if (size != 0) {
         crc = crc32c(chunk, chunk_len);
     } else {
-        record[0] = RLE_MODE_STORED;
-        record[1] = 0;
-        store32(record + 4, 0);
+        record[RLE_REC_MODE_OFFSET] = RLE_MODE_STORED;
+        record[RLE_REC_LEN_WIDTH_OFFSET] = 0;
+        store32(record + RLE_REC_RUN_COUNT_OFFSET, 0);
         crc = copy_crc(record + RLE_CHUNK_HEADER, chunk, chunk_len);
         size = RLE_CHUNK_HEADER + chunk_len;
     }
-    record[2] = 0;
-    record[3] = 0;
-    store32(record + 8, crc);
+    record[RLE_REC_RESERVED_OFFSET] = 0;
+    record[RLE_REC_RESERVED_OFFSET + 1] = 0;
+    store32(record + RLE_REC_CRC_OFFSET, crc);
     return size;
 }
 
@@ -495,8 +492,8 @@ static size_t expand_runs_any(const uint8_t *syms, const uint8_t *lens, size_t r
 static int decode_stored(const uint8_t *rec, size_t rec_len, uint8_t *out, size_t out_len,
                          uint32_t *crc, size_t chunk_no, gc_error *err)
 {
-    unsigned lw = rec[1];
-    uint32_t runs = load32(rec + 4);
+    unsigned lw = rec[RLE_REC_LEN_WIDTH_OFFSET];
+    uint32_t runs = load32(rec + RLE_REC_RUN_COUNT_OFFSET);
     if (lw != 0 || runs != 0)
         return chunk_fail(err, GC_E_CORRUPT, chunk_no,
                           "stored record has len_width %u and run_count %u (both must be 0)",
@@ -512,8 +509,8 @@ static int decode_stored(const uint8_t *rec, size_t rec_len, uint8_t *out, size_
 static int decode_rle(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *out,
                       size_t out_len, uint32_t *crc, size_t chunk_no, gc_error *err)
 {
-    unsigned lw = rec[1];
-    uint32_t runs = load32(rec + 4);
+    unsigned lw = rec[RLE_REC_LEN_WIDTH_OFFSET];
+    uint32_t runs = load32(rec + RLE_REC_RUN_COUNT_OFFSET);
     if (lw != 1 && lw != 2 && lw != 4)
         return chunk_fail(err, GC_E_CORRUPT, chunk_no, "len_width %u is not 1, 2 or 4", lw);
     uint64_t expect = RLE_CHUNK_HEADER + (uint64_t)runs * (w + lw);
@@ -550,23 +547,24 @@ static int decode_record(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t
     if (rec_len < RLE_CHUNK_HEADER)
         return chunk_fail(err, GC_E_TRUNCATED, chunk_no,
                           "record is %zu bytes, shorter than its 12-byte header", rec_len);
-    if (rec[2] != 0 || rec[3] != 0)
+    const uint8_t *reserved = rec + RLE_REC_RESERVED_OFFSET;
+    if (reserved[0] != 0 || reserved[1] != 0)
         return chunk_fail(err, GC_E_CORRUPT, chunk_no, "reserved bytes are 0x%02x%02x, not 0",
-                          rec[3], rec[2]);
+                          reserved[1], reserved[0]);
     int rc;
     uint32_t computed = 0;
-    switch (rec[0]) {
+    switch (rec[RLE_REC_MODE_OFFSET]) {
     case RLE_MODE_STORED:
         rc = decode_stored(rec, rec_len, out, out_len, &computed, chunk_no, err);
         break;
     case RLE_MODE_RLE:
         rc = decode_rle(rec, rec_len, w, out, out_len, &computed, chunk_no, err);
         break;
-    default: return chunk_fail(err, GC_E_CORRUPT, chunk_no, "unknown mode %u", rec[0]);
+    default: return chunk_fail(err, GC_E_CORRUPT, chunk_no, "unknown mode %u", rec[RLE_REC_MODE_OFFSET]);
     }
     if (rc != GC_OK)
         return rc;
-    uint32_t stored = load32(rec + 8);
+    uint32_t stored = load32(rec + RLE_REC_CRC_OFFSET);
     if (stored != computed)
         return chunk_fail(err, GC_E_CRC, chunk_no,
                           "CRC32C mismatch (stored 0x%08x, computed 0x%08x)",
@@ -607,12 +605,6 @@ static uint64_t div_ceil(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-/* Bytes before the first chunk record. */
-static uint64_t header_size_for(uint64_t chunk_count)
-{
-    return RLE_HEADER_FIXED + 4 * chunk_count + RLE_HEADER_CRC;
-}
-
 size_t rle_compress_bound(size_t src_len, const rle_options *opt)
 {
     rle_options o;
@@ -620,7 +612,7 @@ size_t rle_compress_bound(size_t src_len, const rle_options *opt)
         return 0;
     uint64_t chunks = div_ceil(src_len - src_len % o.width, o.chunk_size);
     /* header + index + crc + one record header per chunk + every byte stored */
-    uint64_t fixed = header_size_for(chunks) + RLE_CHUNK_HEADER * chunks;
+    uint64_t fixed = rle_header_size_for(chunks) + RLE_CHUNK_HEADER * chunks;
     size_t bound;
     if (fixed > SIZE_MAX || __builtin_add_overflow((size_t)fixed, src_len, &bound))
         return SIZE_MAX;
@@ -637,17 +629,17 @@ static size_t chunk_len_at(uint64_t body_len, uint32_t chunk_size, size_t i)
 
 static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error *err)
 {
-    if (memcmp(src, RLE_MAGIC, 4) != 0)
+    if (memcmp(src + RLE_MAGIC_OFFSET, RLE_MAGIC, 4) != 0)
         return gc_fail(err, GC_E_CORRUPT, "rle: frame: bad magic (not an rle frame)");
-    if (src[4] != RLE_VERSION)
+    if (src[RLE_VERSION_OFFSET] != RLE_VERSION)
         return gc_fail(err, GC_E_UNSUPPORTED, "rle: frame: version %u, only %u is supported",
-                       src[4], RLE_VERSION);
-    info->width = src[5];
-    info->tail_len = src[6];
-    info->chunk_size = load32(src + 8);
-    info->original_size = load64(src + 12);
-    info->chunk_count = load32(src + 20);
-    memcpy(info->tail, src + 24, sizeof info->tail);
+                       src[RLE_VERSION_OFFSET], RLE_VERSION);
+    info->width = src[RLE_WIDTH_OFFSET];
+    info->tail_len = src[RLE_TAIL_LEN_OFFSET];
+    info->chunk_size = load32(src + RLE_CHUNK_SIZE_OFFSET);
+    info->original_size = load64(src + RLE_ORIGINAL_SIZE_OFFSET);
+    info->chunk_count = load32(src + RLE_CHUNK_COUNT_OFFSET);
+    memcpy(info->tail, src + RLE_TAIL_OFFSET, sizeof info->tail);
     if (!valid_width(info->width))
         return gc_fail(err, GC_E_CORRUPT, "rle: frame: element width %u is not 1, 2, 4 or 8",
                        info->width);
@@ -655,8 +647,9 @@ static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error
         return gc_fail(err, GC_E_CORRUPT,
                        "rle: frame: tail_len %u, expected original_size %% width = %u",
                        info->tail_len, (unsigned)(info->original_size % info->width));
-    if (src[7] != 0)
-        return gc_fail(err, GC_E_CORRUPT, "rle: frame: reserved byte is 0x%02x, not 0", src[7]);
+    if (src[RLE_RESERVED_OFFSET] != 0)
+        return gc_fail(err, GC_E_CORRUPT, "rle: frame: reserved byte is 0x%02x, not 0",
+                       src[RLE_RESERVED_OFFSET]);
     if (info->chunk_size < RLE_MIN_CHUNK_SIZE || info->chunk_size > RLE_MAX_CHUNK_SIZE ||
         info->chunk_size % info->width != 0)
         return gc_fail(err, GC_E_CORRUPT,
@@ -680,7 +673,7 @@ static int check_index(const rle_frame_info *info, const uint8_t *index, size_t 
 {
     uint64_t total = 0; /* < 2^32 entries of < 2^32 each: cannot overflow */
     for (uint32_t i = 0; i < info->chunk_count; i++) {
-        uint32_t size = load32(index + 4 * (size_t)i);
+        uint32_t size = load32(index + RLE_INDEX_ENTRY * (size_t)i);
         if (size < RLE_CHUNK_HEADER)
             return gc_fail(err, GC_E_CORRUPT,
                            "rle: chunk %u: index entry %u is shorter than a record header",
@@ -706,7 +699,7 @@ int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc
     int rc = check_fixed_header(src, info, err);
     if (rc != GC_OK)
         return rc;
-    uint64_t header_size = header_size_for(info->chunk_count);
+    uint64_t header_size = rle_header_size_for(info->chunk_count);
     if (header_size > src_len)
         return gc_fail(err, GC_E_TRUNCATED,
                        "rle: frame: header and index need %llu bytes, %zu present",
@@ -725,15 +718,15 @@ int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_inf
                          uint32_t *index, gc_error *err)
 {
     gc_error_clear(err);
-    uint64_t header_size = header_size_for(info->chunk_count);
+    uint64_t header_size = rle_header_size_for(info->chunk_count);
     if (header_size != info->header_size || header_size > src_len)
         return gc_fail(err, GC_E_INVALID, "rle: frame: index copy with a frame info that does "
                                           "not describe this frame");
     size_t n = info->chunk_count;
     if (n)
-        memcpy(index, src + RLE_HEADER_FIXED, 4 * n); /* the one read of the index */
+        memcpy(index, src + RLE_INDEX_OFFSET, RLE_INDEX_ENTRY * n); /* the one read of the index */
     /* The header CRC again, over the copy: what is checked is what is used. */
-    uint32_t computed = crc32c_update(crc32c(src, RLE_HEADER_FIXED), index, 4 * n);
+    uint32_t computed = crc32c_update(crc32c(src, RLE_INDEX_OFFSET), index, RLE_INDEX_ENTRY * n);
     uint32_t stored = load32(src + header_size - RLE_HEADER_CRC);
     if (stored != computed)
         return gc_fail(err, GC_E_CRC,
@@ -804,22 +797,6 @@ static size_t encode_chunks(encode_job *job, size_t chunk_count)
     return out;
 }
 
-static void write_header(uint8_t *dst, const rle_options *o, const uint8_t *src, size_t src_len,
-                         unsigned tail_len, uint32_t chunk_count)
-{
-    memcpy(dst, RLE_MAGIC, 4);
-    dst[4] = RLE_VERSION;
-    dst[5] = (uint8_t)o->width;
-    dst[6] = (uint8_t)tail_len;
-    dst[7] = 0;
-    store32(dst + 8, o->chunk_size);
-    store64(dst + 12, (uint64_t)src_len);
-    store32(dst + 20, chunk_count);
-    store64(dst + 24, 0);
-    if (tail_len) /* memmove: src and dst may be the same memory */
-        memmove(dst + 24, src + src_len - tail_len, tail_len);
-}
-
 int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
                  uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
 {
@@ -839,8 +816,10 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
         return gc_fail(err, GC_E_LIMIT,
                        "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu",
                        dst_cap, bound);
-    write_header(dst, &o, src, src_len, tail_len, (uint32_t)chunk_count);
-    size_t header_size = (size_t)header_size_for(chunk_count);
+    /* src and dst may be the same memory: the tail is read before the header is written */
+    rle_header_write_fixed(dst, o.width, o.chunk_size, src_len, (uint32_t)chunk_count,
+                           src + src_len - tail_len);
+    size_t header_size = (size_t)rle_header_size_for(chunk_count);
     encode_job job = { src, body_len, o, dst + header_size, dst + RLE_HEADER_FIXED, NULL };
     size_t records_len = encode_chunks(&job, (size_t)chunk_count);
     store32(dst + header_size - RLE_HEADER_CRC, crc32c(dst, header_size - RLE_HEADER_CRC));

@@ -12,15 +12,11 @@
 #include <stdint.h>
 
 #include "gc_status.h"
+#include "rle_format.h" /* the frame layout: RLE_MAGIC, RLE_HEADER_FIXED, RLE_CHUNK_HEADER, ... */
 
-#define RLE_MAGIC "GCRL"
-#define RLE_VERSION 1
 #define RLE_DEFAULT_CHUNK_SIZE (1u << 20)
 #define RLE_MIN_CHUNK_SIZE 64u
 #define RLE_MAX_CHUNK_SIZE (1u << 26)
-#define RLE_HEADER_FIXED 32u   /* bytes before the chunk index */
-#define RLE_ORIGINAL_SIZE_OFFSET 12u /* the frame header's original_size, 64-bit little-endian */
-#define RLE_CHUNK_HEADER 12u   /* bytes before a chunk record's payload */
 
 typedef struct rle_options {
     unsigned width;      /* element width: 1, 2, 4 or 8 (0 = 1) */
