@@ -72,17 +72,6 @@ void crc_tables_build(CrcTables *t)
     for (int s = 1; s < 8; s++)
         for (int i = 0; i < 256; i++)
             t->t8[s][i] = (t->t8[s - 1][i] >> 8) ^ t->t8[0][t->t8[s - 1][i] & 255];
-    /* bit p of an 8-byte word (byte p / 8 of 8) goes through slicing table 7 - p / 8 */
-    for (int k = 0; k < 13; k++)
-        for (uint32_t v = 0; v < 32; v++) {
-            uint32_t c = 0;
-            for (int j = 0; j < 5 && 5 * k + j < 64; j++)
-                if (v >> j & 1) {
-                    int p = 5 * k + j;
-                    c ^= t->t8[7 - p / 8][1u << (p % 8)];
-                }
-            t->t5[k][v] = c;
-        }
     /* reflected: bit 31 - e stands for x^e */
     t->xp8[0] = 0x00800000u;              /* x^8 */
     uint32_t xinv = 0x05EC76F1u;          /* x^-1: x^31 + (P - 1 - x^32) / x */
@@ -96,10 +85,6 @@ void crc_tables_build(CrcTables *t)
     }
     for (int th = 0; th < kThreads; th++)
         t->kseg[th] = xpow8_signed(t, (int64_t)kSeg * (kThreads - 1 - th));
-    for (int n = 0; n < 8; n++)
-        for (uint32_t v = 0; v < 16; v++)
-            for (int l = 0; l < 32; l++)
-                t->lm[n][v][l] = gf2_mul(t->kseg[kThreads - 32 + l], v << (4 * n));
     uint32_t span_pow[kSpanShifts]; /* x^(8*2048*m) */
     for (int m = 0; m < kSpanShifts; m++)
         span_pow[m] = xpow8_signed(t, (int64_t)kSpan * m);

@@ -7,7 +7,7 @@
  *     raw(0^k || M) = raw(M)                         (leading zeros are free)
  *     crc32c(M) = raw(M) + 0xFFFFFFFF * x^(8|M|) + 0xFFFFFFFF
  * so every warp computes raw() of its own 2 KiB moved to the end of that
- * 2 KiB (warp_crc: on the tensor cores, or from per-thread table lookups),
+ * 2 KiB (warp_crc, on the tensor cores),
  * and warp 0 moves the warps' CRCs to the end of the block's 16 KiB window
  * with one nibble-table multiply each and XOR-reduces them (block_crc).
  * Bytes outside the data are zero in the
@@ -88,10 +88,8 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
 }
 
 /*
- * Two ways to the CRC of a warp's 2 KiB, one chosen at build time:
- *
- * GC_CRC_MMA=1 (default; sm_80 or later, as the whole backend): the tensor
- * cores. A CRC is linear over GF(2), so the raw CRC of 256 bytes is a
+ * The CRC of a warp's 2 KiB on the tensor cores (sm_80 or later, as the whole
+ * backend). A CRC is linear over GF(2), so the raw CRC of 256 bytes is a
  * 32 x 2048 bit matrix times the data's bits, and mma.sync's b1
  * AND + popcount form computes exactly such products: the
  * parity (bit 0) of popc(row AND column) is the GF(2) dot product, and the
@@ -100,44 +98,15 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
  * the CRC matrix as the B fragment (CrcTables::mb), and every row's result is
  * moved to the warp's end through small per-lane tables (CrcTables::mr).
  * 16 tensor-core instructions and 12 shared loads per lane replace 72
- * data-dependent table lookups, and none of them conflicts in the banks.
- *
- * GC_CRC_MMA=0 (kept as the measured alternative: its read + CRC ceiling is
- * 2.3x lower, see docs/BENCHMARKS.md): lookup tables in shared memory, bound
- * by bank conflicts: 32 lanes look up data-dependent entries at once, and
- * lanes whose entries differ but share a bank are served one after another.
- *   Default there: slicing-by-8 (8 KiB, layout t*256 + b). Measured on an H200
- *   (2026-11-22) against copies that spread its lookups over the banks:
- *   slicing-by-4 with 8 interleaved copies (32 KiB) and slicing-by-8 with 4
- *   copies were 0-12% slower, a per-lane copy of the byte table (conflict-free,
- *   one dependent lookup per byte) 5-30% slower.
- *   GC_CRC_PIECES5=1: each 8 bytes cut into 13 pieces of 5 bits, each looked
- *   up in a table of 32 words (one entry per bank, so a warp's lookups never
- *   conflict): reading and checksumming alone 1804 -> 2453 GB/s, but in the
- *   codec short runs gained 1-3% and long runs lost 8-11% (H200,
- *   2026-11-23, docs/BENCHMARKS.md).
+ * data-dependent table lookups, and none of them conflicts in the banks:
+ * lookup tables in shared memory (slicing-by-8 and its variants) are bound by
+ * bank conflicts and reached less than half this speed (the measurements are
+ * in docs/history/BENCHMARKS-2026-11.md).
  */
-#ifndef GC_CRC_MMA
-#define GC_CRC_MMA 1
-#endif
-#ifndef GC_CRC_PIECES5
-#define GC_CRC_PIECES5 0
-#endif
-#if GC_CRC_MMA
 constexpr int kMmaBWords = 8 * 32 * 4;
 constexpr int kMmaRWords = 4 * 16 * 32;
 constexpr size_t kCrcSmemBytes = 4 * (kMmaBWords + kMmaRWords); /* 12 KiB */
-#else
-#if GC_CRC_PIECES5
-constexpr int kSliceWords = 13 * 32;
-#else
-constexpr int kSliceWords = 8 * 256;
-#endif
-constexpr int kLaneShiftWords = 8 * 16 * 32; /* 16 KiB, see lane_shift */
-constexpr size_t kCrcSmemBytes = 4 * (kSliceWords + kLaneShiftWords);
-#endif
 
-#if GC_CRC_MMA
 struct CrcSmem {
     const uint4 *mb;    /* CrcTables::mb */
     const uint32_t *mr; /* CrcTables::mr */
@@ -210,69 +179,6 @@ __device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w
         }
     return r;
 }
-#else
-struct CrcSmem {
-    const uint32_t *slice; /* lookup tables of seg_crc */
-    const uint32_t *shift; /* lane-shift tables */
-};
-
-/* Fill the CRC tables at smem (kCrcSmemBytes of dynamic shared memory; call
- * with all threads, then sync). */
-__device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const CrcTables *t)
-{
-#if GC_CRC_PIECES5
-    const uint32_t *src = &t->t5[0][0];
-#else
-    const uint32_t *src = &t->t8[0][0];
-#endif
-    for (int i = threadIdx.x; i < kSliceWords; i += blockDim.x)
-        smem[i] = __ldg(&src[i]);
-    const uint32_t *g = &t->lm[0][0][0];
-    for (int i = threadIdx.x; i < kLaneShiftWords; i += blockDim.x)
-        smem[kSliceWords + i] = __ldg(&g[i]);
-    return CrcSmem{smem, smem + kSliceWords};
-}
-
-/* raw CRC (zero start) of 64 bytes held as 16 little-endian words. */
-__device__ __forceinline__ uint32_t seg_crc(const uint32_t *t, const uint32_t w[16])
-{
-    uint32_t crc = 0;
-#pragma unroll
-    for (int i = 0; i < 16; i += 2) {
-        uint32_t a = w[i] ^ crc, b = w[i + 1];
-#if GC_CRC_PIECES5
-        crc = t[0 * 32 + (a & 31)] ^ t[1 * 32 + ((a >> 5) & 31)] ^ t[2 * 32 + ((a >> 10) & 31)] ^
-              t[3 * 32 + ((a >> 15) & 31)] ^ t[4 * 32 + ((a >> 20) & 31)] ^ t[5 * 32 + ((a >> 25) & 31)] ^
-              t[6 * 32 + (__funnelshift_r(a, b, 30) & 31)] ^ t[7 * 32 + ((b >> 3) & 31)] ^
-              t[8 * 32 + ((b >> 8) & 31)] ^ t[9 * 32 + ((b >> 13) & 31)] ^ t[10 * 32 + ((b >> 18) & 31)] ^
-              t[11 * 32 + ((b >> 23) & 31)] ^ t[12 * 32 + (b >> 28)];
-#else
-        crc = t[1792 + (a & 255)] ^ t[1536 + ((a >> 8) & 255)] ^ t[1280 + ((a >> 16) & 255)] ^ t[1024 + (a >> 24)] ^
-              t[768 + (b & 255)] ^ t[512 + ((b >> 8) & 255)] ^ t[256 + ((b >> 16) & 255)] ^ t[b >> 24];
-#endif
-    }
-    return crc;
-}
-
-/* c * x^(8*64*(31-lane)): this thread's segment CRC moved to the end of its
- * warp's 2 KiB. lm is the shared copy of CrcTables::lm; lane l reads only
- * words = l mod 32, so the 8 loads are free of bank conflicts. */
-__device__ __forceinline__ uint32_t lane_shift(const uint32_t *lm, uint32_t c)
-{
-    const uint32_t *p = lm + (threadIdx.x & 31);
-    uint32_t r = 0;
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-        r ^= p[n * 512 + ((c >> (4 * n)) & 15u) * 32];
-    return r;
-}
-
-/* This lane's share of its warp's CRC (see the MMA version above). */
-__device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w[16])
-{
-    return lane_shift(cs.shift, seg_crc(cs.slice, w));
-}
-#endif
 
 /* Warp-part shift for lane i < 8 of warp 0: the nibble table of
  * x^(8*2048*(7-i)) (blocks are kThreads = 256 threads). */

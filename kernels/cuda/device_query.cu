@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "gpu_internal.cuh"
@@ -49,19 +50,21 @@ extern "C" int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err)
 
 namespace gcgpu {
 
-int device_sm_count()
+int device_sm_count(int *sms, gc_error *err)
 {
-    static int cache[64];
+    static std::atomic<int> cache[64];
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-        return 132;
-    if (!cache[dev]) {
-        int n = 0;
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-            n = 132;
-        cache[dev] = n;
+    GC_CUDA(cudaGetDevice(&dev));
+    int n = dev >= 0 && dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
+    if (n <= 0) {
+        GC_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+        if (n <= 0)
+            return gc_fail(err, GC_E_DEVICE, "cuda: device %d reports %d SMs", dev, n);
+        if (dev >= 0 && dev < 64)
+            cache[dev].store(n, std::memory_order_relaxed);
     }
-    return cache[dev];
+    *sms = n;
+    return GC_OK;
 }
 
 namespace {

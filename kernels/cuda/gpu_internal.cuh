@@ -1,6 +1,6 @@
 /*
  * gpu_internal.cuh - shared by the CUDA backend's translation units (not
- * installed, not seen by C code): error macro, tile geometry, the CRC table
+ * installed, not seen by C code): error macro, the CRC table
  * block every kernel gets by pointer, and the host launchers of the encoder
  * and decoder that rle_pipeline.cu strings together.
  */
@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "gpu.h"
+#include "tile_policy.cuh"
 
 /* Every CUDA call goes through this: a failure becomes GC_E_DEVICE with the
  * runtime's message in *err and the calling function returns it. Never exits. */
@@ -28,76 +29,18 @@
 
 namespace gcgpu {
 
-/* Tile geometry shared by every kernel: a block of 256 threads covers one
- * 16 KiB window of memory aligned to 16 bytes; each thread owns a contiguous
- * 64-byte segment of it (four 16-byte vectors). A warp's 32 segments are
- * 2 KiB of contiguous data, what the tensor-core CRC takes in one go
- * (warp_crc); warps' CRCs combine with one GF(2) multiply each. */
-constexpr int kThreads = 256;
-constexpr int kSeg = 64;
-constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
-constexpr int kWarps = kThreads / 32;
-constexpr int kSpan = kSeg * 32; /* bytes of a warp's 32 segments: 2048 */
-/* Minimum resident blocks per SM the big kernels are compiled for
- * (__launch_bounds__): trades registers for occupancy. Measured on an H200,
- * 1 GiB (2026-11-22): (4, 3) beat (1, 1) by 4-10% on every class except
- * decode of width-4 long runs (-7%); after the decoder's CRC tables shrank to
- * 24 KiB, (4, 4) beat (4, 3) by 3-11% on every decode class. */
-#ifndef GC_ENC_MINB
-#define GC_ENC_MINB 4
-#endif
-/* enc_emit alone. 3 (no register spills; H200, 2026-11-24): width-1 short runs
- * encode 986-990 -> 1002-1008 GB/s, but width-1 long runs 1338-1342 -> 1250-1258
- * and width-4 short runs 1138-1154 -> 1073-1085, so it stays at 4. */
-#ifndef GC_EMIT_MINB
-#define GC_EMIT_MINB GC_ENC_MINB
-#endif
-#ifndef GC_DEC_MINB
-#define GC_DEC_MINB 4
-#endif
-/* Decoder: runs per run tile (8 per thread), the least any width uses. */
-constexpr int kRunTile = 2048;
-/* Widths 1 and 2: runs per run tile (16 per thread). An item pays a set-up
- * (lengths scanned, symbols staged) about as dear as expanding a window; at
- * 2048 runs, short runs of narrow elements made items of one window each.
- * Wider elements keep kRunTile: their symbols would not fit four blocks' shared
- * memory per SM. */
-#ifndef GC_DEC_RUN_TILE_NARROW
-#define GC_DEC_RUN_TILE_NARROW 4096
-#endif
-template <int W> __host__ __device__ constexpr int dec_run_tile()
-{
-    return W <= 2 ? GC_DEC_RUN_TILE_NARROW : kRunTile;
-}
-
-/* Tile length in bytes, chunk-relative: a tile must fit one window wherever
- * it starts, so 16 bytes less when chunk starts are not 16-byte aligned. */
-static inline uint32_t tile_len_for(uint32_t chunk_size)
-{
-    return (chunk_size % 16 == 0) ? kWin : kWin - 16;
-}
-
 constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
 /* CRCs are moved by up to 2^kPowNibbleBits - 1 bytes with nibble tables (a
  * chunk is at most 2^26 bytes); longer distances use the bit-serial multiply. */
 constexpr int kPowNibbleBits = 28;
 constexpr int kSpanShifts = 64; /* CrcTables::xsp */
-constexpr int kWinLog2 = 14;
-static_assert(kWin == 1u << kWinLog2, "kWinLog2");
 
 /* Tables the kernels copy to shared memory or read directly. */
 struct CrcTables {
-    uint32_t t8[8][256]; /* slicing-by-8 */
-    /* 5-bit pieces of 8 bytes: t5[k][v] = raw CRC contribution of bits
-     * [5k, 5k+5) of a little-endian 64-bit word being v (see seg_crc) */
-    uint32_t t5[13][32];
+    uint32_t t8[8][256]; /* slicing-by-8 (building the others) */
     uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
     uint32_t xi8[32];    /* x^(-8*2^k) mod P */
     uint32_t kseg[kThreads]; /* x^(8*64*(255-t)): shift of thread t's segment to the window end */
-    /* lane shifts by nibbles: lm[n][v][l] = (v << 4n) * x^(8*64*(31-l)), so that
-     * XOR over n of lm[n][nibble n of c][l] = c * x^(8*64*(31-l)); laid out
-     * [nibble][value][lane] so that each lane of a warp reads its own bank. */
-    uint32_t lm[8][16][32];
     /* multiplications by constants, by nibbles (see mul_nibbles):
      * wm[w][n][v] = (v << 4n) * x^(8*2048*(7-w)): warp w's CRC moved to the end of
      * its 16 KiB window (the constants kseg[32w + 31]);
@@ -189,8 +132,8 @@ int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t
 /* Turn a non-zero chunk status word into an error. */
 int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);
 
-/* SMs of the current device (cached per device; 132 if the query fails). */
-int device_sm_count();
+/* SMs of the current device (cached per device); GC_E_DEVICE if the query fails. */
+int device_sm_count(int *sms, gc_error *err);
 
 /* Dynamic shared memory of the kernels that use it (see crc32c_device.cuh). */
 extern __shared__ __align__(16) uint32_t dyn_smem[];
@@ -215,9 +158,12 @@ int resident_grid(Kernel kernel, size_t dyn_smem, uint64_t work, int *grid, gc_e
 {
     int per_sm = 0;
     int rc = resident_blocks_per_sm(reinterpret_cast<const void *>(kernel), dyn_smem, &per_sm, err);
+    int sms = 0;
+    if (rc == GC_OK)
+        rc = device_sm_count(&sms, err);
     if (rc != GC_OK)
         return rc;
-    uint64_t g = (uint64_t)per_sm * (uint64_t)device_sm_count();
+    uint64_t g = (uint64_t)per_sm * (uint64_t)sms;
     if (work < g)
         g = work;
     *grid = g < 1 ? 1 : (int)g;

@@ -14,20 +14,16 @@
 #endif
 
 #include "host_copy.cuh"
+#include "pipeline_policy.cuh"
 
 namespace gcgpu {
 
 namespace {
 
-constexpr size_t kStripe = 1u << 20;      /* bytes per stripe handed to one thread */
-constexpr size_t kInline = 256u << 10;    /* copies up to this size run on the submitter */
-constexpr size_t kNtMin = 64u << 10;      /* non-temporal stores from this size on */
-constexpr size_t kMaxQueue = 64;
-
 void copy_bytes(uint8_t *d, const uint8_t *s, size_t n, bool nt)
 {
 #if defined(__x86_64__)
-    if (nt && n >= kNtMin) {
+    if (nt && n >= kCopyNtMin) {
         /* streaming stores: the destination (a pinned staging buffer the DMA
          * engine reads next, or the caller's output) is not read back by this
          * core, so skip the read-for-ownership and keep the caches clean */
@@ -64,7 +60,7 @@ void copy_bytes(uint8_t *d, const uint8_t *s, size_t n, bool nt)
 struct CopyPool {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* work queued or stop */
-    CopyTask *q[kMaxQueue];
+    CopyTask *q[kCopyMaxQueue];
     size_t qhead = 0, qlen = 0;
     size_t busy = 0;     /* stripes being copied */
     bool stop = false;
@@ -84,13 +80,13 @@ bool take(CopyPool *p, CopyTask **t, size_t *i)
             *t = h;
             *i = h->next++;
             if (h->next == h->nstripes) {
-                p->qhead = (p->qhead + 1) % kMaxQueue;
+                p->qhead = (p->qhead + 1) % kCopyMaxQueue;
                 p->qlen--;
             }
             p->busy++;
             return true;
         }
-        p->qhead = (p->qhead + 1) % kMaxQueue;
+        p->qhead = (p->qhead + 1) % kCopyMaxQueue;
         p->qlen--;
     }
     return false;
@@ -177,11 +173,11 @@ void copy_pool_submit(CopyPool *p, CopyTask *t, uint8_t *dst, const uint8_t *src
     t->dst = dst;
     t->src = src;
     t->len = len;
-    t->stripe = kStripe;
-    t->nstripes = (len + kStripe - 1) / kStripe;
+    t->stripe = kCopyStripe;
+    t->nstripes = (len + kCopyStripe - 1) / kCopyStripe;
     t->next = 0;
     t->done = 0;
-    if (!p || len <= kInline || (p->nthreads == 0 && len <= kStripe)) {
+    if (!p || len <= kCopyInline || (p->nthreads == 0 && len <= kCopyStripe)) {
         if (len)
             copy_bytes(dst, src, len, p && p->nt);
         t->next = t->nstripes;
@@ -189,7 +185,7 @@ void copy_pool_submit(CopyPool *p, CopyTask *t, uint8_t *dst, const uint8_t *src
         return;
     }
     pthread_mutex_lock(&p->mu);
-    while (p->qlen == kMaxQueue) { /* cannot happen with the pipeline's few slots; help to make room */
+    while (p->qlen == kCopyMaxQueue) { /* cannot happen with the pipeline's few slots; help to make room */
         CopyTask *h;
         size_t i;
         if (take(p, &h, &i)) {
@@ -199,7 +195,7 @@ void copy_pool_submit(CopyPool *p, CopyTask *t, uint8_t *dst, const uint8_t *src
             p->busy--;
         }
     }
-    p->q[(p->qhead + p->qlen) % kMaxQueue] = t;
+    p->q[(p->qhead + p->qlen) % kCopyMaxQueue] = t;
     p->qlen++;
     if (t->nstripes > 1)
         pthread_cond_broadcast(&p->cv);
@@ -241,7 +237,7 @@ void copy_pool_cancel(CopyPool *p)
         size_t left = h->nstripes - h->next;
         h->next = h->nstripes;
         __atomic_fetch_add(&h->done, left, __ATOMIC_RELEASE);
-        p->qhead = (p->qhead + 1) % kMaxQueue;
+        p->qhead = (p->qhead + 1) % kCopyMaxQueue;
         p->qlen--;
     }
     while (p->busy) {

@@ -32,6 +32,7 @@
 #include <algorithm>
 
 #include "crc32c_device.cuh"
+#include "rle_decode_policy.cuh"
 #include "rle_segment.cuh"
 
 namespace gcgpu {
@@ -70,15 +71,12 @@ struct ChunkDec {
  *   - items of at most kItemBytes: a few items of hundreds of KiB per block
  *     (long runs) left SMs idle at the end;
  *   - but not small items where runs are long (64-run items of long runs
- *     decoded at 616 against 941 GB/s with 512 KiB items, H200);
+ *     decoded a third slower than items of 512 KiB);
  *   - and items of two windows rather than one where runs are short (widths
- *     1 and 2 take up to 4096 runs: 700 -> 778 GB/s at width 1, H200).
- * At most `cap` items per chunk (the scratch layout's bound).
+ *     1 and 2 take up to 4096 runs, which decoded faster at width 1).
+ * At most `cap` items per chunk (the scratch layout's bound). The
+ * measurements are in docs/history/BENCHMARKS-2026-11.md.
  */
-constexpr uint32_t kRunTileMin = 64;
-constexpr uint64_t kItemBytes = 8 * kWin - 1024;
-constexpr uint64_t kItemSlack = 1024; /* below a whole number of windows */
-
 template <int W>
 __device__ __forceinline__ uint32_t run_tile_for(uint32_t runs, int64_t clen, uint32_t cap)
 {
@@ -138,7 +136,7 @@ __global__ void dec_check(DecK k)
         uint32_t isz = k.index[c];
         uint32_t st = 0, items = 0;
         ChunkDec cd{};
-        if (isz < 12) {
+        if (isz < RLE_CHUNK_HEADER) {
             st = (GC_E_CORRUPT << 8) | CK_SHORT;
         } else if (k.rec_off[c] + isz > (unsigned long long)k.rec_len) {
             /* the host checked an index that adds up, but this one is a separate
@@ -146,25 +144,25 @@ __global__ void dec_check(DecK k)
             st = (GC_E_TRUNCATED << 8) | CK_PAST_END;
         } else {
             const uint8_t *h = k.rec + k.rec_off[c];
-            cd.mode = h[0];
-            cd.lw = h[1];
-            cd.runs = (uint32_t)get_le(h + 4, 4);
-            cd.crc = (uint32_t)get_le(h + 8, 4);
-            if (h[2] || h[3]) {
+            cd.mode = h[RLE_REC_MODE_OFFSET];
+            cd.lw = h[RLE_REC_LEN_WIDTH_OFFSET];
+            cd.runs = (uint32_t)get_le(h + RLE_REC_RUN_COUNT_OFFSET, 4);
+            cd.crc = (uint32_t)get_le(h + RLE_REC_CRC_OFFSET, 4);
+            if (h[RLE_REC_RESERVED_OFFSET] || h[RLE_REC_RESERVED_OFFSET + 1]) {
                 st = (GC_E_CORRUPT << 8) | CK_RESERVED;
-            } else if (cd.mode == 0) {
+            } else if (cd.mode == RLE_MODE_STORED) {
                 if (cd.lw || cd.runs)
                     st = (GC_E_CORRUPT << 8) | CK_STORED_FIELDS;
-                else if ((uint64_t)isz != 12 + (uint64_t)clen)
+                else if ((uint64_t)isz != RLE_CHUNK_HEADER + (uint64_t)clen)
                     st = (GC_E_CORRUPT << 8) | CK_STORED_SIZE;
                 else
                     items = (uint32_t)((clen + k.tl - 1) / k.tl);
-            } else if (cd.mode == 1) {
+            } else if (cd.mode == RLE_MODE_RLE) {
                 if (cd.lw != 1 && cd.lw != 2 && cd.lw != 4)
                     st = (GC_E_CORRUPT << 8) | CK_LW;
                 else if (cd.runs == 0 || cd.runs > elems)
                     st = (GC_E_CORRUPT << 8) | CK_RUNS;
-                else if ((uint64_t)isz != 12 + (uint64_t)cd.runs * (W + cd.lw))
+                else if ((uint64_t)isz != RLE_CHUNK_HEADER + (uint64_t)cd.runs * (W + cd.lw))
                     st = (GC_E_CORRUPT << 8) | CK_RLE_SIZE;
                 else {
                     cd.tile = run_tile_for<W>(cd.runs, clen, k.item_cap);
@@ -233,11 +231,11 @@ __global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
     for (uint32_t id = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); id < n_items; id += warps) {
         uint32_t c = k.item_chunk[id];
         ChunkDec cd = k.chunks[c];
-        if (cd.mode != 1 || k.status[c])
+        if (cd.mode != RLE_MODE_RLE || k.status[c])
             continue;
         uint32_t r0 = (id - k.item_base[c]) * cd.tile;
         uint32_t nr = min(cd.tile, cd.runs - r0);
-        int64_t lo = (int64_t)k.rec_off[c] + 12 + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
+        int64_t lo = (int64_t)k.rec_off[c] + RLE_CHUNK_HEADER + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
         int64_t hi = lo + (int64_t)nr * cd.lw;
         unsigned long long s = 0;
         for (int64_t p = lo + 64 * lane; p < hi; p += 64 * 32) {
@@ -316,15 +314,6 @@ __host__ __device__ constexpr int span_head_words()
 {
     return kSpan / W / 32;
 }
-
-/* Runs each lane takes per turn of the span walk: one shared atomic per lane
- * and word rather than per run where a word holds several run starts (short
- * runs of narrow elements: 256 runs of mean 8 bytes per span). */
-#ifndef GC_DEC_WALK_RUNS1
-#define GC_DEC_WALK_RUNS1 4 /* runs per lane at width 1 */
-#endif
-template <int W>
-constexpr int kWalkRuns = W == 1 ? GC_DEC_WALK_RUNS1 : W == 2 ? 2 : 1;
 
 /* This lane's 64/W bits of the span head bits (its segment's elements). */
 template <int W>
@@ -461,12 +450,12 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         int64_t cend = min(ostart + (int64_t)k.cs, k.body_len);
         int64_t rec = (int64_t)k.rec_off[c];
         uint32_t kl = id - k.item_base[c];
-        if (cd.mode == 0) {
+        if (cd.mode == RLE_MODE_STORED) {
             int64_t s = ostart + (int64_t)kl * k.tl, e = min(s + (int64_t)k.tl, cend);
             int64_t w0 = s & ~(int64_t)15;
             int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
             uint32_t w[16];
-            load_seg_unaligned(k.rec, rec + 12 + (a - ostart), k.rec_len, w);
+            load_seg_unaligned(k.rec, rec + RLE_CHUNK_HEADER + (a - ostart), k.rec_len, w);
             mask_seg(w, (int32_t)(s - a), (int32_t)(e - a)); /* within a tile of a */
             uint32_t crc = window_crc(cs, w, red, wk);
             store_seg(k.out, a, s, e, w);
@@ -479,8 +468,8 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         /* run tile: lengths -> start positions in shared memory */
         uint32_t r0 = kl * cd.tile;
         uint32_t nr = min(cd.tile, cd.runs - r0);
-        const int64_t syms = rec + 12 + (int64_t)r0 * W;
-        const int64_t lens = rec + 12 + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
+        const int64_t syms = rec + RLE_CHUNK_HEADER + (int64_t)r0 * W;
+        const int64_t lens = rec + RLE_CHUNK_HEADER + (int64_t)cd.runs * W + (int64_t)r0 * cd.lw;
         uint32_t len[IPT];
         load_tile_lengths<IPT>(k, lens + (int64_t)threadIdx.x * IPT * cd.lw, cd.lw, len);
 #pragma unroll
@@ -598,11 +587,17 @@ DecLayout dec_layout(uint64_t body_len, uint32_t cs)
 template <int W>
 int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t st, gc_error *err)
 {
-    int sms = device_sm_count();
-    int g_thr = (int)std::min<uint64_t>((k.cc + 255) / 256, (uint64_t)sms * 8);
-    int g_warp = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)sms * 16);
+    int sms = 0;
+    int rc = device_sm_count(&sms, err);
+    if (rc != GC_OK)
+        return rc;
+    constexpr int kWarpsPerBlock = kDecChunkThreads / 32;
+    int g_thr = (int)std::min<uint64_t>((k.cc + kDecChunkThreads - 1) / kDecChunkThreads,
+                                        (uint64_t)sms * kDecThreadBlocksPerSm);
+    int g_warp = (int)std::min<uint64_t>((k.cc + kWarpsPerBlock - 1) / kWarpsPerBlock,
+                                         (uint64_t)sms * kDecWarpBlocksPerSm);
     int g_sum = 0, g_expand = 0;
-    int rc = resident_grid(dec_sum<W>, 0, (L.max_items + 7) / 8, &g_sum, err);
+    rc = resident_grid(dec_sum<W>, 0, (L.max_items + 7) / 8, &g_sum, err);
     if (rc == GC_OK)
         rc = resident_grid(dec_expand<W>, kCrcSmemBytes, L.max_items, &g_expand, err);
     if (rc != GC_OK)
@@ -617,21 +612,21 @@ int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t s
                        std::max(need, need2), L.cub_bytes);
     GC_CUDA(cub::DeviceScan::ExclusiveScan(scr + L.off_cub, have, k.index, (unsigned long long *)k.rec_off,
                                            ::cuda::std::plus<>{}, k.rec_shift, (int64_t)k.cc, st));
-    dec_check<W><<<g_thr, 256, 0, st>>>(k);
+    dec_check<W><<<g_thr, kDecChunkThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_check");
     have = L.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveSum(scr + L.off_cub, have, k.items, k.item_base, (int64_t)k.cc, st));
     dec_count<<<1, 32, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_count");
-    dec_map<<<g_warp, 256, 0, st>>>(k);
+    dec_map<<<g_warp, kDecChunkThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_map");
     dec_sum<W><<<g_sum, kThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_sum");
-    dec_cscan<W><<<g_warp, 256, 0, st>>>(k);
+    dec_cscan<W><<<g_warp, kDecChunkThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_cscan");
     dec_expand<W><<<g_expand, kThreads, kCrcSmemBytes, st>>>(k);
     GC_CUDA_LAUNCHED("dec_expand");
-    dec_ccrc<<<g_warp, 256, 0, st>>>(k);
+    dec_ccrc<<<g_warp, kDecChunkThreads, 0, st>>>(k);
     GC_CUDA_LAUNCHED("dec_ccrc");
     return GC_OK;
 }

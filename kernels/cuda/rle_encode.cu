@@ -31,6 +31,7 @@
 #include <climits>
 
 #include "crc32c_device.cuh"
+#include "rle_encode_policy.cuh"
 #include "rle_segment.cuh"
 
 namespace gcgpu {
@@ -222,7 +223,7 @@ __device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w
  * which emit used to copy in a second read of the input. A warp whose 2 KiB
  * has too many runs to shrink (runs * (W + 1) >= bytes) writes its bytes
  * while they are in registers, where an all-stored frame has them: record c
- * at c * (12 + cs). emit skips the copy of a tile whose warps all did so if
+ * at c * (RLE_CHUNK_HEADER + cs). emit skips the copy of a tile whose warps all did so if
  * its chunk is stored and really sits there (every chunk before it stored);
  * otherwise it copies as before and the speculative bytes are overwritten or
  * lie past the frame's end, inside the caller's buffer (records_cap covers
@@ -235,7 +236,7 @@ __device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, const Ti
                                            const uint32_t w[16])
 {
     /* where the window's first byte goes; offsets from there in 32 bits */
-    uint8_t *const dw = k.out_base + k.rec_start + (int64_t)g.c * (12 + (int64_t)k.cs) + 12 + t.w0c;
+    uint8_t *const dw = k.out_base + k.rec_start + (int64_t)g.c * (RLE_CHUNK_HEADER + (int64_t)k.cs) + RLE_CHUNK_HEADER + t.w0c;
     const uint32_t q = (uint32_t)((uintptr_t)(dw + ar) & 15) >> 2; /* the same for the whole tile */
     uint32_t p[3];
     p[0] = __shfl_up_sync(0xffffffffu, w[13], 1);
@@ -406,13 +407,13 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
             ce.crc = crc_at_ref(k.tab, acc, (uint64_t)(ref - cend), (uint64_t)clen);
             ce.pad0 = ce.pad1 = 0;
             if (rle_bytes >= (uint64_t)clen) {
-                ce.mode = 0;
+                ce.mode = RLE_MODE_STORED;
                 ce.lw = 0;
-                ce.rec_size = (uint32_t)(12 + clen);
+                ce.rec_size = (uint32_t)(RLE_CHUNK_HEADER + clen);
             } else {
-                ce.mode = 1;
+                ce.mode = RLE_MODE_RLE;
                 ce.lw = (uint8_t)lw;
-                ce.rec_size = (uint32_t)(12 + rle_bytes);
+                ce.rec_size = (uint32_t)(RLE_CHUNK_HEADER + rle_bytes);
             }
             k.chunks[c] = ce;
             k.index[c] = ce.rec_size;
@@ -583,8 +584,8 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
     };
     uint32_t j = threadIdx.x & 31;
     if (W > 2) {
-        /* Wide elements: fewer, longer runs per 64 bytes. The pipelined loop
-         * below measured 3% slower here (H200, width-4 long runs). */
+        /* Wide elements: fewer, longer runs per 64 bytes, where the pipelined
+         * loop below measured slower (docs/history/BENCHMARKS-2026-11.md). */
         for (; j < n_warp; j += 32) {
             const int32_t pos = tw0 + list[j];
             put_run(j, pos, load_symbol<W>(base + pos * W));
@@ -592,8 +593,8 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
     } else {
         /* Software-pipelined: the symbol of the lane's next run is loaded
          * before the current one is stored, so a store no longer waits out a
-         * whole load (Nsight Compute: that wait was 29% of enc_emit's stall
-         * samples on width-1 short runs; encode 812-815 -> 837-840 GB/s). */
+         * whole load, the largest of enc_emit's stalls on short runs of
+         * narrow elements (docs/history/BENCHMARKS-2026-11.md). */
         int32_t pos = j < n_warp ? tw0 + list[j] : 0;
         uint64_t v = j < n_warp ? load_symbol<W>(base + pos * W) : 0;
         while (j < n_warp) {
@@ -621,18 +622,18 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
         int64_t rec = k.rec_start + (int64_t)k.rec_off[g.c];
         if (g.j == 0 && threadIdx.x == 0) {
             uint8_t *h = k.out_base + rec;
-            h[0] = ce.mode;
-            h[1] = ce.lw;
-            h[2] = 0;
-            h[3] = 0;
-            put_le(h + 4, ce.mode ? ce.runs : 0, 4);
-            put_le(h + 8, ce.crc, 4);
+            h[RLE_REC_MODE_OFFSET] = ce.mode;
+            h[RLE_REC_LEN_WIDTH_OFFSET] = ce.lw;
+            h[RLE_REC_RESERVED_OFFSET] = 0;
+            h[RLE_REC_RESERVED_OFFSET + 1] = 0;
+            put_le(h + RLE_REC_RUN_COUNT_OFFSET, ce.mode != RLE_MODE_STORED ? ce.runs : 0, 4);
+            put_le(h + RLE_REC_CRC_OFFSET, ce.crc, 4);
         }
-        if (ce.mode == 0) {
+        if (ce.mode == RLE_MODE_STORED) {
             const bool in_place = k.spec && k.tiles[id].spec &&
-                                  k.rec_off[g.c] == (unsigned long long)g.c * (12 + (unsigned long long)k.cs);
+                                  k.rec_off[g.c] == (unsigned long long)g.c * (RLE_CHUNK_HEADER + (unsigned long long)k.cs);
             if (!in_place)
-                stored_copy(k, g.s, g.e, rec + 12 + (g.s - g.cstart));
+                stored_copy(k, g.s, g.e, rec + RLE_CHUNK_HEADER + (g.s - g.cstart));
             continue;
         }
         int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
@@ -648,7 +649,7 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
         ScanPair mine{(uint32_t)__popcll(heads),
                       heads ? pos0 + 63 - __clzll((long long)heads) : -1};
         const ScanPair pre = warp_scan_pairs(mine, ScanPair{k.warp_base[wi], k.warp_lastb[wi]});
-        uint8_t *sym = k.out_base + rec + 12;
+        uint8_t *sym = k.out_base + rec + RLE_CHUNK_HEADER;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
         const uint32_t wbase = __shfl_sync(0xffffffffu, pre.count, 0);
         const int32_t wprev = __shfl_sync(0xffffffffu, pre.last, 0);
@@ -718,22 +719,13 @@ __global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len
     }
 }
 
+/* The fixed header of a device-resident frame (one thread; rle_format.h). */
 __global__ void enc_header_fixed(uint8_t *f, const uint8_t *src, uint64_t src_len, unsigned width,
                                  uint32_t chunk_size, uint64_t cc)
 {
     if (threadIdx.x != 0 || blockIdx.x != 0)
         return;
-    unsigned tail_len = (unsigned)(src_len % width);
-    f[0] = 'G'; f[1] = 'C'; f[2] = 'R'; f[3] = 'L';
-    f[4] = 1;
-    f[5] = (uint8_t)width;
-    f[6] = (uint8_t)tail_len;
-    f[7] = 0;
-    put_le(f + 8, chunk_size, 4);
-    put_le(f + 12, src_len, 8);
-    put_le(f + 20, cc, 4);
-    for (unsigned i = 0; i < 8; i++)
-        f[24 + i] = i < tail_len ? src[src_len - tail_len + i] : 0;
+    rle_header_write_fixed(f, width, chunk_size, src_len, (uint32_t)cc, src + src_len - src_len % width);
 }
 
 /* ---- host side ------------------------------------------------------------ */
@@ -761,7 +753,7 @@ EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
         uint64_t last = body_len - (L.cc - 1) * cs;
         L.ntiles = (L.cc - 1) * L.tpc + (last + L.tl - 1) / L.tl;
     }
-    L.nwin_hdr = (32 + 4 * L.cc + kWin - 1) / kWin;
+    L.nwin_hdr = (rle_header_crc_offset(L.cc) + kWin - 1) / kWin;
     size_t o = 0;
     L.off_wsums = o; o = align_up(o + L.ntiles * kWarps * sizeof(WarpSum), 256);
     L.off_tiles = o; o = align_up(o + L.ntiles * sizeof(TileSum), 256);
@@ -799,7 +791,11 @@ static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStr
         return rc;
     enc_analyze<W><<<grid_tiles, kThreads, kCrcSmemBytes, st>>>(k);
     GC_CUDA_LAUNCHED("enc_analyze");
-    int grid_chunks = (int)std::min<uint64_t>((k.cc + 7) / 8, (uint64_t)device_sm_count() * 16);
+    int sms = 0;
+    rc = device_sm_count(&sms, err);
+    if (rc != GC_OK)
+        return rc;
+    int grid_chunks = (int)std::min<uint64_t>((k.cc + kWarps - 1) / kWarps, (uint64_t)sms * kEncChunkBlocksPerSm);
     if (grid_chunks < 1)
         grid_chunks = 1;
     enc_chunks<W><<<grid_chunks, kThreads, 0, st>>>(k);
@@ -850,7 +846,7 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.rec_off = (unsigned long long *)(scr + L.off_recoff);
     k.out_base = p.out_base;
     k.rec_start = p.records - p.out_base;
-    k.spec = p.records_cap >= p.body_len + 12 * L.cc && p.chunk_size % 16 == 0 && k.rec_start % 4 == 0;
+    k.spec = p.records_cap >= p.body_len + RLE_CHUNK_HEADER * L.cc && p.chunk_size % 16 == 0 && k.rec_start % 4 == 0;
     k.total = (unsigned long long *)(scr + L.off_total);
     *d_total = k.total;
     if (L.cc == 0) {
@@ -876,7 +872,7 @@ int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, u
     uint32_t *part = (uint32_t *)((uint8_t *)scratch + L.off_part);
     enc_header_fixed<<<1, 32, 0, stream>>>(d_frame, d_src, src_len, width, chunk_size, chunk_count);
     GC_CUDA_LAUNCHED("enc_header_fixed");
-    const int64_t hlen = 32 + 4 * (int64_t)chunk_count, nwin = (hlen + kWin - 1) / kWin;
+    const int64_t hlen = (int64_t)rle_header_crc_offset(chunk_count), nwin = (hlen + kWin - 1) / kWin;
     int grid = 0;
     int rc = resident_grid(crc_windows, kCrcSmemBytes, (uint64_t)nwin, &grid, err);
     if (rc != GC_OK)

@@ -21,15 +21,11 @@
  * the GPU in order, and an encode job's output D2Hs are issued in chunk order
  * (each needs the sizes of those before it).
  *
- * Caller memory that is page-locked (cudaMallocHost, cudaHostRegister) is not
- * staged: the DMA reads / writes it directly. With GC_GPU_HOST_COPY=register
- * the batch also cudaHostRegister()s, for its duration, the whole pages inside
- * each caller buffer of at least 64 MiB (read-only registration for inputs when
- * the default one fails, e.g. PROT_READ mappings; staging when both fail); the
- * partial pages at the ends of such a buffer are staged.
+ * Caller memory that is page-locked (cudaMallocHost, or cudaHostRegister as
+ * gc_gpu_host_register does for registered memfds) is not staged: the DMA
+ * reads / writes it directly. Everything else is staged.
  *
  * Environment, read by gc_gpu_open:
- *   GC_GPU_HOST_COPY    stage (default) | register
  *   GC_GPU_COPY_THREADS staging copy threads (default min(16, cores))
  *   GC_GPU_COPY_NT      0 disables non-temporal stores in the staging copies
  *
@@ -50,6 +46,7 @@
 
 #include "gpu_internal.cuh"
 #include "host_copy.cuh"
+#include "pipeline_policy.cuh"
 extern "C" {
 #include "crc32c.h"
 #include "gc_clock.h"
@@ -59,8 +56,6 @@ using namespace gcgpu;
 
 namespace {
 
-constexpr uint64_t kMaxPieceChunks = 1u << 16;
-constexpr size_t kRegisterMin = 64u << 20; /* GC_GPU_HOST_COPY=register: buffers from this size */
 
 enum SlotState { S_IDLE = 0, S_STAGE_IN, S_GPU, S_D2H, S_STAGE_OUT };
 
@@ -116,23 +111,6 @@ bool is_pinned(const void *p)
     return a.type == cudaMemoryTypeHost;
 }
 
-void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
 } // namespace
 
 struct gc_gpu_ctx {
@@ -145,7 +123,6 @@ struct gc_gpu_ctx {
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;
     uint8_t *h_small = nullptr; /* pinned, for the *_device calls */
     CopyPool *pool = nullptr;   /* staging copies of the batch pipeline */
-    bool reg_mode = false;      /* GC_GPU_HOST_COPY=register */
 };
 
 namespace {
@@ -217,7 +194,7 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     size_t b = ctx->batch;
     ctx->in_cap = b + b / 64 + (64 << 10);
     ctx->out_cap = ctx->in_cap;
-    ctx->idx_cap = kMaxPieceChunks * 4 + 256;
+    ctx->idx_cap = kMaxPieceChunks * RLE_INDEX_ENTRY + 256;
     ctx->scr_cap = std::max(enc_scratch_bytes(b, 1, 4096), dec_scratch_bytes(b, 1, 4096));
     ctx->slots.resize(ctx->ns);
     for (Slot &s : ctx->slots) {
@@ -234,18 +211,13 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     }
     /* the staging copy pool */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    /* One per CPU up to 16: the staging copies are what bounds a large
-     * request (H200 host, 16 CPUs, two lanes: warm 4 GiB compress through the
-     * daemon 31 -> 35 GB/s, 1.57x -> 1.16-1.23x the slowest device stage, and
-     * 64 clients over memfds 12.7-13.0 -> 13.8-14.2 GB/s against 8 per lane). */
-    unsigned threads = (unsigned)std::min<long>(16, std::max<long>(1, cores));
+    /* one per CPU up to kDefaultCopyThreads (pipeline_policy.cuh) */
+    unsigned threads = (unsigned)std::min<long>(kDefaultCopyThreads, std::max<long>(1, cores));
     const char *v = getenv("GC_GPU_COPY_THREADS");
     if (v && *v)
-        threads = (unsigned)std::min(64l, std::max(0l, strtol(v, nullptr, 10)));
+        threads = (unsigned)std::min(kMaxCopyThreads, std::max(0l, strtol(v, nullptr, 10)));
     v = getenv("GC_GPU_COPY_NT");
     bool nt = !(v && !strcmp(v, "0"));
-    v = getenv("GC_GPU_HOST_COPY");
-    ctx->reg_mode = v && !strcmp(v, "register");
     ctx->pool = copy_pool_create(threads, nt);
     if (!ctx->pool)
         return gc_fail(err, GC_E_NOMEM, "gpu: out of host memory");
@@ -267,10 +239,10 @@ extern "C" int gc_gpu_open(int dev, const gc_gpu_config *cfg, gc_gpu_ctx **out, 
         return gc_fail(err, GC_E_NOMEM, "gpu: out of host memory");
     pthread_mutex_init(&ctx->mu, nullptr);
     ctx->dev = dev;
-    ctx->ns = cfg && cfg->streams ? std::min(cfg->streams, 16u) : 3;
-    ctx->batch = cfg && cfg->batch_bytes ? cfg->batch_bytes : (64u << 20);
-    if (ctx->batch < (64u << 10))
-        ctx->batch = 64u << 10;
+    ctx->ns = cfg && cfg->streams ? std::min(cfg->streams, kMaxSlots) : kDefaultSlots;
+    ctx->batch = cfg && cfg->batch_bytes ? cfg->batch_bytes : kDefaultSlotBytes;
+    if (ctx->batch < kMinSlotBytes)
+        ctx->batch = kMinSlotBytes;
     int rc = ctx_alloc(ctx, err);
     if (rc != GC_OK) {
         ctx_free(ctx);
@@ -323,7 +295,7 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
     uint64_t cc = (body + o.chunk_size - 1) / o.chunk_size;
     if (cc > UINT32_MAX)
         return gc_fail(err, GC_E_LIMIT, "gpu rle: %zu bytes is too large for one frame", src_len);
-    uint64_t hdr = 32 + 4 * cc + 4;
+    uint64_t hdr = rle_header_size_for(cc);
     pthread_mutex_lock(&ctx->mu);
     rc = ctx_use(ctx, err);
     if (rc == GC_OK)
@@ -338,7 +310,7 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
     p.out_base = (uint8_t *)d_dst;
     p.records = (uint8_t *)d_dst + hdr;
     p.records_cap = dst_cap - hdr;
-    p.index = (uint32_t *)((uint8_t *)d_dst + 32);
+    p.index = (uint32_t *)((uint8_t *)d_dst + RLE_INDEX_OFFSET);
     unsigned long long *d_total = nullptr;
     if (rc == GC_OK)
         rc = enc_launch(p, ctx->d_tab, d_scratch, scratch_len, st, &d_total, err);
@@ -366,7 +338,7 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
 {
     if (!ctx || !d_frame || !dst_len)
         return gc_fail(err, GC_E_INVALID, "gpu rle: decode: missing argument");
-    if (frame_len < 32)
+    if (frame_len < RLE_HEADER_FIXED)
         return gc_fail(err, GC_E_TRUNCATED, "rle: frame: %zu bytes, shorter than the header", frame_len);
     pthread_mutex_lock(&ctx->mu);
     int rc = ctx_use(ctx, err);
@@ -378,13 +350,13 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
     rle_frame_info info;
     uint64_t hsize = 0, body = 0;
     if (rc == GC_OK) {
-        cudaError_t e = cudaMemcpy(ctx->h_small, d_frame, 32, cudaMemcpyDeviceToHost);
+        cudaError_t e = cudaMemcpy(ctx->h_small, d_frame, RLE_HEADER_FIXED, cudaMemcpyDeviceToHost);
         if (e != cudaSuccess)
             rc = gc_fail(err, GC_E_DEVICE, "cuda: decode: %s", cudaGetErrorString(e));
     }
     if (rc == GC_OK) {
-        uint32_t cc = get32(ctx->h_small + 20);
-        hsize = std::min<uint64_t>(32 + 4 * (uint64_t)cc + 4, frame_len);
+        uint32_t cc = rle_get_le32(ctx->h_small + RLE_CHUNK_COUNT_OFFSET);
+        hsize = std::min<uint64_t>(rle_header_size_for(cc), frame_len);
         hdr = (uint8_t *)malloc(hsize);
         if (!hdr) {
             rc = gc_fail(err, GC_E_NOMEM, "gpu rle: out of host memory");
@@ -392,7 +364,7 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
             cudaError_t e = cudaMemcpy(hdr, d_frame, hsize, cudaMemcpyDeviceToHost);
             if (e != cudaSuccess)
                 rc = gc_fail(err, GC_E_DEVICE, "cuda: decode: %s", cudaGetErrorString(e));
-            else if (get32(hdr + 20) != cc) /* hdr was sized by the first read */
+            else if (rle_get_le32(hdr + RLE_CHUNK_COUNT_OFFSET) != cc) /* hdr was sized by the first read */
                 rc = gc_fail(err, GC_E_CORRUPT, "rle: frame: chunk_count changed while the header was read");
             else
                 rc = rle_frame_parse(hdr, frame_len, &info, err); /* reads hdr[0..header_size) only */
@@ -406,7 +378,7 @@ extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, si
         DecParams p;
         p.records = (const uint8_t *)d_frame + info.header_size;
         p.records_len = frame_len - info.header_size;
-        p.index = (const uint32_t *)((const uint8_t *)d_frame + 32);
+        p.index = (const uint32_t *)((const uint8_t *)d_frame + RLE_INDEX_OFFSET);
         p.width = info.width;
         p.chunk_size = info.chunk_size;
         p.chunk_count = info.chunk_count;
@@ -449,54 +421,21 @@ struct Batch {
     size_t n;
     std::vector<JobState> js;
     gc_gpu_batch_stats st{};
-    std::vector<void *> registered; /* cudaHostRegister'ed by this batch */
     /* piece generator */
     size_t gen_job = 0;
     bool gen_prepared = false;
     uint64_t next_seq = 0, queue_seq = 0;
 };
 
-/* Register the whole pages inside [p, p + len) for the batch; false (and no
- * error left behind) when the driver refuses. */
-bool try_register(Batch &b, const void *p, size_t len, bool input, uintptr_t *lo, uintptr_t *hi)
-{
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0)
-        pg = 4096;
-    uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-    uintptr_t e = ((uintptr_t)p + len) & ~((uintptr_t)pg - 1);
-    if (e <= a)
-        return false;
-    cudaError_t rc = cudaHostRegister((void *)a, e - a, cudaHostRegisterDefault);
-    if (rc != cudaSuccess && input) {
-        /* a PROT_READ mapping (the daemon's input memfd) cannot be pinned for writing */
-        (void)cudaGetLastError();
-        rc = cudaHostRegister((void *)a, e - a, cudaHostRegisterReadOnly);
-    }
-    if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    b.registered.push_back((void *)a);
-    *lo = a;
-    *hi = e;
-    return true;
-}
-
-/* Where the caller's buffer [p, p + len) is page-locked: the whole of it when
- * it is pinned, else (register mode, large buffers) its registered pages. */
-void locate_direct(Batch &b, const uint8_t *p, size_t len, bool input, uintptr_t *lo, uintptr_t *hi)
+/* Where the caller's buffer [p, p + len) is page-locked: the whole of it
+ * when it is pinned, else nowhere (it is staged). */
+void locate_direct(const uint8_t *p, size_t len, uintptr_t *lo, uintptr_t *hi)
 {
     *lo = *hi = 0;
-    if (!len)
-        return;
-    if (is_pinned(p) && is_pinned(p + len - 1)) {
+    if (len && is_pinned(p) && is_pinned(p + len - 1)) {
         *lo = (uintptr_t)p;
         *hi = (uintptr_t)p + len;
-        return;
     }
-    if (b.ctx->reg_mode && len >= kRegisterMin)
-        try_register(b, p, len, input, lo, hi);
 }
 
 /* The part of [p, p + len) inside [lo, hi), as offsets [*a, *e); *a == *e ==
@@ -548,7 +487,7 @@ bool job_prepare(Batch &b, size_t j)
             job.status = gc_fail(&job.err, GC_E_LIMIT, "rle: %zu bytes is too large for one frame", job.src_len);
             return false;
         }
-        s.header_size = 32 + 4 * s.cc + 4;
+        s.header_size = rle_header_size_for(s.cc);
         out_len = bound;
     } else if (job.op == GC_GPU_DECODE) {
         int rc = rle_frame_parse(job.src, job.src_len, &s.info, &job.err);
@@ -585,8 +524,8 @@ bool job_prepare(Batch &b, size_t j)
         return false;
     }
     if (s.cc) {
-        locate_direct(b, job.src, job.src_len, true, &s.src_lo, &s.src_hi);
-        locate_direct(b, job.dst, out_len, false, &s.dst_lo, &s.dst_hi);
+        locate_direct(job.src, job.src_len, &s.src_lo, &s.src_hi);
+        locate_direct(job.dst, out_len, &s.dst_lo, &s.dst_hi);
     }
     return true;
 }
@@ -599,19 +538,10 @@ void job_finish(Batch &b, size_t j)
         return;
     if (job.op == GC_GPU_ENCODE) {
         uint8_t *f = job.dst;
-        unsigned tail = (unsigned)(job.src_len % s.width);
-        memcpy(f, RLE_MAGIC, 4);
-        f[4] = RLE_VERSION;
-        f[5] = (uint8_t)s.width;
-        f[6] = (uint8_t)tail;
-        f[7] = 0;
-        put32(f + 8, s.cs);
-        put64(f + 12, job.src_len);
-        put32(f + 20, (uint32_t)s.cc);
-        memset(f + 24, 0, 8);
-        if (tail)
-            memcpy(f + 24, job.src + job.src_len - tail, tail);
-        put32(f + 32 + 4 * s.cc, crc32c(f, 32 + 4 * s.cc));
+        rle_header_write_fixed(f, s.width, s.cs, job.src_len, (uint32_t)s.cc,
+                               job.src + job.src_len - job.src_len % s.width);
+        const uint64_t crc_at = rle_header_crc_offset(s.cc);
+        rle_put_le(f + crc_at, crc32c(f, crc_at), RLE_HEADER_CRC);
         job.dst_len = s.header_size + s.records_written;
     } else {
         if (s.info.tail_len)
@@ -632,7 +562,7 @@ uint64_t piece_chunks(const Batch &b, size_t j, uint64_t c0)
     n = std::min(n, kMaxPieceChunks);
     for (; n >= 1; n = n / 2) {
         uint64_t body = std::min<uint64_t>(n * s.cs, s.body - c0 * s.cs);
-        uint64_t rec = body + 12 * n;
+        uint64_t rec = body + RLE_CHUNK_HEADER * n;
         if (!enc) {
             rec = 0;
             for (uint64_t c = c0; c < c0 + n; c++)
@@ -761,7 +691,7 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t c0, uint64_t n)
         sl.in_host = job.src + s.rec_cursor;
         sl.in_len = rec; /* the sizes piece_chunks fitted to the slot: same copy */
         s.rec_cursor += rec;
-        memcpy(sl.h_meta + 64, s.index.data() + c0, 4 * n);
+        memcpy(sl.h_meta + 64, s.index.data() + c0, RLE_INDEX_ENTRY * n);
         sl.out_host = job.dst + c0 * s.cs;
         sl.out_len = sl.body;
         direct_part(s.dst_lo, s.dst_hi, sl.out_host, sl.out_len, &sl.out_lo, &sl.out_hi);
@@ -786,7 +716,7 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
     BCUDA(cudaEventRecord(sl.e_h0, sl.st));
     BCUDA(dma_parts(sl.d_in, (uint8_t *)sl.in_host, sl.h_in, sl.in_len, sl.in_lo, sl.in_hi, true, sl.st));
     if (job.op == GC_GPU_DECODE)
-        BCUDA(cudaMemcpyAsync(sl.d_idx, sl.h_meta + 64, 4 * n, cudaMemcpyHostToDevice, sl.st));
+        BCUDA(cudaMemcpyAsync(sl.d_idx, sl.h_meta + 64, RLE_INDEX_ENTRY * n, cudaMemcpyHostToDevice, sl.st));
     BCUDA(cudaEventRecord(sl.e_h1, sl.st));
     b.st.h2d_bytes += sl.in_len;
     int rc;
@@ -806,7 +736,7 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
             return rc;
         BCUDA(cudaEventRecord(sl.e_k1, sl.st));
         BCUDA(cudaMemcpyAsync(sl.h_meta, sl.d_total, 8, cudaMemcpyDeviceToHost, sl.st));
-        BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_idx, 4 * n, cudaMemcpyDeviceToHost, sl.st));
+        BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_idx, RLE_INDEX_ENTRY * n, cudaMemcpyDeviceToHost, sl.st));
         BCUDA(cudaEventRecord(sl.e_m1, sl.st));
         sl.state = S_GPU;
     } else {
@@ -826,7 +756,7 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
         BCUDA(cudaEventRecord(sl.e_m1, sl.st));
         /* decode knows its output size: queue the copies now */
         BCUDA(cudaEventRecord(sl.e_d0, sl.st));
-        BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_status, 4 * n, cudaMemcpyDeviceToHost, sl.st));
+        BCUDA(cudaMemcpyAsync(sl.h_meta + 64, sl.d_status, sizeof(uint32_t) * n, cudaMemcpyDeviceToHost, sl.st));
         BCUDA(dma_parts(sl.d_out, sl.out_host, sl.h_out, sl.out_len, sl.out_lo, sl.out_hi, false, sl.st));
         BCUDA(cudaEventRecord(sl.e_d1, sl.st));
         b.st.d2h_bytes += sl.out_len + 4 * n;
@@ -841,7 +771,7 @@ int piece_issue_d2h(Batch &b, Slot &sl, gc_error *err)
     gc_gpu_job &job = b.jobs[sl.job];
     JobState &s = b.js[sl.job];
     uint64_t total = *(volatile unsigned long long *)sl.h_meta;
-    memcpy(job.dst + 32 + 4 * sl.c0, sl.h_meta + 64, 4 * sl.n);
+    memcpy(job.dst + RLE_INDEX_OFFSET + RLE_INDEX_ENTRY * sl.c0, sl.h_meta + 64, RLE_INDEX_ENTRY * sl.n);
     uint64_t off = s.header_size + s.records_written;
     s.records_written += total;
     s.meta_next = sl.c0 + sl.n;
@@ -853,7 +783,7 @@ int piece_issue_d2h(Batch &b, Slot &sl, gc_error *err)
     BCUDA(cudaEventRecord(sl.e_d0, sl.st));
     BCUDA(dma_parts(sl.d_out, sl.out_host, sl.h_out, sl.out_len, sl.out_lo, sl.out_hi, false, sl.st));
     BCUDA(cudaEventRecord(sl.e_d1, sl.st));
-    b.st.d2h_bytes += total + 4 * sl.n + 8;
+    b.st.d2h_bytes += total + RLE_INDEX_ENTRY * sl.n + 8;
     sl.state = S_D2H;
     return GC_OK;
 }
@@ -1022,12 +952,6 @@ extern "C" int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_
         /* leave the streams idle before returning; errors here are the same device failure */
         for (Slot &s : ctx->slots)
             (void)cudaStreamSynchronize(s.st);
-    }
-    /* the streams are idle: nothing reads or writes the registered pages any more */
-    for (void *p : b.registered) {
-        cudaError_t e = cudaHostUnregister(p);
-        if (e != cudaSuccess && rc == GC_OK)
-            rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaHostUnregister: %s", cudaGetErrorString(e));
     }
     pthread_mutex_unlock(&ctx->mu);
     b.st.host_ms = (double)(gc_now_ns() - t0) / 1e6;

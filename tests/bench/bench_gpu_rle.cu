@@ -15,12 +15,11 @@
  * 2. The batch pipeline (gc_gpu_rle_run_batch) compressing --pipeline GiB
  *    (default 4) of mixed data as 256 MiB jobs from pageable and from pinned
  *    host memory, then decompressing it: wall time vs max(total H2D, kernels,
- *    D2H); the pageable rows again with GC_GPU_HOST_COPY=register. Then the
- *    daemon's path: the whole size as one job whose input is a memfd mapped
+ *    D2H). Then the daemon's path: the whole size as one job whose input is a memfd mapped
  *    PROT_READ, MAP_SHARED|MAP_POPULATE and whose output is another mapped
  *    memfd, with the default host-copy settings and variants (copy threads,
- *    non-temporal stores, cudaHostRegister), next to the same job from pinned
- *    memory; and what cudaHostRegister / cudaHostUnregister cost per GiB.
+ *    non-temporal stores), next to the same job from pinned memory; and what
+ *    cudaHostRegister / cudaHostUnregister (OP_REGISTER's pinning) cost per GiB.
  *    Every frame is compared with the pinned run's, every output with the input.
  * 3. Ceilings on the codec's tile geometry, same run: the loads alone, and the
  *    loads with the codec's CRC32C (what any encode or decode must do).
@@ -48,6 +47,7 @@ extern "C" {
 }
 #include "crc32c_device.cuh"
 #include "gpu_internal.cuh"
+#include "rle_encode_policy.cuh"
 #include "rle_segment.cuh"
 
 #define CK(call)                                                                                   \
@@ -548,14 +548,13 @@ int main(int argc, char **argv)
             run_jobs(ctx, mode, "");
 
         /* contexts with other host-copy settings (read by gc_gpu_open) */
-        auto open_env = [&](const char *mode, const char *threads, const char *nt) -> gc_gpu_ctx * {
+        auto open_env = [&](const char *threads, const char *nt) -> gc_gpu_ctx * {
             auto set = [](const char *k, const char *v) {
                 if (v)
                     setenv(k, v, 1);
                 else
                     unsetenv(k);
             };
-            set("GC_GPU_HOST_COPY", mode);
             set("GC_GPU_COPY_THREADS", threads);
             set("GC_GPU_COPY_NT", nt);
             gc_gpu_ctx *c = nullptr;
@@ -565,13 +564,6 @@ int main(int argc, char **argv)
             }
             return c;
         };
-        if (gc_gpu_ctx *c = open_env("register", nullptr, nullptr)) {
-            memset(pg_dst, 0, fb * njobs);
-            run_jobs(c, 0, " (register)");
-            memset(pg_out, 0, total);
-            run_jobs(c, 2, " (register)");
-            gc_gpu_close(c);
-        }
 
         /* ---- what cudaHostRegister costs ---- */
         auto reg_cost = [&](const std::string &what, const void *p, size_t len, unsigned flags) {
@@ -733,19 +725,18 @@ int main(int argc, char **argv)
             prow.push_back(r);
         }
         struct Var {
-            const char *label, *mode, *threads, *nt;
+            const char *label, *threads, *nt;
         } vars[] = {
-            {"memfd, stage (default settings)", nullptr, nullptr, nullptr},
-            {"memfd, stage, 0 copy threads", "stage", "0", nullptr},
-            {"memfd, stage, 4 copy threads", "stage", "4", nullptr},
-            {"memfd, stage, 16 copy threads", "stage", "16", nullptr},
-            {"memfd, stage, no NT stores", "stage", nullptr, "0"},
-            {"memfd, register", "register", nullptr, nullptr},
+            {"memfd, stage (default settings)", nullptr, nullptr},
+            {"memfd, stage, 0 copy threads", "0", nullptr},
+            {"memfd, stage, 4 copy threads", "4", nullptr},
+            {"memfd, stage, 16 copy threads", "16", nullptr},
+            {"memfd, stage, no NT stores", nullptr, "0"},
         };
         for (const Var &v : vars) {
             if (!mf_ok)
                 break;
-            gc_gpu_ctx *c = open_env(v.mode, v.threads, v.nt);
+            gc_gpu_ctx *c = open_env(v.threads, v.nt);
             if (!c)
                 break;
             for (int dec = 0; dec < 2; dec++) {
@@ -769,7 +760,6 @@ int main(int argc, char **argv)
             }
             gc_gpu_close(c);
         }
-        unsetenv("GC_GPU_HOST_COPY");
         unsetenv("GC_GPU_COPY_THREADS");
         unsetenv("GC_GPU_COPY_NT");
         if (mf_src)

@@ -596,18 +596,17 @@ static uint8_t *memfd_map(size_t len, int prot, const uint8_t *init, int *fd)
     return p == MAP_FAILED ? nullptr : (uint8_t *)p;
 }
 
-/* GC_GPU_HOST_COPY / GC_GPU_COPY_THREADS / GC_GPU_COPY_NT (read by gc_gpu_open):
- * mixed batches, and a job larger than the register threshold (64 MiB) in
- * memfd mappings at unaligned offsets (partial pages at both ends), encode
- * and decode, against the CPU. */
+/* GC_GPU_COPY_THREADS / GC_GPU_COPY_NT (read by gc_gpu_open): mixed batches,
+ * and a job of more than 64 MiB in memfd mappings at unaligned offsets
+ * (partial pages at both ends), encode and decode, against the CPU. */
 static void test_host_copy_modes(int dev)
 {
     struct Mode {
-        const char *name, *copy, *threads, *nt;
+        const char *name, *threads, *nt;
     } modes[] = {
-        {"stage, 0 copy threads", "stage", "0", nullptr},
-        {"stage, 3 copy threads, no NT", "stage", "3", "0"},
-        {"register", "register", nullptr, nullptr},
+        {"stage, 0 copy threads", "0", nullptr},
+        {"stage, 3 copy threads, no NT", "3", "0"},
+        {"stage, default copy threads", nullptr, nullptr},
     };
     const size_t n = (g_quick ? 70u << 20 : 150u << 20) + 5;
     const unsigned w = 2;
@@ -617,7 +616,6 @@ static void test_host_copy_modes(int dev)
     rle_options o = {w, RLE_DEFAULT_CHUNK_SIZE, 1};
     size_t bound = rle_compress_bound(n, &o);
     for (const Mode &m : modes) {
-        setenv("GC_GPU_HOST_COPY", m.copy, 1);
         if (m.threads)
             setenv("GC_GPU_COPY_THREADS", m.threads, 1);
         else
@@ -630,7 +628,6 @@ static void test_host_copy_modes(int dev)
         gc_gpu_config cfg = {3, 4u << 20};
         gc_error e;
         int rc = gc_gpu_open(dev, &cfg, &ctx, &e);
-        unsetenv("GC_GPU_HOST_COPY");
         unsetenv("GC_GPU_COPY_THREADS");
         unsetenv("GC_GPU_COPY_NT");
         if (rc != GC_OK) {
