@@ -22,13 +22,28 @@ static void vmessage(const char *fmt, va_list ap)
     fputc('\n', stderr);
 }
 
+static void raise_status(cli_session *s, int status)
+{
+    if (s->status < status)
+        s->status = status;
+}
+
 void cli_error(cli_session *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vmessage(fmt, ap);
     va_end(ap);
-    s->status = CLI_EXIT_ERROR;
+    raise_status(s, CLI_EXIT_ERROR);
+}
+
+void cli_fail(cli_session *s, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    raise_status(s, status);
 }
 
 void cli_warn(cli_session *s, const char *fmt, ...)
@@ -39,8 +54,17 @@ void cli_warn(cli_session *s, const char *fmt, ...)
         vmessage(fmt, ap);
         va_end(ap);
     }
-    if (s->status == CLI_EXIT_OK)
-        s->status = CLI_EXIT_WARNING;
+    raise_status(s, CLI_EXIT_ERROR);
+}
+
+void cli_note(cli_session *s, const char *fmt, ...)
+{
+    if (s->opts.verbosity >= 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vmessage(fmt, ap);
+        va_end(ap);
+    }
 }
 
 /* Compressed data on a terminal is garbage on the screen: refuse, as gzip does, unless -f. */

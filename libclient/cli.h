@@ -8,8 +8,11 @@
  *   cli_daemon.c  the connection to gpucompd, --ping, --stats, -v lines
  *   cli_names.c   suffixes, codec names, magic bytes, sizes
  *
- * Exit status follows gzip: 0 success, 1 error, 2 warning (a file was
- * skipped); an error anywhere wins over warnings.
+ * Exit status follows bzip2, where scripts test it: 0 success, 1 a problem
+ * of the environment (missing file, directory, symbolic link or other file
+ * skipped, output exists, no daemon, bad usage), 2 corrupt or truncated
+ * input, 3 an internal error (a bug, here or in the daemon). Over several
+ * files the highest wins, as in bzip2.
  */
 #ifndef GPUCOMP_CLI_H
 #define GPUCOMP_CLI_H
@@ -22,8 +25,9 @@
 #include "gpucomp.h"
 
 #define CLI_EXIT_OK 0
-#define CLI_EXIT_ERROR 1
-#define CLI_EXIT_WARNING 2
+#define CLI_EXIT_ERROR 1    /* the environment: files, the daemon, usage */
+#define CLI_EXIT_CORRUPT 2  /* corrupt or truncated input */
+#define CLI_EXIT_INTERNAL 3 /* a bug */
 
 typedef enum cli_mode { CLI_COMPRESS, CLI_DECOMPRESS, CLI_TEST } cli_mode;
 
@@ -35,6 +39,7 @@ typedef struct cli_opts {
     bool keep;              /* -k */
     bool force;             /* -f */
     int verbosity;          /* -1 quiet (-q), 0 normal, 1 verbose (-v) */
+    int name_width;         /* -v: names padded to this, as bzip2 pads them */
     bool stats, ping;       /* --stats, --ping */
     const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
     char **files;           /* operands; none means stdin */
@@ -68,7 +73,17 @@ bool cli_connect(cli_session *s);
 /* Connect, then check that size bytes fit in one request, before a file is read whole. */
 bool cli_fits(cli_session *s, const char *name, uint64_t size);
 
-/* One request for the file called name; errors are reported (naming it). */
+/* One request; nothing reported. Returns GPUCOMP_OK or the library's code. */
+int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
+                const uint8_t *in, size_t in_len, cli_result *r);
+
+/* Report the failed request rc for the file called name, with the exit status it implies. */
+void cli_request_failed(cli_session *s, const char *name, int rc);
+
+/* The exit status a library code implies: 2 for damaged input, 3 for bugs, else 1. */
+int cli_exit_for(int rc);
+
+/* cli_request, with a failure reported (naming the file). */
 bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
              const uint8_t *in, size_t in_len, cli_result *r);
 
@@ -81,10 +96,16 @@ int cli_stats(cli_session *s);
 
 void cli_disconnect(cli_session *s);
 
-/* "gpucomp: <message>" on stderr, and the exit status becomes 1. */
+/* "gpucomp: <message>" on stderr, and the exit status becomes at least 1. */
 void cli_error(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* "gpucomp: <message>" unless -q, and the exit status becomes 2 unless it is 1. */
+/* The same with an exit status of at least status (CLI_EXIT_*). */
+void cli_fail(cli_session *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "gpucomp: <message>" unless -q (a file skipped), and the exit status becomes at least 1. */
 void cli_warn(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "gpucomp: <message>" unless -q; the exit status is unchanged (bzip2's warnings). */
+void cli_note(cli_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

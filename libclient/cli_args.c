@@ -5,6 +5,7 @@
 
 #include "cli.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,13 +44,15 @@ static const struct option long_options[] = {
     { "socket", required_argument, NULL, OPT_SOCKET },
     { "stats", no_argument, NULL, OPT_STATS },
     { "ping", no_argument, NULL, OPT_PING },
+    { "small", no_argument, NULL, 's' },
     { "help", no_argument, NULL, 'h' },
+    { "license", no_argument, NULL, 'L' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
 };
 
 /* Leading ':' so that a missing argument is told apart from an unknown option. */
-static const char short_options[] = ":zdtckfvqa:w:hV123456789";
+static const char short_options[] = ":zdtckfvqsa:w:hLV123456789";
 
 static void usage(FILE *f)
 {
@@ -66,8 +69,11 @@ static void usage(FILE *f)
           "  -f, --force          overwrite existing output files; also compress\n"
           "                       links and files that already have a suffix, and\n"
           "                       read or write compressed data on a terminal\n"
-          "  -v, --verbose        per file: ratio, speed and backend (cpu or gpu)\n"
+          "  -v, --verbose        per file, bzip2's line (ratio, bits/byte, % saved,\n"
+          "                       bytes in and out), then the backend: (cpu) or (gpu)\n"
           "  -q, --quiet          suppress warnings\n"
+          "  -s, --small          accepted for bzip2's sake; changes nothing (the\n"
+          "                       daemon decompresses)\n"
           "  -a, --algorithm=ALG  bzip2 (default, suffix .bz2) or rle (suffix .rle)\n"
           "  -1 ... -9            bzip2 block size 100k ... 900k (default -9)\n"
           "      --fast, --best   same as -1, -9\n"
@@ -78,19 +84,34 @@ static void usage(FILE *f)
           "      --ping           check that gpucompd answers, then exit\n"
           "      --stats          print gpucompd's counters, then exit\n"
           "  -h, --help           display this help and exit\n"
+          "  -L, --license        display version and licence information and exit\n"
           "  -V, --version        display version information and exit\n"
           "\n"
           "Decompression recognises the format from the data; -a matters only for data\n"
-          "it does not recognise. Each file is held in memory whole, and gpucompd limits\n"
-          "the size of one request.\n"
+          "it does not recognise. FILE without a known suffix decompresses to FILE.out.\n"
+          "Trailing garbage after the last bzip2 stream is ignored with a warning. Each\n"
+          "file is held in memory whole, and gpucompd limits the size of one request.\n"
+          "Options in $BZIP2, then $BZIP (split at white space) come before the command\n"
+          "line's, as in bzip2.\n"
           "\n"
-          "Exit status: 0 success, 1 error, 2 warning (a file was skipped).\n",
+          "Exit status, as bzip2's: 0 success, 1 environment problem (file missing or\n"
+          "skipped, output exists, no daemon, bad usage), 2 corrupt or truncated\n"
+          "input, 3 internal error. Over several files the highest wins.\n",
           f);
 }
 
 static void version(void)
 {
     printf("gpucomp (gpucompd) %s\nlibgpucomp-client %s\n", PACKAGE_VERSION, gpucomp_version());
+}
+
+static void license(void)
+{
+    version();
+    fputs("\nThis program is distributed in the hope that it will be useful, but WITHOUT\n"
+          "ANY WARRANTY. Its terms are those of the gpucompd distribution it came with.\n"
+          "It writes and reads the bzip2 format of Julian Seward's bzip2.\n",
+          stdout);
 }
 
 /* A usage error: message, hint, exit status 1. */
@@ -173,11 +194,13 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case 'f': o->force = true; return -1;
     case 'v': o->verbosity = 1; return -1;
     case 'q': o->verbosity = -1; return -1;
+    case 's': return -1; /* bzip2's low-memory decoder: the daemon decodes here */
     case OPT_SOCKET: o->socket = optarg; return -1;
     case OPT_STATS: o->stats = true; return -1;
     case OPT_PING: o->ping = true; return -1;
     case 'h': usage(stdout); return CLI_EXIT_OK;
     case 'V': version(); return CLI_EXIT_OK;
+    case 'L': license(); return CLI_EXIT_OK;
     case ':':
     case '?':
         return getopt_error(s, opt, argv);
@@ -197,10 +220,63 @@ static void apply_codec_args(cli_opts *o, const codec_args *ca)
         o->codec.chunk_size = ca->chunk;
 }
 
+/* Append the white-space separated words of $var to v (strdup'd); false when out of memory. */
+static bool words_from_env(const char *var, char ***v, int *n)
+{
+    const char *p = getenv(var);
+    while (p && *p) {
+        while (*p && isspace((unsigned char)*p))
+            p++;
+        size_t len = 0;
+        while (p[len] && !isspace((unsigned char)p[len]))
+            len++;
+        if (len == 0)
+            break;
+        char **nv = realloc(*v, (size_t)(*n + 2) * sizeof **v);
+        if (!nv)
+            return false;
+        *v = nv;
+        if (!((*v)[*n] = strndup(p, len)))
+            return false;
+        (*v)[++*n] = NULL;
+        p += len;
+    }
+    return true;
+}
+
+/*
+ * bzip2 reads options from $BZIP2, then $BZIP, before the command line's.
+ * Returns argv with those words after argv[0] (argv itself when there are
+ * none); the strings live until the program ends, as argv's do.
+ */
+static char **with_env_options(int *argc, char **argv)
+{
+    char **v = malloc(2 * sizeof *v);
+    int n = 1;
+    if (!v)
+        return argv;
+    v[0] = argv[0];
+    v[1] = NULL;
+    if (!words_from_env("BZIP2", &v, &n) || !words_from_env("BZIP", &v, &n) || n == 1) {
+        free(v); /* out of memory, or nothing there: the command line alone (words leak, once) */
+        return argv;
+    }
+    char **all = realloc(v, (size_t)(n + *argc) * sizeof *v);
+    if (!all) {
+        free(v);
+        return argv;
+    }
+    for (int i = 1; i <= *argc; i++) /* and argv's NULL */
+        all[n - 1 + i] = argv[i];
+    *argc += n - 1;
+    return all;
+}
+
 int cli_parse_args(cli_session *s, int argc, char **argv)
 {
     codec_args ca = { .codec = GPUCOMP_CODEC_BZIP2 };
     s->opts.mode = CLI_COMPRESS;
+    argv = with_env_options(&argc, argv);
     opterr = 0; /* our messages say "gpucomp", not argv[0] */
     int opt;
     while ((opt = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
@@ -211,6 +287,10 @@ int cli_parse_args(cli_session *s, int argc, char **argv)
     apply_codec_args(&s->opts, &ca);
     s->opts.files = argv + optind;
     s->opts.n_files = argc - optind;
+    s->opts.name_width = 7; /* bzip2's: the width of "(stdin)" */
+    for (int i = 0; i < s->opts.n_files; i++)
+        if ((int)strlen(s->opts.files[i]) > s->opts.name_width)
+            s->opts.name_width = (int)strlen(s->opts.files[i]);
     if ((s->opts.ping || s->opts.stats) && s->opts.n_files > 0)
         return bad_usage(s, "%s takes no FILE", s->opts.ping ? "--ping" : "--stats");
     return -1;

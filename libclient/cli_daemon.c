@@ -69,41 +69,87 @@ bool cli_fits(cli_session *s, const char *name, uint64_t size)
     return true;
 }
 
-bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
-             const uint8_t *in, size_t in_len, cli_result *r)
+int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
+                const uint8_t *in, size_t in_len, cli_result *r)
 {
     memset(r, 0, sizeof *r);
     if (!cli_connect(s))
-        return false;
+        return GPUCOMP_E_CONNECT;
     uint64_t t0 = gc_now_ns();
     void *out;
     int rc = decompress ? gpucomp_decompress(s->client, o, in, in_len, &out, &r->len)
                         : gpucomp_compress(s->client, o, in, in_len, &out, &r->len);
     r->seconds = (double)(gc_now_ns() - t0) / 1e9;
-    if (rc != GPUCOMP_OK) {
-        const char *msg = gpucomp_last_error(s->client);
-        cli_error(s, "%s: %s", name, *msg ? msg : gpucomp_strerror(rc));
-        /* Some failures close the connection; a fresh one for the next file is always safe. */
-        cli_disconnect(s);
-        return false;
-    }
+    if (rc != GPUCOMP_OK)
+        return rc;
     r->data = out;
     r->backend = gpucomp_last_backend(s->client);
-    return true;
+    return GPUCOMP_OK;
 }
 
+int cli_exit_for(int rc)
+{
+    switch (rc) {
+    case GPUCOMP_OK:
+        return CLI_EXIT_OK;
+    case GPUCOMP_E_CORRUPT:
+    case GPUCOMP_E_TRUNCATED:
+    case GPUCOMP_E_CRC:
+        return CLI_EXIT_CORRUPT;
+    case GPUCOMP_E_INVALID:  /* the CLI sent what it should not have */
+    case GPUCOMP_E_PROTOCOL: /* one side misread the other */
+    case GPUCOMP_E_INTERNAL:
+        return CLI_EXIT_INTERNAL;
+    default:                 /* no daemon, limits, memory, busy, device, permission */
+        return CLI_EXIT_ERROR;
+    }
+}
+
+void cli_request_failed(cli_session *s, const char *name, int rc)
+{
+    if (rc == GPUCOMP_E_CONNECT && s->fatal)
+        return; /* cli_connect said it */
+    const char *msg = s->client ? gpucomp_last_error(s->client) : "";
+    cli_fail(s, cli_exit_for(rc), "%s: %s", name, *msg ? msg : gpucomp_strerror(rc));
+    /* Some failures close the connection; a fresh one for the next file is always safe. */
+    cli_disconnect(s);
+}
+
+bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
+             const uint8_t *in, size_t in_len, cli_result *r)
+{
+    int rc = cli_request(s, decompress, o, in, in_len, r);
+    if (rc != GPUCOMP_OK)
+        cli_request_failed(s, name, rc);
+    return rc == GPUCOMP_OK;
+}
+
+/*
+ * bzip2's -v line, then the backend in parentheses, so that a script that
+ * parses bzip2's line parses ours:
+ *   "  FILE:  X.XXX:1,  Y.YYY bits/byte, ZZ.ZZ% saved, N in, M out. (gpu)"
+ *   "  FILE: done (cpu)" after -d, "  FILE: ok (cpu)" after -t.
+ * Names are padded to the longest operand (at least 7, "(stdin)"), as bzip2 does.
+ */
 void cli_report(const cli_session *s, const char *name, size_t in_len, const cli_result *r)
 {
     if (s->opts.verbosity < 1)
         return;
-    bool compressing = s->opts.mode == CLI_COMPRESS;
-    /* Ratio and speed are of the uncompressed side, whichever way the data went. */
-    double plain = (double)(compressing ? in_len : r->len);
-    double packed = (double)(compressing ? r->len : in_len);
-    double ratio = packed > 0 ? plain / packed : 0;
-    double mbps = r->seconds > 0 ? plain / r->seconds / 1e6 : 0;
-    fprintf(stderr, "%s: %sratio %.2fx, %.0f MB/s, backend %s\n", name,
-            s->opts.mode == CLI_TEST ? "OK, " : "", ratio, mbps, backend_name(r->backend));
+    int pad = s->opts.name_width - (int)strlen(name);
+    fprintf(stderr, "  %s: %*s", name, pad > 0 ? pad : 0, "");
+    const char *backend = backend_name(r->backend);
+    if (s->opts.mode == CLI_TEST) {
+        fprintf(stderr, "ok (%s)\n", backend);
+    } else if (s->opts.mode == CLI_DECOMPRESS) {
+        fprintf(stderr, "done (%s)\n", backend);
+    } else if (in_len == 0) {
+        fprintf(stderr, " no data compressed. (%s)\n", backend);
+    } else {
+        double nin = (double)in_len, nout = (double)r->len;
+        fprintf(stderr, "%6.3f:1, %6.3f bits/byte, %5.2f%% saved, %zu in, %zu out. (%s)\n",
+                nout > 0 ? nin / nout : 0.0, 8.0 * nout / nin, 100.0 * (1.0 - nout / nin), in_len, r->len,
+                backend);
+    }
 }
 
 int cli_ping(cli_session *s)

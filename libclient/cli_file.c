@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,13 +79,18 @@ static bool plan_output_name(cli_session *s, job *j)
             return false;
         }
         j->out_name = cli_compressed_name(j->name, s->opts.codec.codec);
-    } else {
-        if (!cli_known_suffix(j->name)) {
-            cli_warn(s, "%s: unknown suffix -- ignored", j->name);
-            return false;
-        }
+    } else if (cli_known_suffix(j->name)) {
         j->out_name = cli_decompressed_name(j->name, &j->suffix_codec);
         j->has_suffix_codec = true;
+    } else {
+        /* bzip2's way: decompress anyway, into FILE.out; the data decides the codec. */
+        size_t n = strlen(j->name);
+        j->out_name = malloc(n + sizeof ".out");
+        if (j->out_name) {
+            memcpy(j->out_name, j->name, n);
+            memcpy(j->out_name + n, ".out", sizeof ".out");
+            cli_note(s, "Can't guess original name for %s -- using %s", j->name, j->out_name);
+        }
     }
     if (!j->out_name)
         cli_error(s, "%s: out of memory", j->name);
@@ -156,7 +162,7 @@ static bool choose_codec(cli_session *s, const job *j, const uint8_t *in, size_t
     else if (j->has_suffix_codec && !s->opts.codec_given)
         o->codec = j->suffix_codec;
     else if (!s->opts.codec_given) {
-        cli_error(s, "%s: not in bzip2 or rle format", j->name);
+        cli_fail(s, CLI_EXIT_CORRUPT, "%s is not a bzip2 file (nor rle)", j->name);
         return false;
     }
     return true;
@@ -197,6 +203,45 @@ static bool deliver(cli_session *s, const job *j, const cli_result *r)
     return e == 0;
 }
 
+/* Did the codec stop at trailing garbage after a complete bzip2 stream? */
+static bool trailing_garbage(cli_session *s, const gpucomp_options *o, int rc)
+{
+    return s->opts.mode != CLI_COMPRESS && o->codec == GPUCOMP_CODEC_BZIP2 && rc == GPUCOMP_E_CORRUPT &&
+           s->client && strstr(gpucomp_last_error(s->client), "trailing garbage after stream");
+}
+
+/*
+ * bzip2 decodes the streams before trailing garbage (tape padding, a
+ * newline, junk) and warns. The codec reports the garbage but not where it
+ * starts: decode again the longest prefix that ends with an end-of-stream
+ * marker and leaves garbage after it. A marker's 48 bits can occur by chance
+ * (in the garbage itself), so a few candidates are tried, longest first.
+ */
+static int decode_before_garbage(cli_session *s, const job *j, const gpucomp_options *o, const uint8_t *in,
+                                 size_t in_len, cli_result *r)
+{
+    enum { MAX_TRIES = 8 };
+    char first_error[256];
+    snprintf(first_error, sizeof first_error, "%s", gpucomp_last_error(s->client));
+    size_t end = in_len;
+    for (int tries = 0; tries < MAX_TRIES; tries++) {
+        end = cli_bzip2_stream_end_before(in, in_len, end);
+        if (end == 0)
+            break;
+        int rc = cli_request(s, true, o, in, end, r);
+        if (rc == GPUCOMP_OK) {
+            cli_note(s, "%s: trailing garbage after EOF ignored", j->name);
+            return rc;
+        }
+        if (rc != GPUCOMP_E_CORRUPT && rc != GPUCOMP_E_CRC && rc != GPUCOMP_E_TRUNCATED) {
+            cli_request_failed(s, j->name, rc);
+            return rc;
+        }
+    }
+    cli_fail(s, CLI_EXIT_CORRUPT, "%s: %s", j->name, first_error);
+    return GPUCOMP_E_CORRUPT;
+}
+
 /* From an open input to a delivered output (and the input removed, if that is the job). */
 static void run_job(cli_session *s, job *j)
 {
@@ -211,9 +256,13 @@ static void run_job(cli_session *s, job *j)
     }
     gpucomp_options o;
     cli_result r;
-    if (choose_codec(s, j, in, in_len, &o) &&
-        cli_run(s, j->name, s->opts.mode != CLI_COMPRESS, &o, in, in_len, &r)) {
-        if (deliver(s, j, &r)) {
+    if (choose_codec(s, j, in, in_len, &o)) {
+        int rc = cli_request(s, s->opts.mode != CLI_COMPRESS, &o, in, in_len, &r);
+        if (rc != GPUCOMP_OK && trailing_garbage(s, &o, rc))
+            rc = decode_before_garbage(s, j, &o, in, in_len, &r);
+        else if (rc != GPUCOMP_OK)
+            cli_request_failed(s, j->name, rc);
+        if (rc == GPUCOMP_OK && deliver(s, j, &r)) {
             cli_report(s, j->name, in_len, &r);
             if (j->out_name && !s->opts.keep && unlink(j->name) != 0)
                 cli_warn(s, "%s: cannot remove: %s", j->name, strerror(errno));
@@ -244,6 +293,12 @@ void cli_process(cli_session *s, const char *operand)
         return;
     }
     job j = { .name = operand, .fd = -1 };
+    /* -t and -c too: the suffix names the codec of data too short to show its magic (an empty .bz2). */
+    if (s->opts.mode != CLI_COMPRESS && cli_known_suffix(operand)) {
+        char *plain = cli_decompressed_name(operand, &j.suffix_codec);
+        j.has_suffix_codec = plain != NULL;
+        free(plain);
+    }
     if (open_input(s, &j) && (!in_place(s) || plan_output(s, &j)))
         run_job(s, &j);
     if (j.fd >= 0)

@@ -100,3 +100,47 @@ bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec)
     }
     return false;
 }
+
+/* Would bzip2 take p[at..len) (non-empty) for trailing garbage? A mismatch in "BZh[1-9]" says yes. */
+static bool is_garbage(const uint8_t *p, size_t len, size_t at)
+{
+    static const char hdr[3] = { 'B', 'Z', 'h' };
+    for (size_t i = 0; i < 4 && at + i < len; i++) {
+        uint8_t c = p[at + i];
+        if (i < 3 ? c != (uint8_t)hdr[i] : c < '1' || c > '9')
+            return true;
+    }
+    return false; /* another stream, or the start of one cut short */
+}
+
+/* 48 bits from bit offset pos (most significant bit first); pos + 48 <= 8 * len. */
+static uint64_t bits48_at(const uint8_t *p, uint64_t pos)
+{
+    uint64_t v = 0;
+    size_t byte = (size_t)(pos / 8);
+    unsigned shift = (unsigned)(pos % 8);
+    for (int i = 0; i < 7; i++) /* 7 bytes hold any 48 bits that start within the first */
+        v = v << 8 | p[byte + (size_t)i];
+    return (v >> (8 - shift)) & 0xffffffffffffull;
+}
+
+size_t cli_bzip2_stream_end_before(const uint8_t *p, size_t len, size_t before)
+{
+    static const uint64_t eos_magic = 0x177245385090ull;
+    enum { MARKER_BITS = 48 + 32, MIN_STREAM = 4 + 10 }; /* "BZh9" and the bare marker */
+    if (before > len)
+        before = len;
+    for (size_t e = before; e-- > MIN_STREAM;) {
+        if (e >= len || !is_garbage(p, len, e))
+            continue;
+        /* The marker ends in byte e-1: it starts 80 to 87 bits before bit 8e. */
+        for (unsigned pad = 0; pad < 8; pad++) {
+            uint64_t start = (uint64_t)e * 8 - MARKER_BITS - pad;
+            if (start / 8 + 7 > len)
+                continue; /* bits48_at reads 7 bytes */
+            if (bits48_at(p, start) == eos_magic)
+                return e;
+        }
+    }
+    return 0;
+}

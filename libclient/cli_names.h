@@ -44,4 +44,16 @@ char *cli_decompressed_name(const char *name, gpucomp_codec *codec);
 /* Codec whose magic bytes start p ("BZh1".."BZh9", "GCRL"); false if neither. */
 bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec);
 
+/*
+ * Where a bzip2 stream may end before trailing garbage: the largest byte
+ * offset e < before at which an end-of-stream marker (its 48-bit magic and
+ * 32-bit CRC, then zero to seven bits of padding) ends and from which
+ * p[e..len) is not the start of another stream ("BZh" and a level digit, or
+ * a prefix of that at the end of the data): what bzip2 ignores with
+ * "trailing garbage after EOF ignored". 0 if there is none. Call again with
+ * before = the last answer for the next candidate (a marker's bit pattern
+ * may occur by chance: the caller confirms a candidate by decoding p[0..e)).
+ */
+size_t cli_bzip2_stream_end_before(const uint8_t *p, size_t len, size_t before);
+
 #endif

@@ -101,8 +101,8 @@ static int prepare(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, 
                    client_req *req)
 {
     gpucomp_options defaults;
-    if (!o) {
-        gpucomp_options_init(&defaults, GPUCOMP_CODEC_RLE);
+    if (!o) { /* the one default codec, as in the gpucomp CLI (gpucomp.h) */
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
         o = &defaults;
     }
     int rc = to_wire_options(c, o, wire);

@@ -133,13 +133,15 @@ const char *gpucomp_connect_error(void);
 void gpucomp_close(gpucomp_client *c);
 
 /*
- * Compress src[0..src_len) with o (NULL = rle defaults). On success *dst is
- * a buffer of *dst_len bytes to release with gpucomp_free().
+ * Compress src[0..src_len) with o. NULL means the defaults of the one
+ * default codec, bzip2 (level 9), as in the gpucomp command: the same as
+ * gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2). On success *dst is a
+ * buffer of *dst_len bytes to release with gpucomp_free().
  */
 int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o,
                      const void *src, size_t src_len, void **dst, size_t *dst_len);
 
-/* Decompress; o->codec says which codec wrote src. Same conventions. */
+/* Decompress; o->codec says which codec wrote src (o NULL: bzip2). Same conventions. */
 int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
                        const void *src, size_t src_len, void **dst, size_t *dst_len);
 

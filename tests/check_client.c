@@ -676,7 +676,7 @@ START_TEST(test_empty_input_and_output)
     gpucomp_free(out);
     gpucomp_close(c);
     fake_finish(f);
-    ck_assert_int_eq(f->codec, GPUCOMP__CODEC__CODEC_RLE); /* NULL options: rle defaults */
+    ck_assert_int_eq(f->codec, GPUCOMP__CODEC__CODEC_BZIP2); /* NULL options: bzip2, the CLI's default */
 }
 END_TEST
 

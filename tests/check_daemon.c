@@ -455,7 +455,7 @@ START_TEST(test_cli_corrupt_stream)
     ck_assert_int_eq(run_shell("printf 'X' | dd of=%s/c.txt.bz2 bs=1 seek=200 conv=notrunc 2>/dev/null", d), 0);
     ck_assert_int_eq(run_shell("rm %s/c.txt", d), 0);
     int rc = run_shell("'%s' --socket %s -d %s/c.txt.bz2 2>%s/err", cli(), s, d, d);
-    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(rc, 2); /* bzip2's status for corrupt input */
     ck_assert_int_eq(run_shell("grep -q bzip2 %s/err", d), 0);
     ck_assert_int_eq(run_shell("test -f %s/c.txt.bz2 && test ! -e %s/c.txt", d, d), 0); /* nothing lost */
 }
@@ -472,6 +472,159 @@ START_TEST(test_cli_no_daemon)
 }
 END_TEST
 
+
+/* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
+
+/*
+ * One situation, set up twice (DIR/bz and DIR/gc by the same shell lines),
+ * then bzip2 and gpucomp run there with the same arguments: both must exit
+ * with `expect`, leave the same files (.bz2 files compared by what they
+ * decompress to, since our compressor need not write bzip2's bytes), the same
+ * standard output when they succeed, and the same warnings that scripts and
+ * people read.
+ */
+typedef struct vs_bzip2 {
+    const char *what;
+    const char *setup;  /* shell, run in the empty directory */
+    const char *env;    /* "VAR=value " before both commands, or "" */
+    const char *args;
+    int expect;         /* bzip2's exit status, measured: 0 ok, 1 environment, 2 corrupt input */
+} vs_bzip2;
+
+#define SEQ "seq 1 20000 > f && bzip2 -k f"
+#define SEQ_BZ "seq 1 20000 | bzip2 > f.bz2"
+#define CORRUPT SEQ " && rm f && printf X | dd of=f.bz2 bs=1 seek=200 conv=notrunc 2>/dev/null"
+
+static const vs_bzip2 vs_cases[] = {
+    { "missing file -d", "true", "", "-d nofile.bz2", 1 },
+    { "missing file", "true", "", "nofile", 1 },
+    { "directory", "mkdir dir", "", "dir", 1 },
+    { "directory -d", "mkdir dir.bz2", "", "-d dir.bz2", 1 },
+    { "symbolic link", "seq 1 100 > f && ln -s f lnk", "", "lnk", 1 },
+    { "hard link", "seq 1 100 > f && ln f g", "", "f", 1 },
+    { "already .bz2", SEQ, "", "f.bz2", 1 },
+    { "output exists", SEQ, "", "-d f.bz2", 1 },
+    { "unknown suffix -d: FILE.out", "seq 1 20000 | bzip2 > x.txt", "", "-d x.txt", 0 },
+    { "unknown suffix -d, not bzip2", "seq 1 100 > x.txt", "", "-d x.txt", 2 },
+    { "corrupt", CORRUPT, "", "-d f.bz2", 2 },
+    { "corrupt -t", CORRUPT, "", "-t f.bz2", 2 },
+    { "missing, then corrupt: the highest", CORRUPT, "", "-d nofile.bz2 f.bz2", 2 },
+    { "truncated", SEQ_BZ " && head -c 2000 f.bz2 > t.bz2 && rm f.bz2", "", "-d t.bz2", 2 },
+    { "truncated -t", SEQ_BZ " && head -c 2000 f.bz2 > t.bz2", "", "-t t.bz2", 2 },
+    { "not bzip2", "seq 1 100 > f.bz2", "", "-d f.bz2", 2 },
+    { "empty .bz2 -d", ": > e.bz2", "", "-d e.bz2", 2 },
+    { "empty .bz2 -tv", ": > e.bz2", "", "-tv e.bz2", 2 },
+    { "trailing NUL padding", SEQ_BZ " && head -c 10240 /dev/zero >> f.bz2", "", "-d f.bz2", 0 },
+    { "trailing newline", SEQ_BZ " && echo >> f.bz2", "", "-d f.bz2", 0 },
+    { "trailing junk", SEQ_BZ " && printf 'junk junk' >> f.bz2", "", "-d f.bz2", 0 },
+    { "two streams, junk", SEQ_BZ " && seq 5 9000 | bzip2 >> f.bz2 && printf xyz >> f.bz2", "", "-d f.bz2", 0 },
+    { "trailing junk -t", SEQ_BZ " && printf 'junk' >> f.bz2", "", "-t f.bz2", 0 },
+    { "trailing junk -tv", SEQ_BZ " && printf 'junk' >> f.bz2", "", "-tv f.bz2", 0 },
+    { "trailing junk -q", SEQ_BZ " && printf 'junk' >> f.bz2", "", "-dq f.bz2", 0 },
+    { "trailing junk, pipe", SEQ_BZ " && printf 'junk' >> f.bz2", "", "-dc < f.bz2", 0 },
+    { "trailing B: truncated", SEQ_BZ " && printf B >> f.bz2", "", "-dc f.bz2", 2 },
+    { "trailing BZh9 and junk: corrupt", SEQ_BZ " && printf BZh9xyzxyzxyz >> f.bz2", "", "-dc f.bz2", 2 },
+    { "-s", SEQ_BZ, "", "-s -d f.bz2", 0 },
+    { "--small", SEQ_BZ, "", "--small -dk f.bz2", 0 },
+    { "-V", "true", "", "-V", 0 },
+    { "-L", "true", "", "-L", 0 },
+    { "--version", "true", "", "--version", 0 },
+    { "$BZIP2", "seq 1 20000 > f", "BZIP2='-k -q' ", "f", 0 },
+    { "$BZIP", SEQ_BZ, "BZIP=-d ", "f.bz2", 0 },
+    { "$BZIP2 then $BZIP", SEQ_BZ, "BZIP2=-d BZIP=' -k ' ", "f.bz2", 0 },
+};
+
+/* Phrases both must print, or both not (bzip2's warnings that people and scripts look for). */
+static const char *const vs_phrases[] = { "trailing garbage after EOF ignored", "Can't guess original name" };
+
+START_TEST(test_cli_like_bzip2)
+{
+    const vs_bzip2 *c = &vs_cases[_i];
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    ck_assert_int_eq(run_shell("mkdir %s/bz %s/gc", d, d), 0);
+    ck_assert_msg(run_shell("cd %s/bz && { %s; } && cd %s/gc && { %s; }", d, c->setup, d, c->setup) == 0,
+                  "%s: setup failed", c->what);
+    int bz = run_shell("cd %s/bz && %s bzip2 %s >../bz.out 2>../bz.err", d, c->env, c->args);
+    int gc = run_shell("cd %s/gc && %s GPUCOMP_SOCKET=%s '%s' %s >../gc.out 2>../gc.err", d, c->env, s, cli(),
+                       c->args);
+    ck_assert_msg(bz == c->expect, "%s: bzip2 %s exits %d here, the table says %d", c->what, c->args, bz,
+                  c->expect);
+    ck_assert_msg(gc == bz, "%s: gpucomp %s exits %d, bzip2 %d", c->what, c->args, gc, bz);
+    /* The same names (no temporary file left behind), the same contents. */
+    ck_assert_msg(run_shell("cd %s && [ \"$(ls -A bz)\" = \"$(ls -A gc)\" ]", d) == 0, "%s: files differ",
+                  c->what);
+    int same = run_shell("cd %s && for f in $(ls -A bz); do [ -d bz/$f ] && continue; case $f in "
+                         "*.bz2) bzip2 -dc bz/$f >t1 2>/dev/null; bzip2 -dc gc/$f >t2 2>/dev/null; "
+                         "cmp -s t1 t2 || exit 1;; *) cmp -s bz/$f gc/$f || exit 1;; esac; done", d);
+    ck_assert_msg(same == 0, "%s: a file's contents differ", c->what);
+    if (c->expect == 0 && strstr(c->args, "-dc"))
+        ck_assert_msg(run_shell("cmp -s %s/bz.out %s/gc.out", d, d) == 0, "%s: standard output differs", c->what);
+    for (size_t i = 0; i < sizeof vs_phrases / sizeof vs_phrases[0]; i++) {
+        int in_bz = run_shell("grep -q \"%s\" %s/bz.err", vs_phrases[i], d) == 0;
+        int in_gc = run_shell("grep -q \"%s\" %s/gc.err", vs_phrases[i], d) == 0;
+        ck_assert_msg(in_bz == in_gc, "%s: '%s' %s by bzip2, %s by gpucomp", c->what, vs_phrases[i],
+                      in_bz ? "printed" : "not printed", in_gc ? "printed" : "not printed");
+    }
+}
+END_TEST
+
+/* -v: bzip2's line, then the backend; what bzip2 says after -d and -t, likewise. */
+START_TEST(test_cli_verbose_like_bzip2)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    ck_assert_int_eq(run_shell("cd %s && seq 1 20000 > f && : > e && printf x > t && cp f g", d), 0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk f e t 2>err", d, s, cli()), 0);
+    /* "  f:        X.XXX:1,  Y.YYY bits/byte, ZZ.ZZ% saved, N in, M out. (cpu)" */
+    ck_assert_msg(run_shell("cd %s && grep -Eq '^  f: {7} ?[0-9]\\.[0-9]{3}:1,  [0-9]\\.[0-9]{3} "
+                            "bits/byte, [0-9]{2}\\.[0-9]{2}%% saved, 108894 in, [0-9]+ out\\. \\((cpu|gpu)\\)$' err",
+                            d) == 0, "compress line not in bzip2's format");
+    /* The numbers are those of the files. */
+    ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s f.bz2) && grep -q \"108894 in, $n out\" err", d), 0);
+    /* An empty file and a tiny one, as bzip2 says them, and never "0 MB/s". */
+    ck_assert_int_eq(run_shell("cd %s && rm -f e.bz2 t.bz2 && bzip2 -vk e t 2>bzerr && sed 's/$/ (cpu)/' bzerr "
+                               "| grep 'no data' > want && grep 'no data' err > got && cmp -s want got", d), 0);
+    ck_assert_int_eq(run_shell("cd %s && grep -Eq '^  t:  .*1 in, [0-9]+ out\\. \\(cpu\\)$' err", d), 0);
+    ck_assert_int_ne(run_shell("grep -q 'MB/s' %s/err", d), 0);
+    /* -d and -t: bzip2's "done" and "ok" lines, with the backend. */
+    ck_assert_int_eq(run_shell("cd %s && rm f && bzip2 -k g && GPUCOMP_SOCKET=%s '%s' -dv f.bz2 2>got && "
+                               "rm -f g && bzip2 -dv g.bz2 2>want && sed -i 's/g.bz2/f.bz2/; s/$/ (cpu)/' want && "
+                               "cmp -s want got", d, s, cli()), 0);
+    ck_assert_int_eq(run_shell("cd %s && bzip2 -k g && GPUCOMP_SOCKET=%s '%s' -tv g.bz2 2>got && "
+                               "bzip2 -tv g.bz2 2>want && sed -i 's/$/ (cpu)/' want && cmp -s want got",
+                               d, s, cli()), 0);
+}
+END_TEST
+
+/* -d and -t of an empty .bz2 say the same thing (and exit 2, as bzip2 does). */
+START_TEST(test_cli_empty_bz2_messages)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    ck_assert_int_eq(run_shell("cd %s && : > e.bz2", d), 0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -d e.bz2 2>a", d, s, cli()), 2);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -tv e.bz2 2>b", d, s, cli()), 2);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -dc e.bz2 2>c", d, s, cli()), 2);
+    ck_assert_int_eq(run_shell("cd %s && cmp -s a b && cmp -s a c && grep -q 'e.bz2: ' a", d), 0);
+}
+END_TEST
+
+/* The library with NULL options writes what the CLI writes by default: bzip2. */
+START_TEST(test_null_options_are_bzip2)
+{
+    gpucomp_client *c = connect_or_fail();
+    const char text[] = "the one default codec, in the library and the command";
+    void *out = NULL, *back = NULL;
+    size_t out_len = 0, back_len = 0;
+    ck_assert_int_eq(gpucomp_compress(c, NULL, text, sizeof text, &out, &out_len), GPUCOMP_OK);
+    ck_assert_uint_ge(out_len, 4);
+    ck_assert_int_eq(memcmp(out, "BZh9", 4), 0);
+    ck_assert_int_eq(gpucomp_decompress(c, NULL, out, out_len, &back, &back_len), GPUCOMP_OK);
+    ck_assert_uint_eq(back_len, sizeof text);
+    ck_assert_int_eq(memcmp(back, text, sizeof text), 0);
+    gpucomp_free(out);
+    gpucomp_free(back);
+    gpucomp_close(c);
+}
+END_TEST
 
 /* ---- who may connect, and descriptors ------------------------------------ */
 
@@ -765,6 +918,10 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_bzip2_interop);
     tcase_add_test(cmd, test_cli_corrupt_stream);
     tcase_add_test(cmd, test_cli_no_daemon);
+    tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
+    tcase_add_test(cmd, test_cli_verbose_like_bzip2);
+    tcase_add_test(cmd, test_cli_empty_bz2_messages);
+    tcase_add_test(cmd, test_null_options_are_bzip2);
     suite_add_tcase(s, cmd);
 
     TCase *access = tcase_create("access");
