@@ -231,7 +231,7 @@ static const setting settings[] = {
     { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share },
     { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout },
     { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout },
-    { "gpu", "auto|off", "use GPUs when present (default auto)", set_gpu },
+    { "gpu", "auto|off|emulate|emulate-failing", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu },
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
@@ -336,17 +336,36 @@ static bool load_file(gcd_config *cfg, const char *path)
     return ok;
 }
 
+/* The options that are not settings, for --help. */
+static const struct { const char *opt, *help; } other_options[] = {
+    { "      --config=FILE", "read settings (key = value lines) from FILE first" },
+    { "  -v, --verbose", "same as --log-level=debug" },
+    { "  -h, --help", "show this help" },
+    { "  -V, --version", "show the version" },
+};
+
+/* One option and its help, the help in a column at width (or on the next line when the option is wider). */
+static void usage_line(FILE *out, const char *opt, int width, const char *help)
+{
+    if ((int)strlen(opt) >= width)
+        fprintf(out, "%s\n%*s%s\n", opt, width + 2, "", help);
+    else
+        fprintf(out, "%-*s  %s\n", width, opt, help);
+}
+
 static void usage(FILE *out)
 {
+    enum { WIDTH = 30 }; /* "      --user-memory-share=PERCENT" and shorter */
     fprintf(out, "Usage: gpucompd [OPTION]...\n"
                  "GPU compression daemon: serves compress/decompress requests on a Unix socket.\n\n");
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        fprintf(out, "      --%s=%-10s %s\n", settings[i].name, settings[i].arg_help, settings[i].help);
-    fprintf(out, "      --config=FILE       read settings (key = value lines) from FILE first\n"
-                 "  -v, --verbose           same as --log-level=debug\n"
-                 "  -h, --help              show this help\n"
-                 "  -V, --version           show the version\n\n"
-                 "SIZE: bytes, with an optional unit K, M, G or T, each a power of 1024\n"
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        char opt[128];
+        snprintf(opt, sizeof opt, "      --%s=%s", settings[i].name, settings[i].arg_help);
+        usage_line(out, opt, WIDTH, settings[i].help);
+    }
+    for (size_t i = 0; i < sizeof other_options / sizeof other_options[0]; i++)
+        usage_line(out, other_options[i].opt, WIDTH, other_options[i].help);
+    fprintf(out, "\nSIZE: bytes, with an optional unit K, M, G or T, each a power of 1024\n"
                  "(written K, Ki, KB or KiB, in any case), e.g. 4GiB. See gpucompd(8).\n");
 }
 

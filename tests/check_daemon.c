@@ -626,6 +626,61 @@ START_TEST(test_null_options_are_bzip2)
 }
 END_TEST
 
+/* ---- documents that must match the build (issue 16) --------------------- */
+
+/*
+ * The build's make variable name, evaluated by make itself (the build
+ * directory is two levels above $GPUCOMP, libclient/gpucomp). A shell
+ * variable assignment: "name='value'".
+ */
+#define MAKE_VARS "b=$(dirname \"$(dirname \"$GPUCOMP\")\") && " \
+    "eval \"$(printf 'v:\\n\\t@echo \"cc=\\047$(CC)\\047 cflags=\\047$(CFLAGS) $(AM_CFLAGS)\\047 " \
+    "src=\\047$(abs_top_srcdir)\\047\"\\n' | MAKEFLAGS= MFLAGS= MAKELEVEL= make -s --no-print-directory -C \"$b\" -f Makefile -f - v)\""
+
+/* The README's example is a whole program: it compiles with -Werror, links, and works (or fails cleanly). */
+START_TEST(test_readme_example_compiles_and_runs)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    ck_assert_msg(run_shell(MAKE_VARS " && awk '/readme-example end/ {p=0} p && !/^```/ {print} "
+                            "/readme-example begin/ {p=1}' \"$src/README.md\" > %s/example.c && "
+                            "grep -q 'int main' %s/example.c", d, d) == 0, "no example between the README's markers");
+    ck_assert_msg(run_shell(MAKE_VARS " && $cc $cflags -I\"$src/libclient\" %s/example.c -o %s/example "
+                            "-L\"$b/libclient/.libs\" -lgpucomp-client -Wl,-rpath,\"$b/libclient/.libs\" 2>%s/cc.err",
+                            d, d, d) == 0, "the README example does not compile as pasted (see cc.err)");
+    ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s %s/example | grep -q 'bytes of bzip2'", s, d), 0);
+    /* No daemon: a message and exit 1, not a crash on an uninitialised pointer. */
+    ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s/nothing-here %s/example 2>%s/err", d, d, d), 1);
+    ck_assert_int_eq(run_shell("grep -q '^connect: ' %s/err", d), 0);
+}
+END_TEST
+
+/* gpucompd --help lists every --gpu value gpucompd(8) documents, and the shipped config's defaults are the daemon's. */
+START_TEST(test_help_and_config_match_docs)
+{
+    const char *d = daemon_under_test.dir;
+    const char *bin = getenv("GPUCOMPD");
+    ck_assert_ptr_nonnull(bin);
+    ck_assert_int_eq(run_shell("'%s' --help > %s/help", bin, d), 0);
+    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^\\.BR \\\\-\\\\-gpu= //p' \"$src/docs/man/gpucompd.8\" "
+                            "| sed 's/\\\\//g; s/ | /|/g' > %s/gpu_values && test -s %s/gpu_values && "
+                            "awk -v want=\"--gpu=$(cat %s/gpu_values)\" '$1 == want {f = 1} END {exit !f}' %s/help", d, d, d, d) == 0,
+                  "gpucompd --help and gpucompd(8) list different --gpu values");
+    /* Help columns: every help text that shares a line with its option starts in the same column. */
+    ck_assert_int_eq(run_shell("grep -E '^  (-.,|  ) --[a-z-]+(=[^ ]+)? +[a-zA-Z]' %s/help | "
+                               "awk '{ match($0, /^ +(-., )?--[^ ]+ +/); print RLENGTH }' | sort -u | wc -l "
+                               "| grep -qx 1", d), 0);
+    /* The shipped config's commented defaults are the daemon's (gpu-min-bytes, max-frame, ...). */
+    /* (Lines "# key = VALUE" with no comment after them claim VALUE is the default; help lines wrap.) */
+    ck_assert_int_eq(run_shell("awk '/^      --/ && p {print p} /^      --/ {p = $0; next} {p = p $0} "
+                               "END {print p}' %s/help > %s/help1", d, d), 0);
+    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^# \\([a-z-]*\\) = \\([0-9][0-9]*[KMGT]\\?\\) *$/\\1 \\2/p' "
+                            "\"$src/systemd/gpucompd.conf\" > %s/claims && grep -q '^gpu-min-bytes ' %s/claims && "
+                            "while read k v; do grep -qE -- \"--$k=.*default $v\\)\" %s/help1 || "
+                            "{ echo \"$k = $v\" >&2; exit 1; }; done < %s/claims",
+                            d, d, d, d) == 0, "systemd/gpucompd.conf states a default the daemon does not have");
+}
+END_TEST
+
 /* ---- who may connect, and descriptors ------------------------------------ */
 
 static void access_teardown(void)
@@ -941,6 +996,13 @@ static Suite *daemon_suite(void)
     tcase_add_test(settings, test_settings_sizes);
     tcase_add_test(settings, test_settings_sizes_refused);
     suite_add_tcase(s, settings);
+
+    TCase *docs = tcase_create("docs");
+    tcase_add_checked_fixture(docs, setup, teardown);
+    tcase_set_timeout(docs, 120);
+    tcase_add_test(docs, test_readme_example_compiles_and_runs);
+    tcase_add_test(docs, test_help_and_config_match_docs);
+    suite_add_tcase(s, docs);
     return s;
 }
 
