@@ -3,8 +3,8 @@
  *
  * Turns a batch of requests into gc_gpu_jobs (output buffers allocated here
  * so they can be the client's mapped memfd), runs them in one pipelined call
- * and copies per-job status back. Only rle has GPU kernels; dispatch.c
- * routes nothing else here.
+ * and copies per-job status back. Only rle has GPU kernels (GC_GPU_CODEC_RLE);
+ * dispatch.c routes nothing else here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +27,12 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
     job->src = r->input;
     job->src_len = r->total_size;
     job->user = r;
+    job->codec = GC_GPU_CODEC_RLE;
     size_t cap;
     if (r->op == GPUCOMP__OP__OP_COMPRESS) {
         job->op = GC_GPU_ENCODE;
-        job->opt = (rle_options){ .width = r->element_width, .chunk_size = r->chunk_size, .threads = 1 };
-        cap = rle_compress_bound(r->total_size, &job->opt);
+        job->opt.rle = (rle_options){ .width = r->element_width, .chunk_size = r->chunk_size, .threads = 1 };
+        cap = rle_compress_bound(r->total_size, &job->opt.rle);
     } else {
         job->op = GC_GPU_DECODE;
         rle_frame_info info;
@@ -68,7 +69,7 @@ static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_tim
             n_jobs++;
     }
     gc_gpu_batch_stats st = { 0 };
-    int rc = n_jobs ? gc_gpu_rle_run_batch(impl, jobs, n_jobs, &st, err) : GC_OK;
+    int rc = n_jobs ? gc_gpu_run_batch(impl, jobs, n_jobs, &st, err) : GC_OK;
     for (size_t j = 0; rc == GC_OK && j < n_jobs; j++) {
         gcd_request *r = jobs[j].user;
         r->output_len = jobs[j].dst_len;

@@ -38,7 +38,7 @@ done
 for p in $pids; do wait "$p"; done
 rm -f "$O/libgccuda.a"
 ar rcs "$O/libgccuda.a" "$O/device_query.o" "$O/crc32c_device.o" "$O/rle_encode.o" "$O/rle_decode.o" \
-    "$O/rle_pipeline.o" "$O/host_copy.o"
+    "$O/rle_gpu.o" "$O/gpu_context.o" "$O/gpu_pipeline.o" "$O/gpu_resident.o" "$O/host_copy.o"
 ENGINE="$O/gc_status.o $O/parallel.o $O/crc32c.o $O/rle.o"
 $NVCC $NVFLAGS -o "$B/test_gpu_rle" tests/gpu/test_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p1=$!

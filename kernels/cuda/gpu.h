@@ -1,5 +1,7 @@
 /*
- * gpu.h - the CUDA backend of the `rle` codec, as a plain C API.
+ * gpu.h - the CUDA backend of the codecs, as a plain C API: one batch call for
+ * jobs of any codec it has kernels for (`rle` today), plus rle's
+ * device-resident entry points for tests and benchmarks.
  *
  * Built from the kernels/cuda .cu files into kernels/cuda/libgccuda.a when configure
  * finds CUDA; otherwise kernels/cuda/gpu_stub.c provides the same functions
@@ -11,7 +13,7 @@
  * caller should rerun the work on the CPU and close the context (the device
  * may be in a sticky error state).
  *
- * Threads: a gc_gpu_ctx may be shared between threads: gc_gpu_rle_run_batch
+ * Threads: a gc_gpu_ctx may be shared between threads: gc_gpu_run_batch
  * and the *_device calls serialise on a mutex inside the context. One context
  * per worker thread gives more overlap.
  */
@@ -69,17 +71,26 @@ void gc_gpu_close(gc_gpu_ctx *ctx);
 
 /* ---- batch API (the scheduler's entry point) ------------------------------- */
 
+/* The codecs the GPU backend has kernels for. 0 is no codec: a job must name one. */
+typedef enum gc_gpu_codec { GC_GPU_CODEC_RLE = 1 } gc_gpu_codec;
+
 typedef enum gc_gpu_op { GC_GPU_ENCODE = 0, GC_GPU_DECODE = 1 } gc_gpu_op;
 
+/* A codec's options, read by encode jobs; the member is the job's codec. */
+typedef union gc_gpu_codec_options {
+    rle_options rle;       /* GC_GPU_CODEC_RLE: width / chunk_size (threads ignored) */
+} gc_gpu_codec_options;
+
 typedef struct gc_gpu_job {
+    gc_gpu_codec codec;
     gc_gpu_op op;
-    /* encode: src = original data, opt = width / chunk_size (threads ignored),
-     *         dst capacity >= rle_compress_bound(src_len, &opt).
-     * decode: src = a whole rle frame, dst capacity >= its original size
-     *         (rle_frame_parse tells it); opt is ignored. */
+    /* rle encode: src = original data, opt.rle = width / chunk_size,
+     *             dst capacity >= rle_compress_bound(src_len, &opt.rle).
+     * rle decode: src = a whole rle frame, dst capacity >= its original size
+     *             (rle_frame_parse tells it); opt is ignored. */
     const uint8_t *src;
     size_t src_len;
-    rle_options opt;
+    gc_gpu_codec_options opt;
     uint8_t *dst;
     size_t dst_cap;
     /* results */
@@ -103,17 +114,18 @@ typedef struct gc_gpu_batch_stats {
 
 /*
  * Run every job of the batch on the device, pipelined over the context's
- * streams (H2D of slice k+1, kernels of slice k, D2H of slice k-1 overlap).
- * Each job gets its own status: a corrupt frame fails only its job
- * (GC_E_CORRUPT / GC_E_CRC / GC_E_TRUNCATED / GC_E_LIMIT with a message naming
- * the chunk and check). Returns GC_OK when the batch ran (look at each job's
- * status), GC_E_DEVICE (err) when the device failed: then no job's output can
- * be trusted; rerun them all on the CPU. stats may be NULL.
+ * streams (H2D of slice k+1, kernels of slice k, D2H of slice k-1 overlap);
+ * jobs of different codecs may share a batch. Each job gets its own status: an
+ * unknown codec or operation fails only its job (GC_E_INVALID), and so does a
+ * corrupt frame (GC_E_CORRUPT / GC_E_CRC / GC_E_TRUNCATED / GC_E_LIMIT with a
+ * message naming the chunk and check). Returns GC_OK when the batch ran (look
+ * at each job's status), GC_E_DEVICE (err) when the device failed: then no
+ * job's output can be trusted; rerun them all on the CPU. stats may be NULL.
  */
-int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
-                         gc_gpu_batch_stats *stats, gc_error *err);
+int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
+                     gc_gpu_batch_stats *stats, gc_error *err);
 
-/* ---- device-resident entry points (benchmarks, future zero-copy paths) ---- */
+/* ---- rle's device-resident entry points (tests, benchmarks) ---------------- */
 
 /* Bytes of device scratch the *_device calls need for src_len bytes of input
  * with these options (decode: src_len = the original size): about
@@ -155,7 +167,7 @@ void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i);
 /*
  * Page-lock host memory [p, p + len) for DMA until gc_gpu_host_unregister(p)
  * (cudaHostRegister, portable across devices; read_only for PROT_READ
- * mappings). gc_gpu_rle_run_batch moves registered buffers straight over DMA
+ * mappings). gc_gpu_run_batch moves registered buffers straight over DMA
  * instead of through its staging buffers, so a caller that reuses buffers
  * (the daemon's cached memfd mappings) pays the registration once. Failure
  * (e.g. RLIMIT_MEMLOCK) leaves nothing registered and no sticky error.

@@ -2,7 +2,7 @@
  * gpu_internal.cuh - shared by the CUDA backend's translation units (not
  * installed, not seen by C code): error macro, the CRC table
  * block every kernel gets by pointer, and the host launchers of the encoder
- * and decoder that rle_pipeline.cu strings together.
+ * and decoder that rle_gpu.cu and gpu_resident.cu string together.
  */
 #ifndef GC_GPU_INTERNAL_CUH
 #define GC_GPU_INTERNAL_CUH

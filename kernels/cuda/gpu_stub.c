@@ -33,8 +33,8 @@ void gc_gpu_close(gc_gpu_ctx *ctx)
     (void)ctx;
 }
 
-int gc_gpu_rle_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
-                         gc_gpu_batch_stats *stats, gc_error *err)
+int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
+                     gc_gpu_batch_stats *stats, gc_error *err)
 {
     (void)ctx;
     (void)jobs;

@@ -1,6 +1,6 @@
 /*
  * pipeline_policy.cuh - tuning of the host side of the batch pipeline
- * (rle_pipeline.cu) and its staging copies (host_copy.cu): slots, slot
+ * (gpu_context.cu, gpu_pipeline.cu) and its staging copies (host_copy.cu): slots, slot
  * sizes, piece sizes and copy threads. The measurements behind these values
  * are in docs/history/BENCHMARKS-2026-11.md.
  */
@@ -20,7 +20,7 @@ constexpr unsigned kMaxSlots = 16;
  * least kMinSlotBytes. */
 constexpr size_t kDefaultSlotBytes = 64u << 20;
 constexpr size_t kMinSlotBytes = 64u << 10;
-/* Chunks per piece at most (the size of a slot's index buffers). */
+/* rle chunks per piece at most (the size of a slot's metadata buffers, rle_gpu.cu). */
 constexpr uint64_t kMaxPieceChunks = 1u << 16;
 
 /* Staging copy threads per context: one per CPU up to kDefaultCopyThreads

@@ -12,7 +12,7 @@
  *    cudaMemcpy of the same size, all timed with CUDA events in the same run,
  *    median of --reps repetitions. Every decode is checked against the input.
  *    (--pipeline-only skips this part.)
- * 2. The batch pipeline (gc_gpu_rle_run_batch) compressing --pipeline GiB
+ * 2. The batch pipeline (gc_gpu_run_batch) compressing --pipeline GiB
  *    (default 4) of mixed data as 256 MiB jobs from pageable and from pinned
  *    host memory, then decompressing it: wall time vs max(total H2D, kernels,
  *    D2H). Then the daemon's path: the whole size as one job whose input is a memfd mapped
@@ -500,23 +500,25 @@ int main(int argc, char **argv)
                 gc_gpu_job &j = jobs[i];
                 memset(&j, 0, sizeof j);
                 if (dec) {
+                    j.codec = GC_GPU_CODEC_RLE;
                     j.op = GC_GPU_DECODE;
                     j.src = dst + i * fb;
                     j.src_len = flens[i];
                     j.dst = out + i * per;
                     j.dst_cap = per;
                 } else {
+                    j.codec = GC_GPU_CODEC_RLE;
                     j.op = GC_GPU_ENCODE;
                     j.src = src + i * per;
                     j.src_len = per;
-                    j.opt = opt;
+                    j.opt.rle = opt;
                     j.dst = dst + i * fb;
                     j.dst_cap = fb;
                 }
             }
             PRow r;
             r.what = std::string(dec ? "decompress" : "compress") + (pinned ? ", pinned" : ", pageable") + label;
-            int rc = gc_gpu_rle_run_batch(c, jobs.data(), njobs, &r.s, &err);
+            int rc = gc_gpu_run_batch(c, jobs.data(), njobs, &r.s, &err);
             r.ok = rc == GC_OK;
             r.first_host_ms = r.s.host_ms;
             if (!r.ok)
@@ -684,14 +686,15 @@ int main(int argc, char **argv)
                            PRow *r) -> bool {
             gc_gpu_job j;
             memset(&j, 0, sizeof j);
+            j.codec = GC_GPU_CODEC_RLE;
             j.op = dec ? GC_GPU_DECODE : GC_GPU_ENCODE;
             j.src = src;
             j.src_len = dec ? flen1 : total;
-            j.opt = opt;
+            j.opt.rle = opt;
             j.dst = dst;
             j.dst_cap = dec ? total : fb1;
             r->what = what;
-            int rc = gc_gpu_rle_run_batch(c, &j, 1, &r->s, &err);
+            int rc = gc_gpu_run_batch(c, &j, 1, &r->s, &err);
             bool ok = rc == GC_OK && j.status == GC_OK;
             if (!ok)
                 printf("%s: %s\n", what, rc != GC_OK ? err.msg : j.err.msg);
@@ -791,7 +794,7 @@ int main(int argc, char **argv)
                2 * n / copy_ms / 1e6, ceil_read, ceil_crc);
     }
     if (!prow.empty()) {
-        printf("\n### Batch pipeline (gc_gpu_rle_run_batch, %.1f GiB of mixed data, 3 streams, 64 MiB slices, %s)\n\n",
+        printf("\n### Batch pipeline (gc_gpu_run_batch, %.1f GiB of mixed data, 3 streams, 64 MiB slices, %s)\n\n",
                pipe_gib, info.name);
         printf("Rows without \"1 job\" or \"memfd\": %.1f GiB as 256 MiB jobs. memfd rows: one job of the whole size from a "
                "PROT_READ MAP_SHARED|MAP_POPULATE memfd mapping into another (the daemon's path), second of two runs. "

@@ -217,15 +217,16 @@ static void case_batch(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned w
     }
     gc_gpu_job j[2];
     memset(j, 0, sizeof j);
+    j[0].codec = GC_GPU_CODEC_RLE;
     j[0].op = GC_GPU_ENCODE;
     j[0].src = in;
     j[0].src_len = n;
-    j[0].opt = o;
+    j[0].opt.rle = o;
     j[0].dst = dst;
     j[0].dst_cap = bound;
     gc_error e;
     gc_gpu_batch_stats st;
-    int rc = gc_gpu_rle_run_batch(ctx, j, 1, &st, &e);
+    int rc = gc_gpu_run_batch(ctx, j, 1, &st, &e);
     bool ok = rc == GC_OK && j[0].status == GC_OK && j[0].dst_len == ref.size() &&
               memcmp(dst, ref.data(), ref.size()) == 0;
     if (!ok)
@@ -237,12 +238,13 @@ static void case_batch(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned w
     /* decode the reference frame */
     memcpy(dst, ref.data(), ref.size());
     memset(&j[1], 0, sizeof j[1]);
+    j[1].codec = GC_GPU_CODEC_RLE;
     j[1].op = GC_GPU_DECODE;
     j[1].src = dst;
     j[1].src_len = ref.size();
     j[1].dst = out;
     j[1].dst_cap = n;
-    rc = gc_gpu_rle_run_batch(ctx, &j[1], 1, &st, &e);
+    rc = gc_gpu_run_batch(ctx, &j[1], 1, &st, &e);
     ok = rc == GC_OK && j[1].status == GC_OK && j[1].dst_len == n && memcmp(out, src, n) == 0;
     result(ok, "%s batch%s decode%s%s", name, pinned ? " pinned" : "", ok ? "" : ": ",
            ok ? "" : (rc ? e.msg : j[1].err.msg));
@@ -289,12 +291,13 @@ static int gpu_decode_status(gc_gpu_ctx *ctx, const std::vector<uint8_t> &f, siz
     std::vector<uint8_t> out(orig + 16);
     gc_gpu_job j;
     memset(&j, 0, sizeof j);
+    j.codec = GC_GPU_CODEC_RLE;
     j.op = GC_GPU_DECODE;
     j.src = f.data();
     j.src_len = f.size();
     j.dst = out.data();
     j.dst_cap = out.size();
-    int rc = gc_gpu_rle_run_batch(ctx, &j, 1, nullptr, &e);
+    int rc = gc_gpu_run_batch(ctx, &j, 1, nullptr, &e);
     if (rc != GC_OK) {
         *msg = std::string("batch failed: ") + e.msg;
         return -1; /* device failure: a real failure of the test */
@@ -487,23 +490,25 @@ static bool run_items(gc_gpu_ctx *ctx, std::vector<Item> &items, std::string *wh
         memset(&j, 0, sizeof j);
         if (it.decode) {
             it.dst.assign(it.src.size() + 1, 0);
+            j.codec = GC_GPU_CODEC_RLE;
             j.op = GC_GPU_DECODE;
             j.src = it.ref.data();
             j.src_len = it.ref.size();
         } else {
             rle_options o = {it.w, it.cs, 1};
             it.dst.assign(rle_compress_bound(it.src.size(), &o), 0);
+            j.codec = GC_GPU_CODEC_RLE;
             j.op = GC_GPU_ENCODE;
             j.src = it.src.data();
             j.src_len = it.src.size();
-            j.opt = o;
+            j.opt.rle = o;
         }
         j.dst = it.dst.data();
         j.dst_cap = it.dst.size();
     }
     gc_error e;
     gc_gpu_batch_stats st;
-    if (gc_gpu_rle_run_batch(ctx, jobs.data(), jobs.size(), &st, &e) != GC_OK) {
+    if (gc_gpu_run_batch(ctx, jobs.data(), jobs.size(), &st, &e) != GC_OK) {
         *why = e.msg;
         return false;
     }
@@ -652,19 +657,21 @@ static void test_host_copy_modes(int dev)
         } else {
             gc_gpu_job j;
             memset(&j, 0, sizeof j);
+            j.codec = GC_GPU_CODEC_RLE;
             j.op = GC_GPU_ENCODE;
             j.src = mi + 3;
             j.src_len = n;
-            j.opt = o;
+            j.opt.rle = o;
             j.dst = mf + 1;
             j.dst_cap = bound;
             gc_gpu_batch_stats st;
-            rc = gc_gpu_rle_run_batch(ctx, &j, 1, &st, &e);
+            rc = gc_gpu_run_batch(ctx, &j, 1, &st, &e);
             bool ok = rc == GC_OK && j.status == GC_OK && j.dst_len == ref.size() &&
                       memcmp(mf + 1, ref.data(), ref.size()) == 0;
             result(ok, "host copy %s: memfd encode %zu bytes at unaligned offsets (rc %d status %d %s)", m.name, n,
                    rc, j.status, rc ? e.msg : j.err.msg);
             memset(&j, 0, sizeof j);
+            j.codec = GC_GPU_CODEC_RLE;
             j.op = GC_GPU_DECODE;
             j.src = mf + 1;
             j.src_len = ref.size();
@@ -672,7 +679,7 @@ static void test_host_copy_modes(int dev)
             j.dst_cap = n;
             if (ok) {
                 /* the frame in the mapping is the CPU's: decode it back */
-                rc = gc_gpu_rle_run_batch(ctx, &j, 1, &st, &e);
+                rc = gc_gpu_run_batch(ctx, &j, 1, &st, &e);
                 ok = rc == GC_OK && j.status == GC_OK && j.dst_len == n && memcmp(mo + 5, src.data(), n) == 0;
                 result(ok, "host copy %s: memfd decode (rc %d status %d %s)", m.name, rc, j.status,
                        rc ? e.msg : j.err.msg);
@@ -829,22 +836,25 @@ int main(int argc, char **argv)
         rle_options o = {1, 2u << 20, 1};
         rle_options o2 = {1, 1u << 16, 1};
         std::vector<uint8_t> dst(rle_compress_bound(src.size(), &o)), dst2(rle_compress_bound(src.size(), &o2));
-        gc_gpu_job j[2];
+        gc_gpu_job j[3];
         memset(j, 0, sizeof j);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
+            j[i].codec = GC_GPU_CODEC_RLE;
             j[i].op = GC_GPU_ENCODE;
             j[i].src = src.data();
             j[i].src_len = src.size();
-            j[i].opt = o;
+            j[i].opt.rle = o;
             j[i].dst = i ? dst2.data() : dst.data();
             j[i].dst_cap = i ? dst2.size() : dst.size();
         }
-        j[1].opt = o2;
-        int rc = gc_gpu_rle_run_batch(small, j, 2, nullptr, &e);
+        j[1].opt.rle = o2;
+        j[2].codec = (gc_gpu_codec)0; /* no codec: GC_E_INVALID for that job only */
+        int rc = gc_gpu_run_batch(small, j, 3, nullptr, &e);
         std::vector<uint8_t> ref = cpu_frame(src.data(), src.size(), 1, 1u << 16);
         result(rc == GC_OK && j[0].status == GC_E_LIMIT && j[1].status == GC_OK && j[1].dst_len == ref.size() &&
-                   memcmp(dst2.data(), ref.data(), ref.size()) == 0,
-               "chunk larger than batch_bytes: GC_E_LIMIT for its job only (%s)", j[0].err.msg);
+                   memcmp(dst2.data(), ref.data(), ref.size()) == 0 && j[2].status == GC_E_INVALID,
+               "chunk larger than batch_bytes, a job of no codec: an error for that job only (%s; %s)", j[0].err.msg,
+               j[2].err.msg);
     }
 
     test_corrupt(ctx);
