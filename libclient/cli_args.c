@@ -244,6 +244,17 @@ static bool words_from_env(const char *var, char ***v, int *n)
     return true;
 }
 
+/* The argv with $BZIP2/$BZIP words in it, and how many words: freed at exit. */
+static char **env_argv;
+static int env_words;
+
+static void free_env_argv(void)
+{
+    for (int i = 1; i <= env_words; i++)
+        free(env_argv[i]);
+    free(env_argv);
+}
+
 /*
  * bzip2 reads options from $BZIP2, then $BZIP, before the command line's.
  * Returns argv with those words after argv[0] (argv itself when there are
@@ -269,6 +280,9 @@ static char **with_env_options(int *argc, char **argv)
     for (int i = 1; i <= *argc; i++) /* and argv's NULL */
         all[n - 1 + i] = argv[i];
     *argc += n - 1;
+    env_argv = all;
+    env_words = n - 1;
+    atexit(free_env_argv);
     return all;
 }
 
