@@ -12,6 +12,8 @@
 
 #include "request.h"
 
+struct gc_gpu_job;
+
 typedef struct gcd_codec {
     Gpucomp__Codec id;
     const char *name;
@@ -31,6 +33,12 @@ typedef struct gcd_codec {
 
     /* Whether the GPU backend can take this operation (NULL: the codec has none yet). */
     bool (*gpu_takes)(const gcd_request *r);
+
+    /*
+     * The codec's part of a GPU job (kernels/cuda/gpu.h): codec, op and options,
+     * and the output capacity to allocate. GC_OK, or an error in r->error.
+     */
+    int (*gpu_job)(gcd_request *r, struct gc_gpu_job *job, size_t *out_cap);
 } gcd_codec;
 
 /* The entry for id, or NULL for a codec this daemon does not know. */

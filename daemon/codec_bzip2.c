@@ -80,4 +80,5 @@ const gcd_codec gcd_codec_bzip2 = {
     .work_bytes = work_bytes,
     .run_cpu = run_cpu,
     .gpu_takes = NULL, /* no GPU backend yet: the CPU engine serves every bzip2 request */
+    .gpu_job = NULL,
 };

@@ -2,6 +2,7 @@
 #include "codec.h"
 
 #include "fd_payload.h"
+#include "gpu.h"
 #include "rle.h"
 
 static rle_options options_of(const gcd_request *r, unsigned threads)
@@ -65,6 +66,28 @@ static bool gpu_takes(const gcd_request *r)
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
+static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
+{
+    job->codec = GC_GPU_CODEC_RLE;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS) {
+        job->op = GC_GPU_ENCODE;
+        job->opt.rle = options_of(r, 1);
+        *out_cap = rle_compress_bound(r->total_size, &job->opt.rle);
+        return GC_OK;
+    }
+    job->op = GC_GPU_DECODE;
+    rle_frame_info info;
+    int rc = rle_frame_parse(r->input, r->total_size, &info, &r->error);
+    if (rc != GC_OK)
+        return rc;
+    if (info.original_size > r->max_output)
+        return gc_fail(&r->error, GC_E_LIMIT,
+                       "rle: frame would decompress to %llu bytes, over the limit of %llu",
+                       (unsigned long long)info.original_size, (unsigned long long)r->max_output);
+    *out_cap = info.original_size;
+    return GC_OK;
+}
+
 const gcd_codec gcd_codec_rle = {
     .id = GPUCOMP__CODEC__CODEC_RLE,
     .name = "rle",
@@ -72,4 +95,5 @@ const gcd_codec gcd_codec_rle = {
     .work_bytes = work_bytes,
     .run_cpu = run_cpu,
     .gpu_takes = gpu_takes,
+    .gpu_job = gpu_job,
 };

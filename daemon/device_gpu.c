@@ -3,12 +3,14 @@
  *
  * Turns a batch of requests into gc_gpu_jobs (output buffers allocated here
  * so they can be the client's mapped memfd), runs them in one pipelined call
- * and copies per-job status back. Only rle has GPU kernels (GC_GPU_CODEC_RLE);
- * dispatch.c routes nothing else here.
+ * and copies per-job status back. The codec's part of each job comes from
+ * the codec table (codec.h); dispatch.c routes here only what a codec's
+ * gpu_takes accepts.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "codec.h"
 #include "device.h"
 #include "fd_map_cache.h"
 #include "fd_payload.h"
@@ -27,24 +29,14 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
     job->src = r->input;
     job->src_len = r->total_size;
     job->user = r;
-    job->codec = GC_GPU_CODEC_RLE;
-    size_t cap;
-    if (r->op == GPUCOMP__OP__OP_COMPRESS) {
-        job->op = GC_GPU_ENCODE;
-        job->opt.rle = (rle_options){ .width = r->element_width, .chunk_size = r->chunk_size, .threads = 1 };
-        cap = rle_compress_bound(r->total_size, &job->opt.rle);
-    } else {
-        job->op = GC_GPU_DECODE;
-        rle_frame_info info;
-        if (rle_frame_parse(r->input, r->total_size, &info, &r->error) != GC_OK)
-            return false;
-        if (info.original_size > r->max_output) {
-            gc_fail(&r->error, GC_E_LIMIT, "rle: frame would decompress to %llu bytes, over the limit of %llu",
-                    (unsigned long long)info.original_size, (unsigned long long)r->max_output);
-            return false;
-        }
-        cap = info.original_size;
+    const gcd_codec *codec = gcd_codec_find(r->codec);
+    size_t cap = 0;
+    if (!codec || !codec->gpu_job) {
+        gc_fail(&r->error, GC_E_INTERNAL, "codec %d has no GPU backend but was routed to one", (int)r->codec);
+        return false;
     }
+    if (codec->gpu_job(r, job, &cap) != GC_OK)
+        return false;
     if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
         return false;
     /* Registered client memfds are pinned already; the pipeline then skips its staging copy. */
