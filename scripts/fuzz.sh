@@ -12,7 +12,7 @@ out="$top/build-fuzz"
 mkdir -p "$out"
 cd "$top"
 common="kernels/gc_status.c kernels/cpu/parallel.c"
-flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernels -Ikernels/cpu -pthread"
+flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernels -Ikernels/cpu -Ikernels/cuda -pthread"
 bz2="$(ls kernels/cpu/bz2_*.c 2>/dev/null | tr '\n' ' ')"
 # The frame target needs the protobuf-c sources that the build makes with
 # protoc-c (proto/proto.am); they are generated into build-fuzz/proto/.
