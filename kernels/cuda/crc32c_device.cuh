@@ -1,5 +1,9 @@
 /*
- * crc32c_device.cuh - parallel CRC32C on the device.
+ * crc32c_device.cuh - parallel CRC on the device: CRC32C for the rle codec,
+ * and any other reflected CRC-32 (zlib's crc32) from the same code. Every
+ * function takes the tables of one (polynomial, block geometry) pair,
+ * CrcTablesT<Poly, Threads> (gpu_internal.cuh), and its constants from that type; the
+ * examples below are for the rle geometry (256 threads, 16 KiB windows).
  *
  * CRC is linear over GF(2): with raw(M) the CRC register after M from a zero
  * start (no final xor),
@@ -25,7 +29,8 @@
 
 namespace gcgpu {
 
-/* a * b mod P, reflected. Branch-free: 32 steps. */
+/* a * b mod Poly, reflected. Branch-free: 32 steps. */
+template <uint32_t Poly>
 __host__ __device__ __forceinline__ uint32_t gf2_mul(uint32_t a, uint32_t b)
 {
     uint32_t p = 0;
@@ -34,13 +39,13 @@ __host__ __device__ __forceinline__ uint32_t gf2_mul(uint32_t a, uint32_t b)
 #endif
     for (int i = 0; i < 32; i++) {
         p ^= (0u - ((a >> (31 - i)) & 1u)) & b;
-        b = (b >> 1) ^ ((0u - (b & 1u)) & kPoly);
+        b = (b >> 1) ^ ((0u - (b & 1u)) & Poly);
     }
     return p;
 }
 
 /* c times the constant whose nibble table is tab (tab[n*16 + v] = (v << 4n) *
- * constant, see CrcTables::wm): eight independent loads instead of gf2_mul's
+ * constant, see CrcTablesT::wm): eight independent loads instead of gf2_mul's
  * 32 dependent steps, for the multiplications on a block's critical path. */
 __device__ __forceinline__ uint32_t mul_nibbles(const uint32_t *tab, uint32_t c)
 {
@@ -55,33 +60,37 @@ __device__ __forceinline__ uint32_t mul_nibbles(const uint32_t *tab, uint32_t c)
  * of n) and the plain powers pow (higher bits): one table multiply per set
  * bit of n, eight independent loads each, where a bit-serial multiply per
  * set bit was 32 dependent steps. */
+template <uint32_t Poly>
 __device__ __forceinline__ uint32_t mul_xpow_from(const uint32_t (*nib)[8][16], const uint32_t *pow, uint32_t c,
                                                   uint64_t n)
 {
     for (int k = 0; n; k++, n >>= 1)
         if (n & 1)
-            c = k < kPowNibbleBits ? mul_nibbles(&nib[k][0][0], c) : gf2_mul(__ldg(&pow[k]), c);
+            c = k < kPowNibbleBits ? mul_nibbles(&nib[k][0][0], c) : gf2_mul<Poly>(__ldg(&pow[k]), c);
     return c;
 }
 
 /* c * x^(8n) mod P: c's CRC moved on by n bytes. */
-__device__ __forceinline__ uint32_t mul_xpow8(const CrcTables *t, uint32_t c, uint64_t n)
+template <class Tab>
+__device__ __forceinline__ uint32_t mul_xpow8(const Tab *t, uint32_t c, uint64_t n)
 {
-    return mul_xpow_from(t->xpn, t->xp8, c, n);
+    return mul_xpow_from<Tab::kPoly>(t->xpn, t->xp8, c, n);
 }
 
 /* c * x^(-8n) mod P: moved back by n bytes. */
-__device__ __forceinline__ uint32_t mul_xinv8(const CrcTables *t, uint32_t c, uint64_t n)
+template <class Tab>
+__device__ __forceinline__ uint32_t mul_xinv8(const Tab *t, uint32_t c, uint64_t n)
 {
-    return mul_xpow_from(t->xin, t->xi8, c, n);
+    return mul_xpow_from<Tab::kPoly>(t->xin, t->xi8, c, n);
 }
 
 /*
- * The CRC32C of len bytes ending `past` bytes before the reference point ref,
+ * The CRC of len bytes ending `past` bytes before the reference point ref,
  * from acc, the xor of the raw window CRCs each shifted to ref: shift back by
- * `past`, then apply the standard init/final xor for len bytes.
+ * `past`, then apply the standard init/final xor (0xFFFFFFFF) for len bytes.
  */
-__device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc, uint64_t past,
+template <class Tab>
+__device__ __forceinline__ uint32_t crc_at_ref(const Tab *t, uint32_t acc, uint64_t past,
                                                uint64_t len)
 {
     return mul_xinv8(t, acc, past) ^ mul_xpow8(t, 0xffffffffu, len) ^ 0xffffffffu;
@@ -95,8 +104,8 @@ __device__ __forceinline__ uint32_t crc_at_ref(const CrcTables *t, uint32_t acc,
  * parity (bit 0) of popc(row AND column) is the GF(2) dot product, and the
  * accumulator adds up k-steps, which keeps parities adding as XOR. The data
  * goes in as the A fragment unchanged (each lane's own words, see warp_crc),
- * the CRC matrix as the B fragment (CrcTables::mb), and every row's result is
- * moved to the warp's end through small per-lane tables (CrcTables::mr).
+ * the CRC matrix as the B fragment (CrcTablesT::mb), and every row's result is
+ * moved to the warp's end through small per-lane tables (CrcTablesT::mr).
  * 16 tensor-core instructions and 12 shared loads per lane replace 72
  * data-dependent table lookups, and none of them conflicts in the banks:
  * lookup tables in shared memory (slicing-by-8 and its variants) are bound by
@@ -108,13 +117,14 @@ constexpr int kMmaRWords = 4 * 16 * 32;
 constexpr size_t kCrcSmemBytes = 4 * (kMmaBWords + kMmaRWords); /* 12 KiB */
 
 struct CrcSmem {
-    const uint4 *mb;    /* CrcTables::mb */
-    const uint32_t *mr; /* CrcTables::mr */
+    const uint4 *mb;    /* CrcTablesT::mb */
+    const uint32_t *mr; /* CrcTablesT::mr */
 };
 
 /* Fill the CRC tables at smem (kCrcSmemBytes of dynamic shared memory; call
  * with all threads, then sync). */
-__device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const CrcTables *t)
+template <class Tab>
+__device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const Tab *t)
 {
     const uint32_t *b = &t->mb[0][0][0], *r = &t->mr[0][0][0];
     for (int i = threadIdx.x; i < kMmaBWords; i += blockDim.x)
@@ -180,11 +190,12 @@ __device__ __forceinline__ uint32_t warp_crc(const CrcSmem &cs, const uint32_t w
     return r;
 }
 
-/* Warp-part shift for lane i < 8 of warp 0: the nibble table of
- * x^(8*2048*(7-i)) (blocks are kThreads = 256 threads). */
-__device__ __forceinline__ const uint32_t *warp_shift_table(const CrcTables *t)
+/* Warp-part shift for lane i < Tab::kWarps of warp 0: the nibble table of
+ * x^(8*2048*(kWarps-1-i)) (blocks of Tab::kThreads threads; 8 warps for rle). */
+template <class Tab>
+__device__ __forceinline__ const uint32_t *warp_shift_table(const Tab *t)
 {
-    return &t->wm[threadIdx.x & 7][0][0];
+    return &t->wm[threadIdx.x % Tab::kWarps][0][0];
 }
 
 /* Shared words for the block reductions below: two halves of 32 words used
@@ -266,6 +277,23 @@ __device__ __forceinline__ void mask_seg_edges(uint32_t w[16], int32_t lo, int32
     if (lo > 0 || hi < 64)
         mask_seg(w, lo, hi);
 }
+
+/*
+ * The CRC (init and final xor 0xFFFFFFFF) of len bytes at d_src (16-byte
+ * aligned) into *d_crc, asynchronously on stream: a block per window of
+ * Tab::kWin bytes, then one block combines them. scratch: at least
+ * crc_scratch_bytes<Tab>(len) bytes of device memory. Instantiated in
+ * crc32c_device.cu for CrcTables, Crc32Tables and CrcTablesT<kCrc32Poly, 128>.
+ */
+template <class Tab>
+constexpr size_t crc_scratch_bytes(uint64_t len)
+{
+    return 4 * (size_t)((len + Tab::kWin - 1) / Tab::kWin);
+}
+
+template <class Tab>
+int crc_launch(const Tab *d_tab, const uint8_t *d_src, uint64_t len, uint32_t *d_crc, void *scratch,
+               size_t scratch_len, cudaStream_t stream, gc_error *err);
 
 } // namespace gcgpu
 

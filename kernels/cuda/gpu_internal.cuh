@@ -1,7 +1,7 @@
 /*
  * gpu_internal.cuh - shared by the CUDA backend's translation units (not
- * installed, not seen by C code): error macro, the CRC table
- * block every kernel gets by pointer, and the host launchers of the encoder
+ * installed, not seen by C code): error macro, the CRC tables
+ * every CRC kernel gets by pointer, and the host launchers of the encoder
  * and decoder that rle_gpu.cu and gpu_resident.cu string together.
  */
 #ifndef GC_GPU_INTERNAL_CUH
@@ -29,24 +29,51 @@
 
 namespace gcgpu {
 
-constexpr uint32_t kPoly = 0x82F63B78u; /* CRC32C, reflected */
+/*
+ * The device CRC machinery (crc32c_device.cuh) is a function of a reflected
+ * polynomial (bit 31 is x^0) and a block geometry (threads per block): its
+ * tables are one CrcTablesT<Poly, Threads> object, built on the host
+ * (crc_tables_build) and handed to the kernels by pointer. Both polynomials
+ * below use init and final xor 0xFFFFFFFF.
+ *
+ * bzip2's CRC-32 is the same polynomial as kCrc32Poly written MSB-first
+ * (0x04C11DB7, CRC-32/BZIP2: neither input nor output reflected), so
+ *     bzip2_crc(M) = brev32(crc32(M with each byte's bits reversed))
+ * and the machinery serves it without a second code path: the byte reversal
+ * is a permutation of the data bits, which can be folded into the tensor-core
+ * matrix (CrcTablesT::mb, built from bit_crc[byte][7 - bit] instead of
+ * [bit]), leaving one __brev of the final CRC; the combining multiplies stay
+ * reflected. Not built until bzip2 comes to the device.
+ */
+constexpr uint32_t kCrc32cPoly = 0x82F63B78u; /* CRC32C (Castagnoli): the rle codec's chunk and header CRC */
+constexpr uint32_t kCrc32Poly = 0xEDB88320u;  /* CRC-32 (IEEE 802.3), zlib's crc32 */
 /* CRCs are moved by up to 2^kPowNibbleBits - 1 bytes with nibble tables (a
  * chunk is at most 2^26 bytes); longer distances use the bit-serial multiply. */
 constexpr int kPowNibbleBits = 28;
-constexpr int kSpanShifts = 64; /* CrcTables::xsp */
+constexpr int kSpanShifts = 64; /* CrcTablesT::xsp */
 
-/* Tables the kernels copy to shared memory or read directly. */
-struct CrcTables {
+/* Tables the kernels copy to shared memory or read directly, for one
+ * polynomial and one block geometry: blocks of Threads threads, each owning a
+ * kSeg-byte segment, so windows of Threads * kSeg bytes (warp_crc fixes the
+ * segment and the warp's 2 KiB span; the thread count is free). */
+template <uint32_t Poly, int Threads>
+struct CrcTablesT {
+    static_assert(Threads >= 32 && Threads <= 1024 && Threads % 32 == 0, "blocks of whole warps");
+    static constexpr uint32_t kPoly = Poly;
+    static constexpr int kThreads = Threads;
+    static constexpr int kWarps = Threads / 32;
+    static constexpr uint32_t kWin = (uint32_t)Threads * kSeg; /* bytes of a block's window */
+
     uint32_t t8[8][256]; /* slicing-by-8 (building the others) */
     uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
     uint32_t xi8[32];    /* x^(-8*2^k) mod P */
-    uint32_t kseg[kThreads]; /* x^(8*64*(255-t)): shift of thread t's segment to the window end */
+    uint32_t kseg[Threads]; /* x^(8*kSeg*(Threads-1-t)): shift of thread t's segment to the window end */
     /* multiplications by constants, by nibbles (see mul_nibbles):
-     * wm[w][n][v] = (v << 4n) * x^(8*2048*(7-w)): warp w's CRC moved to the end of
-     * its 16 KiB window (the constants kseg[32w + 31]);
+     * wm[w][n][v] = (v << 4n) * x^(8*2048*(kWarps-1-w)): warp w's CRC moved to the end of
+     * its window (the constants kseg[32w + 31]);
      * xpn[k][n][v] = (v << 4n) * x^(8*2^k) and xin[k][n][v] = (v << 4n) * x^(-8*2^k):
      * a CRC moved on or back by 2^k bytes (see mul_xpow8) */
-    uint32_t wm[kThreads / 32][8][16];
+    uint32_t wm[kWarps][8][16];
     uint32_t xpn[kPowNibbleBits][8][16];
     uint32_t xin[kPowNibbleBits][8][16];
     /* xsp[m][n][v] = (v << 4n) * x^(8*2048*m): a CRC moved on by m spans of
@@ -62,8 +89,15 @@ struct CrcTables {
     uint32_t mr[4][16][32];
 };
 
-/* Host-side helpers (crc32c_device.cu). */
-void crc_tables_build(CrcTables *t);
+/* The rle codec's tables: CRC32C on the backend's block geometry (tile_policy.cuh). */
+using CrcTables = CrcTablesT<kCrc32cPoly, kThreads>;
+/* zlib's CRC-32 on the same geometry (tests; bzip2's CRC, see above). */
+using Crc32Tables = CrcTablesT<kCrc32Poly, kThreads>;
+
+/* Build the tables on the host (crc32c_device.cu; instantiated there for the
+ * (polynomial, geometry) pairs the backend and its tests use). */
+template <uint32_t Poly, int Threads>
+void crc_tables_build(CrcTablesT<Poly, Threads> *t);
 
 /* Per-tile summary written by the encoder's analysis pass. */
 struct TileSum {

@@ -13,7 +13,9 @@
  * feeds corrupt frames (flipped bytes, truncation, lying index, lying run
  * counts and lengths) and expects an error, never a crash, and runs batches
  * from several host threads, each on its own context and all on one shared
- * context. --quick is a small mode for compute-sanitizer.
+ * context. Also checks the device CRC machinery on another polynomial (zlib's
+ * CRC-32) and block geometry against bitwise references.
+ * --quick is a small mode for compute-sanitizer.
  * Prints PASS/FAIL per case and "N passed, N failed"; exit 1 on any failure,
  * 77 (skip) when there is no GPU.
  */
@@ -34,6 +36,7 @@ extern "C" {
 #include "gpu.h"
 #include "rle.h"
 }
+#include "crc32c_device.cuh"
 
 static int g_pass, g_fail;
 static bool g_quick, g_big, g_verbose;
@@ -698,6 +701,100 @@ static void test_host_copy_modes(int dev)
     }
 }
 
+/* ---- the device CRC machinery for other polynomials and geometries ------------------ */
+
+/* Bitwise reflected CRC, init and final xor 0xFFFFFFFF: zlib's crc32 for
+ * 0xEDB88320, crc32c for 0x82F63B78 (a reference independent of the tables).
+ * bzip2's CRC-32 (0x04C11DB7 MSB-first, not reflected) would be
+ * brev32(ref_crc(0xEDB88320, the bytes bit-reversed)); see gpu_internal.cuh. */
+static uint32_t ref_crc(uint32_t poly, const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (poly & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+/* The CRC of n bytes of src (host) computed on the device with tables Tab. */
+template <class Tab>
+static bool device_crc(const uint8_t *src, size_t n, uint32_t *crc, std::string *why)
+{
+    Tab *h_tab = (Tab *)malloc(sizeof(Tab));
+    Tab *d_tab = nullptr;
+    uint8_t *d_src = nullptr;
+    uint32_t *d_crc = nullptr;
+    void *d_scr = nullptr;
+    const size_t scr = gcgpu::crc_scratch_bytes<Tab>(n);
+    gc_error e;
+    bool ok = false;
+    cudaError_t rc = cudaErrorMemoryAllocation;
+    if (h_tab) {
+        gcgpu::crc_tables_build(h_tab);
+        rc = cudaMalloc(&d_tab, sizeof(Tab));
+    }
+    if (rc == cudaSuccess)
+        rc = cudaMemcpy(d_tab, h_tab, sizeof(Tab), cudaMemcpyHostToDevice);
+    if (rc == cudaSuccess)
+        rc = cudaMalloc(&d_src, n ? n : 1);
+    if (rc == cudaSuccess && n)
+        rc = cudaMemcpy(d_src, src, n, cudaMemcpyHostToDevice);
+    if (rc == cudaSuccess)
+        rc = cudaMalloc(&d_crc, 4);
+    if (rc == cudaSuccess && scr)
+        rc = cudaMalloc(&d_scr, scr);
+    if (rc != cudaSuccess) {
+        *why = cudaGetErrorString(rc);
+    } else if (gcgpu::crc_launch(d_tab, d_src, n, d_crc, d_scr, scr, 0, &e) != GC_OK) {
+        *why = e.msg;
+    } else if ((rc = cudaMemcpy(crc, d_crc, 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        *why = cudaGetErrorString(rc);
+    } else {
+        ok = true;
+    }
+    cudaFree(d_scr);
+    cudaFree(d_crc);
+    cudaFree(d_src);
+    cudaFree(d_tab);
+    free(h_tab);
+    return ok;
+}
+
+template <class Tab>
+static void crc_case(const char *name, const uint8_t *src, size_t n, uint32_t want)
+{
+    uint32_t got = 0;
+    std::string why;
+    bool ok = device_crc<Tab>(src, n, &got, &why);
+    result(ok && got == want, "device %s (poly %08x, %d threads) of %zu bytes: %08x, reference %08x%s%s", name,
+           Tab::kPoly, Tab::kThreads, n, got, want, why.empty() ? "" : ": ", why.c_str());
+}
+
+/* One machinery, several (polynomial, geometry) pairs: zlib's CRC-32 on the rle
+ * geometry and on blocks of 128 threads, and rle's CRC32C through the same
+ * launcher, against bitwise references and the CPU crc32c. */
+static void test_device_crc()
+{
+    static const uint8_t check[] = "123456789";
+    result(ref_crc(gcgpu::kCrc32Poly, check, 9) == 0xCBF43926u && ref_crc(gcgpu::kCrc32cPoly, check, 9) == 0xE3069283u,
+           "bitwise CRC references give the catalogue check values");
+    using Crc32Small = gcgpu::CrcTablesT<gcgpu::kCrc32Poly, 128>;
+    const size_t sizes[] = {0, 1, 9, 4095, 16384, 16385, (1u << 20) + 7, (5u << 20) + 3};
+    std::vector<uint8_t> buf((5u << 20) + 3);
+    Rng r(1313);
+    for (auto &b : buf)
+        b = (uint8_t)r.next();
+    for (size_t n : sizes) {
+        const uint8_t *p = n == 9 ? check : buf.data();
+        const uint32_t c32 = ref_crc(gcgpu::kCrc32Poly, p, n);
+        crc_case<gcgpu::Crc32Tables>("crc32", p, n, c32);
+        crc_case<Crc32Small>("crc32", p, n, c32);
+        crc_case<gcgpu::CrcTables>("crc32c", p, n, crc32c(p, n));
+    }
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -857,6 +954,7 @@ int main(int argc, char **argv)
                j[2].err.msg);
     }
 
+    test_device_crc();
     test_corrupt(ctx);
     test_corrupt(small);
     test_threads(0, ctx);
