@@ -22,7 +22,7 @@
 
 /* A client may assemble at most this many requests at once (refused ones included). */
 #define MAX_ASSEMBLING 64
-/* Stop reading from a client with this many requests at the engines. */
+/* Stop reading from a client with this many requests at the workers and lanes. */
 #define MAX_IN_FLIGHT 256
 /* Stop reading from a client whose unread responses exceed this. */
 #define OUTPUT_HIGH_WATER (64u << 20)

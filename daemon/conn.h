@@ -39,7 +39,7 @@ typedef struct gcd_conn {
     bool paused_for_output;       /* client not reading its responses */
     bool waiting_budget;          /* its next request waits for memory (budget.h) */
     struct gcd_conn *wait_next;   /* server->wait_head FIFO */
-    gcd_request *flight;          /* requests at the engines (in_flight of them) */
+    gcd_request *flight;          /* requests handed to workers or lanes (in_flight of them) */
     uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
     uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
     uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
@@ -62,7 +62,7 @@ void gcd_conn_request_done(gcd_request *r, void *server);
 /* Stop reading new requests (shutdown); in-flight ones still complete. */
 void gcd_conn_stop_reading(gcd_conn *c);
 
-/* Close now, dropping unsent output and cancelling its requests at the engines. */
+/* Close now, dropping unsent output and cancelling its requests at the workers and lanes. */
 void gcd_conn_close(gcd_conn *c);
 
 /* Memory was released: let connections waiting for budget try again (loop thread; deferred). */

@@ -1,9 +1,7 @@
 /*
- * engine.h - runs one request through a codec: the daemon's side of kernels/.
- *
- * Called on worker threads (gcd_run_fn). Routing between the CPU engine and
- * the GPU workers also lives here, so that the connection code never knows
- * which backend served a request.
+ * engine.h - one request through its codec: the checks before a request is
+ * admitted (loop thread), the CPU run (worker threads and a failed lane's
+ * fallback), and the finish whichever backend ran it. Routing is dispatch.h.
  */
 #ifndef GCD_ENGINE_H
 #define GCD_ENGINE_H

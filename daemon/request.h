@@ -57,7 +57,7 @@ typedef struct gcd_request {
 
     struct gcd_conn *conn;
     struct gcd_request *next; /* in the connection's assembly list or a queue */
-    struct gcd_request *flight_prev, *flight_next; /* the connection's requests at the engines */
+    struct gcd_request *flight_prev, *flight_next; /* the connection's requests at the workers and lanes */
 } gcd_request;
 
 /* Allocate a request from the first frame of its id (no payload copied yet). */
