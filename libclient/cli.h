@@ -6,6 +6,7 @@
  *   cli_file.c    one FILE (or stdin): checks, names, read, write, cleanup
  *   cli_output.c  output through a temporary file, metadata, signals
  *   cli_daemon.c  the connection to gpucompd, --ping, --stats, -v lines
+ *   cli_local.c   the codecs in this process (--local, or no daemon answering)
  *   cli_names.c   suffixes, codec names, magic bytes, sizes
  *
  * Exit status follows bzip2, where scripts test it: 0 success, 1 a problem
@@ -41,6 +42,9 @@ typedef struct cli_opts {
     int verbosity;          /* -1 quiet (-q), 0 normal, 1 verbose (-v) */
     int name_width;         /* -v: names padded to this, as bzip2 pads them */
     bool stats, ping;       /* --stats, --ping */
+    bool json;              /* --json: --stats as one JSON object */
+    bool local;             /* --local: the CPU codecs in this process, no daemon */
+    bool no_fallback;       /* --no-fallback: no daemon is an error, not a local run */
     const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
     char **files;           /* operands; none means stdin */
     int n_files;
@@ -51,6 +55,8 @@ typedef struct cli_session {
     gpucomp_client *client; /* connected on first use */
     int status;             /* CLI_EXIT_* so far */
     bool fatal;             /* cannot go on (no daemon): skip remaining files */
+    bool local;             /* requests run in this process (cli_local.c) */
+    char local_error[192];  /* the last local request's message */
 } cli_session;
 
 /* cli_args.c: parse argv into s->opts; returns -1 to go on, else an exit status. */
@@ -67,7 +73,11 @@ typedef struct cli_result {
     gpucomp_backend backend;
 } cli_result;
 
-/* Connect unless connected; on failure says why, sets s->fatal, false. */
+/*
+ * Connect unless connected (or running locally). No daemon answering
+ * (GPUCOMP_E_CONNECT) switches to local runs, announced unless -q, except
+ * with --no-fallback, --ping or --stats. On failure says why, sets s->fatal, false.
+ */
 bool cli_connect(cli_session *s);
 
 /* Connect, then check that size bytes fit in one request, before a file is read whole. */
@@ -76,6 +86,13 @@ bool cli_fits(cli_session *s, const char *name, uint64_t size);
 /* One request; nothing reported. Returns GPUCOMP_OK or the library's code. */
 int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
                 const uint8_t *in, size_t in_len, cli_result *r);
+
+/* The detailed message of the last failed request (daemon's or local). */
+const char *cli_last_error(const cli_session *s);
+
+/* cli_local.c: cli_request's work done in this process; the message goes to s->local_error. */
+int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in,
+                      size_t in_len, cli_result *r);
 
 /* Report the failed request rc for the file called name, with the exit status it implies. */
 void cli_request_failed(cli_session *s, const char *name, int rc);

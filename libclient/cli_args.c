@@ -23,7 +23,7 @@
 /* rle chunk sizes the format allows at most (docs/FORMAT.md); the daemon checks the rest. */
 #define CLI_MAX_CHUNK (1u << 26)
 
-enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING };
+enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING, OPT_JSON, OPT_LOCAL, OPT_NO_FALLBACK };
 
 static const struct option long_options[] = {
     { "compress", no_argument, NULL, 'z' },
@@ -44,6 +44,9 @@ static const struct option long_options[] = {
     { "socket", required_argument, NULL, OPT_SOCKET },
     { "stats", no_argument, NULL, OPT_STATS },
     { "ping", no_argument, NULL, OPT_PING },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "local", no_argument, NULL, OPT_LOCAL },
+    { "no-fallback", no_argument, NULL, OPT_NO_FALLBACK },
     { "small", no_argument, NULL, 's' },
     { "help", no_argument, NULL, 'h' },
     { "license", no_argument, NULL, 'L' },
@@ -81,8 +84,12 @@ static void usage(FILE *f)
           "      --chunk-size=N   rle chunk size in bytes; k, M suffixes (default 1M)\n"
           "      --socket=PATH    gpucompd's socket (default: $GPUCOMP_SOCKET, else\n"
           "                       " GC_WIRE_DEFAULT_SOCKET ")\n"
+          "      --local          compress on this CPU, in this process; no daemon\n"
+          "      --no-fallback    fail when no daemon answers (by default gpucomp\n"
+          "                       says so and compresses on this CPU instead)\n"
           "      --ping           check that gpucompd answers, then exit\n"
           "      --stats          print gpucompd's counters, then exit\n"
+          "      --json           with --stats: the counters as one JSON object\n"
           "  -h, --help           display this help and exit\n"
           "  -L, --license        display version and licence information and exit\n"
           "  -V, --version        display version information and exit\n"
@@ -198,6 +205,9 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case OPT_SOCKET: o->socket = optarg; return -1;
     case OPT_STATS: o->stats = true; return -1;
     case OPT_PING: o->ping = true; return -1;
+    case OPT_JSON: o->json = true; return -1;
+    case OPT_LOCAL: o->local = true; return -1;
+    case OPT_NO_FALLBACK: o->no_fallback = true; return -1;
     case 'h': usage(stdout); return CLI_EXIT_OK;
     case 'V': version(); return CLI_EXIT_OK;
     case 'L': license(); return CLI_EXIT_OK;
@@ -305,6 +315,8 @@ int cli_parse_args(cli_session *s, int argc, char **argv)
     for (int i = 0; i < s->opts.n_files; i++)
         if ((int)strlen(s->opts.files[i]) > s->opts.name_width)
             s->opts.name_width = (int)strlen(s->opts.files[i]);
+    if (s->opts.json && !s->opts.stats)
+        return bad_usage(s, "--json goes with --stats");
     if ((s->opts.ping || s->opts.stats) && s->opts.n_files > 0)
         return bad_usage(s, "%s takes no FILE", s->opts.ping ? "--ping" : "--stats");
     return -1;

@@ -37,11 +37,23 @@ static const char *backend_name(gpucomp_backend b)
  */
 bool cli_connect(cli_session *s)
 {
-    if (s->client)
+    if (s->client || s->local)
         return true;
+    if (s->opts.local) {
+        s->local = true;
+        return true;
+    }
     int rc = gpucomp_connect(s->opts.socket, &s->client);
     if (rc == GPUCOMP_OK)
         return true;
+    if (rc == GPUCOMP_E_CONNECT && !s->opts.no_fallback && !s->opts.ping && !s->opts.stats) {
+        /* bzip2 needs no daemon: neither do we, but say so (the daemon may be down by mistake). */
+        const char *verb = s->opts.mode == CLI_COMPRESS ? "compressing" :
+                           s->opts.mode == CLI_DECOMPRESS ? "decompressing" : "testing";
+        cli_note(s, "no daemon at %s; %s on this CPU", socket_path(s), verb);
+        s->local = true;
+        return true;
+    }
     if (rc == GPUCOMP_E_CONNECT)
         cli_error(s, "%s (is gpucompd running? set --socket or %s)", gpucomp_connect_error(), GC_WIRE_SOCKET_ENV);
     else
@@ -60,7 +72,7 @@ bool cli_fits(cli_session *s, const char *name, uint64_t size)
 {
     if (!cli_connect(s))
         return false;
-    uint64_t max = gpucomp_max_request_size(s->client);
+    uint64_t max = s->local ? 0 : gpucomp_max_request_size(s->client);
     if ((max && size > max) || size > SIZE_MAX) {
         cli_error(s, "%s: %llu bytes is more than gpucompd takes in one request (%llu bytes)", name,
                   (unsigned long long)size, (unsigned long long)(max ? max : SIZE_MAX));
@@ -75,6 +87,8 @@ int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
     memset(r, 0, sizeof *r);
     if (!cli_connect(s))
         return GPUCOMP_E_CONNECT;
+    if (s->local)
+        return cli_local_request(s, decompress, o, in, in_len, r);
     uint64_t t0 = gc_now_ns();
     void *out;
     int rc = decompress ? gpucomp_decompress(s->client, o, in, in_len, &out, &r->len)
@@ -105,11 +119,16 @@ int cli_exit_for(int rc)
     }
 }
 
+const char *cli_last_error(const cli_session *s)
+{
+    return s->local ? s->local_error : s->client ? gpucomp_last_error(s->client) : "";
+}
+
 void cli_request_failed(cli_session *s, const char *name, int rc)
 {
     if (rc == GPUCOMP_E_CONNECT && s->fatal)
         return; /* cli_connect said it */
-    const char *msg = s->client ? gpucomp_last_error(s->client) : "";
+    const char *msg = cli_last_error(s);
     cli_fail(s, cli_exit_for(rc), "%s: %s", name, *msg ? msg : gpucomp_strerror(rc));
     /* Some failures close the connection; a fresh one for the next file is always safe. */
     cli_disconnect(s);
@@ -137,7 +156,7 @@ void cli_report(const cli_session *s, const char *name, size_t in_len, const cli
         return;
     int pad = s->opts.name_width - (int)strlen(name);
     fprintf(stderr, "  %s: %*s", name, pad > 0 ? pad : 0, "");
-    const char *backend = backend_name(r->backend);
+    const char *backend = s->local ? "cpu, local" : backend_name(r->backend);
     if (s->opts.mode == CLI_TEST) {
         fprintf(stderr, "ok (%s)\n", backend);
     } else if (s->opts.mode == CLI_DECOMPRESS) {

@@ -207,7 +207,7 @@ static bool deliver(cli_session *s, const job *j, const cli_result *r)
 static bool trailing_garbage(cli_session *s, const gpucomp_options *o, int rc)
 {
     return s->opts.mode != CLI_COMPRESS && o->codec == GPUCOMP_CODEC_BZIP2 && rc == GPUCOMP_E_CORRUPT &&
-           s->client && strstr(gpucomp_last_error(s->client), "trailing garbage after stream");
+           strstr(cli_last_error(s), "trailing garbage after stream");
 }
 
 /*
@@ -222,7 +222,7 @@ static int decode_before_garbage(cli_session *s, const job *j, const gpucomp_opt
 {
     enum { MAX_TRIES = 8 };
     char first_error[256];
-    snprintf(first_error, sizeof first_error, "%s", gpucomp_last_error(s->client));
+    snprintf(first_error, sizeof first_error, "%s", cli_last_error(s));
     size_t end = in_len;
     for (int tries = 0; tries < MAX_TRIES; tries++) {
         end = cli_bzip2_stream_end_before(in, in_len, end);

@@ -461,17 +461,59 @@ START_TEST(test_cli_corrupt_stream)
 }
 END_TEST
 
+/*
+ * No daemon answering: gpucomp says so on one line (unless -q) and
+ * compresses in this process, as bzip2 would without any daemon; with
+ * --no-fallback the old rule holds (exit 1, input untouched).
+ */
 START_TEST(test_cli_no_daemon)
 {
     const char *d = daemon_under_test.dir;
-    make_file("n.txt", 10, 2);
+    make_file("n.txt", 300000, 2);
+    ck_assert_int_eq(run_shell("cp %s/n.txt %s/orig", d, d), 0);
     int rc = run_shell("'%s' --socket %s/nothing-here %s/n.txt 2>%s/err", cli(), d, d, d);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(run_shell("test \"$(cat %s/err)\" = 'gpucomp: no daemon at %s/nothing-here; "
+                               "compressing on this CPU'", d, d), 0);
+    ck_assert_int_eq(run_shell("test ! -e %s/n.txt && bunzip2 -c %s/n.txt.bz2 | cmp -s - %s/orig", d, d, d), 0);
+    /* and back, quietly: nothing on stderr with -q */
+    ck_assert_int_eq(run_shell("'%s' -q -d --socket %s/nothing-here %s/n.txt.bz2 2>%s/err", cli(), d, d, d), 0);
+    ck_assert_int_eq(run_shell("test ! -s %s/err && cmp -s %s/n.txt %s/orig", d, d, d), 0);
+    /* --no-fallback: no daemon is an error, the input stays */
+    rc = run_shell("'%s' --no-fallback --socket %s/nothing-here %s/n.txt 2>%s/err", cli(), d, d, d);
     ck_assert_int_eq(rc, 1);
     ck_assert_int_eq(run_shell("grep -q 'cannot connect' %s/err", d), 0);
-    ck_assert_int_eq(run_shell("test -f %s/n.txt", d), 0);
+    ck_assert_int_eq(run_shell("test -f %s/n.txt && test ! -e %s/n.txt.bz2", d, d), 0);
+    /* --stats and --ping are about the daemon: no fallback there */
+    ck_assert_int_eq(run_shell("'%s' --stats --socket %s/nothing-here >/dev/null 2>&1", cli(), d), 1);
 }
 END_TEST
 
+/* --local: the daemon's bytes, for bzip2 and rle, and bunzip2 reads them. */
+START_TEST(test_cli_local_matches_daemon)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("l.txt", 3u << 20, 2);
+    make_file("l.dat", 3u << 20, 1);
+    ck_assert_int_eq(run_shell("'%s' --socket %s -c %s/l.txt > %s/daemon.bz2", cli(), s, d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --local -c %s/l.txt > %s/local.bz2 2>%s/err", cli(), d, d, d), 0);
+    ck_assert_int_eq(run_shell("test ! -s %s/err && cmp -s %s/daemon.bz2 %s/local.bz2", d, d, d), 0);
+    ck_assert_int_eq(run_shell("bunzip2 -c %s/local.bz2 | cmp -s - %s/l.txt", d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --local -3 -c %s/l.txt > %s/l3.bz2 && '%s' --socket %s -3 -c %s/l.txt "
+                               "| cmp -s - %s/l3.bz2", cli(), d, d, cli(), s, d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/daemon.rle",
+                               cli(), s, d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --local -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/local.rle", cli(), d,
+                               d), 0);
+    ck_assert_int_eq(run_shell("cmp -s %s/daemon.rle %s/local.rle", d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --local -d -c %s/daemon.rle | cmp -s - %s/l.dat", cli(), d, d), 0);
+    ck_assert_int_eq(run_shell("bzip2 -c %s/l.txt | '%s' --local -d | cmp -s - %s/l.txt", d, cli(), d), 0);
+    /* corrupt input: bzip2's status 2 locally too */
+    ck_assert_int_eq(run_shell("cp %s/local.bz2 %s/bad.bz2 && printf X | dd of=%s/bad.bz2 bs=1 seek=200 "
+                               "conv=notrunc 2>/dev/null", d, d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --local -t %s/bad.bz2 2>/dev/null", cli(), d), 2);
+}
+END_TEST
 
 /* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
 
@@ -973,6 +1015,7 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_bzip2_interop);
     tcase_add_test(cmd, test_cli_corrupt_stream);
     tcase_add_test(cmd, test_cli_no_daemon);
+    tcase_add_test(cmd, test_cli_local_matches_daemon);
     tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
     tcase_add_test(cmd, test_cli_verbose_like_bzip2);
     tcase_add_test(cmd, test_cli_empty_bz2_messages);
