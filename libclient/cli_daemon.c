@@ -236,6 +236,83 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
         print_device(i, &st->devices[i]);
 }
 
+/* s as a JSON string: quotes, backslashes and control characters escaped; other bytes as they are. */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+#define JU64(name, v) printf("%s\"" name "\": %llu", sep, (unsigned long long)(v)), sep = ", "
+
+static void json_device(const gpucomp_device_stats *d)
+{
+    const char *sep = "";
+    printf("{\"name\": ");
+    json_string(d->name);
+    sep = ", ";
+    JU64("batches", d->batches);
+    JU64("requests", d->requests);
+    JU64("bytes_in", d->bytes_in);
+    JU64("bytes_out", d->bytes_out);
+    JU64("h2d_ns", d->h2d_ns);
+    JU64("kernel_ns", d->kernel_ns);
+    JU64("d2h_ns", d->d2h_ns);
+    JU64("wall_ns", d->wall_ns);
+    JU64("fallbacks", d->fallbacks);
+    JU64("queue_depth", d->queue_depth);
+    printf("%s\"retired\": %s}", sep, d->retired ? "true" : "false");
+}
+
+/* --stats --json: every field of gpucomp_stats, one object on one line, for scripts. */
+static void print_stats_json(const cli_session *s, const gpucomp_stats *st)
+{
+    const char *sep = "";
+    printf("{\"version\": ");
+    json_string(gpucomp_server_version(s->client));
+    printf(", \"socket\": ");
+    json_string(socket_path(s));
+    printf(", \"backend\": ");
+    json_string(st->backend);
+    sep = ", ";
+    JU64("uptime_ms", st->uptime_ms);
+    JU64("connections", st->connections);
+    JU64("requests_ok", st->requests_ok);
+    JU64("requests_failed", st->requests_failed);
+    JU64("bytes_in", st->bytes_in);
+    JU64("bytes_out", st->bytes_out);
+    JU64("worker_threads", st->worker_threads);
+    JU64("queue_depth", st->queue_depth);
+    JU64("memory_in_use", st->memory_in_use);
+    JU64("memory_budget", st->memory_budget);
+    JU64("cpu_requests", st->cpu_requests);
+    JU64("gpu_requests", st->gpu_requests);
+    JU64("registered_bytes", st->registered_bytes);
+    JU64("register_limit", st->register_limit);
+    JU64("gpu_devices", st->gpu_devices);
+    printf(", \"devices\": [");
+    for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++) {
+        fputs(i ? ", " : "", stdout);
+        json_device(&st->devices[i]);
+    }
+    putchar(']');
+    JU64("n_routing", st->n_routing);
+    printf(", \"routing\": [");
+    for (uint32_t i = 0; i < st->n_routing && i < GPUCOMP_MAX_CODECS; i++) {
+        fputs(i ? ", " : "", stdout);
+        json_string(st->routing[i]);
+    }
+    printf("]}\n");
+}
+
 int cli_stats(cli_session *s)
 {
     if (!cli_connect(s))
@@ -245,6 +322,9 @@ int cli_stats(cli_session *s)
         cli_error(s, "stats: %s", gpucomp_last_error(s->client));
         return s->status;
     }
-    print_stats(s, &st);
+    if (s->opts.json)
+        print_stats_json(s, &st);
+    else
+        print_stats(s, &st);
     return s->status;
 }

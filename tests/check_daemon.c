@@ -515,6 +515,30 @@ START_TEST(test_cli_local_matches_daemon)
 }
 END_TEST
 
+/* --stats --json: one valid JSON object with every field of gpucomp_stats. */
+START_TEST(test_cli_stats_json)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("j.txt", 100000, 2);
+    ck_assert_int_eq(run_shell("'%s' --socket %s -k %s/j.txt", cli(), s, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json > %s/stats.json", cli(), s, d), 0);
+    ck_assert_msg(run_shell("python3 -c 'import json,sys\n"
+                            "o = json.load(sys.stdin)\n"
+                            "want = \"uptime_ms connections requests_ok requests_failed bytes_in bytes_out "
+                            "worker_threads queue_depth memory_in_use memory_budget cpu_requests gpu_requests "
+                            "backend gpu_devices devices registered_bytes register_limit n_routing routing\"\n"
+                            "missing = [k for k in want.split() if k not in o]\n"
+                            "assert not missing, missing\n"
+                            "assert o[\"requests_ok\"] >= 1 and o[\"bytes_in\"] >= 100000, o\n"
+                            "assert isinstance(o[\"devices\"], list) and len(o[\"devices\"]) == o[\"gpu_devices\"]\n"
+                            "assert isinstance(o[\"routing\"], list) and len(o[\"routing\"]) == o[\"n_routing\"] >= 1\n"
+                            "assert all(isinstance(r, str) for r in o[\"routing\"])\n"
+                            "' < %s/stats.json", d) == 0, "--stats --json is not the whole gpucomp_stats as JSON");
+    /* --json alone is a usage error */
+    ck_assert_int_eq(run_shell("'%s' --socket %s --json 2>/dev/null", cli(), s), 1);
+}
+END_TEST
+
 /* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
 
 /*
@@ -1016,6 +1040,7 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_corrupt_stream);
     tcase_add_test(cmd, test_cli_no_daemon);
     tcase_add_test(cmd, test_cli_local_matches_daemon);
+    tcase_add_test(cmd, test_cli_stats_json);
     tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
     tcase_add_test(cmd, test_cli_verbose_like_bzip2);
     tcase_add_test(cmd, test_cli_empty_bz2_messages);
