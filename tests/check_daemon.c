@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -539,6 +540,55 @@ START_TEST(test_cli_stats_json)
 }
 END_TEST
 
+/*
+ * Ctrl-C in the middle of a long request: the daemon (one worker, one codec
+ * thread, so that the abandoned work would block everyone) drops the bzip2
+ * work of the vanished client at its next block, and a following small
+ * request completes within a second; gpucomp leaves no output behind, as
+ * bzip2 removes its partial output.
+ */
+START_TEST(test_cli_ctrl_c_frees_the_daemon)
+{
+    static const char *const args[] = { "--workers=1", "--codec-threads=1", NULL };
+    test_daemon_cleanup(&daemon_under_test);
+    memset(&daemon_under_test, 0, sizeof daemon_under_test);
+    test_daemon_start(&daemon_under_test, args);
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    char big[256];
+    snprintf(big, sizeof big, "%s", make_file("big.txt", 64u << 20, 2));
+    make_file("small.txt", 10000, 2);
+
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        execl(cli(), cli(), "--no-fallback", "--socket", s, "-k", big, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec pause = { 0, 300 * 1000 * 1000 };
+    nanosleep(&pause, NULL);
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    /* It did not finish 64 MiB of bzip2 on one thread in 0.3 s: Ctrl-C ended it. */
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "gpucomp was not ended by SIGINT (status %d)",
+                  status);
+
+    uint64_t t0 = gc_now_ns();
+    ck_assert_int_eq(run_shell("'%s' --no-fallback --socket %s -c %s/small.txt > %s/small.bz2", cli(), s, d, d), 0);
+    double seconds = (double)(gc_now_ns() - t0) / 1e9;
+    ck_assert_msg(seconds < 1.0, "a small request after Ctrl-C took %.2f s: the daemon kept working", seconds);
+    ck_assert_int_eq(run_shell("bunzip2 -c %s/small.bz2 | cmp -s - %s/small.txt", d, d), 0);
+    /* the big request did reach the daemon, and ended there as failed (cancelled), not done */
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
+                               "o = json.load(sys.stdin)\n"
+                               "assert o[\"requests_failed\"] == 1 and o[\"requests_ok\"] == 1, o'", cli(), s), 0);
+    /* nothing left behind: no big.txt.bz2, no temporary file; the input is whole */
+    ck_assert_int_eq(run_shell("cd %s && test \"$(ls -A | grep big)\" = big.txt", d), 0);
+    ck_assert_int_eq(run_shell("test $(stat -c %%s %s) -eq %u", big, 64u << 20), 0);
+}
+END_TEST
+
 /* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
 
 /*
@@ -1041,6 +1091,7 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_no_daemon);
     tcase_add_test(cmd, test_cli_local_matches_daemon);
     tcase_add_test(cmd, test_cli_stats_json);
+    tcase_add_test(cmd, test_cli_ctrl_c_frees_the_daemon);
     tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
     tcase_add_test(cmd, test_cli_verbose_like_bzip2);
     tcase_add_test(cmd, test_cli_empty_bz2_messages);
