@@ -18,8 +18,11 @@ int main(int argc, char **argv)
 
     gcd_server server;
     int status = EXIT_FAILURE;
-    if (gcd_server_init(&server, &cfg))
+    if (gcd_server_init(&server, &cfg)) {
+        server.argc = argc; /* SIGHUP re-reads the command line and its --config */
+        server.argv = argv;
         status = gcd_server_run(&server);
+    }
     gcd_server_cleanup(&server);
     gcd_log(LOG_INFO, "exited");
     return status;

@@ -13,9 +13,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <syslog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -39,6 +41,8 @@
 #define ACCEPT_PAUSE_MS 100
 #define ACCEPT_PAUSE_LOG_NS 1000000000ull
 #define DEFAULT_SOCKET_GROUP "gpucomp"
+/* STATUS= (systemctl status) is refreshed this often. */
+#define STATUS_EVERY_SEC 5
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
                       int len, void *arg)
@@ -240,9 +244,20 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(s->base, &grace);
 }
 
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+    gcd_server *s = arg;
+    if (s->shutting_down)
+        return;
+    uint64_t now_usec = gc_now_ns() / 1000; /* CLOCK_MONOTONIC, as RELOADING=1 wants */
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now_usec);
+    gcd_server_reload(s);
+    sd_notify(0, "READY=1");
+}
+
 static bool add_signal(gcd_server *s, int sig, struct event **ev)
 {
-    *ev = evsignal_new(s->base, sig, on_signal, s);
+    *ev = evsignal_new(s->base, sig, sig == SIGHUP ? on_sighup : on_signal, s);
     return *ev && event_add(*ev, NULL) == 0;
 }
 
@@ -265,6 +280,149 @@ static bool start_budget(gcd_server *s)
     return true;
 }
 
+/* 1536 -> "1.5K"; for STATUS= lines. */
+static const char *human_size(uint64_t n, char *buf, size_t size)
+{
+    static const char units[] = "BKMGTP";
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%lluB", (unsigned long long)n);
+    else
+        snprintf(buf, size, "%.1f%c", v, units[u]);
+    return buf;
+}
+
+static void send_status(gcd_server *s)
+{
+    char used[32], limit[32];
+    sd_notifyf(0, "STATUS=%s backend, %u GPU lane(s), %u CPU workers: %u connection%s, "
+               "%llu request%s in flight, %s of %s memory in use",
+               gcd_dispatch_backend(s), s->n_lanes, gcd_workers_threads(s->workers), s->n_conns,
+               s->n_conns == 1 ? "" : "s", (unsigned long long)s->requests_in_flight,
+               s->requests_in_flight == 1 ? "" : "s",
+               human_size(gcd_budget_in_use(s->budget), used, sizeof used),
+               human_size(gcd_budget_limit(s->budget), limit, sizeof limit));
+}
+
+static void on_status_timer(evutil_socket_t fd, short what, void *arg)
+{
+    send_status(arg);
+}
+
+/* Sent from the loop itself: if the loop wedges, the pings stop and systemd restarts us. */
+static void on_watchdog_timer(evutil_socket_t fd, short what, void *arg)
+{
+    sd_notify(0, "WATCHDOG=1");
+}
+
+/* $WATCHDOG_USEC (WatchdogSec=): ping at half the interval. Status lines every STATUS_EVERY_SEC. */
+static bool start_notify_timers(gcd_server *s)
+{
+    uint64_t usec = 0;
+    int wd = sd_watchdog_enabled(0, &usec);
+    if (wd < 0)
+        gcd_log(LOG_WARNING, "ignoring the watchdog settings: %s", strerror(-wd));
+    if (wd > 0 && usec > 0) {
+        uint64_t half = usec / 2 ? usec / 2 : 1;
+        struct timeval every = { (time_t)(half / 1000000), (suseconds_t)(half % 1000000) };
+        s->watchdog_timer = event_new(s->base, -1, EV_PERSIST, on_watchdog_timer, s);
+        if (!s->watchdog_timer || event_add(s->watchdog_timer, &every) != 0) {
+            gcd_log(LOG_ERR, "cannot start the watchdog timer");
+            return false;
+        }
+        gcd_log(LOG_INFO, "watchdog: every %llu ms (WATCHDOG_USEC=%llu)",
+                (unsigned long long)(half / 1000), (unsigned long long)usec);
+    }
+    struct timeval status_every = { STATUS_EVERY_SEC, 0 };
+    s->status_timer = event_new(s->base, -1, EV_PERSIST, on_status_timer, s);
+    if (!s->status_timer || event_add(s->status_timer, &status_every) != 0) {
+        gcd_log(LOG_ERR, "cannot start the status timer");
+        return false;
+    }
+    return true;
+}
+
+static bool same_ids(const unsigned *a, unsigned na, const unsigned *b, unsigned nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+bool gcd_server_reload(gcd_server *s)
+{
+    if (!s->argv) {
+        gcd_log(LOG_WARNING, "SIGHUP: no command line to reload from");
+        return false;
+    }
+    gcd_config n;
+    gcd_config_defaults(&n);
+    if (gcd_config_parse(&n, s->argc, s->argv) != 0) {
+        gcd_log(LOG_ERR, "SIGHUP: the settings did not parse (see the message above); "
+                "keeping the current ones");
+        return false;
+    }
+    gcd_config *c = &s->cfg;
+    unsigned changed = 0;
+    /* Live: read per frame, per request or per sweep, or when a peer connects. */
+#define LIVE(field, name)                                                                   \
+    if (c->field != n.field) {                                                              \
+        gcd_log(LOG_INFO, "SIGHUP: %s changed", name);                                     \
+        c->field = n.field;                                                                 \
+        changed++;                                                                          \
+    }
+    LIVE(log_level, "log-level")
+    LIVE(request_timeout_ms, "request-timeout")
+    LIVE(idle_timeout_ms, "idle-timeout")
+    LIVE(max_request, "max-request")
+    LIVE(max_output, "max-output")
+    LIVE(gpu_min_bytes, "gpu-min-bytes")
+#undef LIVE
+    gcd_log_set_level(c->log_level);
+    bool users_changed = c->allow_users_set != n.allow_users_set || c->allow_any_user != n.allow_any_user ||
+        !same_ids((const unsigned *)c->allow_uids, c->n_allow_uids, (const unsigned *)n.allow_uids, n.n_allow_uids);
+    bool groups_changed = c->allow_groups_set != n.allow_groups_set ||
+        !same_ids((const unsigned *)c->allow_gids, c->n_allow_gids, (const unsigned *)n.allow_gids, n.n_allow_gids);
+    if (users_changed || groups_changed) {
+        c->allow_users_set = n.allow_users_set;
+        c->allow_any_user = n.allow_any_user;
+        c->n_allow_uids = n.n_allow_uids;
+        memcpy(c->allow_uids, n.allow_uids, sizeof c->allow_uids);
+        c->allow_groups_set = n.allow_groups_set;
+        c->n_allow_gids = n.n_allow_gids;
+        memcpy(c->allow_gids, n.allow_gids, sizeof c->allow_gids);
+        uint64_t last_log_ns = s->peers.last_log_ns;
+        unsigned long suppressed = s->peers.suppressed;
+        gcd_peer_policy_init(&s->peers, c, evconnlistener_get_fd(s->listener));
+        s->peers.last_log_ns = last_log_ns;
+        s->peers.suppressed = suppressed;
+        gcd_log(LOG_INFO, "SIGHUP: allow-users/allow-groups changed (new connections; open ones stay)");
+        changed++;
+    }
+    /* Fixed at start: the socket, threads, devices, the budget, frame sizes told to clients. */
+#define RESTART(cond, name)                                                                 \
+    if (cond)                                                                               \
+        gcd_log(LOG_WARNING, "SIGHUP: %s changed: takes effect after a restart", name);
+    RESTART(strcmp(c->socket_path, n.socket_path) != 0, "socket")
+    RESTART(c->workers != n.workers, "workers")
+    RESTART(c->codec_threads != n.codec_threads, "codec-threads")
+    RESTART(c->max_frame != n.max_frame, "max-frame")
+    RESTART(c->memory_budget != n.memory_budget, "memory-budget")
+    RESTART(c->user_share_pct != n.user_share_pct, "user-memory-share")
+    RESTART(c->gpu != n.gpu, "gpu")
+    RESTART(c->batch_bytes != n.batch_bytes, "batch-bytes")
+    RESTART(c->batch_wait_us != n.batch_wait_us, "batch-wait-us")
+    RESTART(c->device_lanes != n.device_lanes, "device-lanes")
+    RESTART(c->register_limit != n.register_limit, "register-limit")
+    RESTART(strcmp(c->socket_group, n.socket_group) != 0, "socket-group")
+#undef RESTART
+    gcd_log(LOG_NOTICE, "SIGHUP: settings reloaded (%u live change%s)", changed, changed == 1 ? "" : "s");
+    return true;
+}
+
 bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
@@ -277,7 +435,8 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         return false;
     }
     /* Signals first: a client may connect, and a supervisor signal us, the moment we listen. */
-    if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event)) {
+    if (!add_signal(s, SIGINT, &s->sigint_event) || !add_signal(s, SIGTERM, &s->sigterm_event) ||
+        !add_signal(s, SIGHUP, &s->sighup_event)) {
         gcd_log(LOG_ERR, "cannot install signal handlers");
         return false;
     }
@@ -309,7 +468,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         return false;
     }
     s->workers = gcd_workers_start(n ? n : 1, cfg->codec_threads, gcd_completions_done, s->completions);
-    if (!s->workers || !gcd_dispatch_init(s))
+    if (!s->workers || !gcd_dispatch_init(s) || !start_notify_timers(s))
         return false;
     return true;
 }
@@ -319,7 +478,9 @@ int gcd_server_run(gcd_server *s)
     const char *backend = gcd_dispatch_backend(s);
     gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u GPU lane(s), backend %s",
             PACKAGE_VERSION, s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_lanes, backend);
-    sd_notifyf(0, "READY=1\nSTATUS=serving on %s (%s backend)", s->cfg.socket_path, backend);
+    /* Devices are initialised (gcd_dispatch_init in gcd_server_init): now we are ready. */
+    sd_notify(0, "READY=1");
+    send_status(s);
     if (event_base_dispatch(s->base) < 0) {
         gcd_log(LOG_ERR, "event loop failed");
         return 1;
@@ -348,6 +509,10 @@ void gcd_server_cleanup(gcd_server *s)
         event_free(s->accept_timer);
     if (s->sweep_timer)
         event_free(s->sweep_timer);
+    if (s->watchdog_timer)
+        event_free(s->watchdog_timer);
+    if (s->status_timer)
+        event_free(s->status_timer);
     if (s->wake_event)
         event_free(s->wake_event);
     gcd_completions_free(s->completions);
@@ -358,6 +523,8 @@ void gcd_server_cleanup(gcd_server *s)
         event_free(s->sigint_event);
     if (s->sigterm_event)
         event_free(s->sigterm_event);
+    if (s->sighup_event)
+        event_free(s->sighup_event);
     if (s->base)
         event_base_free(s->base);
     libevent_global_shutdown();

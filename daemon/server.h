@@ -44,6 +44,11 @@ typedef struct gcd_server {
     struct event *accept_timer;
     uint64_t accept_paused_log_ns; /* when the last "out of descriptors" line was logged */
     struct event *sigint_event, *sigterm_event, *drain_timer;
+    struct event *sighup_event;   /* reload the settings (gcd_server_reload) */
+    int argc;                     /* the command line, re-read on SIGHUP (set by main) */
+    char **argv;
+    struct event *watchdog_timer; /* WATCHDOG=1 at half of $WATCHDOG_USEC, from the loop */
+    struct event *status_timer;   /* STATUS= with backend, lanes and load */
     struct gcd_completions *completions; /* finished requests, from workers and devices */
     gcd_workers *workers;
     struct gcd_lane *lanes[GCD_MAX_LANES]; /* --device-lanes per usable device */
@@ -69,6 +74,14 @@ int gcd_server_run(gcd_server *s);
 
 /* Accept again after running out of descriptors (a connection closed); no-op if not paused. */
 void gcd_server_accept_resume(gcd_server *s);
+
+/*
+ * Re-read the settings (defaults < --config file < command line, as at start).
+ * Settings that can change live take effect; the others are logged as needing
+ * a restart; a file that does not parse keeps every current setting.
+ * Returns false if the new settings were rejected.
+ */
+bool gcd_server_reload(gcd_server *s);
 
 /* Free everything (safe after a failed init). */
 void gcd_server_cleanup(gcd_server *s);

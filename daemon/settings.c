@@ -382,13 +382,15 @@ int gcd_config_parse(gcd_config *cfg, int argc, char **argv)
     longopts[N_SETTINGS + 3] = (struct option){ "version", no_argument, NULL, 'V' };
     longopts[N_SETTINGS + 4] = (struct option){ NULL, 0, NULL, 0 };
 
-    /* First pass: only --config, so the command line can override the file. */
+    /* First pass: only --config, so the command line can override the file.
+     * optind = 0 makes glibc start over: SIGHUP parses the command line again. */
     int c;
+    optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1)
         if (c == OPT_CONFIG && !load_file(cfg, optarg))
             return -1;
-    optind = 1;
+    optind = 0;
     opterr = 1;
     while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {
         if (c >= OPT_SETTING_BASE) {

@@ -60,6 +60,7 @@ void gcd_config_defaults(gcd_config *cfg);
  * Parse argv (and a --config file if given) into *cfg.
  * Returns 0 to run, 1 when the program should exit successfully (--help,
  * --version), -1 on a usage error (message already printed).
+ * May be called again (SIGHUP) on a fresh *cfg from gcd_config_defaults.
  */
 int gcd_config_parse(gcd_config *cfg, int argc, char **argv);
 

@@ -1,0 +1,247 @@
+/*
+ * check_service.c - gpucompd under a service manager (issue 17): readiness,
+ * STATUS= and watchdog pings seen on a NOTIFY_SOCKET this test listens on,
+ * and SIGHUP reloading the --config file.
+ */
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_harness.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A datagram socket at path, as systemd's NOTIFY_SOCKET. */
+static int notify_listen(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    ck_assert_uint_lt(strlen(path), sizeof a.sun_path);
+    strcpy(a.sun_path, path);
+    unlink(path);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&a, sizeof a) == 0, "bind %s: %s", path, strerror(errno));
+    return fd;
+}
+
+typedef struct notify_counts {
+    int ready, status, watchdog;
+    char last_status[512];
+} notify_counts;
+
+/* Read notifications for seconds, counting READY=1, STATUS= and WATCHDOG=1. */
+static void notify_read(int fd, double seconds, notify_counts *n)
+{
+    double end = now_s() + seconds;
+    for (double left; (left = end - now_s()) > 0;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+            continue;
+        char buf[1024];
+        ssize_t got = recv(fd, buf, sizeof buf - 1, 0);
+        if (got <= 0)
+            continue;
+        buf[got] = '\0';
+        for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            if (strcmp(line, "READY=1") == 0)
+                n->ready++;
+            else if (strcmp(line, "WATCHDOG=1") == 0)
+                n->watchdog++;
+            else if (strncmp(line, "STATUS=", 7) == 0) {
+                n->status++;
+                snprintf(n->last_status, sizeof n->last_status, "%s", line + 7);
+            }
+        }
+    }
+}
+
+START_TEST(watchdog_pings_at_half_the_interval)
+{
+    char dir[] = "/tmp/gpucomp-notify-XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/notify", dir);
+    int fd = notify_listen(path);
+    setenv("NOTIFY_SOCKET", path, 1);
+    setenv("WATCHDOG_USEC", "400000", 1); /* pings every 200 ms */
+    test_daemon d = { 0 };
+    test_daemon_start(&d, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+
+    notify_counts n = { 0 };
+    notify_read(fd, 2.0, &n);
+    ck_assert_int_eq(n.ready, 1);
+    ck_assert_int_ge(n.status, 1);
+    ck_assert_msg(strstr(n.last_status, "backend") && strstr(n.last_status, "connection") &&
+                  strstr(n.last_status, "in flight") && strstr(n.last_status, "memory in use"),
+                  "STATUS=%s", n.last_status);
+    /* 2 s at one ping per 200 ms: 10, give or take scheduling. */
+    ck_assert_msg(n.watchdog >= 7 && n.watchdog <= 12, "%d WATCHDOG=1 in 2 s, expected about 10",
+                  n.watchdog);
+
+    /* A loop that does not run sends nothing: stopped, no pings; resumed, pings again. */
+    kill(d.pid, SIGSTOP);
+    notify_counts stopped = { 0 };
+    notify_read(fd, 0.3, &stopped); /* what was already queued */
+    stopped.watchdog = 0;
+    notify_read(fd, 1.0, &stopped);
+    ck_assert_int_eq(stopped.watchdog, 0);
+    kill(d.pid, SIGCONT);
+    notify_counts resumed = { 0 };
+    notify_read(fd, 1.0, &resumed);
+    ck_assert_int_ge(resumed.watchdog, 3);
+
+    ck_assert_int_eq(test_daemon_stop(&d), 0);
+    test_daemon_cleanup(&d);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(no_watchdog_without_watchdog_usec)
+{
+    char dir[] = "/tmp/gpucomp-notify-XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/notify", dir);
+    int fd = notify_listen(path);
+    setenv("NOTIFY_SOCKET", path, 1);
+    unsetenv("WATCHDOG_USEC");
+    test_daemon d = { 0 };
+    test_daemon_start(&d, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    notify_counts n = { 0 };
+    notify_read(fd, 1.0, &n);
+    ck_assert_int_eq(n.ready, 1);
+    ck_assert_int_eq(n.watchdog, 0);
+    ck_assert_int_eq(test_daemon_stop(&d), 0);
+    test_daemon_cleanup(&d);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text)
+{
+    ck_assert_int_eq(write_file(path, text, strlen(text)), 0);
+}
+
+static int log_has(const test_daemon *d, const char *needle)
+{
+    size_t len;
+    uint8_t *log = read_file(d->log_path, &len);
+    if (!log)
+        return 0;
+    char *text = realloc(log, len + 1);
+    text[len] = '\0';
+    int found = strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
+/* Seconds until the daemon closes an idle, greeted connection (capped at limit). */
+static double idle_close_after(const test_daemon *d, double limit)
+{
+    int fd = raw_connect(d->socket_path);
+    ck_assert_int_ge(fd, 0);
+    Gpucomp__Frame *w = raw_hello(fd, 1);
+    ck_assert_ptr_nonnull(w);
+    gpucomp__frame__free_unpacked(w, NULL);
+    double start = now_s();
+    struct pollfd p = { fd, POLLIN, 0 };
+    char c;
+    while (now_s() - start < limit) {
+        if (poll(&p, 1, 100) > 0 && recv(fd, &c, 1, MSG_DONTWAIT) == 0)
+            break;
+    }
+    double took = now_s() - start;
+    close(fd);
+    return took;
+}
+
+static void hup_and_wait(const test_daemon *d, const char *log_line)
+{
+    kill(d->pid, SIGHUP);
+    for (int i = 0; i < 100 && !log_has(d, log_line); i++)
+        usleep(20000);
+    ck_assert_msg(log_has(d, log_line), "no '%s' in the daemon's log after SIGHUP", log_line);
+}
+
+START_TEST(sighup_reloads_the_config_file)
+{
+    test_daemon d = { .capture_log = 1 };
+    char conf[160];
+    char conf_arg[200];
+    char dir[] = "/tmp/gpucomp-conf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(conf, sizeof conf, "%s/gpucompd.conf", dir);
+    write_text(conf, "idle-timeout = 600\nworkers = 2\n");
+    snprintf(conf_arg, sizeof conf_arg, "--config=%s", conf);
+    const char *const args[] = { conf_arg, "--log-level", "info", NULL };
+    test_daemon_start(&d, args);
+    ck_assert_double_ge(idle_close_after(&d, 1.5), 1.4); /* 600 s: stays open */
+
+    /* A live setting changes, a restart-only one is only logged; the open connection stays. */
+    int kept = raw_connect(d.socket_path);
+    ck_assert_int_ge(kept, 0);
+    write_text(conf, "idle-timeout = 1\nworkers = 3\n");
+    hup_and_wait(&d, "settings reloaded");
+    ck_assert(log_has(&d, "SIGHUP: idle-timeout changed"));
+    ck_assert(log_has(&d, "SIGHUP: workers changed: takes effect after a restart"));
+    ck_assert_double_lt(idle_close_after(&d, 5.0), 3.0); /* idle sweep once a second */
+
+    /* A file that does not parse keeps every current setting. */
+    write_text(conf, "idle-timeout = banana\n");
+    hup_and_wait(&d, "keeping the current ones");
+    ck_assert(log_has(&d, "invalid value 'banana' for idle-timeout"));
+    ck_assert_double_lt(idle_close_after(&d, 5.0), 3.0);
+
+    /* Back to a long timeout: a valid file after a bad one is taken. */
+    write_text(conf, "idle-timeout = 600\nworkers = 2\n");
+    kill(d.pid, SIGHUP);
+    usleep(300000);
+    ck_assert_double_ge(idle_close_after(&d, 2.5), 2.4);
+    ck_assert_int_eq(kill(d.pid, 0), 0);
+
+    close(kept);
+    ck_assert_int_eq(test_daemon_stop(&d), 0);
+    test_daemon_cleanup(&d);
+    unlink(conf);
+    rmdir(dir);
+}
+END_TEST
+
+static Suite *service_suite(void)
+{
+    Suite *s = suite_create("service");
+    TCase *t = tcase_create("notify");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, watchdog_pings_at_half_the_interval);
+    tcase_add_test(t, no_watchdog_without_watchdog_usec);
+    tcase_add_test(t, sighup_reloads_the_config_file);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(service_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
