@@ -7,6 +7,7 @@
  *   cli_output.c  output through a temporary file, metadata, signals
  *   cli_daemon.c  the connection to gpucompd, --ping, --stats, -v lines
  *   cli_local.c   the codecs in this process (--local, or no daemon answering)
+ *   cli_progress.c  the progress line on a terminal
  *   cli_names.c   suffixes, codec names, magic bytes, sizes
  *
  * Exit status follows bzip2, where scripts test it: 0 success, 1 a problem

@@ -21,6 +21,7 @@
 
 #include "cli_names.h"
 #include "cli_output.h"
+#include "cli_progress.h"
 
 typedef struct job {
     const char *name;          /* for messages: the operand, or "(stdin)" */
@@ -55,6 +56,7 @@ static int read_all(int fd, off_t size, uint8_t **buf, size_t *len)
         ssize_t r = read(fd, p + n, cap - n);
         if (r > 0) {
             n += (size_t)r;
+            cli_progress_add((uint64_t)r);
         } else if (r == 0) {
             *buf = p;
             *len = n;
@@ -150,8 +152,8 @@ static bool open_input(cli_session *s, job *j)
     return true;
 }
 
-/* Codec for -d/-t: the data's magic bytes, else -a, else the suffix. */
-static bool choose_codec(cli_session *s, const job *j, const uint8_t *in, size_t len, gpucomp_options *o)
+/* Codec for -d/-t: the data's magic bytes, else -a, else the suffix; false: none (not reported). */
+static bool choose_codec(const cli_session *s, const job *j, const uint8_t *in, size_t len, gpucomp_options *o)
 {
     *o = s->opts.codec;
     if (s->opts.mode == CLI_COMPRESS)
@@ -161,10 +163,8 @@ static bool choose_codec(cli_session *s, const job *j, const uint8_t *in, size_t
         o->codec = c;
     else if (j->has_suffix_codec && !s->opts.codec_given)
         o->codec = j->suffix_codec;
-    else if (!s->opts.codec_given) {
-        cli_fail(s, CLI_EXIT_CORRUPT, "%s is not a bzip2 file (nor rle)", j->name);
-        return false;
-    }
+    else if (!s->opts.codec_given)
+        return false; /* the caller says so, once the progress line is gone */
     return true;
 }
 
@@ -249,15 +249,22 @@ static void run_job(cli_session *s, job *j)
         return;
     uint8_t *in = NULL;
     size_t in_len = 0;
+    cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
     int e = read_all(j->fd, S_ISREG(j->st.st_mode) ? j->st.st_size : 0, &in, &in_len);
     if (e) {
+        cli_progress_end();
         cli_error(s, "%s: read error: %s", j->name, strerror(e));
         return;
     }
     gpucomp_options o;
     cli_result r;
-    if (choose_codec(s, j, in, in_len, &o)) {
-        int rc = cli_request(s, s->opts.mode != CLI_COMPRESS, &o, in, in_len, &r);
+    cli_progress_working();
+    bool chosen = choose_codec(s, j, in, in_len, &o);
+    int rc = chosen ? cli_request(s, s->opts.mode != CLI_COMPRESS, &o, in, in_len, &r) : GPUCOMP_OK;
+    cli_progress_end(); /* before any message */
+    if (!chosen)
+        cli_fail(s, CLI_EXIT_CORRUPT, "%s is not a bzip2 file (nor rle)", j->name);
+    if (chosen) {
         if (rc != GPUCOMP_OK && trailing_garbage(s, &o, rc))
             rc = decode_before_garbage(s, j, &o, in, in_len, &r);
         else if (rc != GPUCOMP_OK)

@@ -589,6 +589,40 @@ START_TEST(test_cli_ctrl_c_frees_the_daemon)
 }
 END_TEST
 
+/*
+ * The progress line: on a terminal (a pty from script(1)) a job longer than
+ * a second shows it, redrawn with \r; with stderr not a terminal, or with -q,
+ * nothing at all. One codec thread in the daemon makes 40 MiB take seconds.
+ */
+START_TEST(test_cli_progress_only_on_a_terminal)
+{
+    static const char *const args[] = { "--codec-threads=1", NULL };
+    test_daemon_cleanup(&daemon_under_test);
+    memset(&daemon_under_test, 0, sizeof daemon_under_test);
+    test_daemon_start(&daemon_under_test, args);
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("p.txt", 40u << 20, 2);
+
+    uint64_t t0 = gc_now_ns();
+    ck_assert_int_eq(run_shell("'%s' --socket %s -c %s/p.txt 2>%s/err >/dev/null", cli(), s, d, d), 0);
+    ck_assert_int_eq(run_shell("test ! -s %s/err", d), 0);
+    double seconds = (double)(gc_now_ns() - t0) / 1e9;
+    ck_assert_msg(seconds > 1.0, "40 MiB took %.2f s: too quick to show that no line is drawn", seconds);
+
+    if (run_shell("command -v script >/dev/null") != 0)
+        return; /* no way to give gpucomp a terminal here: the TTY half is not checked */
+    ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' --socket %s -kf p.txt\" tty.log >/dev/null </dev/null",
+                               d, cli(), s), 0);
+    ck_assert_msg(run_shell("grep -q \"$(printf '\\r')  p.txt: compressing 40.0 MiB on gpucompd, 0:0[0-9] so far\" %s/tty.log",
+                            d) == 0, "no progress line on a terminal");
+    ck_assert_int_eq(run_shell("bunzip2 -c %s/p.txt.bz2 | cmp -s - %s/p.txt", d, d), 0);
+    /* -q: nothing, even on a terminal */
+    ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' -q --socket %s -kf p.txt\" q.log >/dev/null </dev/null",
+                               d, cli(), s), 0);
+    ck_assert_int_eq(run_shell("grep -q 'so far' %s/q.log", d), 1);
+}
+END_TEST
+
 /* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
 
 /*
@@ -1092,6 +1126,7 @@ static Suite *daemon_suite(void)
     tcase_add_test(cmd, test_cli_local_matches_daemon);
     tcase_add_test(cmd, test_cli_stats_json);
     tcase_add_test(cmd, test_cli_ctrl_c_frees_the_daemon);
+    tcase_add_test(cmd, test_cli_progress_only_on_a_terminal);
     tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
     tcase_add_test(cmd, test_cli_verbose_like_bzip2);
     tcase_add_test(cmd, test_cli_empty_bz2_messages);
