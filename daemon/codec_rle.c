@@ -39,7 +39,8 @@ static int compress(gcd_request *r, unsigned threads)
     return rle_compress(r->input, r->total_size, &opt, r->output, cap, &r->output_len, &r->error);
 }
 
-static int decompress(gcd_request *r, unsigned threads)
+/* The output size a frame declares, within the request's max_output; an error in r->error. */
+static int decoded_size(gcd_request *r, size_t *size)
 {
     rle_frame_info info;
     int rc = rle_frame_parse(r->input, r->total_size, &info, &r->error);
@@ -49,11 +50,20 @@ static int decompress(gcd_request *r, unsigned threads)
         return gc_fail(&r->error, GC_E_LIMIT,
                        "rle: frame would decompress to %llu bytes, over the limit of %llu",
                        (unsigned long long)info.original_size, (unsigned long long)r->max_output);
-    rc = gcd_request_alloc_output(r, info.original_size, &r->error);
+    *size = (size_t)info.original_size;
+    return GC_OK;
+}
+
+static int decompress(gcd_request *r, unsigned threads)
+{
+    size_t size = 0;
+    int rc = decoded_size(r, &size);
+    if (rc == GC_OK)
+        rc = gcd_request_alloc_output(r, size, &r->error);
     if (rc != GC_OK)
         return rc;
-    return rle_decompress(r->input, r->total_size, threads, r->output, info.original_size,
-                          &r->output_len, &r->error);
+    return rle_decompress(r->input, r->total_size, threads, r->output, size, &r->output_len,
+                          &r->error);
 }
 
 static int run_cpu(gcd_request *r, unsigned threads)
@@ -76,16 +86,7 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
         return GC_OK;
     }
     job->op = GC_GPU_DECODE;
-    rle_frame_info info;
-    int rc = rle_frame_parse(r->input, r->total_size, &info, &r->error);
-    if (rc != GC_OK)
-        return rc;
-    if (info.original_size > r->max_output)
-        return gc_fail(&r->error, GC_E_LIMIT,
-                       "rle: frame would decompress to %llu bytes, over the limit of %llu",
-                       (unsigned long long)info.original_size, (unsigned long long)r->max_output);
-    *out_cap = info.original_size;
-    return GC_OK;
+    return decoded_size(r, out_cap);
 }
 
 const gcd_codec gcd_codec_rle = {

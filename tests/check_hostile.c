@@ -130,6 +130,21 @@ static void assert_daemon_serves(void)
     close(fd);
 }
 
+/* One request whose whole input travels inline in one frame. */
+static void send_inline(int sock, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, const void *data,
+                        size_t len)
+{
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = id;
+    req.op = op;
+    req.codec = codec;
+    req.total_size = len;
+    req.payload.data = (uint8_t *)data;
+    req.payload.len = len;
+    req.last = 1;
+    raw_send_request(sock, &req);
+}
+
 /* A memfd holding len bytes. */
 static int memfd_with(const void *data, size_t len)
 {
@@ -517,17 +532,9 @@ START_TEST(test_rle_bombs_stay_in_the_budget)
     free(zeros);
     ck_assert_uint_lt(frame_len, 64 << 10);
     int sock = hello(); /* never reads its answers */
-    for (int i = 0; i < 32; i++) {
-        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
-        req.id = (uint64_t)i + 1;
-        req.op = GPUCOMP__OP__OP_DECOMPRESS;
-        req.codec = GPUCOMP__CODEC__CODEC_RLE;
-        req.total_size = frame_len;
-        req.payload.data = frame;
-        req.payload.len = frame_len;
-        req.last = 1;
-        raw_send_request(sock, &req);
-    }
+    for (int i = 0; i < 32; i++)
+        send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame,
+                    frame_len);
     sleep_ms(3000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  32 bombs of 64 MiB, budget 256 MiB: peak RSS %llu MiB\n",
@@ -557,17 +564,9 @@ START_TEST(test_bzip2_bombs_stay_in_the_budget)
     gpucomp_close(c);
     free(zeros);
     int sock = hello(); /* never reads its answers */
-    for (int i = 0; i < 8; i++) {
-        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
-        req.id = (uint64_t)i + 1;
-        req.op = GPUCOMP__OP__OP_DECOMPRESS;
-        req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
-        req.total_size = bz_len;
-        req.payload.data = bz;
-        req.payload.len = bz_len;
-        req.last = 1;
-        raw_send_request(sock, &req);
-    }
+    for (int i = 0; i < 8; i++)
+        send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, bz,
+                    bz_len);
     sleep_ms(6000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  8 bzip2 bombs of 128 MiB, budget 192 MiB: peak RSS %llu MiB\n",
@@ -783,17 +782,9 @@ typedef struct sender {
 static void *send_bzip2_requests(void *arg)
 {
     sender *s = arg;
-    for (int i = 0; i < s->count; i++) {
-        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
-        req.id = (uint64_t)i + 1;
-        req.op = GPUCOMP__OP__OP_COMPRESS;
-        req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
-        req.total_size = s->len;
-        req.payload.data = (uint8_t *)s->data;
-        req.payload.len = s->len;
-        req.last = 1;
-        raw_send_request(s->sock, &req);
-    }
+    for (int i = 0; i < s->count; i++)
+        send_inline(s->sock, (uint64_t)i + 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2,
+                    s->data, s->len);
     return NULL;
 }
 
