@@ -55,7 +55,7 @@ Version: $version
 Architecture: $arch
 Maintainer: gpucompd developers <gpucompd@localhost>
 Installed-Size: $installed_kb
-Depends: $depends
+Depends: $depends, procps
 Recommends: systemd
 Section: utils
 Priority: optional
