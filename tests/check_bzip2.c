@@ -526,6 +526,34 @@ START_TEST(test_block_exactly_full)
 }
 END_TEST
 
+START_TEST(test_segment_boundary)
+{
+    /* Blocks never cross a multiple of BZ2_SEGMENT_BYTES: 40 MiB of one byte
+     * (one 9-block would hold ~45 MB of it) is cut at 32 MiB, and the run
+     * through the cut restarts there (docs/BZIP2.md, section 3). */
+    size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
+    uint8_t *b = malloc(n);
+    memset(b, 'z', n);
+    size_t *st;
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), &st), 2);
+    ck_assert_uint_eq(st[0], 0);
+    ck_assert_uint_eq(st[1], BZ2_SEGMENT_BYTES);
+    ck_assert_uint_eq(st[2], n);
+    free(st);
+    roundtrip(b, n, 9);
+    /* literals across the cut: the block before it ends there, short */
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 7 + i / 256);
+    size_t limit = bz2_block_limit(1), nb = bz2_rle1_plan(b, n, limit, &st);
+    size_t k = BZ2_SEGMENT_BYTES / limit + 1; /* blocks of the first segment */
+    ck_assert_uint_eq(st[k], BZ2_SEGMENT_BYTES);
+    ck_assert_uint_eq(st[k - 1], (k - 1) * limit);
+    ck_assert_uint_eq(nb, k + (n - BZ2_SEGMENT_BYTES + limit - 1) / limit);
+    free(st);
+    free(b);
+}
+END_TEST
+
 START_TEST(test_all_bytes_and_random)
 {
     uint8_t all[256 * 3];
@@ -1491,6 +1519,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_empty_and_tiny);
     tcase_add_test(tc, test_runs);
     tcase_add_test(tc, test_block_exactly_full);
+    tcase_add_test(tc, test_segment_boundary);
     tcase_add_test(tc, test_all_bytes_and_random);
     tcase_add_test(tc, test_text_multiblock_levels);
     tcase_add_test(tc, test_periodic_fibonacci_streams);

@@ -67,7 +67,12 @@ static inline uint8_t bz2_rand_next(bz2_rand *r)
 }
 
 /* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
-/* Split src into blocks whose RLE1 output is <= limit bytes. Returns the
+/* Blocks never cross a multiple of this many input bytes (docs/BZIP2.md,
+ * section 3): segments are planned independently, so a GPU piece, a CPU
+ * thread or a stream chunk of whole segments needs nothing from the others. */
+#define BZ2_SEGMENT_BYTES ((size_t)32 << 20)
+/* Split src into blocks whose RLE1 output is <= limit bytes, each segment of
+ * BZ2_SEGMENT_BYTES on its own. Returns the
  * number of blocks and a malloc'd array of n+1 input offsets in *starts
  * (block i is src[starts[i] .. starts[i+1])); 0 blocks for empty input.
  * Returns (size_t)-1 when out of memory. src may change while this runs (a

@@ -4,7 +4,8 @@
  * splitting of the input into blocks by the size of that RLE1 output.
  *
  * Both functions walk the input in the same "units", so a block boundary
- * never falls inside a 5-byte run unit (docs/BZIP2.md, "Blocks and RLE1"):
+ * never falls inside a 5-byte run unit, and never crosses a multiple of
+ * BZ2_SEGMENT_BYTES of the input (docs/BZIP2.md, section 3):
  *   - at position i let r = length of the run of src[i] starting at i,
  *     capped at 255 and at the end of the input (or block);
  *   - r >= 4: one unit, 5 output bytes, consumes r input bytes;
@@ -77,40 +78,49 @@ static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, si
     }
 }
 
-size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts)
+/* Plan src[a..end) (one segment) greedily, appending block starts to st[*nb..cap). */
+static void plan_segment(const uint8_t *src, size_t a, size_t end, size_t limit, size_t *st, size_t cap,
+                         size_t *nb)
 {
-    /* Every block but the last holds >= limit - 4 output bytes, and 5
-     * output bytes cost >= 4 input bytes, so this bounds the count. */
-    size_t cap = n / ((limit - 4) / 2) + 2;
-    size_t *st = malloc(cap * sizeof *st);
-    if (!st)
-        return (size_t)-1;
-    size_t nb = 0, used = 0;
-    size_t i = 0;
-    while (i < n) {
-        size_t p = next_run4(src, i, n);
-        plan_literals(i, p - i, limit, st, cap, &nb, &used);
+    size_t used = 0;
+    size_t i = a;
+    while (i < end) {
+        size_t p = next_run4(src, i, end);
+        plan_literals(i, p - i, limit, st, cap, nb, &used);
         i = p;
-        if (i >= n)
+        if (i >= end)
             break;
         /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit.
-         * next_run4 saw 4 equal bytes at i (so i + 4 <= n); if they changed since (client
+         * next_run4 saw 4 equal bytes at i (so i + 4 <= end); if they changed since (client
          * memory), the unit still consumes 4, which keeps the block count bound below. */
-        size_t r = run_length(src, i, n);
+        size_t r = run_length(src, i, end);
         if (r < 4)
             r = 4;
         if (used + 5 > limit)
             used = 0;
         if (used == 0) {
-            if (nb + 1 >= cap) /* cannot happen (see cap): never write past the array */
-                break;
-            st[nb++] = i;
+            if (*nb + 1 >= cap) /* cannot happen (see cap): never write past the array */
+                return;
+            st[(*nb)++] = i;
         }
         used += 5;
         i += r;
         if (used == limit)
             used = 0;
     }
+}
+
+size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts)
+{
+    /* Every block but the last of a segment holds >= limit - 4 output bytes,
+     * and 5 output bytes cost >= 4 input bytes, so this bounds the count. */
+    size_t cap = n / ((limit - 4) / 2) + n / BZ2_SEGMENT_BYTES + 3;
+    size_t *st = malloc(cap * sizeof *st);
+    if (!st)
+        return (size_t)-1;
+    size_t nb = 0;
+    for (size_t a = 0; a < n; a += BZ2_SEGMENT_BYTES)
+        plan_segment(src, a, n - a > BZ2_SEGMENT_BYTES ? a + BZ2_SEGMENT_BYTES : n, limit, st, cap, &nb);
     st[nb] = n;
     *starts = st;
     return nb;
