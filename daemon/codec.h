@@ -13,6 +13,7 @@
 #include "request.h"
 
 struct gc_gpu_job;
+struct gcd_config;
 
 typedef struct gcd_codec {
     Gpucomp__Codec id;
@@ -33,6 +34,16 @@ typedef struct gcd_codec {
 
     /* Whether the GPU backend can take this operation (NULL: the codec has none yet). */
     bool (*gpu_takes)(const gcd_request *r);
+
+    /* What gpu_takes accepts, in words for STATS ("compress"); NULL: every operation. */
+    const char *gpu_scope;
+
+    /*
+     * The work_bytes from which a request is worth the trip to the device, from
+     * the settings (NULL: --gpu-min-bytes). A codec whose GPU path has a larger
+     * fixed cost per request has a break-even of its own.
+     */
+    uint64_t (*gpu_min_bytes)(const struct gcd_config *cfg);
 
     /*
      * The codec's part of a GPU job (kernels/cuda/gpu.h): codec, op and options,

@@ -6,6 +6,8 @@
 
 #include "bzip2.h"
 #include "fd_payload.h"
+#include "gpu.h"
+#include "settings.h"
 
 static int check(const gcd_request *r, gc_error *err)
 {
@@ -73,12 +75,46 @@ static int run_cpu(gcd_request *r, unsigned threads)
     return rc;
 }
 
+/*
+ * The GPU backend encodes (the CPU engine's stream, byte for byte); it has no
+ * bzip2 decoder, so a decompress never goes to a device.
+ */
+static bool gpu_takes(const gcd_request *r)
+{
+    return r->op == GPUCOMP__OP__OP_COMPRESS;
+}
+
+/* The device's bzip2 path has a large fixed cost per request: a break-even of its own. */
+static uint64_t gpu_min_bytes(const gcd_config *cfg)
+{
+    return cfg->gpu_min_bytes_bzip2;
+}
+
+/*
+ * A stream that outgrows gc_gpu_bzip2_encode_cap fails its job with GC_E_LIMIT
+ * and the lane reruns the request on the CPU engine (device.h).
+ */
+static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
+{
+    job->codec = GC_GPU_CODEC_BZIP2;
+    if (r->op != GPUCOMP__OP__OP_COMPRESS) {
+        job->op = GC_GPU_DECODE;
+        return gc_fail(&r->error, GC_E_UNSUPPORTED, "bzip2: the GPU backend has no decoder");
+    }
+    job->op = GC_GPU_ENCODE;
+    job->opt.bzip2 = (bz2_options){ .level = (int)r->level };
+    *out_cap = gc_gpu_bzip2_encode_cap((size_t)r->total_size);
+    return GC_OK;
+}
+
 const gcd_codec gcd_codec_bzip2 = {
     .id = GPUCOMP__CODEC__CODEC_BZIP2,
     .name = "bzip2",
     .check = check,
     .work_bytes = work_bytes,
     .run_cpu = run_cpu,
-    .gpu_takes = NULL, /* no GPU backend yet: the CPU engine serves every bzip2 request */
-    .gpu_job = NULL,
+    .gpu_takes = gpu_takes,
+    .gpu_scope = "compress",
+    .gpu_min_bytes = gpu_min_bytes,
+    .gpu_job = gpu_job,
 };

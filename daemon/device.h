@@ -8,6 +8,7 @@
 #ifndef GCD_DEVICE_H
 #define GCD_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,14 +25,30 @@ typedef struct gcd_batch_timing {
 typedef struct gcd_device_ops {
     /*
      * Run every request of the batch, setting each one's output and error
-     * (a corrupt input fails only its own request). Returning GC_E_DEVICE
-     * means the device failed: the scheduler reruns the whole batch on the
-     * CPU engine and retires the device.
+     * (a corrupt input fails only its own request). A request the device
+     * declines (gcd_device_declines) gets r->device_declined: the scheduler
+     * reruns it alone on the CPU engine. Returning GC_E_DEVICE means the
+     * device failed: the scheduler reruns the whole batch on the CPU engine
+     * and retires the device.
      */
     int (*run_batch)(void *dev, gcd_request **reqs, size_t n, gcd_batch_timing *timing, gc_error *err);
     /* Release the device. */
     void (*close)(void *dev);
 } gcd_device_ops;
+
+/*
+ * Whether a job's status from the device sends its request back to the CPU
+ * engine instead of to its client: the device cannot run the job
+ * (GC_E_UNSUPPORTED, e.g. a bzip2 decode), or a compressed stream outgrew the
+ * output the device had for it (GC_E_LIMIT on a compress: bzip2's
+ * gc_gpu_bzip2_encode_cap, rle's chunk over the device's slice). The CPU
+ * engine has no such limits. Any other status is the request's answer (a
+ * GC_E_LIMIT on a decompress is a frame's declared size: final).
+ */
+static inline bool gcd_device_declines(const gcd_request *r, int status)
+{
+    return status == GC_E_UNSUPPORTED || (status == GC_E_LIMIT && r->op == GPUCOMP__OP__OP_COMPRESS);
+}
 
 typedef struct gcd_device {
     const gcd_device_ops *ops;
@@ -39,8 +56,14 @@ typedef struct gcd_device {
     char name[96];
 } gcd_device;
 
-/* A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on (0 = never). */
-int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, gc_error *err);
+/*
+ * A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on
+ * (0 = never); with limit_compress, answers every compress job GC_E_LIMIT
+ * after allocating its output, as the CUDA backend does for a bzip2 stream
+ * that outgrew its buffer.
+ */
+int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, bool limit_compress,
+                             gc_error *err);
 
 /* Registered buffers report pinned without locking anything (testing aid). */
 void gcd_device_emulated_enable_pinning(void);

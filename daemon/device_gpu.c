@@ -5,7 +5,8 @@
  * so they can be the client's mapped memfd), runs them in one pipelined call
  * and copies per-job status back. The codec's part of each job comes from
  * the codec table (codec.h); dispatch.c routes here only what a codec's
- * gpu_takes accepts.
+ * gpu_takes accepts. A job the device declines (GC_E_LIMIT on a compress,
+ * GC_E_UNSUPPORTED: device.h) is marked for the lane to rerun on the CPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,11 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
         gc_fail(&r->error, GC_E_INTERNAL, "codec %d has no GPU backend but was routed to one", (int)r->codec);
         return false;
     }
-    if (codec->gpu_job(r, job, &cap) != GC_OK)
+    int rc = codec->gpu_job(r, job, &cap);
+    if (rc != GC_OK) {
+        r->device_declined = gcd_device_declines(r, rc);
         return false;
+    }
     if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
         return false;
     /* Registered client memfds are pinned already; the pipeline then skips its staging copy. */
@@ -57,6 +61,7 @@ static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_tim
     size_t n_jobs = 0;
     for (size_t i = 0; i < n; i++) {
         gc_error_clear(&reqs[i]->error);
+        reqs[i]->device_declined = false;
         if (prepare_job(reqs[i], &jobs[n_jobs]))
             n_jobs++;
     }
@@ -65,8 +70,10 @@ static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_tim
     for (size_t j = 0; rc == GC_OK && j < n_jobs; j++) {
         gcd_request *r = jobs[j].user;
         r->output_len = jobs[j].dst_len;
-        if (jobs[j].status != GC_OK)
+        if (jobs[j].status != GC_OK) {
             r->error = jobs[j].err, r->error.code = (gc_status)jobs[j].status;
+            r->device_declined = gcd_device_declines(r, jobs[j].status);
+        }
     }
     free(jobs);
     t->h2d_ns = (uint64_t)(st.h2d_ms * 1e6);

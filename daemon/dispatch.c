@@ -15,10 +15,13 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
     int rc;
     switch (s->cfg.gpu) {
     case GCD_GPU_EMULATE:
-        rc = gcd_device_emulated_open(dev, index, 0, &err);
+        rc = gcd_device_emulated_open(dev, index, 0, false, &err);
         break;
     case GCD_GPU_EMULATE_FAILING:
-        rc = gcd_device_emulated_open(dev, index, 2, &err); /* the second batch fails */
+        rc = gcd_device_emulated_open(dev, index, 2, false, &err); /* the second batch fails */
+        break;
+    case GCD_GPU_EMULATE_LIMIT:
+        rc = gcd_device_emulated_open(dev, index, 0, true, &err); /* compress jobs handed back */
         break;
     default:
         rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err);
@@ -41,7 +44,8 @@ bool gcd_dispatch_init(gcd_server *s)
     unsigned wanted = 0;
     if (s->cfg.gpu == GCD_GPU_AUTO)
         wanted = gcd_device_gpu_count();
-    else if (s->cfg.gpu == GCD_GPU_EMULATE || s->cfg.gpu == GCD_GPU_EMULATE_FAILING)
+    else if (s->cfg.gpu == GCD_GPU_EMULATE || s->cfg.gpu == GCD_GPU_EMULATE_FAILING ||
+             s->cfg.gpu == GCD_GPU_EMULATE_LIMIT)
         wanted = 1;
     if (wanted > GCD_MAX_LANES)
         wanted = GCD_MAX_LANES;
@@ -84,13 +88,19 @@ static gcd_lane *least_loaded_device(gcd_server *s)
     return best;
 }
 
+/* The work_bytes from which codec's requests go to a device: its own break-even, or --gpu-min-bytes. */
+static uint64_t min_bytes(const gcd_server *s, const gcd_codec *codec)
+{
+    return codec->gpu_min_bytes ? codec->gpu_min_bytes(&s->cfg) : s->cfg.gpu_min_bytes;
+}
+
 /* A codec with a GPU backend that takes r, and enough bytes of work to pay for the trip. */
 static bool device_worthy(const gcd_server *s, const gcd_request *r)
 {
     if (gcd_request_is_registration(r))
         return false;
     const gcd_codec *codec = gcd_codec_find(r->codec);
-    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= s->cfg.gpu_min_bytes;
+    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= min_bytes(s, codec);
 }
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
@@ -116,9 +126,12 @@ void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *bu
         snprintf(buf, size, "%s: cpu (no GPU backend yet)", codec->name);
     else if (strcmp(gcd_dispatch_backend(s), "gpu") != 0)
         snprintf(buf, size, "%s: cpu (no usable GPU)", codec->name);
+    else if (codec->gpu_scope)
+        snprintf(buf, size, "%s: gpu for %s from %llu bytes, else cpu", codec->name, codec->gpu_scope,
+                 (unsigned long long)min_bytes(s, codec));
     else
         snprintf(buf, size, "%s: gpu from %llu bytes, else cpu", codec->name,
-                 (unsigned long long)s->cfg.gpu_min_bytes);
+                 (unsigned long long)min_bytes(s, codec));
 }
 
 const char *gcd_dispatch_backend(const gcd_server *s)

@@ -1,9 +1,11 @@
 /*
  * dispatch.h - routing: which engine runs a request.
  *
- * Small requests and codecs without a GPU kernel go to the CPU worker pool
- * (latency); large rle requests go to the least-loaded device scheduler
- * (throughput). Retired devices receive no new work. Loop thread only.
+ * Small requests and operations without a GPU kernel go to the CPU worker
+ * pool (latency); large rle requests and large bzip2 compresses go to the
+ * least-loaded device scheduler (throughput), each codec from its own
+ * break-even (codec.h, gpu_min_bytes). Retired devices receive no new work.
+ * Loop thread only.
  */
 #ifndef GCD_DISPATCH_H
 #define GCD_DISPATCH_H
@@ -24,7 +26,8 @@ void gcd_dispatch_stop(gcd_server *s);
 
 struct gcd_codec;
 
-/* Where codec's requests run now, as one line for STATS ("rle: gpu from N bytes, else cpu"). */
+/* Where codec's requests run now, as one line for STATS ("rle: gpu from N bytes, else cpu",
+ * "bzip2: gpu for compress from N bytes, else cpu"). */
 void gcd_dispatch_describe(const gcd_server *s, const struct gcd_codec *codec, char *buf, size_t size);
 
 /* "gpu" if any device serves, else "cpu". */

@@ -77,6 +77,7 @@ static void reset_result(gcd_request *r)
 {
     gcd_request_drop_output(r);
     gc_error_clear(&r->error);
+    r->device_declined = false;
 }
 
 static void fallback_to_cpu(gcd_lane *b, gcd_request **reqs, size_t n, const gc_error *why)
@@ -95,11 +96,13 @@ static void fallback_to_cpu(gcd_lane *b, gcd_request **reqs, size_t n, const gc_
     b->dev.impl = NULL;
 }
 
-static void account(gcd_lane *b, gcd_request **reqs, size_t n, const gcd_batch_timing *t)
+/* A batch that ran: n requests served by the device, declined more handed back to the CPU. */
+static void account(gcd_lane *b, gcd_request **reqs, size_t n, size_t declined, const gcd_batch_timing *t)
 {
     pthread_mutex_lock(&b->lock);
     b->stats.batches++;
     b->stats.requests += n;
+    b->stats.fallbacks += declined;
     for (size_t i = 0; i < n; i++) {
         b->stats.bytes_in += reqs[i]->total_size;
         b->stats.bytes_out += reqs[i]->output_len;
@@ -124,6 +127,36 @@ static size_t drop_skipped(gcd_lane *b, gcd_request **reqs, size_t n)
     return kept;
 }
 
+/* Order reqs with the ones the device served first; returns how many it served. */
+static size_t served_first(gcd_request **reqs, size_t n)
+{
+    size_t served = n;
+    for (size_t i = 0; i < served;) {
+        if (reqs[i]->device_declined) {
+            gcd_request *r = reqs[i];
+            reqs[i] = reqs[--served];
+            reqs[served] = r;
+        } else {
+            i++;
+        }
+    }
+    return served;
+}
+
+/*
+ * A request the device handed back (device.h, gcd_device_declines: a bzip2
+ * stream over its buffer, a job it has no kernel for) runs again on the CPU
+ * engine as if routed there: the device's output buffer and its charge are
+ * given back first. The device stays in service.
+ */
+static void rerun_declined(gcd_lane *b, gcd_request *r)
+{
+    gcd_log(LOG_INFO, "%s handed a request back (%s): rerunning it on the CPU engine", b->dev.name,
+            r->error.msg);
+    reset_result(r);
+    gcd_engine_run_cpu(r, b->cfg.cpu_threads);
+}
+
 static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
 {
     n = drop_skipped(b, reqs, n);
@@ -141,12 +174,21 @@ static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
             fallback_to_cpu(b, reqs, n, &err);
         } else {
             uint64_t per_request = (gc_now_ns() - start) / n;
-            for (size_t i = 0; i < n; i++) {
+            size_t served = served_first(reqs, n);
+            for (size_t i = 0; i < served; i++) {
                 reqs[i]->backend = GPUCOMP__BACKEND__BACKEND_GPU;
                 reqs[i]->engine_ns = per_request;
                 gcd_engine_finish(reqs[i]);
             }
-            account(b, reqs, n, &timing);
+            account(b, reqs, served, n - served, &timing);
+            /* The served answers go out first: the reruns take CPU time. */
+            for (size_t i = 0; i < served; i++)
+                b->complete(reqs[i], b->ctx);
+            for (size_t i = served; i < n; i++) {
+                rerun_declined(b, reqs[i]);
+                b->complete(reqs[i], b->ctx);
+            }
+            return;
         }
     }
     for (size_t i = 0; i < n; i++)

@@ -7,7 +7,9 @@
  * fill once the first request is there), runs the batch on its device and
  * hands every request back through the completion callback. A device
  * failure reruns the batch on the CPU engine and retires the lane: no
- * request fails because of it.
+ * request fails because of it. A job the device declines (device.h: a
+ * compressed stream over its buffer, an operation it has no kernel for)
+ * reruns alone on the CPU engine; the lane stays in service.
  */
 #ifndef GCD_LANE_H
 #define GCD_LANE_H
@@ -33,7 +35,7 @@ typedef struct gcd_lane_stats {
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t h2d_ns, kernel_ns, d2h_ns, wall_ns;
-    uint64_t fallbacks;     /* requests rerun on the CPU after a device failure */
+    uint64_t fallbacks;     /* requests rerun on the CPU: a device failure, or a job it declined */
     unsigned queue_depth;
     bool retired;
 } gcd_lane_stats;

@@ -48,6 +48,7 @@ typedef struct gcd_request {
     size_t output_len;
     Gpucomp__Backend backend;
     uint64_t engine_ns;
+    bool device_declined;     /* a device handed it back (device.h): the lane reruns it on the CPU */
 
     /* memory budget (budget.h): everything charged for this request, released when it is freed */
     struct gcd_budget *budget;

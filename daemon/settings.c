@@ -102,6 +102,7 @@ static bool set_request_timeout(gcd_config *c, const char *v) { return parse_dur
 static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
 static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
+static bool set_gpu_min_bytes_bzip2(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
@@ -125,6 +126,8 @@ static bool set_gpu(gcd_config *c, const char *v)
         c->gpu = GCD_GPU_EMULATE;
     else if (strcmp(v, "emulate-failing") == 0)
         c->gpu = GCD_GPU_EMULATE_FAILING;
+    else if (strcmp(v, "emulate-limit") == 0)
+        c->gpu = GCD_GPU_EMULATE_LIMIT;
     else
         return false;
     return true;
@@ -231,12 +234,13 @@ static const setting settings[] = {
     { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share },
     { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout },
     { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout },
-    { "gpu", "auto|off|emulate|emulate-failing", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu },
+    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu },
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
+    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
     { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
     { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },
@@ -279,6 +283,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->idle_timeout_ms = 600000;
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 3ull << 20;
+    cfg->gpu_min_bytes_bzip2 = 4ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;

@@ -20,7 +20,9 @@ typedef enum gcd_gpu_mode {
     GCD_GPU_AUTO = 0,           /* use GPUs when present, else CPU */
     GCD_GPU_OFF = 1,            /* CPU engine only */
     GCD_GPU_EMULATE = 2,        /* testing aid: one CPU-backed device behind the scheduler */
-    GCD_GPU_EMULATE_FAILING = 3 /* testing aid: as above, failing from its second batch */
+    GCD_GPU_EMULATE_FAILING = 3, /* testing aid: as above, failing from its second batch */
+    GCD_GPU_EMULATE_LIMIT = 4   /* testing aid: as emulate, answering every compress job with
+                                 * GC_E_LIMIT (an output that did not fit), so the lane reruns it */
 } gcd_gpu_mode;
 
 typedef struct gcd_config {
@@ -36,6 +38,7 @@ typedef struct gcd_config {
     uint64_t idle_timeout_ms; /* a connection with nothing to do is closed after this (0 = never) */
     gcd_gpu_mode gpu;
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
+    uint64_t gpu_min_bytes_bzip2; /* the same for bzip2 (compress; its decompress is CPU only) */
     uint64_t batch_bytes;     /* most input bytes in one device batch */
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     unsigned device_lanes;    /* scheduler threads (each with its own context) per device */

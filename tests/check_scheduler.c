@@ -67,6 +67,7 @@ START_TEST(test_routing_by_size_and_codec)
     gpucomp_client *c = connect_or_fail();
     ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 1000, 1), GPUCOMP_BACKEND_CPU);
     ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 2), GPUCOMP_BACKEND_GPU);
+    /* bzip2 has a break-even of its own (default 4 MiB): 2 MiB stays on the CPU. */
     ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_BZIP2, 2u << 20, 3), GPUCOMP_BACKEND_CPU);
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
@@ -76,10 +77,11 @@ START_TEST(test_routing_by_size_and_codec)
     ck_assert_uint_eq(st.devices[0].requests, 2); /* the large rle compress and decompress */
     ck_assert_uint_eq(st.gpu_requests, 2);
     ck_assert_uint_eq(st.cpu_requests, 4);
-    /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2 to the CPU. */
+    /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2
+     * compresses from its own 4 MiB (--gpu-min-bytes-bzip2's default). */
     ck_assert_uint_eq(st.n_routing, 2);
     ck_assert_str_eq(st.routing[0], "rle: gpu from 1048576 bytes, else cpu");
-    ck_assert_str_eq(st.routing[1], "bzip2: cpu (no GPU backend yet)");
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu for compress from 4194304 bytes, else cpu");
     gpucomp_close(c);
 }
 END_TEST
@@ -92,7 +94,7 @@ START_TEST(test_routing_without_a_device)
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
     ck_assert_uint_eq(st.n_routing, 2);
     ck_assert_str_eq(st.routing[0], "rle: cpu (no usable GPU)");
-    ck_assert_str_eq(st.routing[1], "bzip2: cpu (no GPU backend yet)");
+    ck_assert_str_eq(st.routing[1], "bzip2: cpu (no usable GPU)");
     gpucomp_close(c);
 }
 END_TEST
@@ -165,6 +167,196 @@ START_TEST(test_device_failure_falls_back_to_cpu)
     ck_assert_uint_eq(st.requests_ok, 8);
     /* after retirement, new work goes straight to the CPU engine */
     ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 9), GPUCOMP_BACKEND_CPU);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* ---- bzip2 on the device --------------------------------------------------- */
+
+/* An emulated device in mode, bzip2 compresses to it from 2 MiB (rle from 1 MiB). */
+static void start_bzip2_routing(const char *mode, const char *const *more)
+{
+    const char *args[32] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "2M",
+                             "--batch-wait-us", "1000", "--device-lanes", "1" };
+    size_t n = 10;
+    for (size_t i = 0; more && more[i] && n < 31; i++)
+        args[n++] = more[i];
+    args[n] = NULL;
+    test_daemon_start(&dut, args);
+}
+
+/* len bytes of test data of kind, also written to dir/name. */
+static uint8_t *data_file(const char *name, size_t len, int kind, uint64_t seed)
+{
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, kind, seed);
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", dut.dir, name);
+    ck_assert_int_eq(write_file(path, data, len), 0);
+    return data;
+}
+
+/*
+ * packed (packed_len bytes) is the stream bz2_compress makes of dir/name at
+ * level (gpucomp --local runs the same function in its own process), and
+ * bunzip2 (libbz2) gives dir/name back from it.
+ */
+static void assert_cpu_engine_stream(const char *name, int level, const void *packed, size_t packed_len)
+{
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s.bz2", dut.dir, name);
+    ck_assert_int_eq(write_file(path, packed, packed_len), 0);
+    ck_assert_msg(run_shell("env -u BZIP2 -u BZIP '%s' --local -q -c -%d %s/%s | cmp -s - %s", cli, level,
+                            dut.dir, name, path) == 0,
+                  "the stream differs from bz2_compress's at level %d", level);
+    ck_assert_msg(run_shell("bunzip2 -c %s | cmp -s - %s/%s", path, dut.dir, name) == 0,
+                  "bunzip2 does not give %s back", name);
+}
+
+/* Compress data through c with bzip2 at level; returns the backend that served it. */
+static gpucomp_backend bzip2_compress(gpucomp_client *c, int level, const char *name, const uint8_t *data,
+                                      size_t len)
+{
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = level;
+    void *packed;
+    size_t packed_len;
+    ck_assert_msg(gpucomp_compress(c, &o, data, len, &packed, &packed_len) == GPUCOMP_OK, "compress: %s",
+                  gpucomp_last_error(c));
+    gpucomp_backend backend = gpucomp_last_backend(c);
+    assert_cpu_engine_stream(name, level, packed, packed_len);
+    gpucomp_free(packed);
+    return backend;
+}
+
+/* Wait until the daemon holds no request memory (responses are released as the kernel takes them). */
+static uint64_t await_memory_released(gpucomp_client *c)
+{
+    gpucomp_stats st;
+    for (int i = 0; i < 500; i++) {
+        ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+        if (st.memory_in_use == 0)
+            break;
+        usleep(10000);
+    }
+    return st.memory_in_use;
+}
+
+/* A bzip2 compress from its break-even goes to the device and comes back as the CPU engine's stream. */
+START_TEST(test_bzip2_compress_goes_to_device)
+{
+    start_bzip2_routing("emulate", NULL);
+    gpucomp_client *c = connect_or_fail();
+    size_t big = 3u << 20, small = 3u << 19; /* above and below 2 MiB, both above 1 MiB */
+    uint8_t *text = data_file("text", big, 2, 11), *runs = data_file("runs", small, 1, 12);
+    ck_assert_int_eq(bzip2_compress(c, 5, "text", text, big), GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(bzip2_compress(c, 9, "runs", runs, small), GPUCOMP_BACKEND_CPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 1);
+    ck_assert_uint_eq(st.devices[0].bytes_in, big);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 0);
+    ck_assert_uint_eq(st.gpu_requests, 1);
+    ck_assert_uint_eq(st.cpu_requests, 1);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu for compress from 2097152 bytes, else cpu");
+    free(text);
+    free(runs);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* The GPU backend has no bzip2 decoder: a decompress of any size stays on the CPU engine. */
+START_TEST(test_bzip2_decompress_stays_on_cpu)
+{
+    start_bzip2_routing("emulate", NULL);
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20;
+    uint8_t *noise = data_file("noise", len, 0, 13); /* incompressible: the stream is over 2 MiB too */
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *packed, *back;
+    size_t packed_len, back_len;
+    ck_assert_int_eq(gpucomp_compress(c, &o, noise, len, &packed, &packed_len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    ck_assert_uint_gt(packed_len, 2u << 20);
+    ck_assert_msg(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len) == GPUCOMP_OK,
+                  "decompress: %s", gpucomp_last_error(c));
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    ck_assert_uint_eq(back_len, len);
+    ck_assert(memcmp(back, noise, len) == 0);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    /* Not routed at all: one batch (the compress), nothing handed back. */
+    ck_assert_uint_eq(st.devices[0].batches, 1);
+    ck_assert_uint_eq(st.devices[0].requests, 1);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 0);
+    ck_assert_uint_eq(st.devices[0].bytes_in, len);
+    ck_assert_uint_eq(st.gpu_requests, 1);
+    ck_assert_uint_eq(st.cpu_requests, 1);
+    gpucomp_free(packed);
+    gpucomp_free(back);
+    free(noise);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A compress the device hands back with GC_E_LIMIT (a bzip2 stream over
+ * gc_gpu_bzip2_encode_cap; the emulated device says it of every compress)
+ * reruns on the CPU engine: same stream, no failure, the device stays in
+ * service. Through the socket, 7 MiB of budget holds the 3 MiB input and the
+ * device's 3.2 MiB buffer, or the input and the CPU engine's 3 MiB stream,
+ * not all three: the rerun fits only if the device's buffer and its charge
+ * were given back first.
+ */
+START_TEST(test_device_limit_reruns_on_cpu)
+{
+    const char *budget[] = { "--memory-budget", "7M", "--user-memory-share", "100", NULL };
+    start_bzip2_routing("emulate-limit", budget);
+    ck_assert_int_eq(setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1), 0); /* the input through the socket */
+    gpucomp_client *sock = connect_or_fail();
+    ck_assert_int_eq(unsetenv("GPUCOMP_MEMFD_THRESHOLD"), 0);
+    size_t len = 3u << 20;
+    uint8_t *noise = data_file("noise", len, 0, 14); /* incompressible: about 3 MiB out */
+    ck_assert_int_eq(bzip2_compress(sock, 7, "noise", noise, len), GPUCOMP_BACKEND_CPU);
+    gpucomp_close(sock);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    /* The memfd transport: the device's output was the client's memfd, sized for it. */
+    int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
+    ck_assert(in >= 0 && out >= 0);
+    ck_assert_int_eq(pwrite(in, noise, len, 0), (ssize_t)len);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 7;
+    size_t packed_len;
+    ck_assert_msg(gpucomp_compress_fd(c, &o, in, len, out, &packed_len) == GPUCOMP_OK, "compress_fd: %s",
+                  gpucomp_last_error(c));
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    uint8_t *packed = malloc(packed_len);
+    ck_assert_int_eq(pread(out, packed, packed_len, 0), (ssize_t)packed_len);
+    assert_cpu_engine_stream("noise", 7, packed, packed_len);
+    free(packed);
+    close(in), close(out);
+    /* Codec-neutral: an rle compress is handed back too; its decompress the device serves. */
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 15), GPUCOMP_BACKEND_CPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 3);
+    ck_assert_uint_eq(st.devices[0].requests, 1); /* the rle decompress */
+    ck_assert_uint_eq(st.devices[0].batches, 4);
+    ck_assert_int_eq(st.devices[0].retired, 0);
+    ck_assert_str_eq(st.backend, "gpu");
+    ck_assert_uint_eq(st.gpu_requests, 1);
+    ck_assert_uint_eq(st.cpu_requests, 3);
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    free(noise);
     gpucomp_close(c);
 }
 END_TEST
@@ -474,6 +666,9 @@ int main(void)
     tcase_add_test(tc, test_concurrent_requests_are_batched);
     tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
+    tcase_add_test(tc, test_bzip2_compress_goes_to_device);
+    tcase_add_test(tc, test_bzip2_decompress_stays_on_cpu);
+    tcase_add_test(tc, test_device_limit_reruns_on_cpu);
     tcase_add_test(tc, test_memfd_transport);
     tcase_add_test(tc, test_memfd_refused_request_keeps_fds_in_step);
     tcase_add_test(tc, test_memfd_refuses_unsealable_fd);
