@@ -234,7 +234,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     gcd_log(LOG_INFO, "%s: finishing in-flight requests, then exiting", strsignal((int)sig));
     sd_notify(0, "STOPPING=1");
     s->shutting_down = true;
-    evconnlistener_disable(s->listener);
+    /* New clients are refused at once instead of waiting in the backlog until
+     * the exit: close the listening socket and remove a socket file we made
+     * (so a new daemon may bind that path while this one drains). Under socket
+     * activation systemd keeps its own copy, where connections wait for the
+     * next start. */
+    evconnlistener_free(s->listener);
+    s->listener = NULL;
+    if (s->owns_socket_file) {
+        unlink(s->cfg.socket_path);
+        s->owns_socket_file = false;
+    }
     for (gcd_conn *c = s->conns; c; c = c->next)
         gcd_conn_stop_reading(c);
     struct timeval poll = { 0, 20000 }, grace = { SHUTDOWN_GRACE_SEC, 0 };

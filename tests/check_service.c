@@ -1,21 +1,27 @@
 /*
  * check_service.c - gpucompd under a service manager (issue 17): readiness,
  * STATUS= and watchdog pings seen on a NOTIFY_SOCKET this test listens on,
- * and SIGHUP reloading the --config file.
+ * SIGHUP reloading the --config file, and both signals under load: SIGTERM
+ * lets every accepted request finish and refuses new connections, SIGHUP
+ * drops no connection.
  */
+#include <bzlib.h>
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
+#include "libclient/gpucomp.h"
 
 static double now_s(void)
 {
@@ -225,6 +231,193 @@ START_TEST(sighup_reloads_the_config_file)
 }
 END_TEST
 
+/* ---- signals under load ---------------------------------------------------- */
+
+#define LOAD_CLIENTS 4
+#define LOAD_BYTES (3u << 20) /* text-like: about 0.2 s of bzip2 -9 on one thread */
+
+typedef struct load_client {
+    const char *socket_path;
+    const uint8_t *data;
+    size_t len;
+    gpucomp_client *c; /* connected by the test before the thread starts */
+    int rc;            /* of the compress */
+    int second_rc;     /* of a second request on the same connection (SIGHUP test) */
+    int verified;      /* the answer decompresses (libbz2) to the input */
+    int do_second;
+} load_client;
+
+static int bz2_matches(const void *packed, size_t packed_len, const uint8_t *want, size_t want_len)
+{
+    unsigned out_len = (unsigned)want_len + 1;
+    char *out = malloc(out_len);
+    if (!out)
+        return 0;
+    int ok = BZ2_bzBuffToBuffDecompress(out, &out_len, (char *)packed, (unsigned)packed_len, 0, 0) == BZ_OK &&
+             out_len == want_len && memcmp(out, want, want_len) == 0;
+    free(out);
+    return ok;
+}
+
+static void *load_thread(void *arg)
+{
+    load_client *l = arg;
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *out = NULL;
+    size_t out_len = 0;
+    l->rc = gpucomp_compress(l->c, &o, l->data, l->len, &out, &out_len);
+    if (l->rc == GPUCOMP_OK)
+        l->verified = bz2_matches(out, out_len, l->data, l->len);
+    gpucomp_free(out);
+    if (l->do_second && l->rc == GPUCOMP_OK) {
+        out = NULL;
+        l->second_rc = gpucomp_compress(l->c, &o, l->data, 100000, &out, &out_len);
+        gpucomp_free(out);
+    }
+    return NULL;
+}
+
+/* Requests the daemon has taken in (finished or at the workers), from its counters. */
+static uint64_t accepted_requests(const char *socket_path, uint64_t base)
+{
+    gpucomp_client *c = NULL;
+    if (gpucomp_connect(socket_path, &c) != GPUCOMP_OK)
+        return 0;
+    gpucomp_stats st;
+    uint64_t n = 0;
+    if (gpucomp_stats_get(c, &st) == GPUCOMP_OK)
+        n = st.requests_ok + st.requests_failed + st.queue_depth - base;
+    gpucomp_close(c);
+    return n;
+}
+
+/* Start LOAD_CLIENTS compress requests on one-worker daemon d; return when all are taken in. */
+static void start_load(const test_daemon *d, load_client *l, pthread_t *t, uint8_t *data, int do_second)
+{
+    uint64_t base = accepted_requests(d->socket_path, 0); /* nothing at the workers yet */
+    for (int i = 0; i < LOAD_CLIENTS; i++) {
+        l[i] = (load_client){ .socket_path = d->socket_path, .data = data, .len = LOAD_BYTES,
+                              .rc = -1, .second_rc = -1, .do_second = do_second };
+        ck_assert_int_eq(gpucomp_connect(d->socket_path, &l[i].c), GPUCOMP_OK);
+    }
+    for (int i = 0; i < LOAD_CLIENTS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, load_thread, &l[i]), 0);
+    uint64_t seen = 0;
+    for (int i = 0; i < 500 && (seen = accepted_requests(d->socket_path, base)) < LOAD_CLIENTS; i++)
+        usleep(10000);
+    ck_assert_msg(seen >= LOAD_CLIENTS, "only %llu of %d requests reached the daemon",
+                  (unsigned long long)seen, LOAD_CLIENTS);
+}
+
+static void wait_for_log(const test_daemon *d, const char *line, double seconds)
+{
+    double end = now_s() + seconds;
+    while (!log_has(d, line) && now_s() < end)
+        usleep(5000);
+    ck_assert_msg(log_has(d, line), "no '%s' in the daemon's log", line);
+}
+
+START_TEST(sigterm_finishes_accepted_requests_and_refuses_new_ones)
+{
+    uint8_t *data = malloc(LOAD_BYTES);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, LOAD_BYTES, 2, 17);
+    test_daemon d = { .capture_log = 1 };
+    /* One worker, one codec thread: the requests queue up behind each other. */
+    const char *const args[] = { "--workers=1", "--codec-threads=1", "--gpu=off", "--log-level", "info", NULL };
+    test_daemon_start(&d, args);
+    load_client l[LOAD_CLIENTS];
+    pthread_t t[LOAD_CLIENTS];
+    start_load(&d, l, t, data, 0);
+
+    double sent = now_s();
+    kill(d.pid, SIGTERM);
+    wait_for_log(&d, "finishing in-flight requests", 2.0);
+    /* A new client during the drain is refused, and at once: no waiting for the exit. */
+    double t0 = now_s();
+    gpucomp_client *late = NULL;
+    int late_rc = gpucomp_connect(d.socket_path, &late);
+    double late_s = now_s() - t0;
+    ck_assert_msg(late_rc != GPUCOMP_OK, "a connection made after SIGTERM was served");
+    ck_assert_ptr_null(late);
+    ck_assert_msg(late_s < 0.5, "refusing the new connection took %.2f s", late_s);
+
+    for (int i = 0; i < LOAD_CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(l[i].rc == GPUCOMP_OK, "client %d: %s (%s)", i, gpucomp_strerror(l[i].rc),
+                      gpucomp_last_error(l[i].c));
+        ck_assert_msg(l[i].verified, "client %d: the answer is not its input, compressed", i);
+        gpucomp_close(l[i].c);
+    }
+    /* Exits once drained: well inside its 10 s grace, and with status 0. */
+    int status = -1;
+    double end = now_s() + 15;
+    while (now_s() < end && waitpid(d.pid, &status, WNOHANG) != d.pid)
+        usleep(10000);
+    double took = now_s() - sent;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "gpucompd did not exit cleanly after SIGTERM");
+    d.pid = 0;
+    ck_assert_msg(took < 10.0, "gpucompd took %.1f s to exit after SIGTERM", took);
+    test_daemon_cleanup(&d);
+    free(data);
+}
+END_TEST
+
+START_TEST(sighup_under_load_drops_no_connection)
+{
+    uint8_t *data = malloc(LOAD_BYTES);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, LOAD_BYTES, 2, 18);
+    test_daemon d = { .capture_log = 1 };
+    char conf[160], conf_arg[200], dir[] = "/tmp/gpucomp-conf-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(conf, sizeof conf, "%s/gpucompd.conf", dir);
+    write_text(conf, "max-request = 64M\n");
+    snprintf(conf_arg, sizeof conf_arg, "--config=%s", conf);
+    const char *const args[] = { conf_arg, "--workers=1", "--codec-threads=1", "--gpu=off",
+                                 "--log-level", "info", NULL };
+    test_daemon_start(&d, args);
+    gpucomp_client *idle = NULL; /* connected, nothing in flight */
+    ck_assert_int_eq(gpucomp_connect(d.socket_path, &idle), GPUCOMP_OK);
+    ck_assert_uint_eq(gpucomp_max_request_size(idle), 64u << 20);
+
+    load_client l[LOAD_CLIENTS];
+    pthread_t t[LOAD_CLIENTS];
+    start_load(&d, l, t, data, 1);
+    write_text(conf, "max-request = 1M\n");
+    kill(d.pid, SIGHUP);
+    wait_for_log(&d, "settings reloaded", 2.0);
+    ck_assert(log_has(&d, "SIGHUP: max-request changed"));
+
+    /* Every request in flight finishes, and each connection serves another one. */
+    for (int i = 0; i < LOAD_CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(l[i].rc == GPUCOMP_OK, "client %d: %s (%s)", i, gpucomp_strerror(l[i].rc),
+                      gpucomp_last_error(l[i].c));
+        ck_assert_msg(l[i].verified, "client %d: the answer is not its input, compressed", i);
+        ck_assert_msg(l[i].second_rc == GPUCOMP_OK, "client %d after SIGHUP: %s", i,
+                      gpucomp_strerror(l[i].second_rc));
+        gpucomp_close(l[i].c);
+    }
+    ck_assert_int_eq(gpucomp_ping(idle), GPUCOMP_OK);
+    /* The new limit holds: a new connection is told 1 MiB, and 3 MiB is refused. */
+    gpucomp_client *fresh = NULL;
+    ck_assert_int_eq(gpucomp_connect(d.socket_path, &fresh), GPUCOMP_OK);
+    ck_assert_uint_eq(gpucomp_max_request_size(fresh), 1u << 20);
+    void *out = NULL;
+    size_t out_len = 0;
+    ck_assert_int_eq(gpucomp_compress(fresh, NULL, data, LOAD_BYTES, &out, &out_len), GPUCOMP_E_LIMIT);
+    gpucomp_close(fresh);
+    gpucomp_close(idle);
+    ck_assert_int_eq(test_daemon_stop(&d), 0);
+    test_daemon_cleanup(&d);
+    unlink(conf);
+    rmdir(dir);
+    free(data);
+}
+END_TEST
+
 static Suite *service_suite(void)
 {
     Suite *s = suite_create("service");
@@ -234,6 +427,11 @@ static Suite *service_suite(void)
     tcase_add_test(t, no_watchdog_without_watchdog_usec);
     tcase_add_test(t, sighup_reloads_the_config_file);
     suite_add_tcase(s, t);
+    TCase *load = tcase_create("signals under load");
+    tcase_set_timeout(load, 120);
+    tcase_add_test(load, sigterm_finishes_accepted_requests_and_refuses_new_ones);
+    tcase_add_test(load, sighup_under_load_drops_no_connection);
+    suite_add_tcase(s, load);
     return s;
 }
 
