@@ -72,13 +72,19 @@ void gc_gpu_close(gc_gpu_ctx *ctx);
 /* ---- batch API (the scheduler's entry point) ------------------------------- */
 
 /* The codecs the GPU backend has kernels for. 0 is no codec: a job must name one. */
-typedef enum gc_gpu_codec { GC_GPU_CODEC_RLE = 1 } gc_gpu_codec;
+typedef enum gc_gpu_codec { GC_GPU_CODEC_RLE = 1, GC_GPU_CODEC_BZIP2 = 2 } gc_gpu_codec;
 
 typedef enum gc_gpu_op { GC_GPU_ENCODE = 0, GC_GPU_DECODE = 1 } gc_gpu_op;
+
+/* bzip2 encode options (bz2_options without the CPU engine's threads and job). */
+typedef struct gc_gpu_bzip2_options {
+    int level; /* 1..9: block size level*100k (0 = 9) */
+} gc_gpu_bzip2_options;
 
 /* A codec's options, read by encode jobs; the member is the job's codec. */
 typedef union gc_gpu_codec_options {
     rle_options rle;       /* GC_GPU_CODEC_RLE: width / chunk_size (threads ignored) */
+    gc_gpu_bzip2_options bzip2; /* GC_GPU_CODEC_BZIP2: level */
 } gc_gpu_codec_options;
 
 typedef struct gc_gpu_job {
@@ -87,7 +93,15 @@ typedef struct gc_gpu_job {
     /* rle encode: src = original data, opt.rle = width / chunk_size,
      *             dst capacity >= rle_compress_bound(src_len, &opt.rle).
      * rle decode: src = a whole rle frame, dst capacity >= its original size
-     *             (rle_frame_parse tells it); opt is ignored. */
+     *             (rle_frame_parse tells it); opt is ignored.
+     * bzip2 encode: src = original data, opt.bzip2.level; the stream is the
+     *             CPU engine's byte for byte (docs/BZIP2.md). dst_cap of
+     *             gc_gpu_bzip2_encode_cap(src_len) holds every stream but
+     *             crafted ones; a stream that does not fit dst_cap fails the
+     *             job with GC_E_LIMIT (rerun it on the CPU engine), and so
+     *             does a job whose input changed while it was read (a block
+     *             outgrew its plan). bzip2 decode is not on the GPU
+     *             (GC_E_UNSUPPORTED). */
     const uint8_t *src;
     size_t src_len;
     gc_gpu_codec_options opt;
@@ -124,6 +138,40 @@ typedef struct gc_gpu_batch_stats {
  */
 int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
                      gc_gpu_batch_stats *stats, gc_error *err);
+
+/* dst_cap for a bzip2 encode job that fits any stream the data can give but
+ * crafted worst cases (bzip2 output exceeds its input by < 1% on random bytes). */
+static inline size_t gc_gpu_bzip2_encode_cap(size_t src_len)
+{
+    return src_len + src_len / 32 + (64u << 10);
+}
+
+/* ---- bzip2's device-resident encoder (tests, benchmarks) ------------------- */
+
+/* Time per stage of gc_gpu_bzip2_encode_device (CUDA events, summed over pieces). */
+typedef struct gc_gpu_bzip2_stages {
+    double plan_ms;   /* runs, block planning, RLE1, block CRCs */
+    double bwt_ms;    /* the rotation sort and the last column */
+    double mtf_ms;    /* symbol map, MTF/RLE2, symbol frequencies */
+    double tables_ms; /* table choice, refinement, code lengths, block bit lengths */
+    double pack_ms;   /* the blocks' bits into the stream */
+    uint64_t blocks;  /* bzip2 blocks written */
+    uint64_t pieces;  /* device passes (each up to the scratch's piece size) */
+} gc_gpu_bzip2_stages;
+
+/* Device scratch for pieces of up to piece_bytes input (a multiple of the
+ * 32 MiB segment, docs/BZIP2.md section 3; 0 = one segment). */
+size_t gc_gpu_bzip2_scratch_size(size_t piece_bytes);
+
+/*
+ * Compress d_src[0..src_len) (device memory) into one bzip2 stream at d_dst
+ * (device memory, dst_cap bytes), identical to bz2_compress at this level.
+ * Works in pieces of as many 32 MiB segments as the scratch holds, on the
+ * context's stream 0, and waits for it. stages may be NULL.
+ */
+int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level, void *d_dst,
+                               size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
+                               gc_gpu_bzip2_stages *stages, gc_error *err);
 
 /* ---- rle's device-resident entry points (tests, benchmarks) ---------------- */
 

@@ -37,6 +37,12 @@ struct SlotBuffers {
     uint8_t *h_meta;                        /* pinned: metadata both ways */
     size_t in_cap, out_cap, meta_cap, scr_cap;
     const CrcTables *d_tab;
+    const Crc32Tables *d_tab32;             /* CRC-32 (bzip2's CRC, see gpu_internal.cuh) */
+    /* the slot's lazily made scratch of a codec that needs far more than
+     * slot_scratch (bzip2's rotation sort): the codec allocates it on first
+     * use (*d_lazy, *lazy_cap) and the context frees it */
+    uint8_t **d_lazy;
+    size_t *lazy_cap;
 };
 
 /* The capacities piece_units fits a piece to. */
@@ -55,6 +61,7 @@ struct Piece {
      * piece_place when the output is sized on the device */
     uint8_t *out_host = nullptr;
     uint64_t out_len = 0;
+    uint64_t out_dev_off = 0; /* the output starts at d_out + out_dev_off */
     /* h_meta[meta_in_off .. + meta_in_len) goes to d_meta before the kernels */
     uint64_t meta_in_off = 0, meta_in_len = 0;
     /* the codec's: where piece_kernels left the results piece_meta_d2h copies */
@@ -90,6 +97,17 @@ class GpuJob {
         (void)h_meta;
         return gc_fail(err, GC_E_INTERNAL, "gpu: piece_place of a codec that sizes its output on the host");
     }
+    /* Two-phase output only, after piece_place: queue what needs the
+     * placement (bzip2: its bits at the piece's bit offset) on st, before
+     * the output's D2H. */
+    virtual int piece_place_kernels(Piece &p, const SlotBuffers &b, cudaStream_t st, gc_error *err)
+    {
+        (void)p;
+        (void)b;
+        (void)st;
+        (void)err;
+        return GC_OK;
+    }
     /* The piece's results are on the host (h_meta): GC_OK, or the job's
      * error (the job fails, its other pieces are dropped). */
     virtual int piece_check(const Piece &p, const uint8_t *h_meta, gc_error *err)
@@ -115,8 +133,9 @@ struct GpuCodec {
     int (*prepare)(gc_gpu_job &job, size_t j, GpuJob **out);
 };
 
-/* The codecs, in rle_gpu.cu and the next codecs' files. */
+/* The codecs, in rle_gpu.cu and bz2_gpu.cu. */
 extern const GpuCodec kRleCodec;
+extern const GpuCodec kBzip2Codec;
 
 } // namespace gcgpu
 

@@ -56,6 +56,7 @@ void ctx_free(gc_gpu_ctx *ctx)
         cudaFree(s.d_out);
         cudaFree(s.d_meta);
         cudaFree(s.d_scr);
+        cudaFree(s.d_lazy);
         for (cudaEvent_t e : {s.e_h0, s.e_h1, s.e_k1, s.e_m1, s.e_d0, s.e_d1})
             if (e)
                 cudaEventDestroy(e);
@@ -67,6 +68,7 @@ void ctx_free(gc_gpu_ctx *ctx)
     if (ctx->e_legacy)
         cudaEventDestroy(ctx->e_legacy);
     cudaFree(ctx->d_tab);
+    cudaFree(ctx->d_tab32);
     cudaFreeHost(ctx->h_small);
     (void)cudaGetLastError();
     pthread_mutex_destroy(&ctx->mu);
@@ -84,6 +86,15 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     if (rc == cudaSuccess)
         rc = cudaMemcpy(ctx->d_tab, h_tab, sizeof(CrcTables), cudaMemcpyHostToDevice);
     free(h_tab);
+    GC_CUDA(rc);
+    Crc32Tables *h_tab32 = static_cast<Crc32Tables *>(malloc(sizeof(Crc32Tables)));
+    if (!h_tab32)
+        return gc_fail(err, GC_E_NOMEM, "gpu: out of host memory");
+    crc_tables_build(h_tab32);
+    rc = cudaMalloc(&ctx->d_tab32, sizeof(Crc32Tables));
+    if (rc == cudaSuccess)
+        rc = cudaMemcpy(ctx->d_tab32, h_tab32, sizeof(Crc32Tables), cudaMemcpyHostToDevice);
+    free(h_tab32);
     GC_CUDA(rc);
     GC_CUDA(cudaMallocHost(&ctx->h_small, 4096));
     GC_CUDA(cudaEventCreate(&ctx->e_begin));

@@ -43,7 +43,7 @@ extern "C" {
 
 namespace gcgpu {
 
-const GpuCodec *const kCodecs[] = {&kRleCodec};
+const GpuCodec *const kCodecs[] = {&kRleCodec, &kBzip2Codec};
 const size_t kCodecCount = sizeof kCodecs / sizeof kCodecs[0];
 
 const GpuCodec *codec_find(int id)
@@ -110,10 +110,11 @@ void direct_part(uintptr_t lo, uintptr_t hi, const void *p, uint64_t len, uint64
     }
 }
 
-SlotBuffers slot_buffers(const gc_gpu_ctx *ctx, const Slot &sl)
+SlotBuffers slot_buffers(const gc_gpu_ctx *ctx, Slot &sl)
 {
-    return SlotBuffers{sl.d_in,       sl.d_out,     sl.d_meta,     sl.d_scr,     sl.h_meta,
-                       ctx->in_cap,   ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->d_tab};
+    return SlotBuffers{sl.d_in,     sl.d_out,       sl.d_meta,     sl.d_scr,       sl.h_meta,
+                       ctx->in_cap, ctx->out_cap,   ctx->meta_cap, ctx->scr_cap,   ctx->d_tab,
+                       ctx->d_tab32, &sl.d_lazy,    &sl.lazy_cap};
 }
 
 /* Prepare a job: its codec checks it and makes its GpuJob; false when it
@@ -274,7 +275,8 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t u0, uint64_t n)
 int piece_output_d2h(Batch &b, Slot &sl, gc_error *err)
 {
     BCUDA(cudaEventRecord(sl.e_d0, sl.st));
-    BCUDA(dma_parts(sl.d_out, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false, sl.st));
+    BCUDA(dma_parts(sl.d_out + sl.p.out_dev_off, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false,
+                    sl.st));
     BCUDA(cudaEventRecord(sl.e_d1, sl.st));
     b.st.d2h_bytes += sl.p.out_len + sl.meta_d2h;
     sl.state = S_D2H;
@@ -328,6 +330,8 @@ int piece_place(Batch &b, Slot &sl, gc_error *err)
 {
     JobState &s = b.js[sl.job];
     int rc = s.codec->piece_place(sl.p, sl.h_meta, err);
+    if (rc == GC_OK)
+        rc = s.codec->piece_place_kernels(sl.p, slot_buffers(b.ctx, sl), sl.st, err);
     if (rc != GC_OK)
         return rc;
     s.place_next = sl.p.u0 + sl.p.n;

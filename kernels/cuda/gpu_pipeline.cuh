@@ -25,6 +25,8 @@ struct Slot {
     cudaStream_t st = nullptr;
     uint8_t *h_in = nullptr, *h_out = nullptr, *h_meta = nullptr;
     uint8_t *d_in = nullptr, *d_out = nullptr, *d_meta = nullptr, *d_scr = nullptr;
+    uint8_t *d_lazy = nullptr; /* a codec's scratch made on first use (SlotBuffers::d_lazy) */
+    size_t lazy_cap = 0;
     cudaEvent_t e_h0 = nullptr, e_h1 = nullptr, e_k1 = nullptr, e_m1 = nullptr, e_d0 = nullptr, e_d1 = nullptr;
     int state = S_IDLE;
     bool used = false;
@@ -56,6 +58,7 @@ struct gc_gpu_ctx {
     unsigned ns = 0;
     size_t batch = 0, in_cap = 0, out_cap = 0, meta_cap = 0, scr_cap = 0;
     gcgpu::CrcTables *d_tab = nullptr;
+    gcgpu::Crc32Tables *d_tab32 = nullptr;
     pthread_mutex_t mu;
     std::vector<gcgpu::Slot> slots;
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;

@@ -69,6 +69,21 @@ int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_
     return NO_CUDA(err);
 }
 
+size_t gc_gpu_bzip2_scratch_size(size_t piece_bytes)
+{
+    (void)piece_bytes;
+    return 0;
+}
+
+int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level, void *d_dst,
+                               size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
+                               gc_gpu_bzip2_stages *stages, gc_error *err)
+{
+    (void)ctx; (void)d_src; (void)src_len; (void)level; (void)d_dst; (void)dst_cap;
+    (void)dst_len; (void)d_scratch; (void)scratch_len; (void)stages;
+    return NO_CUDA(err);
+}
+
 void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i)
 {
     (void)ctx;

@@ -1,0 +1,187 @@
+/*
+ * bz2_enc.cu - the bzip2 encoder's piece on the device: its scratch (sized
+ * once per slot from the largest piece, carved into the stages' arrays) and
+ * the order of the stages (bz2_gpu.cuh).
+ */
+#include <cub/cub.cuh>
+#include <cuda/functional>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "bz2_gpu.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+constexpr uint32_t kMinLimit = 1 * 100000 - 19; /* level 1: the most blocks */
+
+struct Sizes {
+    uint64_t piece, rle, segs, blocks_seg, blocks, groups, chunks;
+};
+
+Sizes sizes_for(uint64_t piece_cap)
+{
+    Sizes z;
+    z.piece = piece_cap;
+    z.rle = piece_cap + piece_cap / 4 + 64;
+    z.segs = (piece_cap + kBz2Segment - 1) / kBz2Segment;
+    if (z.segs == 0)
+        z.segs = 1;
+    /* every block of a segment but its last holds >= limit - 4 RLE1 bytes, >= (limit - 4) * 4 / 5 input bytes */
+    z.blocks_seg = kBz2Segment / ((kMinLimit - 4) / 2) + 3;
+    z.blocks = z.segs * z.blocks_seg;
+    z.groups = (z.rle + z.blocks) / kBz2GroupSize + 2 * z.blocks + 2;
+    z.chunks = z.rle / kBz2MtfChunk + z.blocks + 1;
+    return z;
+}
+
+/* Type-identical stand-ins of the CUB calls the stages make, for their temporary sizes. */
+struct AnyFlag {
+    __device__ bool operator()(uint32_t) const { return true; }
+};
+struct AnyVal {
+    __device__ uint32_t operator()(uint32_t) const { return 0; }
+};
+
+size_t cub_bytes_for(const Sizes &z)
+{
+    size_t need = 0, b = 0;
+    thrust::counting_iterator<uint32_t> idx(0);
+    int nr = (int)z.rle;
+    cub::DeviceSelect::If(nullptr, b, idx, (uint32_t *)nullptr, (uint32_t *)nullptr, nr, AnyFlag{});
+    need = std::max(need, b);
+    auto vals = thrust::make_transform_iterator(idx, AnyVal{});
+    cub::DeviceScan::ExclusiveSum(nullptr, b, vals, (uint32_t *)nullptr, nr + 1);
+    need = std::max(need, b);
+    cub::DeviceScan::InclusiveScan(nullptr, b, vals, (uint32_t *)nullptr, cuda::maximum<uint32_t>(), nr);
+    need = std::max(need, b);
+    cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);
+    cub::DoubleBuffer<uint32_t> vb(nullptr, nullptr);
+    cub::DeviceRadixSort::SortPairs(nullptr, b, kb, vb, nr, 0, 64);
+    need = std::max(need, b);
+    /* the stages' functors differ from these stand-ins, not the iterator or
+     * item types that decide the sizes; keep a margin all the same */
+    return need + need / 8 + (1u << 20);
+}
+
+/* Carve n items of T from *p (256-byte aligned); false past end. */
+template <class T>
+bool take(uint8_t *&p, uint8_t *end, uint64_t n, T **out)
+{
+    uintptr_t a = ((uintptr_t)p + 255) & ~(uintptr_t)255;
+    uint64_t bytes = n * sizeof(T);
+    if (a + bytes > (uintptr_t)end || a < (uintptr_t)p)
+        return false;
+    *out = reinterpret_cast<T *>(a);
+    p = reinterpret_cast<uint8_t *>(a + bytes);
+    return true;
+}
+
+bool carve(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch *s)
+{
+    s->piece_cap = z.piece;
+    s->rle_cap = z.rle;
+    s->max_blocks = (uint32_t)z.blocks;
+    s->max_blocks_seg = (uint32_t)z.blocks_seg;
+    s->group_cap = z.groups;
+    s->cub_bytes = cub;
+    uint8_t *tmp = nullptr;
+    return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.segs, &s->seg_blocks) &&
+           take(p, end, z.blocks, &s->seg_blk) && take(p, end, z.piece + 2, &s->runs) &&
+           take(p, end, z.piece + 2, &s->run_off) && take(p, end, 1, &s->n_runs) && take(p, end, z.rle, &s->rle) &&
+           take(p, end, z.rle, &s->bwt) && take(p, end, z.rle, &s->key0) && take(p, end, z.rle, &s->key1) &&
+           take(p, end, z.rle, &s->val0) && take(p, end, z.rle, &s->val1) && take(p, end, z.rle, &s->sa) &&
+           take(p, end, z.rle, &s->isa) && take(p, end, z.rle, &s->ulist0) && take(p, end, z.rle, &s->ulist1) &&
+           take(p, end, z.rle, &s->ulist2) && take(p, end, z.blocks + 1, &s->chunk_base) &&
+           take(p, end, z.chunks * 256, &s->mtf_lists) && take(p, end, z.chunks, &s->mtf_front) &&
+           take(p, end, 16, &s->counts) && take(p, end, z.blocks, &s->crc_acc) &&
+           take(p, end, z.rle + z.blocks, &s->sym) && take(p, end, z.blocks * kBz2MaxAlpha, &s->freq) &&
+           take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
+           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->lens) &&
+           take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes) && take(p, end, cub, &tmp) &&
+           (s->cub_tmp = tmp, true);
+}
+
+} // namespace
+
+size_t bz2_scratch_bytes(uint64_t piece_cap)
+{
+    Sizes z = sizes_for(piece_cap);
+    size_t cub = cub_bytes_for(z);
+    Bz2Scratch s;
+    /* carve from a fake base as large as can be to measure the layout */
+    uint8_t *base = reinterpret_cast<uint8_t *>((uintptr_t)1 << 12);
+    uint8_t *end = reinterpret_cast<uint8_t *>(~(uintptr_t)0 >> 1);
+    if (!carve(base, end, z, cub, &s))
+        return 0;
+    return (size_t)((uint8_t *)s.cub_tmp + cub - base) + 4096;
+}
+
+int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err)
+{
+    Sizes z = sizes_for(piece_cap);
+    size_t cub = cub_bytes_for(z);
+    uint8_t *p = static_cast<uint8_t *>(base);
+    if (!carve(p, p + len, z, cub, s))
+        return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %zu bytes of scratch do not hold a %llu-byte piece", len,
+                       (unsigned long long)piece_cap);
+    return GC_OK;
+}
+
+int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s, const Crc32Tables *d_tab32,
+                   cudaStream_t st, Bz2Result *h_res, float *stage_ms, gc_error *err)
+{
+    if (len > s.piece_cap)
+        return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: a piece of %llu bytes over the scratch's %llu",
+                       (unsigned long long)len, (unsigned long long)s.piece_cap);
+    cudaEvent_t ev[5] = {};
+    int rc = GC_OK;
+    if (stage_ms)
+        for (cudaEvent_t &e : ev)
+            GC_CUDA(cudaEventCreate(&e));
+    auto mark = [&](int i) { return stage_ms ? cudaEventRecord(ev[i], st) : cudaSuccess; };
+    uint32_t nb = 0;
+    uint64_t rle_total = 0;
+    GC_CUDA(cudaMemsetAsync(s.res, 0, sizeof(Bz2Result), st));
+    GC_CUDA(mark(0));
+    rc = bz2_plan(d_src, len, (uint32_t)(level * 100000 - 19), s, st, &nb, &rle_total, err);
+    if (rc == GC_OK)
+        rc = bz2_rle1_crc(d_src, len, nb, rle_total, s, d_tab32, st, err);
+    if (rc == GC_OK && mark(1) != cudaSuccess)
+        rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord failed");
+    if (rc == GC_OK)
+        rc = bz2_bwt(nb, rle_total, s, st, err);
+    if (rc == GC_OK && mark(2) != cudaSuccess)
+        rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord failed");
+    if (rc == GC_OK)
+        rc = bz2_mtf(nb, s, st, err);
+    if (rc == GC_OK && mark(3) != cudaSuccess)
+        rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord failed");
+    if (rc == GC_OK)
+        rc = bz2_tables(nb, s, st, err);
+    if (rc == GC_OK && mark(4) != cudaSuccess)
+        rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord failed");
+    if (rc == GC_OK) {
+        cudaError_t c = cudaMemcpyAsync(h_res, s.res, sizeof(Bz2Result), cudaMemcpyDeviceToHost, st);
+        if (c == cudaSuccess)
+            c = cudaStreamSynchronize(st);
+        if (c != cudaSuccess)
+            rc = gc_fail(err, GC_E_DEVICE, "cuda: piece results: %s", cudaGetErrorString(c));
+    }
+    if (rc == GC_OK && stage_ms)
+        for (int i = 0; i < 4; i++) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) == cudaSuccess)
+                stage_ms[i] += ms;
+        }
+    if (stage_ms)
+        for (cudaEvent_t e : ev)
+            if (e)
+                cudaEventDestroy(e);
+    if (rc == GC_OK && h_res->status)
+        rc = gc_fail(err, (gc_status)h_res->status, "gpu bzip2: the piece failed on the device");
+    return rc;
+}
+
+} // namespace gcgpu

@@ -1,0 +1,289 @@
+/*
+ * bz2_enc_bwt.cu - the BWT of every block of a piece at once: the cyclic
+ * rotations of all blocks sorted together (docs/BZIP2.md section 4).
+ *
+ * 1. Each block's primitive root: the smallest period p dividing n with
+ *    s = u^(n/p). Only u's p rotations are sorted; the column of s is u's
+ *    with every byte repeated n/p times (so all-equal and periodic blocks
+ *    cost the sort of their root, and equal rotations never need a tie rule).
+ * 2. One CUB radix sort of (block, first kKeyBytes bytes) over all blocks.
+ * 3. Prefix doubling on what is unresolved: rank = sorted position of the
+ *    group head; each round sorts only the elements of groups of two or
+ *    more by (rank[i], rank[i + h]) and doubles h, so the work follows the
+ *    unresolved count. Every sort is stable and the first one sees positions
+ *    in order, so equal keys keep index order throughout (the tie rule
+ *    never matters after step 1, but it costs nothing to keep).
+ * 4. The last column and origPtr per block, expanded by n/p.
+ * The host reads one count per round (the next sort's size), so this waits.
+ */
+#include <cub/cub.cuh>
+#include <cuda/functional>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "bz2_gpu.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+constexpr int kMaxDivisors = 320; /* a number below 2^20 has at most 240 */
+
+/* One block per CTA: the smallest period p | n (p < n) with s[i] == s[i + p] for all i, else n. */
+__global__ void find_periods(const uint8_t *rle, Bz2Block *blk)
+{
+    __shared__ uint32_t divs[kMaxDivisors];
+    __shared__ int ndiv;
+    __shared__ uint32_t found;
+    Bz2Block &b = blk[blockIdx.x];
+    const uint32_t n = b.n;
+    const uint8_t *s = rle + b.rle_off;
+    if (threadIdx.x == 0) {
+        int lo = 0, hi = kMaxDivisors - 1; /* small divisors up from 0, their partners down from the end */
+        for (uint32_t d = 1; (uint64_t)d * d <= n; d++)
+            if (n % d == 0) {
+                divs[lo++] = d;
+                if (d != n / d && d != 1)
+                    divs[hi--] = n / d;
+            }
+        for (int k = hi + 1; k < kMaxDivisors; k++) /* the partners ascending after the small ones */
+            divs[lo++] = divs[k];
+        ndiv = lo;
+        found = n;
+    }
+    __syncthreads();
+    for (int di = 0; di < ndiv; di++) {
+        uint32_t p = divs[di];
+        if (p >= n)
+            break;
+        int bad = 0;
+        for (uint32_t base = 0; base < n - p; base += blockDim.x * 4) {
+            for (uint32_t j = 0; j < 4; j++) {
+                uint32_t i = base + threadIdx.x * 4 + j;
+                if (i < n - p && s[i] != s[i + p])
+                    bad = 1;
+            }
+            if (__syncthreads_or(bad))
+                break;
+        }
+        if (!__syncthreads_or(bad)) {
+            if (threadIdx.x == 0)
+                found = p;
+            break;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        b.period = found;
+}
+
+/* One thread: the blocks' places in the sort space; counts[0] = its size. */
+__global__ void sort_offsets(Bz2Block *blk, uint32_t nb, uint32_t *counts)
+{
+    uint32_t o = 0, maxp = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+        blk[b].sort_off = o;
+        o += blk[b].period;
+        maxp = max(maxp, blk[b].period);
+    }
+    counts[0] = o;
+    counts[1] = maxp;
+}
+
+__device__ __forceinline__ uint32_t block_of_sort(const Bz2Block *blk, uint32_t nb, uint32_t g)
+{
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].sort_off <= g)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb, uint32_t ns, uint64_t *key,
+                           uint32_t *val)
+{
+    uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= ns)
+        return;
+    uint32_t bi = block_of_sort(blk, nb, g);
+    const Bz2Block &b = blk[bi];
+    const uint8_t *s = rle + b.rle_off;
+    uint32_t p = b.period, i = g - b.sort_off;
+    uint64_t k = (uint64_t)bi;
+    for (int j = 0; j < kBz2KeyBytes; j++) {
+        k = (k << 8) | s[i];
+        i = i + 1 == p ? 0 : i + 1;
+    }
+    key[g] = k;
+    val[g] = g;
+}
+
+struct HeadPos { /* t if a group starts at t, else 0 (a max-scan gives each t its group's start) */
+    const uint64_t *key;
+    __device__ __forceinline__ uint32_t operator()(uint32_t t) const
+    {
+        return (t == 0 || key[t] != key[t - 1]) ? t : 0u;
+    }
+};
+
+struct Unresolved { /* t's group has two or more members */
+    const uint64_t *key;
+    uint32_t n;
+    __device__ __forceinline__ bool operator()(uint32_t t) const
+    {
+        bool head = t == 0 || key[t] != key[t - 1];
+        bool next_head = t + 1 == n || key[t + 1] != key[t];
+        return !(head && next_head);
+    }
+};
+
+/* First sort done: sa = sorted positions, isa = group starts. */
+__global__ void first_ranks(const uint32_t *val, const uint32_t *gs, uint32_t ns, uint32_t *sa, uint32_t *isa)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= ns)
+        return;
+    sa[t] = val[t];
+    isa[val[t]] = gs[t];
+}
+
+/* A round's keys: (rank of i, rank of i + h within the block's root). */
+__global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *sa, const uint32_t *isa,
+                           const Bz2Block *blk, uint32_t nb, uint64_t h, int rbits, uint64_t *key, uint32_t *val)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nu)
+        return;
+    uint32_t g = sa[u[t]];
+    const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
+    uint32_t i = g - b.sort_off;
+    uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
+    key[t] = ((uint64_t)isa[g] << rbits) | isa[b.sort_off + i2];
+    val[t] = g;
+}
+
+/* A round's results: the sorted positions back into sa, new group starts into isa. */
+__global__ void round_ranks(const uint32_t *u, uint32_t nu, const uint32_t *val, const uint32_t *gs, uint32_t *sa,
+                            uint32_t *isa)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nu)
+        return;
+    sa[u[t]] = val[t];
+    isa[val[t]] = u[gs[t]];
+}
+
+/* The unresolved list's positions of the still unresolved t. */
+__global__ void gather_u(const uint32_t *u, const uint32_t *sel, const uint32_t *n_sel, uint32_t *out)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < *n_sel)
+        out[t] = u[sel[t]];
+}
+
+/* Last column, expanded by n / period, and origPtr. */
+__global__ void last_column(const uint8_t *rle, Bz2Block *blk, uint32_t nb, uint64_t total, const uint32_t *sa,
+                            uint8_t *bwt)
+{
+    uint64_t o = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= total)
+        return;
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].rle_off <= o)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    Bz2Block &b = blk[lo];
+    uint32_t local = (uint32_t)(o - b.rle_off), k = b.n / b.period;
+    uint32_t r = local / k;
+    uint32_t i = sa[b.sort_off + r] - b.sort_off;
+    bwt[o] = rle[b.rle_off + (i == 0 ? b.period - 1 : i - 1)];
+    if (i == 0 && local % k == 0)
+        b.orig = r * k;
+}
+
+int bits_for(uint64_t v) /* bits to hold 0..v */
+{
+    int b = 1;
+    while (b < 64 && (v >> b))
+        b++;
+    return b;
+}
+
+unsigned grid_for(uint64_t n) { return (unsigned)((n + kBz2Threads - 1) / kBz2Threads); }
+
+} // namespace
+
+int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_error *err)
+{
+    if (nb == 0)
+        return GC_OK;
+    find_periods<<<nb, kBz2Threads, 0, st>>>(s.rle, s.blk);
+    GC_CUDA_LAUNCHED("find_periods");
+    sort_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.counts);
+    GC_CUDA_LAUNCHED("sort_offsets");
+    uint32_t hc[2];
+    GC_CUDA(cudaMemcpyAsync(hc, s.counts, sizeof hc, cudaMemcpyDeviceToHost, st));
+    GC_CUDA(cudaStreamSynchronize(st));
+    const uint32_t ns = hc[0], maxp = hc[1];
+    if (ns) {
+        first_keys<<<grid_for(ns), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, ns, s.key0, s.val0);
+        GC_CUDA_LAUNCHED("first_keys");
+        cub::DoubleBuffer<uint64_t> kb(s.key0, s.key1);
+        cub::DoubleBuffer<uint32_t> vb(s.val0, s.val1);
+        size_t tmp = s.cub_bytes;
+        GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, 8 * kBz2KeyBytes + bits_for(nb - 1),
+                                                st));
+        thrust::counting_iterator<uint32_t> idx(0);
+        auto heads = thrust::make_transform_iterator(idx, HeadPos{kb.Current()});
+        tmp = s.cub_bytes;
+        GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, heads, s.ulist1, cuda::maximum<uint32_t>(), (int)ns, st));
+        first_ranks<<<grid_for(ns), kBz2Threads, 0, st>>>(vb.Current(), s.ulist1, ns, s.sa, s.isa);
+        GC_CUDA_LAUNCHED("first_ranks");
+        tmp = s.cub_bytes;
+        GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist0, s.counts + 2, (int)ns,
+                                      Unresolved{kb.Current(), ns}, st));
+        uint32_t nu = 0;
+        GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
+        GC_CUDA(cudaStreamSynchronize(st));
+        const int rbits = bits_for(ns);
+        uint32_t *u = s.ulist0, *u_next = s.ulist2;
+        for (uint64_t h = kBz2KeyBytes; nu > 0 && h < maxp; h *= 2) {
+            cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
+            cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
+            round_keys<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rbits, rk.Current(),
+                                                             rv.Current());
+            GC_CUDA_LAUNCHED("round_keys");
+            tmp = s.cub_bytes;
+            GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, 2 * rbits, st));
+            auto rheads = thrust::make_transform_iterator(idx, HeadPos{rk.Current()});
+            tmp = s.cub_bytes;
+            GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, rheads, s.ulist1, cuda::maximum<uint32_t>(), (int)nu, st));
+            round_ranks<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, rv.Current(), s.ulist1, s.sa, s.isa);
+            GC_CUDA_LAUNCHED("round_ranks");
+            /* still unresolved: their t into ulist1 (free again), then their positions into u_next */
+            tmp = s.cub_bytes;
+            GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist1, s.counts + 2, (int)nu,
+                                          Unresolved{rk.Current(), nu}, st));
+            gather_u<<<grid_for(nu), kBz2Threads, 0, st>>>(u, s.ulist1, s.counts + 2, u_next);
+            GC_CUDA_LAUNCHED("gather_u");
+            GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
+            GC_CUDA(cudaStreamSynchronize(st));
+            uint32_t *x = u;
+            u = u_next;
+            u_next = x;
+        }
+    }
+    last_column<<<grid_for(rle_total), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, rle_total, s.sa, s.bwt);
+    GC_CUDA_LAUNCHED("last_column");
+    return GC_OK;
+}
+
+} // namespace gcgpu

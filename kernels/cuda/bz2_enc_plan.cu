@@ -1,0 +1,330 @@
+/*
+ * bz2_enc_plan.cu - the encoder's first stage on the device: blocks of a
+ * piece (docs/BZIP2.md section 3), their RLE1 bytes and their CRCs.
+ *
+ * RLE1 units never cross a maximal run of equal bytes, and a run entered at
+ * its first byte encodes to rle1_size(m) bytes whatever came before. So:
+ * 1. the run starts (a segment start is always one) and each run's size
+ *    are found in parallel, with a prefix sum of the sizes (CUB);
+ * 2. one warp per segment fills blocks greedily: a block's end is found by
+ *    a 32-way search of that prefix sum, and only the run the block ends in
+ *    is split (its first part by whole units, the rest re-entered as a
+ *    fresh run by the next block, as the CPU planner does);
+ * 3. every thread writes 16 RLE1 bytes from the runs, and the block CRCs
+ *    come from 4 KiB tiles on the shared CRC tables, moved to the block end
+ *    and xored together.
+ */
+#include <cub/cub.cuh>
+#include <cuda/functional>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "bz2_gpu.cuh"
+#include "crc32c_device.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+/* RLE1 bytes of a run of m equal bytes entered at its first byte. */
+__device__ __forceinline__ uint32_t rle1_size(uint32_t m)
+{
+    uint32_t q = m / 255, r = m % 255;
+    return 5 * q + (r >= 4 ? 5 : r);
+}
+
+/* Input bytes of a run of m that whole units put into `room` output bytes. */
+__device__ __forceinline__ uint32_t rle1_take(uint32_t m, uint32_t room)
+{
+    uint32_t q = m / 255, r = m % 255;
+    uint32_t full = min(q, room / 5);
+    if (full < q)
+        return 255 * full;
+    room -= 5 * q;
+    if (r >= 4)
+        return room >= 5 ? m : 255 * q;
+    return 255 * q + min(r, room);
+}
+
+/* RLE1 byte u of a run of m bytes of value b. */
+__device__ __forceinline__ uint8_t rle1_byte(uint32_t m, uint8_t b, uint32_t u)
+{
+    uint32_t q = m / 255;
+    if (u < 5 * q)
+        return u % 5 < 4 ? b : (uint8_t)251;
+    uint32_t r = m % 255;
+    u -= 5 * q;
+    return (r >= 4 && u == 4) ? (uint8_t)(r - 4) : b;
+}
+
+struct RunHead {
+    const uint8_t *src;
+    __device__ __forceinline__ bool operator()(uint32_t i) const
+    {
+        return i == 0 || (i & (uint32_t)(kBz2Segment - 1)) == 0 || src[i] != src[i - 1];
+    }
+};
+
+struct RunSize {
+    const uint32_t *runs;
+    const uint32_t *n_runs;
+    __device__ __forceinline__ uint32_t operator()(uint32_t k) const
+    {
+        return k < *n_runs ? rle1_size(runs[k + 1] - runs[k]) : 0u;
+    }
+};
+
+__global__ void close_runs(uint32_t *runs, const uint32_t *n_runs, uint32_t len)
+{
+    runs[*n_runs] = len;
+}
+
+/* Largest k in [lo, hi] with off[k] <= target (off increasing, off[lo] <= target): a 32-way search by one warp. */
+__device__ uint32_t warp_search(const uint32_t *off, uint32_t lo, uint32_t hi, uint32_t target)
+{
+    const unsigned lane = threadIdx.x & 31;
+    while (lo < hi) {
+        uint32_t step = (hi - lo + 31) / 32;
+        uint64_t p = (uint64_t)lo + (uint64_t)(lane + 1) * step;
+        bool ok = p <= hi && off[p] <= target;
+        uint32_t c = __popc(__ballot_sync(0xffffffffu, ok));
+        uint32_t nlo = lo + c * step;
+        hi = c == 32 ? hi : min(hi, lo + (c + 1) * step - 1);
+        lo = nlo;
+    }
+    return lo;
+}
+
+/* First run of the segment that starts at input offset a. */
+__device__ uint32_t first_run_at(const uint32_t *runs, uint32_t n_runs, uint32_t a)
+{
+    uint32_t lo = 0, hi = n_runs; /* runs[hi] = len >= a */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (runs[mid] < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* One warp per segment: its blocks, greedily, into seg_blk[seg * max_seg ...]. */
+__global__ void plan_segments(const uint32_t *runs, const uint32_t *off, const uint32_t *n_runs_p, uint32_t len,
+                              uint32_t limit, Bz2Block *seg_blk, uint32_t *seg_blocks, uint32_t max_seg,
+                              uint32_t segs, uint32_t *status)
+{
+    const uint32_t seg = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (seg >= segs)
+        return;
+    const unsigned lane = threadIdx.x & 31;
+    const uint32_t n_runs = *n_runs_p;
+    const uint32_t a = (uint32_t)(seg * kBz2Segment);
+    const uint32_t e = (uint32_t)min64(len, (uint64_t)a + kBz2Segment);
+    uint32_t k = first_run_at(runs, n_runs, a);
+    const uint32_t k_end = first_run_at(runs, n_runs, e);
+    uint32_t skip = 0, nb = 0;
+    Bz2Block *out = seg_blk + (uint64_t)seg * max_seg;
+    while (k < k_end) {
+        Bz2Block b = {};
+        b.run0 = k;
+        b.skip0 = skip;
+        b.in_start = runs[k] + skip;
+        uint32_t m0 = runs[k + 1] - runs[k] - skip;
+        uint32_t f0 = rle1_size(m0);
+        if (f0 > limit) { /* the block lies inside one run */
+            uint32_t t = rle1_take(m0, limit);
+            b.in_len = t;
+            b.n = rle1_size(t);
+            skip += t;
+        } else {
+            uint32_t base = off[k + 1];
+            uint32_t hi = (uint32_t)min64(k_end, (uint64_t)k + 1 + limit);
+            uint32_t k2 = warp_search(off, k + 1, hi, base + (limit - f0));
+            uint32_t used = f0 + (off[k2] - base);
+            if (k2 == k_end) {
+                b.in_len = e - b.in_start;
+                b.n = used;
+                k = k_end;
+                skip = 0;
+            } else {
+                uint32_t t = rle1_take(runs[k2 + 1] - runs[k2], limit - used);
+                b.in_len = runs[k2] + t - b.in_start;
+                b.n = used + rle1_size(t);
+                k = k2;
+                skip = t;
+            }
+        }
+        if (nb >= max_seg) { /* cannot happen (max_seg bounds a segment's blocks) */
+            if (lane == 0)
+                atomicMax(status, (uint32_t)GC_E_INTERNAL);
+            return;
+        }
+        if (lane == 0)
+            out[nb] = b;
+        nb++;
+    }
+    if (lane == 0)
+        seg_blocks[seg] = nb;
+}
+
+/* One thread: the segments' blocks made dense, RLE1 offsets assigned. */
+__global__ void gather_blocks(const Bz2Block *seg_blk, const uint32_t *seg_blocks, uint32_t segs, uint32_t max_seg,
+                              Bz2Block *blk, uint32_t max_blocks, Bz2Result *res, uint32_t *crc_acc)
+{
+    uint32_t nb = 0, rle = 0;
+    for (uint32_t s = 0; s < segs; s++)
+        for (uint32_t i = 0; i < seg_blocks[s]; i++) {
+            if (nb >= max_blocks) {
+                res->status = GC_E_INTERNAL;
+                return;
+            }
+            Bz2Block b = seg_blk[(uint64_t)s * max_seg + i];
+            b.rle_off = rle;
+            rle += b.n;
+            blk[nb] = b;
+            crc_acc[nb] = 0;
+            nb++;
+        }
+    res->blocks = nb;
+    res->rle_bytes = rle;
+}
+
+/* Block of a position: the last block whose field `start` is <= pos. */
+template <uint32_t Bz2Block::*F>
+__device__ __forceinline__ uint32_t block_at(const Bz2Block *blk, uint32_t nb, uint64_t pos)
+{
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].*F <= pos)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* kBz2RleBytesPerThread RLE1 bytes per thread, from the runs of their block. */
+__global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint32_t *off, const Bz2Block *blk,
+                           uint32_t nb, uint64_t total, uint8_t *rle)
+{
+    uint64_t o = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * kBz2RleBytesPerThread;
+    if (o >= total)
+        return;
+    const Bz2Block &b = blk[block_at<&Bz2Block::rle_off>(blk, nb, o)];
+    uint32_t lo = (uint32_t)(o - b.rle_off);
+    uint32_t m0 = runs[b.run0 + 1] - runs[b.run0] - b.skip0;
+    uint32_t f0 = rle1_size(m0);
+    uint32_t k, start, m; /* the run holding lo, its first byte's local offset, its length here */
+    if (lo < f0) {
+        k = b.run0, start = 0, m = m0;
+    } else {
+        uint32_t base = off[b.run0 + 1];
+        uint32_t lo_k = b.run0 + 1, hi_k = b.run0 + 1 + (b.n - f0); /* a run is >= 1 byte */
+        uint32_t target = base + (lo - f0);
+        while (lo_k < hi_k) {
+            uint32_t mid = (uint32_t)(((uint64_t)lo_k + hi_k + 1) / 2);
+            if (off[mid] <= target)
+                lo_k = mid;
+            else
+                hi_k = mid - 1;
+        }
+        k = lo_k, start = f0 + off[k] - base, m = runs[k + 1] - runs[k];
+    }
+    uint32_t end = min32(b.n, lo + kBz2RleBytesPerThread);
+    for (uint32_t u = lo; u < end; u++) {
+        if (u - start >= rle1_size(m)) { /* the next run (whole: only a block's last run is cut) */
+            start += rle1_size(m);
+            k++;
+            m = runs[k + 1] - runs[k];
+        }
+        rle[b.rle_off + u] = rle1_byte(m, src[runs[k]], u - start);
+    }
+}
+
+/* Byte v with its bits reversed: bzip2's MSB-first CRC is the reflected CRC-32 of such bytes, reversed. */
+__device__ __forceinline__ uint32_t brev8(uint32_t v) { return __brev(v) >> 24; }
+
+/* One 4 KiB tile per thread: the raw reflected CRC-32 of each block's part, moved to the block's end. */
+__global__ void crc_tiles(const uint8_t *src, uint64_t len, const Bz2Block *blk, uint32_t nb,
+                          const Crc32Tables *t, uint32_t *acc)
+{
+    uint64_t a = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * kBz2CrcTile;
+    if (a >= len)
+        return;
+    uint64_t e = min64(len, a + kBz2CrcTile);
+    uint32_t bi = block_at<&Bz2Block::in_start>(blk, nb, a);
+    const uint32_t *t0 = t->t8[0];
+    while (a < e && bi < nb) {
+        const Bz2Block &b = blk[bi];
+        uint64_t be = (uint64_t)b.in_start + b.in_len;
+        uint64_t stop = min(e, be);
+        uint32_t c = 0;
+        for (uint64_t i = a; i < stop; i++)
+            c = __ldg(&t0[(c ^ brev8(src[i])) & 0xff]) ^ (c >> 8);
+        atomicXor(&acc[bi], mul_xpow8(t, c, be - stop));
+        a = stop;
+        bi++;
+    }
+}
+
+__global__ void crc_finish(Bz2Block *blk, uint32_t nb, const Crc32Tables *t, const uint32_t *acc, Bz2Result *res)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nb)
+        return;
+    blk[i].crc = __brev(acc[i] ^ mul_xpow8(t, 0xffffffffu, blk[i].in_len) ^ 0xffffffffu);
+    (void)res;
+}
+
+} // namespace
+
+int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, cudaStream_t st, uint32_t *blocks,
+             uint64_t *rle_bytes, gc_error *err)
+{
+    size_t tmp = s.cub_bytes;
+    thrust::counting_iterator<uint32_t> idx(0);
+    GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.runs, s.n_runs, (int)len, RunHead{d_src}, st));
+    close_runs<<<1, 1, 0, st>>>(s.runs, s.n_runs, (uint32_t)len);
+    GC_CUDA_LAUNCHED("close_runs");
+    auto sizes = thrust::make_transform_iterator(idx, RunSize{s.runs, s.n_runs});
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceScan::ExclusiveSum(s.cub_tmp, tmp, sizes, s.run_off, (int)len + 1, st));
+    uint32_t segs = (uint32_t)((len + kBz2Segment - 1) / kBz2Segment);
+    plan_segments<<<(segs + 3) / 4, 128, 0, st>>>(s.runs, s.run_off, s.n_runs, (uint32_t)len, limit, s.seg_blk,
+                                                  s.seg_blocks, s.max_blocks_seg, segs, &s.res->status);
+    GC_CUDA_LAUNCHED("plan_segments");
+    gather_blocks<<<1, 1, 0, st>>>(s.seg_blk, s.seg_blocks, segs, s.max_blocks_seg, s.blk, s.max_blocks, s.res,
+                                   s.crc_acc);
+    GC_CUDA_LAUNCHED("gather_blocks");
+    Bz2Result r;
+    GC_CUDA(cudaMemcpyAsync(&r, s.res, sizeof r, cudaMemcpyDeviceToHost, st));
+    GC_CUDA(cudaStreamSynchronize(st));
+    if (r.status)
+        return gc_fail(err, (gc_status)r.status, "gpu bzip2: the block planner overflowed its table");
+    *blocks = r.blocks;
+    *rle_bytes = r.rle_bytes;
+    return GC_OK;
+}
+
+int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t rle_total, Bz2Scratch &s,
+                 const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err)
+{
+    if (blocks == 0)
+        return GC_OK;
+    uint64_t threads = (rle_total + kBz2RleBytesPerThread - 1) / kBz2RleBytesPerThread;
+    write_rle1<<<(unsigned)((threads + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(
+        d_src, s.runs, s.run_off, s.blk, blocks, rle_total, s.rle);
+    GC_CUDA_LAUNCHED("write_rle1");
+    uint64_t tiles = (len + kBz2CrcTile - 1) / kBz2CrcTile;
+    crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(d_src, len, s.blk, blocks,
+                                                                                          d_tab32, s.crc_acc);
+    GC_CUDA_LAUNCHED("crc_tiles");
+    crc_finish<<<(blocks + kBz2Threads - 1) / kBz2Threads, kBz2Threads, 0, st>>>(s.blk, blocks, d_tab32,
+                                                                                 s.crc_acc, s.res);
+    GC_CUDA_LAUNCHED("crc_finish");
+    return GC_OK;
+}
+
+} // namespace gcgpu

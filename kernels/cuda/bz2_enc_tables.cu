@@ -1,0 +1,276 @@
+/*
+ * bz2_enc_tables.cu - Huffman tables of every block of a piece, exactly as
+ * docs/BZIP2.md section 6 (and kernels/cpu/bz2_huffman.c) define them, and
+ * every block's exact bit length. One CTA per block: the assignment passes
+ * are parallel over groups of 50 symbols (table frequencies by shared
+ * atomics), the code lengths of each table one thread each (sequential by
+ * definition, 258 symbols).
+ */
+#include <cub/cub.cuh>
+
+#include "bz2_gpu.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+constexpr int kMaxCodeLen = 17; /* what we write (BZ2_MAX_CODE_LEN_ENC) */
+constexpr int kIters = 4;       /* refinement passes (docs/BZIP2.md 6.5) */
+
+__device__ int table_count(uint32_t n_sym)
+{
+    return n_sym < 200 ? 2 : n_sym < 600 ? 3 : n_sym < 1200 ? 4 : n_sym < 2400 ? 5 : 6;
+}
+
+/* Plain Huffman depths, ties as bz2_huffman.c: leaves by (weight, symbol),
+ * a leaf before an internal node of equal weight. Returns the deepest. */
+__device__ int huffman_depths(const uint32_t *w, int alpha, uint8_t *len)
+{
+    int order[kBz2MaxAlpha];
+    uint64_t wt[2 * kBz2MaxAlpha];
+    int16_t parent[2 * kBz2MaxAlpha];
+    uint8_t depth[2 * kBz2MaxAlpha];
+    for (int i = 0; i < alpha; i++) {
+        int j = i;
+        while (j > 0 && w[order[j - 1]] > w[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+        wt[i] = w[i];
+    }
+    int leaf = 0, inode = alpha, next = alpha;
+    for (int k = 0; k < alpha - 1; k++) {
+        int pick[2];
+        for (int m = 0; m < 2; m++) {
+            if (leaf < alpha && (inode >= next || wt[order[leaf]] <= wt[inode]))
+                pick[m] = order[leaf++];
+            else
+                pick[m] = inode++;
+        }
+        wt[next] = wt[pick[0]] + wt[pick[1]];
+        parent[pick[0]] = parent[pick[1]] = (int16_t)next;
+        next++;
+    }
+    int root = next - 1, maxd = 0;
+    depth[root] = 0;
+    for (int i = root - 1; i >= 0; i--) {
+        depth[i] = (uint8_t)(depth[parent[i]] + 1);
+        if (i < alpha) {
+            len[i] = depth[i];
+            maxd = max(maxd, (int)depth[i]);
+        }
+    }
+    return maxd;
+}
+
+__device__ void code_lengths(const uint32_t *freq, int alpha, uint8_t *len)
+{
+    uint32_t w[kBz2MaxAlpha];
+    for (int i = 0; i < alpha; i++)
+        w[i] = freq[i] ? freq[i] : 1;
+    while (huffman_depths(w, alpha, len) > kMaxCodeLen)
+        for (int i = 0; i < alpha; i++)
+            w[i] = 1 + w[i] / 2;
+}
+
+/* docs/BZIP2.md 6.4, as bz2_huffman.c's initial_tables. */
+__device__ void initial_tables(const uint32_t *freq, int alpha, int ng, uint32_t n_sym,
+                               uint8_t (*len)[kBz2MaxAlpha])
+{
+    uint32_t rem = n_sym;
+    int gs = 0;
+    for (int k = 0; k < ng; k++) {
+        int left = ng - k;
+        uint32_t target = rem / (uint32_t)left;
+        int ge = gs;
+        uint32_t acc = gs < alpha ? freq[gs] : 0;
+        if (k == ng - 1) {
+            ge = alpha - 1;
+            acc = rem;
+        } else {
+            while (acc < target && ge + 1 < alpha - (left - 1)) {
+                ge++;
+                acc += freq[ge];
+            }
+            if (k % 2 == 1 && ge > gs) {
+                acc -= freq[ge];
+                ge--;
+            }
+        }
+        uint8_t *l = len[ng - 1 - k];
+        for (int v = 0; v < alpha; v++)
+            l[v] = (v >= gs && v <= ge) ? 0 : 15;
+        rem -= acc < rem ? acc : rem;
+        gs = ge + 1;
+    }
+}
+
+struct TablesSmem {
+    uint8_t len[kBz2MaxGroups][kBz2MaxAlpha];
+    uint32_t tfreq[kBz2MaxGroups][kBz2MaxAlpha];
+    uint32_t freq[kBz2MaxAlpha];
+    unsigned long long data_bits;
+    uint32_t len_bits[kBz2MaxGroups];
+    uint32_t sel_bits;
+};
+
+/* The best table for group g (lowest index on ties) and its cost. */
+__device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint32_t n_sym, int ng,
+                                          const uint8_t (*len)[kBz2MaxAlpha], uint32_t *cost)
+{
+    uint32_t c[kBz2MaxGroups] = {0, 0, 0, 0, 0, 0};
+    uint32_t hi = min(n_sym, (g + 1) * kBz2GroupSize);
+    for (uint32_t i = g * kBz2GroupSize; i < hi; i++) {
+        uint16_t v = sym[i];
+#pragma unroll
+        for (int t = 0; t < kBz2MaxGroups; t++)
+            if (t < ng)
+                c[t] += len[t][v];
+    }
+    int best = 0;
+    for (int t = 1; t < ng; t++)
+        if (c[t] < c[best])
+            best = t;
+    *cost = c[best];
+    return best;
+}
+
+__global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym_all, Bz2Block *blk,
+                                                             const uint32_t *freq_all, uint8_t *sel_all,
+                                                             uint8_t *sel_mtf_all, uint32_t *gbit_off_all,
+                                                             uint8_t *lens_all, uint32_t *codes_all)
+{
+    __shared__ TablesSmem sm;
+    typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    const uint32_t bi = blockIdx.x;
+    Bz2Block &b = blk[bi];
+    const uint32_t n_sym = b.n_sym;
+    const int alpha = (int)b.alpha, ng = table_count(n_sym);
+    const uint32_t n_sel = (n_sym + kBz2GroupSize - 1) / kBz2GroupSize;
+    const uint16_t *sym = sym_all + b.rle_off + bi;
+    const uint64_t gbase = bz2_group_base(b, bi);
+    uint8_t *sel = sel_all + gbase;
+    for (int i = threadIdx.x; i < kBz2MaxAlpha; i += blockDim.x)
+        sm.freq[i] = freq_all[(uint64_t)bi * kBz2MaxAlpha + i];
+    __syncthreads();
+    if (threadIdx.x == 0)
+        initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
+    __syncthreads();
+    for (int it = 0; it < kIters; it++) {
+        for (int i = threadIdx.x; i < kBz2MaxGroups * kBz2MaxAlpha; i += blockDim.x)
+            (&sm.tfreq[0][0])[i] = 0;
+        __syncthreads();
+        for (uint32_t g = threadIdx.x; g < n_sel; g += blockDim.x) {
+            uint32_t cost;
+            int t = best_table(sym, g, n_sym, ng, sm.len, &cost);
+            uint32_t hi = min(n_sym, (g + 1) * kBz2GroupSize);
+            for (uint32_t i = g * kBz2GroupSize; i < hi; i++)
+                atomicAdd(&sm.tfreq[t][sym[i]], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < (unsigned)ng)
+            code_lengths(sm.tfreq[threadIdx.x], alpha, sm.len[threadIdx.x]);
+        __syncthreads();
+    }
+    /* final selection: contiguous groups per thread, so their bit offsets are one block scan */
+    const uint32_t per = (n_sel + blockDim.x - 1) / blockDim.x;
+    const uint32_t g0 = min(n_sel, threadIdx.x * per), g1 = min(n_sel, g0 + per);
+    uint32_t mine = 0;
+    for (uint32_t g = g0; g < g1; g++) {
+        uint32_t cost;
+        sel[g] = (uint8_t)best_table(sym, g, n_sym, ng, sm.len, &cost);
+        mine += cost;
+    }
+    uint32_t before, total;
+    Scan(scan_tmp).ExclusiveSum(mine, before, total);
+    uint32_t *gbit_off = gbit_off_all + gbase;
+    for (uint32_t g = g0; g < g1; g++) {
+        gbit_off[g] = before;
+        uint32_t cost;
+        best_table(sym, g, n_sym, ng, sm.len, &cost);
+        before += cost;
+    }
+    if (threadIdx.x == 0)
+        sm.data_bits = total;
+    __syncthreads(); /* sel[] complete */
+    if (threadIdx.x < (unsigned)ng) { /* this table's lengths, its bits and canonical codes */
+        const uint8_t *l = sm.len[threadIdx.x];
+        uint8_t *lo = lens_all + ((uint64_t)bi * kBz2MaxGroups + threadIdx.x) * kBz2MaxAlpha;
+        uint32_t *co = codes_all + ((uint64_t)bi * kBz2MaxGroups + threadIdx.x) * kBz2MaxAlpha;
+        uint32_t bits = 5;
+        int curr = l[0];
+        for (int s = 0; s < alpha; s++) {
+            bits += 2 * (uint32_t)abs((int)l[s] - curr) + 1;
+            curr = l[s];
+            lo[s] = l[s];
+        }
+        sm.len_bits[threadIdx.x] = bits;
+        uint32_t next = 0;
+        for (int n = 1; n <= 20; n++) {
+            for (int s = 0; s < alpha; s++)
+                if (l[s] == n)
+                    co[s] = next++;
+            next <<= 1;
+        }
+    } else if (threadIdx.x == 32) { /* selectors, move-to-front coded */
+        uint8_t list[kBz2MaxGroups] = {0, 1, 2, 3, 4, 5};
+        uint32_t bits = 0;
+        uint8_t *mtf = sel_mtf_all + gbase;
+        for (uint32_t g = 0; g < n_sel; g++) {
+            uint8_t v = sel[g];
+            int j = 0;
+            while (list[j] != v)
+                j++;
+            for (int k = j; k > 0; k--)
+                list[k] = list[k - 1];
+            list[0] = v;
+            mtf[g] = (uint8_t)j;
+            bits += (uint32_t)j + 1;
+        }
+        sm.sel_bits = bits;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int ranges = 0;
+        for (int r = 0; r < 16; r++)
+            if ((b.in_use[r / 2] >> (16 * (r % 2))) & 0xffffu)
+                ranges++;
+        uint64_t head = 48 + 32 + 1 + 24 + 16 + 16 * (uint64_t)ranges + 3 + 15 + sm.sel_bits;
+        for (int t = 0; t < ng; t++)
+            head += sm.len_bits[t];
+        b.groups = (uint32_t)ng;
+        b.head_bits = head;
+        b.bits = head + sm.data_bits;
+    }
+}
+
+/* One thread: block offsets in the piece's bits, the totals, the combined CRC. */
+__global__ void block_offsets(Bz2Block *blk, uint32_t nb, Bz2Result *res)
+{
+    uint64_t off = 0;
+    uint32_t comb = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+        blk[b].bit_off = off;
+        off += blk[b].bits;
+        comb = ((comb << 1) | (comb >> 31)) ^ blk[b].crc;
+    }
+    res->bits = off;
+    res->combined = comb;
+}
+
+} // namespace
+
+int bz2_tables(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
+{
+    if (nb == 0)
+        return GC_OK;
+    choose_tables<<<nb, kBz2Threads, 0, st>>>(s.sym, s.blk, s.freq, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
+    GC_CUDA_LAUNCHED("choose_tables");
+    block_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.res);
+    GC_CUDA_LAUNCHED("block_offsets");
+    return GC_OK;
+}
+
+} // namespace gcgpu

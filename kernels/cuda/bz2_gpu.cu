@@ -1,0 +1,266 @@
+/*
+ * bz2_gpu.cu - the bzip2 encoder in the batch pipeline (gpu_codec.cuh). A
+ * unit is a 32 MiB segment of the input (docs/BZIP2.md section 3), a piece
+ * the segments one slot holds.
+ *
+ * piece_kernels runs the piece's blocks up to their bit lengths (and waits:
+ * the rotation sort reads a count per round); piece_place gives the piece
+ * its bit offset in the stream (pieces are placed in order); then
+ * piece_place_kernels packs its bits at that offset mod 8, and the bytes
+ * go back. A piece that starts mid-byte shares that byte with the one
+ * before: its own bits of it come back in h_meta and finish() ORs them in,
+ * with the stream header, the end-of-stream marker and the combined CRC.
+ * The rotation sort's scratch is large, so each slot allocates it on first
+ * use (SlotBuffers::d_lazy) rather than every context up front.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <new>
+#include <vector>
+
+#include "bz2_gpu.cuh"
+#include "gpu_codec.cuh"
+
+namespace gcgpu {
+
+namespace {
+
+constexpr uint64_t kStreamHeadBits = 32; /* "BZh" + level */
+constexpr uint64_t kStreamTailBits = 80; /* end-of-stream magic + combined CRC */
+
+class Bz2EncodeJob final : public GpuJob {
+  public:
+    explicit Bz2EncodeJob(gc_gpu_job &job) : job_(job) {}
+
+    int prepare(size_t j)
+    {
+        level_ = job_.opt.bzip2.level == 0 ? 9 : job_.opt.bzip2.level;
+        if (level_ < 1 || level_ > 9)
+            return gc_fail(&job_.err, GC_E_INVALID, "gpu bzip2: job %zu: level %d out of range 1..9", j, level_);
+        if (job_.dst_cap < (kStreamHeadBits + kStreamTailBits) / 8)
+            return gc_fail(&job_.err, GC_E_LIMIT, "gpu bzip2: job %zu: output buffer of %zu bytes is too small", j,
+                           job_.dst_cap);
+        units = (job_.src_len + kBz2Segment - 1) / kBz2Segment;
+        try {
+            first_.assign(units, 0);
+            off_.assign(units, 0);
+        } catch (const std::bad_alloc &) {
+            return gc_fail(&job_.err, GC_E_NOMEM, "gpu bzip2: job %zu: out of host memory", j);
+        }
+        out_len = job_.dst_cap;
+        out_sized_on_device = true;
+        return GC_OK;
+    }
+
+    int piece_units(uint64_t u0, const SlotCaps &caps, uint64_t *n, gc_error *err) const override
+    {
+        uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.slot_bytes, kBz2MaxPiece) / kBz2Segment);
+        k = std::min(k, units - u0);
+        if (std::min<uint64_t>(kBz2Segment, job_.src_len) > caps.in_cap)
+            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: a 32 MiB segment does not fit the GPU batch buffers (%zu bytes)",
+                           caps.slot_bytes);
+        while (k > 1 && k * kBz2Segment > caps.in_cap)
+            k--;
+        *n = k;
+        return GC_OK;
+    }
+
+    void piece_begin(Piece &p, uint8_t *h_meta) override
+    {
+        (void)h_meta;
+        p.in_host = job_.src + p.u0 * kBz2Segment;
+        p.in_len = std::min<uint64_t>(p.n * kBz2Segment, job_.src_len - p.u0 * kBz2Segment);
+    }
+
+    int piece_kernels(Piece &p, const SlotBuffers &b, cudaStream_t st, gc_error *err) override
+    {
+        if (failed_)
+            return GC_OK;
+        Bz2Scratch s;
+        int rc = scratch(b, &s, err);
+        if (rc == GC_OK)
+            rc = bz2_enc_blocks(b.d_in, p.in_len, level_, s, b.d_tab32, st, &res_, nullptr, err);
+        if (rc == GC_E_DEVICE)
+            return rc;
+        if (rc != GC_OK)
+            fail(rc, err->msg);
+        return GC_OK;
+    }
+
+    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes, gc_error *err) override
+    {
+        (void)p, (void)b, (void)st, (void)err;
+        *bytes = 0; /* the totals came back in piece_kernels */
+        return GC_OK;
+    }
+
+    int piece_place(Piece &p, const uint8_t *h_meta, gc_error *err) override
+    {
+        (void)h_meta, (void)err;
+        p.out_len = 0;
+        if (failed_)
+            return GC_OK;
+        const uint64_t o = kStreamHeadBits + bits_;
+        const unsigned sh = (unsigned)(o % 8);
+        const uint64_t dev_bytes = (sh + res_.bits + 7) / 8;
+        if ((o + res_.bits + kStreamTailBits + 7) / 8 > job_.dst_cap) {
+            fail(GC_E_LIMIT, "gpu bzip2: the stream does not fit the output buffer");
+            return GC_OK;
+        }
+        place_ = Place{res_.blocks, res_.bits, sh};
+        off_[p.u0] = o;
+        p.out_dev_off = sh ? 1 : 0;
+        p.out_host = job_.dst + o / 8 + p.out_dev_off;
+        p.out_len = dev_bytes - p.out_dev_off;
+        bits_ += res_.bits;
+        combined_ = rotl(combined_, res_.blocks) ^ res_.combined;
+        return GC_OK;
+    }
+
+    int piece_place_kernels(Piece &p, const SlotBuffers &b, cudaStream_t st, gc_error *err) override
+    {
+        if (failed_)
+            return GC_OK;
+        Bz2Scratch s;
+        int rc = scratch(b, &s, err);
+        if (rc == GC_OK)
+            rc = bz2_enc_pack(s, place_.blocks, place_.bits, place_.shift, b.d_out, b.out_cap, true, st, err);
+        if (rc == GC_OK && place_.shift)
+            rc = cudaMemcpyAsync(b.h_meta, b.d_out, 1, cudaMemcpyDeviceToHost, st) == cudaSuccess
+                     ? GC_OK
+                     : gc_fail(err, GC_E_DEVICE, "cuda: the piece's first byte back");
+        if (rc == GC_E_DEVICE)
+            return rc;
+        if (rc != GC_OK) {
+            fail(rc, err->msg);
+            p.out_len = 0;
+        }
+        first_[p.u0] = place_.shift ? 0x100 : 0; /* filled in by piece_check */
+        return GC_OK;
+    }
+
+    int piece_check(const Piece &p, const uint8_t *h_meta, gc_error *err) override
+    {
+        if (failed_)
+            return gc_fail(err, (gc_status)fail_code_, "%s", fail_msg_);
+        if (first_[p.u0])
+            first_[p.u0] = 0x100 | h_meta[0];
+        return GC_OK;
+    }
+
+    size_t finish() override
+    {
+        uint8_t *d = job_.dst;
+        d[0] = 'B', d[1] = 'Z', d[2] = 'h', d[3] = (uint8_t)('0' + level_);
+        uint64_t o = kStreamHeadBits;
+        /* the first bits of pieces that start mid-byte */
+        for (uint64_t u = 0; u < units; u++)
+            if (first_[u])
+                d[off_[u] / 8] |= (uint8_t)first_[u];
+        o += bits_;
+        uint64_t end = o + kStreamTailBits;
+        if (o % 8 == 0)
+            d[o / 8] = 0;
+        for (uint64_t i = o / 8 + 1; i < (end + 7) / 8; i++)
+            d[i] = 0;
+        put(d, o, 48, 0x177245385090ull);
+        put(d, o + 48, 32, combined_);
+        return (size_t)((end + 7) / 8);
+    }
+
+  private:
+    struct Place {
+        uint32_t blocks;
+        uint64_t bits;
+        unsigned shift;
+    };
+
+    static uint32_t rotl(uint32_t c, uint32_t k)
+    {
+        k %= 32;
+        return k ? (c << k) | (c >> (32 - k)) : c;
+    }
+
+    /* MSB-first bits into zeroed-after-pos bytes */
+    static void put(uint8_t *d, uint64_t pos, int n, uint64_t v)
+    {
+        for (int i = n - 1; i >= 0; i--, pos++)
+            if (v >> i & 1)
+                d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
+    }
+
+    int scratch(const SlotBuffers &b, Bz2Scratch *s, gc_error *err)
+    {
+        uint64_t piece = std::max<uint64_t>(1, std::min<uint64_t>(b.in_cap, kBz2MaxPiece) / kBz2Segment) * kBz2Segment;
+        size_t need = bz2_scratch_bytes(piece);
+        if (*b.lazy_cap < need) {
+            cudaFree(*b.d_lazy);
+            *b.d_lazy = nullptr;
+            *b.lazy_cap = 0;
+            if (cudaMalloc(b.d_lazy, need) != cudaSuccess) {
+                (void)cudaGetLastError();
+                *b.d_lazy = nullptr;
+                return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for the %zu-byte sort scratch", need);
+            }
+            *b.lazy_cap = need;
+        }
+        return bz2_scratch_carve(*b.d_lazy, *b.lazy_cap, piece, s, err);
+    }
+
+    void fail(int code, const char *msg)
+    {
+        if (failed_)
+            return;
+        failed_ = true;
+        fail_code_ = code;
+        snprintf(fail_msg_, sizeof fail_msg_, "%s", msg);
+    }
+
+    gc_gpu_job &job_;
+    int level_ = 9;
+    Bz2Result res_{};
+    Place place_{};
+    uint64_t bits_ = 0;
+    uint32_t combined_ = 0;
+    std::vector<uint16_t> first_; /* by a piece's first unit: 0x100 | its bits of a shared first byte */
+    std::vector<uint64_t> off_;   /* by a piece's first unit: its bit offset in the stream */
+    bool failed_ = false;
+    int fail_code_ = GC_OK;
+    char fail_msg_[sizeof(gc_error::msg)] = "";
+};
+
+int bz2_prepare(gc_gpu_job &job, size_t j, GpuJob **out)
+{
+    if (job.op != GC_GPU_ENCODE)
+        return gc_fail(&job.err, GC_E_UNSUPPORTED, "gpu bzip2: job %zu: only compression runs on the GPU", j);
+    Bz2EncodeJob *r = new (std::nothrow) Bz2EncodeJob(job);
+    if (!r)
+        return gc_fail(&job.err, GC_E_NOMEM, "gpu bzip2: job %zu: out of host memory", j);
+    int rc = r->prepare(j);
+    if (rc != GC_OK) {
+        delete r;
+        return rc;
+    }
+    *out = r;
+    return GC_OK;
+}
+
+size_t bz2_slot_scratch(size_t b)
+{
+    (void)b;
+    return 0; /* lazily, per slot: SlotBuffers::d_lazy */
+}
+
+size_t bz2_slot_meta(size_t b)
+{
+    (void)b;
+    return 64;
+}
+
+} // namespace
+
+const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta, bz2_prepare};
+
+} // namespace gcgpu

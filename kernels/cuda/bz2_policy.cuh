@@ -1,0 +1,31 @@
+/*
+ * bz2_policy.cuh - tuning of the bzip2 encoder's kernels (bz2_enc_*.cu):
+ * geometry only, nothing here changes an output byte. The measurements
+ * behind the values are in docs/BENCHMARKS.md.
+ */
+#ifndef GC_BZ2_POLICY_CUH
+#define GC_BZ2_POLICY_CUH
+
+#include <stdint.h>
+
+namespace gcgpu {
+
+/* Largest piece (input bytes of whole segments) one scratch serves; offsets
+ * inside a piece are 32-bit, ranks of the rotation sort 28-bit. */
+constexpr uint64_t kBz2MaxPiece = 1ull << 30;
+/* Threads of the grid-wide kernels. */
+constexpr int kBz2Threads = 256;
+/* RLE1 writer: output bytes per thread. */
+constexpr uint32_t kBz2RleBytesPerThread = 16;
+/* Block CRC: input bytes per thread (a tile), summed into the block's CRC. */
+constexpr uint32_t kBz2CrcTile = 4096;
+/* The rotation sort's first key: this many bytes of each rotation (with the
+ * block index above them in a 64-bit radix key). */
+constexpr int kBz2KeyBytes = 6;
+/* MTF: the block is cut into chunks of this many bytes, each moved to front
+ * by one thread from the list the chunks before it leave. */
+constexpr uint32_t kBz2MtfChunk = 4096;
+
+} // namespace gcgpu
+
+#endif
