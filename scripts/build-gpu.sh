@@ -1,6 +1,7 @@
 #!/bin/sh
-# build-gpu.sh - build the CUDA rle suite and benchmark on a CPU machine (nvcc,
-# no GPU needed) for a GPU host; see scripts/gpu-suite.sh for the run there.
+# build-gpu.sh - build the CUDA suites and benchmarks (rle and bzip2) on a CPU
+# machine (nvcc, no GPU needed) for a GPU host; see scripts/gpu-suite.sh and
+# scripts/gpu-bzip2-bench.sh for the runs there.
 #
 #   scripts/build-gpu.sh              direct nvcc/gcc build into build-gpu/bin
 #   scripts/build-gpu.sh --autotools  also configure --with-cuda in build-gpu/
@@ -8,7 +9,8 @@
 #
 # The direct build needs only this tree's kernels/ and tests/ (so it works
 # while the rest of the autotools build is in flux). Binaries are stripped and
-# link the CUDA runtime statically: carry build-gpu/bin to the GPU host.
+# link the CUDA runtime statically: carry build-gpu/bin to the GPU host
+# (test_gpu_bzip2 also links libbz2 dynamically, its oracle: the host has it).
 # CUDA_ARCHS (default 90) picks the architectures.
 set -eu
 cd "$(dirname "$0")/.."
@@ -26,26 +28,40 @@ O=build-gpu/obj
 B=build-gpu/bin
 mkdir -p "$O" "$B"
 pids=""
-for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/crc32c.c kernels/cpu/rle.c; do
-    gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o"
+# the CPU engine: rle, and bzip2 (the reference of the bzip2 suite and benchmark, and
+# what the CUDA bzip2 encoder may share with the CPU)
+ENGINE=""
+cpids=""
+for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/crc32c.c kernels/cpu/rle.c kernels/cpu/bz2_*.c; do
+    gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o" &
+    cpids="$cpids $!"
+    ENGINE="$ENGINE $O/$(basename "$f" .c).o"
 done
+for p in $cpids; do wait "$p"; done
 gcc -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Ikernels -Ikernels/cpu \
     -c kernels/cuda/gpu_stub.c -o "$O/gpu_stub.o" # the CPU-only API must keep compiling too
+CUDA_OBJS=""
 for f in kernels/cuda/*.cu; do
     $NVCC $NVFLAGS -c "$f" -o "$O/$(basename "$f" .cu).o" &
     pids="$pids $!"
+    CUDA_OBJS="$CUDA_OBJS $O/$(basename "$f" .cu).o"
 done
 for p in $pids; do wait "$p"; done
+# every kernels/cuda/*.cu (named from the sources: no stale object of a removed file); not gpu_stub
 rm -f "$O/libgccuda.a"
-ar rcs "$O/libgccuda.a" "$O/device_query.o" "$O/crc32c_device.o" "$O/rle_encode.o" "$O/rle_decode.o" \
-    "$O/rle_gpu.o" "$O/gpu_context.o" "$O/gpu_pipeline.o" "$O/gpu_resident.o" "$O/host_copy.o"
-ENGINE="$O/gc_status.o $O/parallel.o $O/crc32c.o $O/rle.o"
+ar rcs "$O/libgccuda.a" $CUDA_OBJS
 $NVCC $NVFLAGS -o "$B/test_gpu_rle" tests/gpu/test_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p1=$!
 $NVCC $NVFLAGS -o "$B/bench_gpu_rle" tests/bench/bench_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p2=$!
+$NVCC $NVFLAGS -o "$B/test_gpu_bzip2" tests/gpu/test_gpu_bzip2.cu "$O/libgccuda.a" $ENGINE -lbz2 -lpthread &
+p3=$!
+$NVCC $NVFLAGS -o "$B/bench_gpu_bzip2" tests/bench/bench_gpu_bzip2.cu "$O/libgccuda.a" $ENGINE -lpthread &
+p4=$!
 wait $p1
 wait $p2
+wait $p3
+wait $p4
 if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
     # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
     rm -rf "$O/var" && mkdir -p "$O/var" # no stale object may stand in for one that failed
@@ -59,13 +75,13 @@ if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
         $ENGINE -lpthread
     strip "$B/bench_gpu_rle_variant"
 fi
-strip "$B/test_gpu_rle" "$B/bench_gpu_rle"
-cp scripts/gpu-suite.sh "$B/" 2>/dev/null || true
+strip "$B/test_gpu_rle" "$B/bench_gpu_rle" "$B/test_gpu_bzip2" "$B/bench_gpu_bzip2"
+cp scripts/gpu-suite.sh scripts/gpu-bzip2-bench.sh "$B/" 2>/dev/null || true
 ls -l "$B"
 if [ "${1:-}" = "--autotools" ]; then
     autoreconf -fi
     mkdir -p build-gpu && cd build-gpu
     ../configure --disable-shared --with-cuda
     make -j2 && make -j2 gpu-programs
-    strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle
+    strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle tests/gpu/test_gpu_bzip2 tests/bench/bench_gpu_bzip2
 fi

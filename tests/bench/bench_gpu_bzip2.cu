@@ -36,7 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "gpu.h" /* C API, with extern "C" inside; brings bzip2.h */
+/* The CPU engine (the reference): bzip2.h names gc_job only through a pointer,
+ * and gc_job.h's <stdatomic.h> is C-only, so C++ takes the type's name alone. */
+#define GC_JOB_H
+extern "C" {
+typedef struct gc_job gc_job;
+#include "bzip2.h"
+}
+#include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
 
 static const size_t SEG = (size_t)32 << 20; /* docs/BZIP2.md section 3 */
 

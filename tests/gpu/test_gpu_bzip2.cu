@@ -41,7 +41,14 @@
 #include <string>
 #include <vector>
 
-#include "gpu.h" /* C API, with extern "C" inside; brings bzip2.h and rle.h */
+/* The CPU engine (the reference): bzip2.h names gc_job only through a pointer,
+ * and gc_job.h's <stdatomic.h> is C-only, so C++ takes the type's name alone. */
+#define GC_JOB_H
+extern "C" {
+typedef struct gc_job gc_job;
+#include "bzip2.h"
+}
+#include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
 
 static int g_pass, g_fail;
 static bool g_quick, g_big, g_verbose;
