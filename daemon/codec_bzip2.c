@@ -102,7 +102,7 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
         return gc_fail(&r->error, GC_E_UNSUPPORTED, "bzip2: the GPU backend has no decoder");
     }
     job->op = GC_GPU_ENCODE;
-    job->opt.bzip2 = (bz2_options){ .level = (int)r->level };
+    job->opt.bzip2.level = (int)r->level; /* 0 = 9, as bz2_options */
     *out_cap = gc_gpu_bzip2_encode_cap((size_t)r->total_size);
     return GC_OK;
 }
