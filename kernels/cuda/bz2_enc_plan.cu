@@ -205,15 +205,10 @@ __device__ __forceinline__ uint32_t block_at(const Bz2Block *blk, uint32_t nb, u
     return lo;
 }
 
-/* kBz2RleBytesPerThread RLE1 bytes per thread, from the runs of their block. */
-__global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint32_t *off, const Bz2Block *blk,
-                           uint32_t nb, uint64_t total, uint8_t *rle)
+/* RLE1 bytes [lo, hi) of block b, from its runs. */
+__device__ void write_block_rle1(const uint8_t *src, const uint32_t *runs, const uint32_t *off, const Bz2Block &b,
+                                 uint32_t lo, uint32_t hi, uint8_t *rle)
 {
-    uint64_t o = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * kBz2RleBytesPerThread;
-    if (o >= total)
-        return;
-    const Bz2Block &b = blk[block_at<&Bz2Block::rle_off>(blk, nb, o)];
-    uint32_t lo = (uint32_t)(o - b.rle_off);
     uint32_t m0 = runs[b.run0 + 1] - runs[b.run0] - b.skip0;
     uint32_t f0 = rle1_size(m0);
     uint32_t k, start, m; /* the run holding lo, its first byte's local offset, its length here */
@@ -221,7 +216,7 @@ __global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint3
         k = b.run0, start = 0, m = m0;
     } else {
         uint32_t base = off[b.run0 + 1];
-        uint32_t lo_k = b.run0 + 1, hi_k = b.run0 + 1 + (b.n - f0); /* a run is >= 1 byte */
+        uint32_t lo_k = b.run0 + 1, hi_k = b.run0 + 1 + (lo - f0); /* a run is >= 1 RLE1 byte */
         uint32_t target = base + (lo - f0);
         while (lo_k < hi_k) {
             uint32_t mid = (uint32_t)(((uint64_t)lo_k + hi_k + 1) / 2);
@@ -232,14 +227,29 @@ __global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint3
         }
         k = lo_k, start = f0 + off[k] - base, m = runs[k + 1] - runs[k];
     }
-    uint32_t end = min32(b.n, lo + kBz2RleBytesPerThread);
-    for (uint32_t u = lo; u < end; u++) {
+    for (uint32_t u = lo; u < hi; u++) {
         if (u - start >= rle1_size(m)) { /* the next run (whole: only a block's last run is cut) */
             start += rle1_size(m);
             k++;
             m = runs[k + 1] - runs[k];
         }
         rle[b.rle_off + u] = rle1_byte(m, src[runs[k]], u - start);
+    }
+}
+
+/* kBz2RleBytesPerThread RLE1 bytes per thread, block by block. */
+__global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint32_t *off, const Bz2Block *blk,
+                           uint32_t nb, uint64_t total, uint8_t *rle)
+{
+    uint64_t o = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * kBz2RleBytesPerThread;
+    uint64_t e = min64(total, o + kBz2RleBytesPerThread);
+    if (o >= e)
+        return;
+    for (uint32_t bi = block_at<&Bz2Block::rle_off>(blk, nb, o); o < e; bi++) {
+        const Bz2Block &b = blk[bi];
+        uint64_t be = min64(e, (uint64_t)b.rle_off + b.n);
+        write_block_rle1(src, runs, off, b, (uint32_t)(o - b.rle_off), (uint32_t)(be - b.rle_off), rle);
+        o = be;
     }
 }
 
