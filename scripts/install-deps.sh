@@ -3,6 +3,8 @@
 # libclang-rt-14-dev: the sanitizer runtimes the fuzzers link (clang alone lacks them);
 # python3 checks the CLI's JSON; systemd gives the unit tests systemd-analyze and
 # systemd-socket-activate (they skip without it); procps: /bin/kill, the unit's ExecReload.
+# debhelper, dpkg-dev, fakeroot, lintian: the Debian packages (scripts/build-deb.sh,
+# scripts/test-deb.sh).
 # CUDA is optional: if /usr/local/cuda exists, configure builds the GPU backend too.
 set -euo pipefail
 SUDO=
@@ -13,5 +15,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake libtool pkg-config \
     libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev \
     check libsubunit-dev libbz2-dev bzip2 lbzip2 pbzip2 clang \
-    libclang-rt-14-dev python3 systemd procps >/dev/null
+    libclang-rt-14-dev python3 systemd procps \
+    debhelper dpkg-dev fakeroot lintian >/dev/null
 echo "install-deps: done"

@@ -1,9 +1,10 @@
 #!/bin/bash
 # The test command: every suite in a normal build (CUDA too when a toolkit is
 # present) and again under AddressSanitizer/UndefinedBehaviorSanitizer, the
-# decoder fuzzers for a short run, and make distcheck. The last line is the
+# decoder fuzzers for a short run, make distcheck, and the Debian packages
+# (scripts/test-deb.sh: as root only, it skips otherwise). The last line is the
 # total over everything: "N passed, N failed". Exits non-zero on any failure.
-# Usage: scripts/test.sh        (FUZZ_SECONDS=30 and SKIP_DISTCHECK=1 are honoured)
+# Usage: scripts/test.sh        (FUZZ_SECONDS=30, SKIP_DISTCHECK=1 and SKIP_DEB=1 are honoured)
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -39,5 +40,10 @@ if [ "${SKIP_DISTCHECK:-0}" != 1 ]; then
         echo "distcheck: 0 passed, 1 failed" | tee -a "$extra"
     fi
 fi
+echo "== Debian packages (build, lintian, install, run, purge; skips unless root)"
+mkdir -p build-deb
+scripts/test-deb.sh build-deb | tee build-deb/test-deb.log | grep -v '^deb: [0-9]'
+grep -q '^deb: ' build-deb/test-deb.log || echo "deb: 0 passed, 1 failed (scripts/test-deb.sh gave no result)" >>build-deb/test-deb.log
+grep '^deb: [0-9]' build-deb/test-deb.log | tee -a "$extra"
 echo "== totals"
 scripts/test-summary.sh build/tests/*.log build-asan/tests/*.log <"$extra"
