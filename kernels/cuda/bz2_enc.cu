@@ -95,8 +95,9 @@ bool carve(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch *s)
            take(p, end, z.rle, &s->isa) && take(p, end, z.rle, &s->ulist0) && take(p, end, z.rle, &s->ulist1) &&
            take(p, end, z.rle, &s->ulist2) && take(p, end, z.blocks + 1, &s->chunk_base) &&
            take(p, end, z.chunks * 256, &s->mtf_lists) && take(p, end, z.chunks, &s->mtf_front) &&
+           take(p, end, z.chunks * kBz2ChunkRleBytes, &s->mtf_rle) &&
            take(p, end, 16, &s->counts) && take(p, end, z.blocks, &s->crc_acc) &&
-           take(p, end, z.rle + z.blocks, &s->sym) && take(p, end, z.blocks * kBz2MaxAlpha, &s->freq) &&
+           take(p, end, z.rle + z.blocks, &s->sym) &&
            take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
            take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->lens) &&
            take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes) && take(p, end, cub, &tmp) &&

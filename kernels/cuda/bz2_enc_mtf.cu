@@ -5,19 +5,28 @@
  * MTF is sequential in its list, but a chunk's list at its start is known
  * from the chunks before it without their indices: after any chunk the list
  * is the chunk's distinct symbols by last use, then the list it started
- * with minus those. So:
+ * with minus those. And RLE2 only needs, across chunks, the zeros carried
+ * in. So, with one warp per chunk of kBz2MtfChunk bytes:
  *   1. per block, the used bytes (symbol map);
- *   2. per chunk (kBz2MtfChunk bytes, one thread): MTF from the identity,
- *      keeping the final list's front (the chunk's symbols by last use);
+ *   2. per chunk: MTF from the identity, keeping the final list's front;
  *   3. per block, one thread chains those into each chunk's start list;
- *   4. per chunk: the real MTF indices from its start list;
- *   5. per block, one thread: zero runs as RUNA/RUNB, symbols, frequencies.
+ *   4. per chunk: the MTF indices from its start list (idx);
+ *   5. per chunk: its RLE2 symbols counted with no zeros carried in, its
+ *      leading and trailing zeros;
+ *   6. per block, one thread: each chunk's carried zeros and symbol offset;
+ *   7. per chunk: its symbols written (the block's last chunk adds the last
+ *      zero run and EOB).
+ * The warp holds the 256-entry list 8 entries a lane; one MTF step is a
+ * ballot for the position and a one-byte shift of the lanes before it.
  */
 #include "bz2_gpu.cuh"
 
 namespace gcgpu {
 
 namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarpsPerCta = 4;
 
 /* 1. One CTA per block: its used bytes, as 8 words of bits. */
 __global__ void symbol_map(const uint8_t *bwt, Bz2Block *blk)
@@ -44,41 +53,20 @@ __global__ void symbol_map(const uint8_t *bwt, Bz2Block *blk)
         b.in_use[threadIdx.x] = words[threadIdx.x];
 }
 
-/* The block's seq[] (byte -> index among used bytes) in shared or local memory. */
-__device__ __forceinline__ int make_seq(const Bz2Block &b, uint8_t seq[256])
+/* One thread: chunk bases per block (chunk_base[nb] = total). */
+__global__ void chunk_bases(const Bz2Block *blk, uint32_t nb, uint32_t *chunk_base)
 {
-    int k = 0;
-    for (int v = 0; v < 256; v++)
-        if (b.in_use[v >> 5] >> (v & 31) & 1)
-            seq[v] = (uint8_t)k++;
-    return k;
-}
-
-constexpr uint64_t kOnes = 0x0101010101010101ull;
-constexpr uint64_t kHigh = 0x8080808080808080ull;
-
-/* Move v to the front of list (a word at a time, as the CPU engine); its old index. */
-__device__ __forceinline__ uint32_t move_to_front(uint64_t *list, uint8_t v)
-{
-    uint64_t carry = v;
-    for (uint32_t k = 0;; k++) {
-        uint64_t w = list[k];
-        uint64_t x = w ^ (v * kOnes);
-        uint64_t hit = (x - kOnes) & ~x & kHigh;
-        if (!hit) {
-            list[k] = (w << 8) | carry;
-            carry = w >> 56;
-            continue;
-        }
-        uint32_t bpos = (uint32_t)(__ffsll((long long)hit) - 1) >> 3;
-        uint64_t keep = ~0ull << (8 * bpos) << 8;
-        list[k] = (w & keep) | (((w << 8) | carry) & ~keep);
-        return 8 * k + bpos;
+    uint32_t c = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+        chunk_base[b] = c;
+        c += (blk[b].n + kBz2MtfChunk - 1) / kBz2MtfChunk;
     }
+    chunk_base[nb] = c;
 }
 
 struct Chunk {
     uint32_t block, lo, hi; /* bwt[lo, hi), absolute */
+    bool last;              /* the block's last chunk */
 };
 
 __device__ __forceinline__ Chunk chunk_of(const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base, uint32_t c)
@@ -93,69 +81,103 @@ __device__ __forceinline__ Chunk chunk_of(const Bz2Block *blk, uint32_t nb, cons
     }
     const Bz2Block &b = blk[lo];
     uint32_t a = b.rle_off + (c - chunk_base[lo]) * kBz2MtfChunk;
-    return Chunk{lo, a, min(a + kBz2MtfChunk, b.rle_off + b.n)};
+    return Chunk{lo, a, min32(a + kBz2MtfChunk, b.rle_off + b.n), c + 1 == chunk_base[lo + 1]};
 }
 
-/* One thread: chunk bases per block (chunk_base[nb] = total). */
-__global__ void chunk_bases(const Bz2Block *blk, uint32_t nb, uint32_t *chunk_base)
+/* The block's seq[] (byte -> index among used bytes) into the warp's shared table. */
+__device__ __forceinline__ void warp_seq(const Bz2Block &b, uint8_t *seq)
 {
-    uint32_t c = 0;
-    for (uint32_t b = 0; b < nb; b++) {
-        chunk_base[b] = c;
-        c += (blk[b].n + kBz2MtfChunk - 1) / kBz2MtfChunk;
+    const unsigned lane = threadIdx.x & 31;
+    int before = 0;
+    for (int w = 0; w < (int)(lane / 4); w++)
+        before += __popc(b.in_use[w]);
+    uint32_t word = b.in_use[lane / 4];
+    before += __popc(word & ((1u << (8 * (lane % 4))) - 1));
+    for (int k = 0; k < 8; k++) {
+        int v = 8 * (int)lane + k;
+        if (word >> (v & 31) & 1)
+            seq[v] = (uint8_t)before++;
     }
-    chunk_base[nb] = c;
+    __syncwarp();
 }
 
-/* 2 and 4: MTF over one chunk from `start` (2: the identity; 4: the chained
- * list). Pass 2 stores the final list's front in lists[c] and its length in
- * front[c]; pass 4 stores the indices in idx. */
-template <bool kFinal>
-__global__ void mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base,
-                           uint8_t *lists, uint16_t *front, uint8_t *idx)
+constexpr uint64_t kOnes = 0x0101010101010101ull;
+constexpr uint64_t kHigh = 0x8080808080808080ull;
+
+/* One MTF step of the warp's list (lane l holds entries 8l..8l+7 in w,
+ * entry 8l lowest): v moves to the front; returns its old index. */
+__device__ __forceinline__ uint32_t warp_mtf(uint64_t &w, uint32_t v)
 {
-    uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned lane = threadIdx.x & 31;
+    uint64_t x = w ^ (v * kOnes);
+    uint64_t hit = (x - kOnes) & ~x & kHigh; /* exact below the first match; one match in the list */
+    unsigned ball = __ballot_sync(kFull, hit != 0);
+    unsigned owner = __ffs(ball) - 1;
+    uint32_t pos = hit ? (uint32_t)(__ffsll((long long)hit) - 1) >> 3 : 0;
+    pos = __shfl_sync(kFull, pos, owner);
+    uint32_t j = 8 * owner + pos;
+    if (j == 0)
+        return 0;
+    uint64_t top = __shfl_up_sync(kFull, w >> 56, 1);
+    uint64_t carry = lane == 0 ? (uint64_t)v : top;
+    uint64_t shifted = (w << 8) | carry;
+    if (lane < owner)
+        w = shifted;
+    else if (lane == owner) {
+        uint64_t keep = ~0ull << (8 * pos) << 8;
+        w = (w & keep) | (shifted & ~keep);
+    }
+    return j;
+}
+
+/* 2 (kFinal false) and 4 (true): MTF over one chunk per warp. */
+template <bool kFinal>
+__global__ void __launch_bounds__(32 * kWarpsPerCta) mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
+                                                                const uint32_t *chunk_base, uint8_t *lists,
+                                                                uint16_t *front, uint8_t *idx)
+{
+    __shared__ uint8_t seq_all[kWarpsPerCta][256];
+    const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
+    const uint32_t c = blockIdx.x * kWarpsPerCta + wid;
     if (c >= chunk_base[nb])
         return;
     Chunk ch = chunk_of(blk, nb, chunk_base, c);
-    uint8_t seq[256];
-    make_seq(blk[ch.block], seq);
-    uint64_t list[33];
-    uint8_t *l8 = reinterpret_cast<uint8_t *>(list);
+    uint8_t *seq = seq_all[wid];
+    warp_seq(blk[ch.block], seq);
     uint8_t *mine = lists + (uint64_t)c * 256;
-    for (int i = 0; i < 256; i++)
-        l8[i] = kFinal ? mine[i] : (uint8_t)i;
-    list[32] = 0;
-    if (kFinal) {
-        for (uint32_t i = ch.lo; i < ch.hi; i++) {
-            uint8_t v = seq[bwt[i]];
-            idx[i] = l8[0] == v ? 0 : (uint8_t)move_to_front(list, v);
+    uint64_t w = 0;
+    if (kFinal)
+        w = *reinterpret_cast<const uint64_t *>(mine + 8 * lane);
+    else
+        for (int k = 7; k >= 0; k--)
+            w = (w << 8) | (uint64_t)(8 * lane + k);
+    uint32_t seen = 0; /* pass 2: bit k: entry value 8 * lane + k seen */
+    for (uint32_t base = ch.lo; base < ch.hi; base += 32) {
+        uint32_t i = base + lane;
+        uint32_t mine_v = i < ch.hi ? seq[bwt[i]] : 0;
+        uint32_t n = min32(32, ch.hi - base);
+        uint32_t out = 0;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t v = __shfl_sync(kFull, mine_v, k);
+            uint32_t j = warp_mtf(w, v);
+            if (lane == k)
+                out = j;
+            if (!kFinal && (v >> 3) == lane)
+                seen |= 1u << (v & 7);
         }
-    } else {
-        uint32_t seen[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int d = 0;
-        for (uint32_t i = ch.lo; i < ch.hi; i++) {
-            uint8_t v = seq[bwt[i]];
-            uint32_t bit = 1u << (v & 31);
-            uint32_t w = v >> 5;
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                if ((uint32_t)k == w && !(seen[k] & bit)) {
-                    seen[k] |= bit;
-                    d++;
-                }
-            if (l8[0] != v)
-                move_to_front(list, v);
-        }
-        for (int i = 0; i < d; i++)
-            mine[i] = l8[i];
-        front[c] = (uint16_t)d;
+        if (kFinal && i < ch.hi)
+            idx[i] = (uint8_t)out;
+    }
+    if (!kFinal) {
+        *reinterpret_cast<uint64_t *>(mine + 8 * lane) = w;
+        int d = __reduce_add_sync(kFull, __popc(seen));
+        if (lane == 0)
+            front[c] = (uint16_t)d;
     }
 }
 
 /* 3. One thread per block: each chunk's start list, in place of its front. */
-__global__ void chain_lists(const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base, uint8_t *lists,
-                            const uint16_t *front)
+__global__ void chain_lists(uint32_t nb, const uint32_t *chunk_base, uint8_t *lists, const uint16_t *front)
 {
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nb)
@@ -182,43 +204,114 @@ __global__ void chain_lists(const Bz2Block *blk, uint32_t nb, const uint32_t *ch
     }
 }
 
-/* 5. One thread per block: RLE2 symbols, their count and frequencies. */
-__global__ void rle2(const uint8_t *idx, Bz2Block *blk, uint32_t nb, uint16_t *sym_all, uint32_t *freq_all)
+/* RUNA/RUNB digits of a zero run of r (bijective base 2). */
+__device__ __forceinline__ uint32_t run_digits(uint32_t r) { return r ? 31 - __clz(r + 1) : 0; }
+
+/* What pass 5 learns of a chunk. */
+struct ChunkRle {
+    uint32_t lead;     /* zeros before its first non-zero index (all, if none) */
+    uint32_t trail;    /* zeros after its last non-zero index */
+    uint32_t count;    /* symbols with no zeros carried in (first run's digits from lead alone) */
+    uint32_t nonzero;  /* it has a non-zero index */
+    uint32_t carry;    /* pass 6: zeros carried in */
+    uint32_t sym_off;  /* pass 6: its first symbol, block-relative */
+};
+
+/* 5 (kEmit false) and 7 (true): RLE2 of one chunk per warp, 32 indices a step. */
+template <bool kEmit>
+__global__ void __launch_bounds__(32 * kWarpsPerCta) rle2_chunks(const uint8_t *idx, const Bz2Block *blk, uint32_t nb,
+                                                                 const uint32_t *chunk_base, ChunkRle *cr,
+                                                                 uint16_t *sym_all)
 {
-    uint32_t bi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bi >= nb)
+    const unsigned lane = threadIdx.x & 31;
+    const uint32_t c = blockIdx.x * kWarpsPerCta + threadIdx.x / 32;
+    if (c >= chunk_base[nb])
         return;
-    Bz2Block &b = blk[bi];
-    int n_in_use = 0;
-    for (int w = 0; w < 8; w++)
-        n_in_use += __popc(b.in_use[w]);
-    uint16_t *sym = sym_all + b.rle_off + bi;
-    uint32_t *freq = freq_all + (uint64_t)bi * kBz2MaxAlpha;
-    for (int i = 0; i < kBz2MaxAlpha; i++)
-        freq[i] = 0;
-    const uint8_t *j = idx + b.rle_off;
-    uint32_t o = 0, run = 0;
-    for (uint32_t i = 0; i <= b.n; i++) {
-        uint32_t v = i < b.n ? j[i] : 256u;
-        if (v == 0) {
-            run++;
-            continue;
+    Chunk ch = chunk_of(blk, nb, chunk_base, c);
+    const Bz2Block &b = blk[ch.block];
+    uint16_t *sym = sym_all + b.rle_off + ch.block;
+    uint32_t carry = kEmit ? cr[c].carry : 0; /* zeros since the last non-zero index */
+    uint32_t o = kEmit ? cr[c].sym_off : 0;
+    uint32_t lead = 0;
+    bool any = false;
+    for (uint32_t base = ch.lo; base < ch.hi; base += 32) {
+        uint32_t i = base + lane;
+        uint32_t n = min32(32, ch.hi - base);
+        uint32_t j = i < ch.hi ? idx[i] : 0;
+        unsigned nz = __ballot_sync(kFull, j != 0);
+        unsigned below = nz & ((1u << lane) - 1);
+        uint32_t zeros = below ? lane - (31 - __clz(below)) - 1 : lane + carry;
+        uint32_t e = j ? run_digits(zeros) + 1 : 0;
+        uint32_t incl = e; /* warp inclusive scan of e */
+        for (int d = 1; d < 32; d *= 2) {
+            uint32_t t = __shfl_up_sync(kFull, incl, d);
+            if ((int)lane >= d)
+                incl += t;
         }
-        while (run) {
-            uint32_t d = (run & 1) ? 0u : 1u; /* RUNA, RUNB */
-            sym[o++] = (uint16_t)d;
-            freq[d]++;
-            run = (run - 1 - d) >> 1;
+        uint32_t total = __shfl_sync(kFull, incl, 31);
+        if (kEmit && j) {
+            uint32_t at = o + incl - e;
+            for (uint32_t r = zeros; r;) {
+                uint32_t dgt = (r & 1) ? 0u : 1u;
+                sym[at++] = (uint16_t)dgt;
+                r = (r - 1 - dgt) >> 1;
+            }
+            sym[at] = (uint16_t)(j + 1);
         }
-        uint32_t s = v == 256u ? (uint32_t)n_in_use + 1 : v + 1;
-        sym[o++] = (uint16_t)s;
-        freq[s]++;
+        if (!any && nz)
+            lead += __ffs(nz) - 1;
+        else if (!any)
+            lead += n;
+        any = any || nz;
+        o += total;
+        carry = nz ? n - 1 - (31 - __clz(nz)) : carry + n;
     }
-    b.n_sym = o;
-    b.alpha = (uint32_t)n_in_use + 2;
+    if (!kEmit) {
+        if (lane == 0)
+            cr[c] = ChunkRle{lead, any ? carry : 0, o, any ? 1u : 0u, 0, 0};
+        return;
+    }
+    if (ch.last && lane == 0) { /* the block's last zero run, then EOB */
+        for (uint32_t r = carry; r;) {
+            uint32_t dgt = (r & 1) ? 0u : 1u;
+            sym[o++] = (uint16_t)dgt;
+            r = (r - 1 - dgt) >> 1;
+        }
+        int n_in_use = 0;
+        for (int w = 0; w < 8; w++)
+            n_in_use += __popc(b.in_use[w]);
+        sym[o] = (uint16_t)(n_in_use + 1);
+    }
 }
 
-unsigned grid_for(uint64_t n) { return (unsigned)((n + kBz2Threads - 1) / kBz2Threads); }
+/* 6. One thread per block: zeros carried into each chunk, symbol offsets, the block's symbol count. */
+__global__ void rle2_chain(Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base, ChunkRle *cr)
+{
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb)
+        return;
+    uint32_t carry = 0, off = 0;
+    for (uint32_t c = chunk_base[b]; c < chunk_base[b + 1]; c++) {
+        ChunkRle &r = cr[c];
+        r.carry = carry;
+        r.sym_off = off;
+        if (r.nonzero) {
+            off += r.count - run_digits(r.lead) + run_digits(carry + r.lead);
+            carry = r.trail;
+        } else {
+            carry += r.lead;
+        }
+    }
+    int n_in_use = 0;
+    for (int w = 0; w < 8; w++)
+        n_in_use += __popc(blk[b].in_use[w]);
+    blk[b].n_sym = off + run_digits(carry) + 1;
+    blk[b].alpha = (uint32_t)n_in_use + 2;
+}
+
+unsigned grid_for(uint64_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+
+static_assert(sizeof(ChunkRle) <= kBz2ChunkRleBytes, "Bz2Scratch::mtf_rle entries");
 
 } // namespace
 
@@ -230,18 +323,21 @@ int bz2_mtf(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
     GC_CUDA_LAUNCHED("symbol_map");
     chunk_bases<<<1, 1, 0, st>>>(s.blk, nb, s.chunk_base);
     GC_CUDA_LAUNCHED("chunk_bases");
-    /* chunks: at most rle_cap / kBz2MtfChunk + blocks */
-    uint64_t max_chunks = s.rle_cap / kBz2MtfChunk + s.max_blocks;
-    mtf_chunks<false><<<(unsigned)((max_chunks + 63) / 64), 64, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front,
-                                                          nullptr);
+    const uint64_t max_chunks = s.rle_cap / kBz2MtfChunk + s.max_blocks;
+    const unsigned g = grid_for(max_chunks, kWarpsPerCta), t = 32 * kWarpsPerCta;
+    ChunkRle *cr = reinterpret_cast<ChunkRle *>(s.mtf_rle);
+    mtf_chunks<false><<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front, nullptr);
     GC_CUDA_LAUNCHED("mtf_chunks<front>");
-    chain_lists<<<grid_for(nb), kBz2Threads, 0, st>>>(s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front);
+    chain_lists<<<grid_for(nb, 64), 64, 0, st>>>(nb, s.chunk_base, s.mtf_lists, s.mtf_front);
     GC_CUDA_LAUNCHED("chain_lists");
-    mtf_chunks<true><<<(unsigned)((max_chunks + 63) / 64), 64, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front,
-                                                         s.rle);
+    mtf_chunks<true><<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front, s.rle);
     GC_CUDA_LAUNCHED("mtf_chunks<final>");
-    rle2<<<(nb + 63) / 64, 64, 0, st>>>(s.rle, s.blk, nb, s.sym, s.freq);
-    GC_CUDA_LAUNCHED("rle2");
+    rle2_chunks<false><<<g, t, 0, st>>>(s.rle, s.blk, nb, s.chunk_base, cr, s.sym);
+    GC_CUDA_LAUNCHED("rle2_chunks<count>");
+    rle2_chain<<<grid_for(nb, 64), 64, 0, st>>>(s.blk, nb, s.chunk_base, cr);
+    GC_CUDA_LAUNCHED("rle2_chain");
+    rle2_chunks<true><<<g, t, 0, st>>>(s.rle, s.blk, nb, s.chunk_base, cr, s.sym);
+    GC_CUDA_LAUNCHED("rle2_chunks<emit>");
     return GC_OK;
 }
 

@@ -1,5 +1,5 @@
 /*
- * bz2_enc_tables.cu - Huffman tables of every block of a piece, exactly as
+ * bz2_enc_tables.cu - symbol frequencies and Huffman tables of every block of a piece, exactly as
  * docs/BZIP2.md section 6 (and kernels/cpu/bz2_huffman.c) define them, and
  * every block's exact bit length. One CTA per block: the assignment passes
  * are parallel over groups of 50 symbols (table frequencies by shared
@@ -137,7 +137,7 @@ __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint3
 }
 
 __global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym_all, Bz2Block *blk,
-                                                             const uint32_t *freq_all, uint8_t *sel_all,
+                                                             uint8_t *sel_all,
                                                              uint8_t *sel_mtf_all, uint32_t *gbit_off_all,
                                                              uint8_t *lens_all, uint32_t *codes_all)
 {
@@ -153,7 +153,10 @@ __global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym
     const uint64_t gbase = bz2_group_base(b, bi);
     uint8_t *sel = sel_all + gbase;
     for (int i = threadIdx.x; i < kBz2MaxAlpha; i += blockDim.x)
-        sm.freq[i] = freq_all[(uint64_t)bi * kBz2MaxAlpha + i];
+        sm.freq[i] = 0;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < n_sym; i += blockDim.x)
+        atomicAdd(&sm.freq[sym[i]], 1u);
     __syncthreads();
     if (threadIdx.x == 0)
         initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
@@ -266,7 +269,7 @@ int bz2_tables(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
 {
     if (nb == 0)
         return GC_OK;
-    choose_tables<<<nb, kBz2Threads, 0, st>>>(s.sym, s.blk, s.freq, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
+    choose_tables<<<nb, kBz2Threads, 0, st>>>(s.sym, s.blk, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
     GC_CUDA_LAUNCHED("choose_tables");
     block_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.res);
     GC_CUDA_LAUNCHED("block_offsets");

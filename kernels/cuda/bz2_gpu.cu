@@ -4,7 +4,8 @@
  * the segments one slot holds.
  *
  * piece_kernels runs the piece's blocks up to their bit lengths (and waits:
- * the rotation sort reads a count per round); piece_place gives the piece
+ * the rotation sort reads a count per round), often before the pieces
+ * before it are placed, so results are kept per piece; piece_place gives the piece
  * its bit offset in the stream (pieces are placed in order); then
  * piece_place_kernels packs its bits at that offset mod 8, and the bytes
  * go back. A piece that starts mid-byte shares that byte with the one
@@ -46,6 +47,7 @@ class Bz2EncodeJob final : public GpuJob {
         try {
             first_.assign(units, 0);
             off_.assign(units, 0);
+            res_.assign(units, Bz2Result{});
         } catch (const std::bad_alloc &) {
             return gc_fail(&job_.err, GC_E_NOMEM, "gpu bzip2: job %zu: out of host memory", j);
         }
@@ -81,7 +83,7 @@ class Bz2EncodeJob final : public GpuJob {
         Bz2Scratch s;
         int rc = scratch(b, &s, err);
         if (rc == GC_OK)
-            rc = bz2_enc_blocks(b.d_in, p.in_len, level_, s, b.d_tab32, st, &res_, nullptr, err);
+            rc = bz2_enc_blocks(b.d_in, p.in_len, level_, s, b.d_tab32, st, &res_[p.u0], nullptr, err);
         if (rc == GC_E_DEVICE)
             return rc;
         if (rc != GC_OK)
@@ -102,20 +104,21 @@ class Bz2EncodeJob final : public GpuJob {
         p.out_len = 0;
         if (failed_)
             return GC_OK;
+        const Bz2Result &r = res_[p.u0];
         const uint64_t o = kStreamHeadBits + bits_;
         const unsigned sh = (unsigned)(o % 8);
-        const uint64_t dev_bytes = (sh + res_.bits + 7) / 8;
-        if ((o + res_.bits + kStreamTailBits + 7) / 8 > job_.dst_cap) {
+        const uint64_t dev_bytes = (sh + r.bits + 7) / 8;
+        if ((o + r.bits + kStreamTailBits + 7) / 8 > job_.dst_cap) {
             fail(GC_E_LIMIT, "gpu bzip2: the stream does not fit the output buffer");
             return GC_OK;
         }
-        place_ = Place{res_.blocks, res_.bits, sh};
+        place_ = Place{r.blocks, r.bits, sh};
         off_[p.u0] = o;
         p.out_dev_off = sh ? 1 : 0;
         p.out_host = job_.dst + o / 8 + p.out_dev_off;
         p.out_len = dev_bytes - p.out_dev_off;
-        bits_ += res_.bits;
-        combined_ = rotl(combined_, res_.blocks) ^ res_.combined;
+        bits_ += r.bits;
+        combined_ = rotl(combined_, r.blocks) ^ r.combined;
         return GC_OK;
     }
 
@@ -220,7 +223,7 @@ class Bz2EncodeJob final : public GpuJob {
 
     gc_gpu_job &job_;
     int level_ = 9;
-    Bz2Result res_{};
+    std::vector<Bz2Result> res_;  /* by a piece's first unit: its totals (pieces overlap in the pipeline) */
     Place place_{};
     uint64_t bits_ = 0;
     uint32_t combined_ = 0;

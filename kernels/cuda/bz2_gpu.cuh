@@ -29,6 +29,7 @@ constexpr int kBz2MaxAlpha = 258;
 constexpr int kBz2MaxGroups = 6;
 constexpr int kBz2GroupSize = 50;
 constexpr int kBz2MaxSelectors = 18002;
+constexpr size_t kBz2ChunkRleBytes = 32;
 
 /* One block of the piece, as the planner cut it. */
 struct Bz2Block {
@@ -81,10 +82,10 @@ struct Bz2Scratch {
     uint32_t *chunk_base;    /* MTF chunks: first chunk of each block, then the total */
     uint8_t *mtf_lists;      /* per chunk 256 bytes: its MTF list front, then its start list */
     uint16_t *mtf_front;     /* per chunk: entries of its front */
+    uint8_t *mtf_rle;        /* per chunk kBz2ChunkRleBytes: its RLE2 counts and offsets */
     uint32_t *counts;        /* small device counters */
     uint32_t *crc_acc;       /* per block: its tiles' CRCs moved to its end, xored */
     uint16_t *sym;
-    uint32_t *freq;          /* per block kBz2MaxAlpha */
     uint8_t *sel;            /* selectors */
     uint8_t *sel_mtf;        /* their MTF indices */
     uint32_t *gbit_off;      /* each group's first bit after its block's head_bits */
