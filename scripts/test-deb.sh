@@ -103,6 +103,32 @@ if [ -e /etc/systemd/system/multi-user.target.wants/gpucompd.service ]; then
 else
     ok "gpucompd.service not enabled (the socket starts it)"
 fi
+# postinst ran systemd-tmpfiles on the package's snippet.
+if [ "$(stat -c '%a %U %G' /run/gpucompd 2>/dev/null)" = "755 root root" ]; then
+    ok "/run/gpucompd made by tmpfiles.d (0755 root root)"
+else
+    bad "/run/gpucompd missing or not 0755 root root: $(stat -c '%a %U %G' /run/gpucompd 2>&1)"
+fi
+# The units as installed: systemd-analyze verify, and the sandbox's exposure target.
+if command -v systemd-analyze >/dev/null; then
+    units="/lib/systemd/system/gpucompd.socket /lib/systemd/system/gpucompd.service"
+    if vout=$(systemd-analyze verify --man=no $units 2>&1) && [ -z "$vout" ]; then
+        ok "systemd-analyze verify on the installed units"
+    else
+        echo "$vout"
+        bad "systemd-analyze verify on the installed units"
+    fi
+    level=$(systemd-analyze security --offline=true --no-pager /lib/systemd/system/gpucompd.service 2>&1 |
+            sed -n 's/.*Overall exposure level for gpucompd.service: \([0-9.]*\).*/\1/p')
+    if [ -n "$level" ] && awk -v l="$level" 'BEGIN { exit !(l <= 2.5) }'; then
+        ok "installed gpucompd.service exposure $level <= 2.5"
+    else
+        bad "installed gpucompd.service exposure '${level}' (target at most 2.5)"
+    fi
+    grep -q '^ExecStart=/usr/sbin/gpucompd --config=/etc/gpucompd.conf$' /lib/systemd/system/gpucompd.service &&
+        ok "the unit runs /usr/sbin/gpucompd --config=/etc/gpucompd.conf" ||
+        bad "ExecStart is not /usr/sbin/gpucompd --config=/etc/gpucompd.conf"
+fi
 if [ -d /run/systemd/system ]; then
     if systemctl is-active --quiet gpucompd.socket; then ok "gpucompd.socket active"; else bad "gpucompd.socket not active under systemd"; fi
 fi
