@@ -133,6 +133,17 @@ if [ -d /run/systemd/system ]; then
     if systemctl is-active --quiet gpucompd.socket; then ok "gpucompd.socket active"; else bad "gpucompd.socket not active under systemd"; fi
 fi
 
+# Reinstalling (what an upgrade's maintainer scripts do) keeps a local change to the
+# conffile and the socket's enablement.
+echo "# local change (scripts/test-deb.sh)" >>/etc/gpucompd.conf
+if dpkg -i "${debs[0]}" >"$tmp/reinstall.log" 2>&1 && grep -q '^# local change' /etc/gpucompd.conf &&
+   [ -L /etc/systemd/system/sockets.target.wants/gpucompd.socket ]; then
+    ok "reinstall keeps the edited /etc/gpucompd.conf and the enabled socket"
+else
+    cat "$tmp/reinstall.log"
+    bad "reinstall over an edited /etc/gpucompd.conf"
+fi
+
 echo "-- the installed daemon"
 seq 1 300000 >"$tmp/data"
 /usr/sbin/gpucompd --config=/etc/gpucompd.conf --socket="$tmp/gc.sock" --workers=2 >"$tmp/daemon.log" 2>&1 &
