@@ -3,6 +3,11 @@
  * once per slot from the largest piece, carved into the stages' arrays) and
  * the order of the stages (bz2_gpu.cuh).
  */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <chrono>
+
 #include <cub/cub.cuh>
 #include <cuda/functional>
 #include <thrust/iterator/counting_iterator.h>
@@ -106,6 +111,20 @@ bool carve(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch *s)
 
 } // namespace
 
+void bz2_prof(cudaStream_t st, const char *what, uint64_t n)
+{
+    static const bool on = getenv("GC_BZ2_PROFILE") != nullptr;
+    static thread_local std::chrono::steady_clock::time_point last;
+    if (!on)
+        return;
+    (void)cudaStreamSynchronize(st);
+    auto now = std::chrono::steady_clock::now();
+    if (what)
+        fprintf(stderr, "bz2prof %-22s %10llu %8.3f ms\n", what, (unsigned long long)n,
+                std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+}
+
 size_t bz2_scratch_bytes(uint64_t piece_cap)
 {
     Sizes z = sizes_for(piece_cap);
@@ -146,6 +165,7 @@ int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s,
     uint64_t rle_total = 0;
     GC_CUDA(cudaMemsetAsync(s.res, 0, sizeof(Bz2Result), st));
     GC_CUDA(mark(0));
+    bz2_prof(st, nullptr, 0);
     rc = bz2_plan(d_src, len, (uint32_t)(level * 100000 - 19), s, st, &nb, &rle_total, err);
     if (rc == GC_OK)
         rc = bz2_rle1_crc(d_src, len, nb, rle_total, s, d_tab32, st, err);

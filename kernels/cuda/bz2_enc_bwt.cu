@@ -227,6 +227,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         return GC_OK;
     find_periods<<<nb, kBz2Threads, 0, st>>>(s.rle, s.blk);
     GC_CUDA_LAUNCHED("find_periods");
+    bz2_prof(st, "find_periods", nb);
     sort_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.counts);
     GC_CUDA_LAUNCHED("sort_offsets");
     uint32_t hc[2];
@@ -241,12 +242,14 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         size_t tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, 8 * kBz2KeyBytes + bits_for(nb - 1),
                                                 st));
+        bz2_prof(st, "first_sort", ns);
         thrust::counting_iterator<uint32_t> idx(0);
         auto heads = thrust::make_transform_iterator(idx, HeadPos{kb.Current()});
         tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, heads, s.ulist1, cuda::maximum<uint32_t>(), (int)ns, st));
         first_ranks<<<grid_for(ns), kBz2Threads, 0, st>>>(vb.Current(), s.ulist1, ns, s.sa, s.isa);
         GC_CUDA_LAUNCHED("first_ranks");
+    bz2_prof(st, "first_ranks", ns);
         tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist0, s.counts + 2, (int)ns,
                                       Unresolved{kb.Current(), ns}, st));
@@ -263,6 +266,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             GC_CUDA_LAUNCHED("round_keys");
             tmp = s.cub_bytes;
             GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, 2 * rbits, st));
+            bz2_prof(st, "round_sort", nu);
             auto rheads = thrust::make_transform_iterator(idx, HeadPos{rk.Current()});
             tmp = s.cub_bytes;
             GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, rheads, s.ulist1, cuda::maximum<uint32_t>(), (int)nu, st));
@@ -274,6 +278,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
                                           Unresolved{rk.Current(), nu}, st));
             gather_u<<<grid_for(nu), kBz2Threads, 0, st>>>(u, s.ulist1, s.counts + 2, u_next);
             GC_CUDA_LAUNCHED("gather_u");
+    bz2_prof(st, "gather_u", nu);
             GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
             GC_CUDA(cudaStreamSynchronize(st));
             uint32_t *x = u;
@@ -283,6 +288,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
     }
     last_column<<<grid_for(rle_total), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, rle_total, s.sa, s.bwt);
     GC_CUDA_LAUNCHED("last_column");
+    bz2_prof(st, "last_column", rle_total);
     return GC_OK;
 }
 

@@ -8,8 +8,8 @@
  * with minus those. And RLE2 only needs, across chunks, the zeros carried
  * in. So, with one warp per chunk of kBz2MtfChunk bytes:
  *   1. per block, the used bytes (symbol map);
- *   2. per chunk: MTF from the identity, keeping the final list's front;
- *   3. per block, one thread chains those into each chunk's start list;
+ *   2. per chunk: its symbols by last use (the front any MTF leaves);
+ *   3. per block, one warp chains those into each chunk's start list;
  *   4. per chunk: the MTF indices from its start list (idx);
  *   5. per chunk: its RLE2 symbols counted with no zeros carried in, its
  *      leading and trailing zeros;
@@ -130,11 +130,50 @@ __device__ __forceinline__ uint32_t warp_mtf(uint64_t &w, uint32_t v)
     return j;
 }
 
-/* 2 (kFinal false) and 4 (true): MTF over one chunk per warp. */
-template <bool kFinal>
+/* 2. One warp per chunk: its symbols by last use (latest first), which is
+ * the front of the list any MTF over the chunk leaves. */
+__global__ void __launch_bounds__(32 * kWarpsPerCta) chunk_fronts(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
+                                                                  const uint32_t *chunk_base, uint8_t *lists,
+                                                                  uint16_t *front)
+{
+    __shared__ uint8_t seq_all[kWarpsPerCta][256];
+    __shared__ uint32_t last_all[kWarpsPerCta][256];
+    const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
+    const uint32_t c = blockIdx.x * kWarpsPerCta + wid;
+    if (c >= chunk_base[nb])
+        return;
+    Chunk ch = chunk_of(blk, nb, chunk_base, c);
+    uint8_t *seq = seq_all[wid];
+    uint32_t *last = last_all[wid]; /* 1 + the last position of each symbol, 0: unused */
+    warp_seq(blk[ch.block], seq);
+    for (int k = 0; k < 8; k++)
+        last[8 * lane + k] = 0;
+    __syncwarp();
+    for (uint32_t i = ch.lo + lane; i < ch.hi; i += 32)
+        atomicMax(&last[seq[bwt[i]]], i - ch.lo + 1);
+    __syncwarp();
+    uint8_t *mine = lists + (uint64_t)c * 256;
+    int d = 0;
+    for (int k = 0; k < 8; k++) {
+        int v = 8 * (int)lane + k;
+        uint32_t lv = last[v];
+        if (!lv)
+            continue;
+        d++;
+        int rank = 0; /* symbols used later come first */
+        for (int u = 0; u < 256; u++)
+            rank += last[u] > lv;
+        mine[rank] = (uint8_t)v;
+    }
+    d = __reduce_add_sync(kFull, d);
+    if (lane == 0)
+        front[c] = (uint16_t)d;
+}
+
+/* 4. One warp per chunk: the MTF indices from the chunk's start list. */
 __global__ void __launch_bounds__(32 * kWarpsPerCta) mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
-                                                                const uint32_t *chunk_base, uint8_t *lists,
-                                                                uint16_t *front, uint8_t *idx)
+                                                                const uint32_t *chunk_base, const uint8_t *lists,
+                                                                uint8_t *idx)
 {
     __shared__ uint8_t seq_all[kWarpsPerCta][256];
     const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
@@ -144,63 +183,71 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) mtf_chunks(const uint8_t *b
     Chunk ch = chunk_of(blk, nb, chunk_base, c);
     uint8_t *seq = seq_all[wid];
     warp_seq(blk[ch.block], seq);
-    uint8_t *mine = lists + (uint64_t)c * 256;
-    uint64_t w = 0;
-    if (kFinal)
-        w = *reinterpret_cast<const uint64_t *>(mine + 8 * lane);
-    else
-        for (int k = 7; k >= 0; k--)
-            w = (w << 8) | (uint64_t)(8 * lane + k);
-    uint32_t seen = 0; /* pass 2: bit k: entry value 8 * lane + k seen */
+    uint64_t w = *reinterpret_cast<const uint64_t *>(lists + (uint64_t)c * 256 + 8 * lane);
     for (uint32_t base = ch.lo; base < ch.hi; base += 32) {
         uint32_t i = base + lane;
         uint32_t mine_v = i < ch.hi ? seq[bwt[i]] : 0;
         uint32_t n = min32(32, ch.hi - base);
         uint32_t out = 0;
         for (uint32_t k = 0; k < n; k++) {
-            uint32_t v = __shfl_sync(kFull, mine_v, k);
-            uint32_t j = warp_mtf(w, v);
+            uint32_t j = warp_mtf(w, __shfl_sync(kFull, mine_v, k));
             if (lane == k)
                 out = j;
-            if (!kFinal && (v >> 3) == lane)
-                seen |= 1u << (v & 7);
         }
-        if (kFinal && i < ch.hi)
+        if (i < ch.hi)
             idx[i] = (uint8_t)out;
-    }
-    if (!kFinal) {
-        *reinterpret_cast<uint64_t *>(mine + 8 * lane) = w;
-        int d = __reduce_add_sync(kFull, __popc(seen));
-        if (lane == 0)
-            front[c] = (uint16_t)d;
     }
 }
 
-/* 3. One thread per block: each chunk's start list, in place of its front. */
-__global__ void chain_lists(uint32_t nb, const uint32_t *chunk_base, uint8_t *lists, const uint16_t *front)
+/* 3. One warp per block: each chunk's start list, in place of its front:
+ * the front, then the previous start list without the front's symbols. */
+__global__ void __launch_bounds__(32 * kWarpsPerCta) chain_lists(uint32_t nb, const uint32_t *chunk_base,
+                                                                 uint8_t *lists, const uint16_t *front)
 {
-    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ uint8_t buf_all[kWarpsPerCta][2][256];
+    __shared__ uint32_t seen_all[kWarpsPerCta][8];
+    const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
+    const uint32_t b = blockIdx.x * kWarpsPerCta + wid;
     if (b >= nb)
         return;
-    uint8_t cur[256], nxt[256];
-    for (int i = 0; i < 256; i++)
-        cur[i] = (uint8_t)i;
+    uint8_t *cur = buf_all[wid][0], *nxt = buf_all[wid][1];
+    uint32_t *seen = seen_all[wid];
+    for (int k = 0; k < 8; k++)
+        cur[8 * lane + k] = (uint8_t)(8 * lane + k);
     for (uint32_t c = chunk_base[b]; c < chunk_base[b + 1]; c++) {
         uint8_t *l = lists + (uint64_t)c * 256;
-        int d = front[c];
-        uint32_t seen[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int i = 0; i < d; i++) {
+        const int d = front[c];
+        if (lane < 8)
+            seen[lane] = 0;
+        __syncwarp();
+        for (int i = lane; i < d; i += 32) {
             nxt[i] = l[i];
-            seen[l[i] >> 5] |= 1u << (l[i] & 31);
+            atomicOr(&seen[l[i] >> 5], 1u << (l[i] & 31));
         }
-        int k = d;
-        for (int i = 0; i < 256; i++)
-            if (!(seen[cur[i] >> 5] >> (cur[i] & 31) & 1))
-                nxt[k++] = cur[i];
-        for (int i = 0; i < 256; i++) {
-            l[i] = cur[i];
-            cur[i] = nxt[i];
+        __syncwarp();
+        uint8_t mine[8];
+        int kept = 0;
+        for (int k = 0; k < 8; k++) {
+            mine[k] = cur[8 * lane + k];
+            kept += !(seen[mine[k] >> 5] >> (mine[k] & 31) & 1);
         }
+        int incl = kept; /* warp inclusive scan of kept */
+        for (int o = 1; o < 32; o *= 2) {
+            int t = __shfl_up_sync(kFull, incl, o);
+            if ((int)lane >= o)
+                incl += t;
+        }
+        int at = d + incl - kept;
+        for (int k = 0; k < 8; k++)
+            if (!(seen[mine[k] >> 5] >> (mine[k] & 31) & 1))
+                nxt[at++] = mine[k];
+        __syncwarp();
+        for (int k = 0; k < 8; k++)
+            l[8 * lane + k] = mine[k]; /* after the front was read (the syncwarp above) */
+        __syncwarp();
+        uint8_t *t = cur;
+        cur = nxt;
+        nxt = t;
     }
 }
 
@@ -321,23 +368,30 @@ int bz2_mtf(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
         return GC_OK;
     symbol_map<<<nb, kBz2Threads, 0, st>>>(s.bwt, s.blk);
     GC_CUDA_LAUNCHED("symbol_map");
+    bz2_prof(st, "symbol_map", nb);
     chunk_bases<<<1, 1, 0, st>>>(s.blk, nb, s.chunk_base);
     GC_CUDA_LAUNCHED("chunk_bases");
     const uint64_t max_chunks = s.rle_cap / kBz2MtfChunk + s.max_blocks;
     const unsigned g = grid_for(max_chunks, kWarpsPerCta), t = 32 * kWarpsPerCta;
     ChunkRle *cr = reinterpret_cast<ChunkRle *>(s.mtf_rle);
-    mtf_chunks<false><<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front, nullptr);
-    GC_CUDA_LAUNCHED("mtf_chunks<front>");
-    chain_lists<<<grid_for(nb, 64), 64, 0, st>>>(nb, s.chunk_base, s.mtf_lists, s.mtf_front);
+    chunk_fronts<<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front);
+    GC_CUDA_LAUNCHED("chunk_fronts");
+    bz2_prof(st, "chunk_fronts", nb);
+    chain_lists<<<grid_for(nb, kWarpsPerCta), t, 0, st>>>(nb, s.chunk_base, s.mtf_lists, s.mtf_front);
     GC_CUDA_LAUNCHED("chain_lists");
-    mtf_chunks<true><<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front, s.rle);
-    GC_CUDA_LAUNCHED("mtf_chunks<final>");
+    bz2_prof(st, "chain_lists", nb);
+    mtf_chunks<<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.rle);
+    GC_CUDA_LAUNCHED("mtf_chunks");
+    bz2_prof(st, "mtf_chunks", nb);
     rle2_chunks<false><<<g, t, 0, st>>>(s.rle, s.blk, nb, s.chunk_base, cr, s.sym);
     GC_CUDA_LAUNCHED("rle2_chunks<count>");
+    bz2_prof(st, "rle2_chunks<count>", nb);
     rle2_chain<<<grid_for(nb, 64), 64, 0, st>>>(s.blk, nb, s.chunk_base, cr);
     GC_CUDA_LAUNCHED("rle2_chain");
+    bz2_prof(st, "rle2_chain", nb);
     rle2_chunks<true><<<g, t, 0, st>>>(s.rle, s.blk, nb, s.chunk_base, cr, s.sym);
     GC_CUDA_LAUNCHED("rle2_chunks<emit>");
+    bz2_prof(st, "rle2_chunks<emit>", nb);
     return GC_OK;
 }
 

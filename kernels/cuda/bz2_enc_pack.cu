@@ -146,6 +146,7 @@ int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, u
     pack_groups<<<(unsigned)((slots + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(
         s.blk, blocks, slots, bit0, s.sym, s.sel, s.gbit_off, s.lens, s.codes, out);
     GC_CUDA_LAUNCHED("pack_groups");
+    bz2_prof(st, "pack_groups", blocks);
     return GC_OK;
 }
 

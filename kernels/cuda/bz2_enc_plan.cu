@@ -308,6 +308,7 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
     gather_blocks<<<1, 1, 0, st>>>(s.seg_blk, s.seg_blocks, segs, s.max_blocks_seg, s.blk, s.max_blocks, s.res,
                                    s.crc_acc);
     GC_CUDA_LAUNCHED("gather_blocks");
+    bz2_prof(st, "gather_blocks", len);
     Bz2Result r;
     GC_CUDA(cudaMemcpyAsync(&r, s.res, sizeof r, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
@@ -327,6 +328,7 @@ int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t r
     write_rle1<<<(unsigned)((threads + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(
         d_src, s.runs, s.run_off, s.blk, blocks, rle_total, s.rle);
     GC_CUDA_LAUNCHED("write_rle1");
+    bz2_prof(st, "write_rle1", rle_total);
     uint64_t tiles = (len + kBz2CrcTile - 1) / kBz2CrcTile;
     crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(d_src, len, s.blk, blocks,
                                                                                           d_tab32, s.crc_acc);
@@ -334,6 +336,7 @@ int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t r
     crc_finish<<<(blocks + kBz2Threads - 1) / kBz2Threads, kBz2Threads, 0, st>>>(s.blk, blocks, d_tab32,
                                                                                  s.crc_acc, s.res);
     GC_CUDA_LAUNCHED("crc_finish");
+    bz2_prof(st, "crc_finish", blocks);
     return GC_OK;
 }
 

@@ -3,8 +3,8 @@
  * docs/BZIP2.md section 6 (and kernels/cpu/bz2_huffman.c) define them, and
  * every block's exact bit length. One CTA per block: the assignment passes
  * are parallel over groups of 50 symbols (table frequencies by shared
- * atomics), the code lengths of each table one thread each (sequential by
- * definition, 258 symbols).
+ * atomics), the code lengths of each table one warp each (leaves ranked
+ * in parallel, the merge of the two queues by one lane).
  */
 #include <cub/cub.cuh>
 
@@ -22,56 +22,77 @@ __device__ int table_count(uint32_t n_sym)
     return n_sym < 200 ? 2 : n_sym < 600 ? 3 : n_sym < 1200 ? 4 : n_sym < 2400 ? 5 : 6;
 }
 
-/* Plain Huffman depths, ties as bz2_huffman.c: leaves by (weight, symbol),
- * a leaf before an internal node of equal weight. Returns the deepest. */
-__device__ int huffman_depths(const uint32_t *w, int alpha, uint8_t *len)
-{
-    int order[kBz2MaxAlpha];
-    uint64_t wt[2 * kBz2MaxAlpha];
+/* One warp's room for the code lengths of one table. */
+struct HuffSmem {
+    uint32_t w[kBz2MaxAlpha];          /* weights */
+    uint16_t order[kBz2MaxAlpha];      /* leaves by (weight, symbol) */
+    uint32_t wt[2 * kBz2MaxAlpha];     /* node weights (sums of <= 900001 symbols) */
     int16_t parent[2 * kBz2MaxAlpha];
     uint8_t depth[2 * kBz2MaxAlpha];
-    for (int i = 0; i < alpha; i++) {
-        int j = i;
-        while (j > 0 && w[order[j - 1]] > w[i]) {
-            order[j] = order[j - 1];
-            j--;
+    int maxd;
+};
+
+/* Plain Huffman depths by one warp, ties as bz2_huffman.c: leaves by
+ * (weight, symbol) (ranked by counting, in parallel), a leaf before an
+ * internal node of equal weight (the two-queue merge, by lane 0). Leaves
+ * the deepest in h.maxd. */
+__device__ void huffman_depths(HuffSmem &h, int alpha, uint8_t *len)
+{
+    const unsigned lane = threadIdx.x & 31;
+    for (int i = lane; i < alpha; i += 32) {
+        uint32_t wi = h.w[i];
+        int r = 0;
+        for (int u = 0; u < alpha; u++) {
+            uint32_t wu = h.w[u];
+            r += wu < wi || (wu == wi && u < i);
         }
-        order[j] = i;
-        wt[i] = w[i];
+        h.order[r] = (uint16_t)i;
+        h.wt[i] = wi;
     }
-    int leaf = 0, inode = alpha, next = alpha;
-    for (int k = 0; k < alpha - 1; k++) {
-        int pick[2];
-        for (int m = 0; m < 2; m++) {
-            if (leaf < alpha && (inode >= next || wt[order[leaf]] <= wt[inode]))
-                pick[m] = order[leaf++];
-            else
-                pick[m] = inode++;
+    __syncwarp();
+    if (lane == 0) {
+        int leaf = 0, inode = alpha, next = alpha;
+        for (int k = 0; k < alpha - 1; k++) {
+            int pick[2];
+            for (int m = 0; m < 2; m++) {
+                if (leaf < alpha && (inode >= next || h.wt[h.order[leaf]] <= h.wt[inode]))
+                    pick[m] = h.order[leaf++];
+                else
+                    pick[m] = inode++;
+            }
+            h.wt[next] = h.wt[pick[0]] + h.wt[pick[1]];
+            h.parent[pick[0]] = h.parent[pick[1]] = (int16_t)next;
+            next++;
         }
-        wt[next] = wt[pick[0]] + wt[pick[1]];
-        parent[pick[0]] = parent[pick[1]] = (int16_t)next;
-        next++;
-    }
-    int root = next - 1, maxd = 0;
-    depth[root] = 0;
-    for (int i = root - 1; i >= 0; i--) {
-        depth[i] = (uint8_t)(depth[parent[i]] + 1);
-        if (i < alpha) {
-            len[i] = depth[i];
-            maxd = max(maxd, (int)depth[i]);
+        int root = next - 1, maxd = 0;
+        h.depth[root] = 0;
+        for (int i = root - 1; i >= 0; i--) {
+            h.depth[i] = (uint8_t)(h.depth[h.parent[i]] + 1);
+            if (i < alpha) {
+                len[i] = h.depth[i];
+                maxd = max(maxd, (int)h.depth[i]);
+            }
         }
+        h.maxd = maxd;
     }
-    return maxd;
+    __syncwarp();
 }
 
-__device__ void code_lengths(const uint32_t *freq, int alpha, uint8_t *len)
+/* docs/BZIP2.md 6.2 by one warp: every symbol gets a code, none longer than 17 bits. */
+__device__ void code_lengths(HuffSmem &h, const uint32_t *freq, int alpha, uint8_t *len)
 {
-    uint32_t w[kBz2MaxAlpha];
-    for (int i = 0; i < alpha; i++)
-        w[i] = freq[i] ? freq[i] : 1;
-    while (huffman_depths(w, alpha, len) > kMaxCodeLen)
-        for (int i = 0; i < alpha; i++)
-            w[i] = 1 + w[i] / 2;
+    const unsigned lane = threadIdx.x & 31;
+    for (int i = lane; i < alpha; i += 32)
+        h.w[i] = freq[i] ? freq[i] : 1;
+    __syncwarp();
+    for (;;) {
+        huffman_depths(h, alpha, len);
+        if (h.maxd <= kMaxCodeLen)
+            break;
+        for (int i = lane; i < alpha; i += 32)
+            h.w[i] = 1 + h.w[i] / 2;
+        __syncwarp();
+    }
 }
 
 /* docs/BZIP2.md 6.4, as bz2_huffman.c's initial_tables. */
@@ -142,6 +163,7 @@ __global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym
                                                              uint8_t *lens_all, uint32_t *codes_all)
 {
     __shared__ TablesSmem sm;
+    __shared__ HuffSmem huff[kBz2MaxGroups];
     typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
     const uint32_t bi = blockIdx.x;
@@ -173,8 +195,9 @@ __global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym
                 atomicAdd(&sm.tfreq[t][sym[i]], 1u);
         }
         __syncthreads();
-        if (threadIdx.x < (unsigned)ng)
-            code_lengths(sm.tfreq[threadIdx.x], alpha, sm.len[threadIdx.x]);
+        const unsigned wid = threadIdx.x / 32;
+        if (wid < (unsigned)ng)
+            code_lengths(huff[wid], sm.tfreq[wid], alpha, sm.len[wid]);
         __syncthreads();
     }
     /* final selection: contiguous groups per thread, so their bit offsets are one block scan */
@@ -271,6 +294,7 @@ int bz2_tables(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
         return GC_OK;
     choose_tables<<<nb, kBz2Threads, 0, st>>>(s.sym, s.blk, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
     GC_CUDA_LAUNCHED("choose_tables");
+    bz2_prof(st, "choose_tables", nb);
     block_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.res);
     GC_CUDA_LAUNCHED("block_offsets");
     return GC_OK;

@@ -123,6 +123,11 @@ int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s,
 int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, uint8_t *d_out, size_t out_cap,
                  bool fresh, cudaStream_t st, gc_error *err);
 
+/* Tuning aid: with GC_BZ2_PROFILE set in the environment, wait for st and
+ * print to stderr the milliseconds since the last mark with `what` (and
+ * `n`, an item count); otherwise nothing (bz2_enc.cu). */
+void bz2_prof(cudaStream_t st, const char *what, uint64_t n);
+
 /* Stage launchers (asynchronous unless they say otherwise). */
 int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, cudaStream_t st, uint32_t *blocks,
              uint64_t *rle_bytes, gc_error *err); /* waits: the block count and RLE1 total */
