@@ -1,11 +1,13 @@
 /*
  * bz2_enc_pack.cu - every block's bits into the output at its bit offset
- * (docs/BZIP2.md section 7): one thread writes a block's head (magic to
+ * (docs/BZIP2.md section 7): one CTA writes a block's head (magic to
  * code lengths), one thread each group of 50 symbols, at offsets that
  * bz2_enc_tables.cu summed (prefix sums, as in PAVLE,
  * ../shared/seeds/002). Neighbours share boundary words, so every word is
  * ORed in atomically into zeroed memory.
  */
+#include <cub/cub.cuh>
+
 #include "bz2_gpu.cuh"
 
 namespace gcgpu {
@@ -40,41 +42,86 @@ struct BitSink {
     }
 };
 
-__global__ void pack_heads(const Bz2Block *blk, uint32_t nb, uint64_t bit0, const uint8_t *sel_mtf_all,
-                           const uint8_t *lens_all, uint32_t *out)
+/* Bits of table t's code lengths (docs/BZIP2.md section 7). */
+__device__ uint32_t length_bits(const uint8_t *l, uint32_t alpha)
 {
-    uint32_t bi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (bi >= nb)
-        return;
-    const Bz2Block &b = blk[bi];
-    BitSink w(out, bit0 + b.bit_off);
-    w.put(24, 0x314159);
-    w.put(24, 0x265359);
-    w.put(32, b.crc);
-    w.put(1, 0);
-    w.put(24, b.orig);
-    uint32_t ranges = 0;
-    for (int r = 0; r < 16; r++)
-        if ((b.in_use[r / 2] >> (16 * (r % 2))) & 0xffffu)
-            ranges |= 0x8000u >> r;
-    w.put(16, ranges);
-    for (int r = 0; r < 16; r++) {
-        if (!(ranges & (0x8000u >> r)))
-            continue;
-        uint32_t half = (b.in_use[r / 2] >> (16 * (r % 2))) & 0xffffu, bits = 0;
-        for (int j = 0; j < 16; j++)
-            if (half >> j & 1)
-                bits |= 0x8000u >> j;
-        w.put(16, bits);
+    uint32_t bits = 5;
+    int curr = l[0];
+    for (uint32_t s = 0; s < alpha; s++) {
+        bits += 2 * (uint32_t)abs((int)l[s] - curr) + 1;
+        curr = l[s];
     }
+    return bits;
+}
+
+/* One CTA per block: its head, magic to code lengths. Thread 0 the fixed
+ * fields, every thread a run of selectors (offsets by a block scan), one
+ * thread per table its code lengths. */
+__global__ void __launch_bounds__(kBz2Threads) pack_heads(const Bz2Block *blk, uint64_t bit0,
+                                                          const uint8_t *sel_mtf_all, const uint8_t *lens_all,
+                                                          uint32_t *out)
+{
+    typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ uint32_t tbits[kBz2MaxGroups];
+    const uint32_t bi = blockIdx.x;
+    const Bz2Block &b = blk[bi];
+    uint32_t ranges = 0, n_ranges = 0;
+    for (int r = 0; r < 16; r++)
+        if ((b.in_use[r / 2] >> (16 * (r % 2))) & 0xffffu) {
+            ranges |= 0x8000u >> r;
+            n_ranges++;
+        }
+    const uint64_t at = bit0 + b.bit_off;
+    const uint32_t fixed = 48 + 32 + 1 + 24 + 16 + 16 * n_ranges + 3 + 15;
     const uint32_t n_sel = (b.n_sym + kBz2GroupSize - 1) / kBz2GroupSize;
-    w.put(3, b.groups);
-    w.put(15, n_sel);
+    if (threadIdx.x == 0) {
+        BitSink w(out, at);
+        w.put(24, 0x314159);
+        w.put(24, 0x265359);
+        w.put(32, b.crc);
+        w.put(1, 0);
+        w.put(24, b.orig);
+        w.put(16, ranges);
+        for (int r = 0; r < 16; r++) {
+            if (!(ranges & (0x8000u >> r)))
+                continue;
+            uint32_t half = (b.in_use[r / 2] >> (16 * (r % 2))) & 0xffffu, bits = 0;
+            for (int j = 0; j < 16; j++)
+                if (half >> j & 1)
+                    bits |= 0x8000u >> j;
+            w.put(16, bits);
+        }
+        w.put(3, b.groups);
+        w.put(15, n_sel);
+        w.flush();
+    }
+    /* selectors: unary MTF indices */
     const uint8_t *mtf = sel_mtf_all + bz2_group_base(b, bi);
-    for (uint32_t g = 0; g < n_sel; g++)
-        w.put(mtf[g] + 1, ((1u << mtf[g]) - 1) << 1);
-    for (uint32_t t = 0; t < b.groups; t++) {
-        const uint8_t *l = lens_all + ((uint64_t)bi * kBz2MaxGroups + t) * kBz2MaxAlpha;
+    const uint32_t per = (n_sel + blockDim.x - 1) / blockDim.x;
+    const uint32_t g0 = min32(n_sel, threadIdx.x * per), g1 = min32(n_sel, g0 + per);
+    uint32_t mine = 0;
+    for (uint32_t g = g0; g < g1; g++)
+        mine += mtf[g] + 1u;
+    uint32_t before, sel_bits;
+    Scan(scan_tmp).ExclusiveSum(mine, before, sel_bits);
+    if (g0 < g1) {
+        BitSink w(out, at + fixed + before);
+        for (uint32_t g = g0; g < g1; g++)
+            w.put(mtf[g] + 1, ((1u << mtf[g]) - 1) << 1);
+        w.flush();
+    }
+    /* code lengths, one thread per table */
+    const uint8_t *lens = lens_all + (uint64_t)bi * kBz2MaxGroups * kBz2MaxAlpha;
+    if (threadIdx.x < b.groups)
+        tbits[threadIdx.x] = length_bits(lens + threadIdx.x * kBz2MaxAlpha, b.alpha);
+    __syncthreads();
+    if (threadIdx.x < b.groups) {
+        uint64_t pos = at + fixed + sel_bits;
+        for (uint32_t t = 0; t < threadIdx.x; t++)
+            pos += tbits[t];
+        const uint8_t *l = lens + threadIdx.x * kBz2MaxAlpha;
+        BitSink w(out, pos);
         int curr = l[0];
         w.put(5, (uint32_t)curr);
         for (uint32_t s = 0; s < b.alpha; s++) {
@@ -84,8 +131,8 @@ __global__ void pack_heads(const Bz2Block *blk, uint32_t nb, uint64_t bit0, cons
                 w.put(2, 3);
             w.put(1, 0);
         }
+        w.flush();
     }
-    w.flush();
 }
 
 /* Group slot G -> its block (the last whose group base is <= G). */
@@ -140,7 +187,7 @@ int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, u
     if (blocks == 0)
         return GC_OK;
     uint32_t *out = reinterpret_cast<uint32_t *>(d_out);
-    pack_heads<<<(blocks + 63) / 64, 64, 0, st>>>(s.blk, blocks, bit0, s.sel_mtf, s.lens, out);
+    pack_heads<<<blocks, kBz2Threads, 0, st>>>(s.blk, bit0, s.sel_mtf, s.lens, out);
     GC_CUDA_LAUNCHED("pack_heads");
     uint64_t slots = s.group_cap;
     pack_groups<<<(unsigned)((slots + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(

@@ -157,14 +157,14 @@ __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint3
     return best;
 }
 
-__global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym_all, Bz2Block *blk,
+__global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t *sym_all, Bz2Block *blk,
                                                              uint8_t *sel_all,
                                                              uint8_t *sel_mtf_all, uint32_t *gbit_off_all,
                                                              uint8_t *lens_all, uint32_t *codes_all)
 {
     __shared__ TablesSmem sm;
     __shared__ HuffSmem huff[kBz2MaxGroups];
-    typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
+    typedef cub::BlockScan<uint32_t, kBz2TableThreads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
     const uint32_t bi = blockIdx.x;
     Bz2Block &b = blk[bi];
@@ -240,20 +240,18 @@ __global__ void __launch_bounds__(kBz2Threads) choose_tables(const uint16_t *sym
                     co[s] = next++;
             next <<= 1;
         }
-    } else if (threadIdx.x == 32) { /* selectors, move-to-front coded */
-        uint8_t list[kBz2MaxGroups] = {0, 1, 2, 3, 4, 5};
+    } else if (threadIdx.x == 32) { /* selectors, move-to-front coded; the list packed 4 bits an entry */
+        uint32_t list = 0x543210u;
         uint32_t bits = 0;
         uint8_t *mtf = sel_mtf_all + gbase;
         for (uint32_t g = 0; g < n_sel; g++) {
-            uint8_t v = sel[g];
-            int j = 0;
-            while (list[j] != v)
+            uint32_t v = sel[g], j = 0;
+            while (((list >> (4 * j)) & 15u) != v)
                 j++;
-            for (int k = j; k > 0; k--)
-                list[k] = list[k - 1];
-            list[0] = v;
+            uint32_t below = list & ((1u << (4 * j)) - 1); /* entries before v move up one */
+            list = (list & ~((1u << (4 * j + 4)) - 1)) | (below << 4) | v;
             mtf[g] = (uint8_t)j;
-            bits += (uint32_t)j + 1;
+            bits += j + 1;
         }
         sm.sel_bits = bits;
     }
@@ -292,7 +290,7 @@ int bz2_tables(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
 {
     if (nb == 0)
         return GC_OK;
-    choose_tables<<<nb, kBz2Threads, 0, st>>>(s.sym, s.blk, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
+    choose_tables<<<nb, kBz2TableThreads, 0, st>>>(s.sym, s.blk, s.sel, s.sel_mtf, s.gbit_off, s.lens, s.codes);
     GC_CUDA_LAUNCHED("choose_tables");
     bz2_prof(st, "choose_tables", nb);
     block_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.res);

@@ -15,6 +15,9 @@ namespace gcgpu {
 constexpr uint64_t kBz2MaxPiece = 1ull << 30;
 /* Threads of the grid-wide kernels. */
 constexpr int kBz2Threads = 256;
+/* Table choice: threads of the CTA that handles one block (its assignment
+ * passes are latency-bound loads of the block's symbols). */
+constexpr int kBz2TableThreads = 1024;
 /* RLE1 writer: output bytes per thread. */
 constexpr uint32_t kBz2RleBytesPerThread = 16;
 /* Block CRC: input bytes per thread (a tile), summed into the block's CRC. */
