@@ -113,14 +113,14 @@ else
     # every *.py of the root file system but trees that change from run to run
     find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \
         -o -path /var/tmp -o -path /var/cache -o -path /var/log -o -path "$PWD" -o -path "$CDIR" \
-        -o -path "$W" \) -prune -o -name '*.py' -type f -print 2>/dev/null | LC_ALL=C sort > "$W/py.list"
-    while IFS= read -r f; do cat "$f" 2>/dev/null; done < "$W/py.list" > "$CDIR/text"
+        -o -path "$W" \) -prune -o -name '*.py' -type f -print0 2>/dev/null | LC_ALL=C sort -z > "$W/py.list"
+    xargs -0 -r cat < "$W/py.list" > "$CDIR/text" 2>/dev/null
     n=$(fsize "$CDIR/text")
     if ! reps=$(repeat_to "$CDIR/text"); then
         echo "no *.py files on this host" >&2
         exit 2
     fi
-    echo "text: $(wc -l < "$W/py.list") Python files, $(( n >> 20 )) MiB${reps:+, repeated $reps}"
+    echo "text: $(tr -cd '\0' < "$W/py.list" | wc -c) Python files, $(( n >> 20 )) MiB${reps:+, repeated $reps}"
 fi
 if [ "$(fsize "$CDIR/mixed")" -eq "$SIZE" ]; then
     echo "mixed: reused $CDIR/mixed"
@@ -178,6 +178,10 @@ for c in $corpora; do
     if bench "large-$c" bzip2-large "$f" "$LEVEL" "$LARGE_ROUNDS"; then
         L=$LOGDIR/large-$c.log
         be=$(grep -oE 'backend [a-z]+ \(gpu [0-9]+ of [0-9]+\)' "$L" | head -1)
+        if [ "$GPU_MODE" != off ] && echo "$be" | grep -q 'gpu 0 of'; then
+            echo "WARNING: no request of bzip2-large ran on the GPU ($be): is the GPU visible to gpucompd?" >&2
+            notes="${notes}WARNING: $c: no bzip2-large request ran on the GPU. "
+        fi
         row "$c" "gpucompd --gpu=$GPU_MODE, 1 client, whole file (memfd)" "$(field "$L" best)" \
             "$(field "$L" ratio)" "best of $LARGE_ROUNDS, median $(field "$L" median); $be"
     fi
