@@ -92,7 +92,7 @@ row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >> "$rows"; echo "$1: $2: $3 MB/s, ra
 
 # ---- corpora ----
 CDIR=${CORPUS_DIR:-$W}
-mkdir -p "$CDIR"
+mkdir -p "$CDIR" && CDIR=$(cd "$CDIR" && pwd)
 fsize() { stat -c %s "$1" 2>/dev/null || echo 0; }
 # repeat_to FILE: FILE repeated (whole copies, then cut) up to SIZE bytes, in place
 repeat_to() {
@@ -144,14 +144,14 @@ start_daemon() {
     # shellcheck disable=SC2086
     "$GPUCOMPD" --socket "$SOCK" --log-level=err --gpu="$1" $DAEMON_ARGS 2>> "$LOGDIR/gpucompd.log" &
     DPID=$!
-    for _ in $(seq 400); do
+    for _ in $(seq 1200); do # 60 s: a GPU daemon initialises its devices first
         [ -S "$SOCK" ] && "$GPUCOMP" --socket "$SOCK" --ping > /dev/null 2>&1 && return 0
         kill -0 "$DPID" 2>/dev/null || break
         sleep 0.05
     done
     echo "gpucompd --gpu=$1 did not start (see $LOGDIR/gpucompd.log)" >&2
-    DPID=""
-    exit 1
+    tail -5 "$LOGDIR/gpucompd.log" >&2
+    exit 1 # the EXIT trap stops it if it still runs
 }
 # bench LOGNAME ARGS...: bench_daemon on $SOCK, output kept and shown; fails the run on error
 bench() {
