@@ -81,7 +81,7 @@ class Bz2EncodeJob final : public GpuJob {
         if (failed_)
             return GC_OK;
         Bz2Scratch s;
-        int rc = scratch(b, &s, err);
+        int rc = scratch(b, p.in_len, &s, err);
         if (rc == GC_OK)
             rc = bz2_enc_blocks(b.d_in, p.in_len, level_, s, b.d_tab32, st, &res_[p.u0], nullptr, err);
         if (rc == GC_E_DEVICE)
@@ -127,7 +127,7 @@ class Bz2EncodeJob final : public GpuJob {
         if (failed_)
             return GC_OK;
         Bz2Scratch s;
-        int rc = scratch(b, &s, err);
+        int rc = scratch(b, p.in_len, &s, err);
         if (rc == GC_OK)
             rc = bz2_enc_pack(s, place_.blocks, place_.bits, place_.shift, b.d_out, b.out_cap, true, st, err);
         if (rc == GC_OK && place_.shift)
@@ -194,9 +194,12 @@ class Bz2EncodeJob final : public GpuJob {
                 d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
     }
 
-    int scratch(const SlotBuffers &b, Bz2Scratch *s, gc_error *err)
+    /* The slot's scratch carved for a piece of `len` input bytes (rounded up,
+     * so a slot that sees pieces of one size carves them alike; it only grows,
+     * and never while a piece of its own is between its kernels and its pack). */
+    int scratch(const SlotBuffers &b, uint64_t len, Bz2Scratch *s, gc_error *err)
     {
-        uint64_t piece = std::max<uint64_t>(1, std::min<uint64_t>(b.in_cap, kBz2MaxPiece) / kBz2Segment) * kBz2Segment;
+        uint64_t piece = std::max<uint64_t>(kBz2ScratchStep, (len + kBz2ScratchStep - 1) / kBz2ScratchStep * kBz2ScratchStep);
         size_t need = bz2_scratch_bytes(piece);
         if (*b.lazy_cap < need) {
             cudaFree(*b.d_lazy);

@@ -13,6 +13,10 @@ namespace gcgpu {
 /* Largest piece (input bytes of whole segments) one scratch serves; offsets
  * inside a piece are 32-bit, ranks of the rotation sort 28-bit. */
 constexpr uint64_t kBz2MaxPiece = 1ull << 30;
+/* A slot's sort scratch is sized for its piece rounded up to this (it only
+ * grows): a slot that serves 16 MiB requests holds a quarter of what a
+ * 64 MiB piece needs. */
+constexpr uint64_t kBz2ScratchStep = 4ull << 20;
 /* Threads of the grid-wide kernels. */
 constexpr int kBz2Threads = 256;
 /* Table choice: threads of the CTA that handles one block (its assignment
