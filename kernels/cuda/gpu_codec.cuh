@@ -45,6 +45,11 @@ struct SlotBuffers {
     size_t *lazy_cap;
 };
 
+/* Input (and output) bytes of a slot buffer sized for slot_bytes of input:
+ * room for a little expansion. A context sizes its slots so for the larger
+ * of its slot_bytes and its codecs' min_slot_in. */
+inline size_t slot_buffer_bytes(size_t slot_bytes) { return slot_bytes + slot_bytes / 64 + (64 << 10); }
+
 /* The capacities piece_units fits a piece to. */
 struct SlotCaps {
     size_t in_cap, out_cap, meta_cap, scr_cap;
@@ -128,6 +133,9 @@ struct GpuCodec {
     /* device scratch and metadata bytes per slot of slot_bytes input */
     size_t (*slot_scratch)(size_t slot_bytes);
     size_t (*slot_meta)(size_t slot_bytes);
+    /* input bytes a slot must hold at least (its pieces' smallest unit:
+     * bzip2's segment), whatever slot_bytes the context was opened with */
+    size_t min_slot_in;
     /* Validate job j (buffers are present) and make its GpuJob; else the
      * job's status with its message in job.err. */
     int (*prepare)(gc_gpu_job &job, size_t j, GpuJob **out);

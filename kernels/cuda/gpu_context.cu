@@ -99,15 +99,17 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     GC_CUDA(cudaMallocHost(&ctx->h_small, 4096));
     GC_CUDA(cudaEventCreate(&ctx->e_begin));
     GC_CUDA(cudaEventCreateWithFlags(&ctx->e_legacy, cudaEventDisableTiming));
-    /* a slot holds batch bytes of input and, a little expanded, of output;
+    /* a slot holds batch bytes of input (or what a codec needs at least) and, a little expanded, of output;
      * scratch and metadata as the hungriest codec needs */
     size_t b = ctx->batch;
-    ctx->in_cap = b + b / 64 + (64 << 10);
+    for (size_t i = 0; i < kCodecCount; i++) /* e.g. bzip2's two 32 MiB segments */
+        b = std::max(b, kCodecs[i]->min_slot_in);
+    ctx->in_cap = slot_buffer_bytes(b);
     ctx->out_cap = ctx->in_cap;
     ctx->meta_cap = ctx->scr_cap = 0;
     for (size_t i = 0; i < kCodecCount; i++) {
-        ctx->meta_cap = std::max(ctx->meta_cap, kCodecs[i]->slot_meta(b));
-        ctx->scr_cap = std::max(ctx->scr_cap, kCodecs[i]->slot_scratch(b));
+        ctx->meta_cap = std::max(ctx->meta_cap, kCodecs[i]->slot_meta(ctx->batch));
+        ctx->scr_cap = std::max(ctx->scr_cap, kCodecs[i]->slot_scratch(ctx->batch));
     }
     ctx->slots.resize(ctx->ns);
     for (Slot &s : ctx->slots) {

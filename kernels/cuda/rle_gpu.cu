@@ -53,11 +53,14 @@ class RleJob : public GpuJob {
     {
         uint64_t n = std::min<uint64_t>(units - c0, std::max<uint64_t>(1, caps.slot_bytes / cs_));
         n = std::min(n, kMaxPieceChunks);
+        /* rle pieces stay within slot_bytes, whatever other codecs made the buffers */
+        const size_t in_cap = std::min(caps.in_cap, slot_buffer_bytes(caps.slot_bytes));
+        const size_t out_cap = std::min(caps.out_cap, in_cap);
         for (; n >= 1; n = n / 2) {
             uint64_t body = piece_body(c0, n);
             uint64_t rec = piece_records(c0, n);
             size_t scr = scratch(body);
-            if (body <= caps.in_cap && rec <= caps.out_cap && rec <= caps.in_cap && scr <= caps.scr_cap &&
+            if (body <= in_cap && rec <= out_cap && rec <= in_cap && scr <= caps.scr_cap &&
                 kMetaIndex + n * RLE_INDEX_ENTRY <= caps.meta_cap) {
                 *pn = n;
                 return GC_OK;
@@ -320,6 +323,6 @@ size_t rle_slot_meta(size_t b)
 
 } // namespace
 
-const GpuCodec kRleCodec = {GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, rle_prepare};
+const GpuCodec kRleCodec = {GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, 0, rle_prepare};
 
 } // namespace gcgpu
