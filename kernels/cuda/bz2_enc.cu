@@ -83,30 +83,47 @@ bool take(uint8_t *&p, uint8_t *end, uint64_t n, T **out)
     return true;
 }
 
-bool carve(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch *s)
+/* What a piece keeps from its kernels to its pack (bz2_enc_pack reads only these). */
+bool carve_piece(uint8_t *p, uint8_t *end, const Sizes &z, Bz2Scratch *s)
 {
     s->piece_cap = z.piece;
     s->rle_cap = z.rle;
     s->max_blocks = (uint32_t)z.blocks;
     s->max_blocks_seg = (uint32_t)z.blocks_seg;
     s->group_cap = z.groups;
-    s->cub_bytes = cub;
-    uint8_t *tmp = nullptr;
-    return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.segs, &s->seg_blocks) &&
-           take(p, end, z.blocks, &s->seg_blk) && take(p, end, z.piece + 2, &s->runs) &&
-           take(p, end, z.piece + 2, &s->run_off) && take(p, end, 1, &s->n_runs) && take(p, end, z.rle, &s->rle) &&
-           take(p, end, z.rle, &s->bwt) && take(p, end, z.rle, &s->key0) && take(p, end, z.rle, &s->key1) &&
-           take(p, end, z.rle, &s->val0) && take(p, end, z.rle, &s->val1) && take(p, end, z.rle, &s->sa) &&
-           take(p, end, z.rle, &s->isa) && take(p, end, z.rle, &s->ulist0) && take(p, end, z.rle, &s->ulist1) &&
-           take(p, end, z.rle, &s->ulist2) && take(p, end, z.blocks + 1, &s->chunk_base) &&
-           take(p, end, z.chunks * 256, &s->mtf_lists) && take(p, end, z.chunks, &s->mtf_front) &&
-           take(p, end, z.chunks * kBz2ChunkRleBytes, &s->mtf_rle) &&
-           take(p, end, 16, &s->counts) && take(p, end, z.blocks, &s->crc_acc) &&
-           take(p, end, z.rle + z.blocks, &s->sym) &&
+    return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.rle + z.blocks, &s->sym) &&
            take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
            take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->lens) &&
-           take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes) && take(p, end, cub, &tmp) &&
+           take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes);
+}
+
+/* The stages' working memory: free again once bz2_enc_blocks returns. */
+bool carve_work(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch *s)
+{
+    uint8_t *tmp = nullptr;
+    s->cub_bytes = cub;
+    return take(p, end, z.segs, &s->seg_blocks) && take(p, end, z.blocks, &s->seg_blk) &&
+           take(p, end, z.piece + 2, &s->runs) && take(p, end, z.piece + 2, &s->run_off) &&
+           take(p, end, 1, &s->n_runs) && take(p, end, z.rle, &s->rle) && take(p, end, z.rle, &s->bwt) &&
+           take(p, end, z.rle, &s->key0) && take(p, end, z.rle, &s->key1) && take(p, end, z.rle, &s->val0) &&
+           take(p, end, z.rle, &s->val1) && take(p, end, z.rle, &s->sa) && take(p, end, z.rle, &s->isa) &&
+           take(p, end, z.rle, &s->ulist0) && take(p, end, z.rle, &s->ulist1) && take(p, end, z.rle, &s->ulist2) &&
+           take(p, end, z.blocks + 1, &s->chunk_base) && take(p, end, z.chunks * 256, &s->mtf_lists) &&
+           take(p, end, z.chunks, &s->mtf_front) && take(p, end, z.chunks * kBz2ChunkRleBytes, &s->mtf_rle) &&
+           take(p, end, 16, &s->counts) && take(p, end, z.blocks, &s->crc_acc) && take(p, end, cub, &tmp) &&
            (s->cub_tmp = tmp, true);
+}
+
+/* Bytes a carve takes from a 4 KiB-aligned base (measured on a fake one). */
+template <class F>
+size_t carved_bytes(F carve_fn)
+{
+    uint8_t *base = reinterpret_cast<uint8_t *>((uintptr_t)1 << 12);
+    uint8_t *end = reinterpret_cast<uint8_t *>(~(uintptr_t)0 >> 1);
+    uint8_t *stop = nullptr;
+    if (!carve_fn(base, end, &stop))
+        return 0;
+    return (size_t)(stop - base) + 4096;
 }
 
 } // namespace
@@ -125,28 +142,49 @@ void bz2_prof(cudaStream_t st, const char *what, uint64_t n)
     last = now;
 }
 
-size_t bz2_scratch_bytes(uint64_t piece_cap)
+size_t bz2_piece_bytes(uint64_t piece_cap)
+{
+    Sizes z = sizes_for(piece_cap);
+    return carved_bytes([&](uint8_t *b, uint8_t *e, uint8_t **stop) {
+        Bz2Scratch s;
+        bool ok = carve_piece(b, e, z, &s);
+        *stop = reinterpret_cast<uint8_t *>(s.codes + z.blocks * kBz2MaxGroups * kBz2MaxAlpha);
+        return ok;
+    });
+}
+
+size_t bz2_work_bytes(uint64_t piece_cap)
 {
     Sizes z = sizes_for(piece_cap);
     size_t cub = cub_bytes_for(z);
-    Bz2Scratch s;
-    /* carve from a fake base as large as can be to measure the layout */
-    uint8_t *base = reinterpret_cast<uint8_t *>((uintptr_t)1 << 12);
-    uint8_t *end = reinterpret_cast<uint8_t *>(~(uintptr_t)0 >> 1);
-    if (!carve(base, end, z, cub, &s))
-        return 0;
-    return (size_t)((uint8_t *)s.cub_tmp + cub - base) + 4096;
+    return carved_bytes([&](uint8_t *b, uint8_t *e, uint8_t **stop) {
+        Bz2Scratch s;
+        bool ok = carve_work(b, e, z, cub, &s);
+        *stop = static_cast<uint8_t *>(s.cub_tmp) + cub;
+        return ok;
+    });
+}
+
+size_t bz2_scratch_bytes(uint64_t piece_cap) { return bz2_piece_bytes(piece_cap) + bz2_work_bytes(piece_cap); }
+
+int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap, Bz2Scratch *s,
+                       gc_error *err)
+{
+    Sizes z = sizes_for(piece_cap);
+    uint8_t *p = static_cast<uint8_t *>(piece), *w = static_cast<uint8_t *>(work);
+    if (!carve_piece(p, p + piece_len, z, s) || !carve_work(w, w + work_len, z, cub_bytes_for(z), s))
+        return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %zu + %zu bytes of scratch do not hold a %llu-byte piece",
+                       piece_len, work_len, (unsigned long long)piece_cap);
+    return GC_OK;
 }
 
 int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err)
 {
-    Sizes z = sizes_for(piece_cap);
-    size_t cub = cub_bytes_for(z);
-    uint8_t *p = static_cast<uint8_t *>(base);
-    if (!carve(p, p + len, z, cub, s))
+    size_t pb = bz2_piece_bytes(piece_cap);
+    if (len < pb)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %zu bytes of scratch do not hold a %llu-byte piece", len,
                        (unsigned long long)piece_cap);
-    return GC_OK;
+    return bz2_scratch_carve2(base, pb, static_cast<uint8_t *>(base) + pb, len - pb, piece_cap, s, err);
 }
 
 int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s, const Crc32Tables *d_tab32,

@@ -11,8 +11,9 @@
  * go back. A piece that starts mid-byte shares that byte with the one
  * before: its own bits of it come back in h_meta and finish() ORs them in,
  * with the stream header, the end-of-stream marker and the combined CRC.
- * The rotation sort's scratch is large, so each slot allocates it on first
- * use (SlotBuffers::d_lazy) rather than every context up front.
+ * The scratch is large, so it is made on first use rather than with every
+ * context: per slot what a piece keeps until its pack, per context the
+ * stages' working memory (SlotBuffers::d_lazy, d_work).
  */
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,7 @@ class Bz2EncodeJob final : public GpuJob {
         }
         out_len = job_.dst_cap;
         out_sized_on_device = true;
+        kernels_wait = true;
         return GC_OK;
     }
 
@@ -195,25 +197,35 @@ class Bz2EncodeJob final : public GpuJob {
                 d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
     }
 
-    /* The slot's scratch carved for a piece of `len` input bytes (rounded up,
-     * so a slot that sees pieces of one size carves them alike; it only grows,
-     * and never while a piece of its own is between its kernels and its pack). */
+    /* Make *buf at least need bytes (it only grows); false when the device is out of memory. */
+    static bool grow(uint8_t **buf, size_t *cap, size_t need)
+    {
+        if (*cap >= need)
+            return true;
+        cudaFree(*buf);
+        *buf = nullptr;
+        *cap = 0;
+        if (cudaMalloc(buf, need) != cudaSuccess) {
+            (void)cudaGetLastError();
+            *buf = nullptr;
+            return false;
+        }
+        *cap = need;
+        return true;
+    }
+
+    /* Scratch carved for a piece of `len` input bytes (rounded up, so pieces of
+     * one size carve alike): the slot's piece part, the context's work part. A
+     * slot's part never grows while a piece of its own is between its kernels
+     * and its pack; the work part is only used inside piece_kernels. */
     int scratch(const SlotBuffers &b, uint64_t len, Bz2Scratch *s, gc_error *err)
     {
         uint64_t piece = std::max<uint64_t>(kBz2ScratchStep, (len + kBz2ScratchStep - 1) / kBz2ScratchStep * kBz2ScratchStep);
-        size_t need = bz2_scratch_bytes(piece);
-        if (*b.lazy_cap < need) {
-            cudaFree(*b.d_lazy);
-            *b.d_lazy = nullptr;
-            *b.lazy_cap = 0;
-            if (cudaMalloc(b.d_lazy, need) != cudaSuccess) {
-                (void)cudaGetLastError();
-                *b.d_lazy = nullptr;
-                return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for the %zu-byte sort scratch", need);
-            }
-            *b.lazy_cap = need;
-        }
-        return bz2_scratch_carve(*b.d_lazy, *b.lazy_cap, piece, s, err);
+        size_t piece_need = bz2_piece_bytes(piece), work_need = bz2_work_bytes(piece);
+        if (!grow(b.d_lazy, b.lazy_cap, piece_need) || !grow(b.d_work, b.work_cap, work_need))
+            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu + %zu bytes of scratch", piece_need,
+                           work_need);
+        return bz2_scratch_carve2(*b.d_lazy, *b.lazy_cap, *b.d_work, *b.work_cap, piece, s, err);
     }
 
     void fail(int code, const char *msg)
@@ -268,9 +280,8 @@ size_t bz2_slot_meta(size_t b)
 
 } // namespace
 
-/* Slots hold two segments: a 64 MiB piece sorts at about twice the speed of a 16 MiB one
- * (per-round costs of the rotation sort), see docs/BENCHMARKS.md. */
-const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta, 2 * kBz2Segment,
-                              bz2_prepare};
+/* Slots hold kBz2SlotSegments segments (bz2_policy.cuh): larger pieces sort faster. */
+const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta,
+                              kBz2SlotSegments * kBz2Segment, bz2_prepare};
 
 } // namespace gcgpu

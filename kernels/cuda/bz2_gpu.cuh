@@ -104,10 +104,19 @@ __host__ __device__ inline uint64_t bz2_group_base(const Bz2Block &b, uint32_t i
     return (uint64_t)(b.rle_off + idx) / kBz2GroupSize + idx;
 }
 
-/* Bytes of scratch for pieces of piece_cap input bytes, and the carving
- * (bz2_enc.cu). carve fails (GC_E_LIMIT) when len is too small. */
-size_t bz2_scratch_bytes(uint64_t piece_cap);
-int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err);
+/* Scratch for pieces of piece_cap input bytes (bz2_enc.cu), in two parts:
+ * the piece part (what bz2_enc_pack reads: blocks, symbols, selectors,
+ * tables, about 3 bytes per input byte) lives from a piece's kernels to its
+ * pack; the work part (the sort and the other stages' working memory, about
+ * 65 bytes per input byte) is free again when bz2_enc_blocks returns, so one
+ * serves every slot of a context. The carves fail (GC_E_LIMIT) when a part
+ * is too small. */
+size_t bz2_piece_bytes(uint64_t piece_cap);
+size_t bz2_work_bytes(uint64_t piece_cap);
+size_t bz2_scratch_bytes(uint64_t piece_cap); /* both parts, one buffer */
+int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap, Bz2Scratch *s,
+                       gc_error *err);
+int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err); /* one buffer */
 
 /* Everything up to the blocks' bit lengths, for d_src[0..len) (whole
  * segments, the last may be short) at `level`; waits for the device (the

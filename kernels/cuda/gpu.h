@@ -62,12 +62,13 @@ typedef struct gc_gpu_ctx gc_gpu_ctx;
 /*
  * Open device dev: allocates once, for the lifetime of the context, cfg->streams
  * streams, and per stream a pinned host staging pair and device input / output
- * / scratch buffers of about S = max(batch_bytes, 64 MiB) each (bzip2 pieces are
- * two 32 MiB segments; rle pieces still hold at most batch_bytes), so about
- * streams * (2 * S + 1.2 * batch_bytes) of device memory and 2.1 * S * streams
- * of pinned host memory. A stream that runs a bzip2 job also makes, on first
- * use, the rotation sort's scratch: about 68 bytes per input byte of its
- * largest piece (4.4 GB for 64 MiB). cfg may be NULL.
+ * / scratch buffers of about S = max(batch_bytes, 128 MiB) each (bzip2 pieces
+ * are four 32 MiB segments; rle pieces still hold at most batch_bytes), so
+ * about streams * (2 * S + 1.2 * batch_bytes) of device memory and
+ * 2.1 * S * streams of pinned host memory. A bzip2 job also makes, on first
+ * use, its scratch: about 65 bytes per input byte of the largest piece once
+ * per context (8.3 GB for 128 MiB) and 3 per stream that ran one. cfg may be
+ * NULL.
  */
 int gc_gpu_open(int dev, const gc_gpu_config *cfg, gc_gpu_ctx **out, gc_error *err);
 void gc_gpu_close(gc_gpu_ctx *ctx);

@@ -38,11 +38,15 @@ struct SlotBuffers {
     size_t in_cap, out_cap, meta_cap, scr_cap;
     const CrcTables *d_tab;
     const Crc32Tables *d_tab32;             /* CRC-32 (bzip2's CRC, see gpu_internal.cuh) */
-    /* the slot's lazily made scratch of a codec that needs far more than
-     * slot_scratch (bzip2's rotation sort): the codec allocates it on first
-     * use (*d_lazy, *lazy_cap) and the context frees it */
+    /* lazily made scratch of a codec that needs far more than slot_scratch
+     * (bzip2): the codec allocates it on first use and the context frees it.
+     * The slot's own (d_lazy) lives with the piece; the context's (d_work)
+     * serves every slot, for what piece_kernels is done with when it returns
+     * (pieces' kernels run one at a time on a context's pipeline thread). */
     uint8_t **d_lazy;
     size_t *lazy_cap;
+    uint8_t **d_work;
+    size_t *work_cap;
 };
 
 /* Input (and output) bytes of a slot buffer sized for slot_bytes of input:
@@ -80,6 +84,8 @@ class GpuJob {
     uint64_t units = 0;               /* the job's units; 0: nothing for the device, finish() at once */
     size_t out_len = 0;               /* bytes of job.dst the job may write (for the DMA fast path) */
     bool out_sized_on_device = false; /* two-phase output (see piece_place) */
+    bool kernels_wait = false;        /* piece_kernels waits for the device (bzip2): queue the next
+                                       * piece's H2D before it */
 
     /* How many units from u0 fit one slot (>= 1), or the job's error
      * (GC_E_LIMIT: not even one unit fits) in err. */

@@ -69,6 +69,7 @@ void ctx_free(gc_gpu_ctx *ctx)
         cudaEventDestroy(ctx->e_legacy);
     cudaFree(ctx->d_tab);
     cudaFree(ctx->d_tab32);
+    cudaFree(ctx->d_work);
     cudaFreeHost(ctx->h_small);
     (void)cudaGetLastError();
     pthread_mutex_destroy(&ctx->mu);

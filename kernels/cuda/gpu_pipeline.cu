@@ -110,11 +110,11 @@ void direct_part(uintptr_t lo, uintptr_t hi, const void *p, uint64_t len, uint64
     }
 }
 
-SlotBuffers slot_buffers(const gc_gpu_ctx *ctx, Slot &sl)
+SlotBuffers slot_buffers(gc_gpu_ctx *ctx, Slot &sl)
 {
-    return SlotBuffers{sl.d_in,     sl.d_out,       sl.d_meta,     sl.d_scr,       sl.h_meta,
-                       ctx->in_cap, ctx->out_cap,   ctx->meta_cap, ctx->scr_cap,   ctx->d_tab,
-                       ctx->d_tab32, &sl.d_lazy,    &sl.lazy_cap};
+    return SlotBuffers{sl.d_in,       sl.d_out,     sl.d_meta,    sl.d_scr,     sl.h_meta,       ctx->in_cap,
+                       ctx->out_cap,  ctx->meta_cap, ctx->scr_cap, ctx->d_tab,   ctx->d_tab32,    &sl.d_lazy,
+                       &sl.lazy_cap,  &ctx->d_work, &ctx->work_cap};
 }
 
 /* Prepare a job: its codec checks it and makes its GpuJob; false when it
@@ -262,6 +262,7 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t u0, uint64_t n)
     sl.p.u0 = u0;
     sl.p.n = n;
     sl.meta_d2h = 0;
+    sl.h2d_queued = false;
     sl.used = true;
     s.codec->piece_begin(sl.p, sl.h_meta);
     if (!s.codec->out_sized_on_device)
@@ -283,6 +284,24 @@ int piece_output_d2h(Batch &b, Slot &sl, gc_error *err)
     return GC_OK;
 }
 
+bool copies_done(const Slot &sl);
+
+/* Queue a staged piece's H2D (input and metadata), once. */
+int piece_h2d(Batch &b, Slot &sl, gc_error *err)
+{
+    if (sl.h2d_queued)
+        return GC_OK;
+    BCUDA(cudaEventRecord(sl.e_h0, sl.st));
+    BCUDA(dma_parts(sl.d_in, (uint8_t *)sl.p.in_host, sl.h_in, sl.p.in_len, sl.in_lo, sl.in_hi, true, sl.st));
+    if (sl.p.meta_in_len)
+        BCUDA(cudaMemcpyAsync(sl.d_meta, sl.h_meta + sl.p.meta_in_off, sl.p.meta_in_len, cudaMemcpyHostToDevice,
+                              sl.st));
+    BCUDA(cudaEventRecord(sl.e_h1, sl.st));
+    b.st.h2d_bytes += sl.p.in_len;
+    sl.h2d_queued = true;
+    return GC_OK;
+}
+
 /* Input staged: queue H2D, kernels and what can be copied back already. */
 int piece_queue(Batch &b, Slot &sl, gc_error *err)
 {
@@ -293,14 +312,15 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
     cudaError_t pending = cudaGetLastError();
     if (pending != cudaSuccess && pending != cudaErrorNotReady)
         return gc_fail(err, GC_E_DEVICE, "cuda: %s", cudaGetErrorString(pending));
-    BCUDA(cudaEventRecord(sl.e_h0, sl.st));
-    BCUDA(dma_parts(sl.d_in, (uint8_t *)sl.p.in_host, sl.h_in, sl.p.in_len, sl.in_lo, sl.in_hi, true, sl.st));
-    if (sl.p.meta_in_len)
-        BCUDA(cudaMemcpyAsync(sl.d_meta, sl.h_meta + sl.p.meta_in_off, sl.p.meta_in_len, cudaMemcpyHostToDevice,
-                              sl.st));
-    BCUDA(cudaEventRecord(sl.e_h1, sl.st));
-    b.st.h2d_bytes += sl.p.in_len;
-    int rc = cj.piece_kernels(sl.p, bufs, sl.st, err);
+    int rc = piece_h2d(b, sl, err);
+    if (rc != GC_OK)
+        return rc;
+    if (cj.kernels_wait) /* the next staged piece's copy overlaps these kernels rather than following them */
+        for (Slot &next : b.ctx->slots)
+            if (next.state == S_STAGE_IN && next.seq == sl.seq + 1 && copies_done(next) &&
+                (rc = piece_h2d(b, next, err)) != GC_OK)
+                return rc;
+    rc = cj.piece_kernels(sl.p, bufs, sl.st, err);
     if (rc != GC_OK)
         return rc;
     BCUDA(cudaEventRecord(sl.e_k1, sl.st));

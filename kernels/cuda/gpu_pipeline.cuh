@@ -35,6 +35,7 @@ struct Slot {
     size_t job = 0;
     Piece p;
     uint64_t meta_d2h = 0; /* bytes of results queued back by piece_meta_d2h */
+    bool h2d_queued = false; /* its input's H2D is queued (ahead of its turn, see kernels_wait) */
     /* [in_lo, in_hi) of the input goes straight from caller memory (page-locked),
      * the rest through h_in at the same offsets; likewise the output through h_out */
     uint64_t in_lo = 0, in_hi = 0, out_lo = 0, out_hi = 0;
@@ -59,6 +60,8 @@ struct gc_gpu_ctx {
     size_t batch = 0, in_cap = 0, out_cap = 0, meta_cap = 0, scr_cap = 0;
     gcgpu::CrcTables *d_tab = nullptr;
     gcgpu::Crc32Tables *d_tab32 = nullptr;
+    uint8_t *d_work = nullptr; /* a codec's working scratch, made on first use (SlotBuffers::d_work) */
+    size_t work_cap = 0;
     pthread_mutex_t mu;
     std::vector<gcgpu::Slot> slots;
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;
