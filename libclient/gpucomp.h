@@ -85,7 +85,7 @@ typedef struct gpucomp_device_stats {
     uint64_t kernel_ns;      /* kernels */
     uint64_t d2h_ns;         /* device-to-host copies */
     uint64_t wall_ns;        /* batch wall time, first copy in to last copy out */
-    uint64_t fallbacks;      /* requests rerun on the CPU after a device failure */
+    uint64_t fallbacks;      /* requests rerun on the CPU: after a device failure, or handed back by it */
     uint32_t queue_depth;
     int retired;             /* nonzero once the device failed and was taken out of service */
 } gpucomp_device_stats;
