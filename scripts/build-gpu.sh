@@ -58,10 +58,13 @@ $NVCC $NVFLAGS -o "$B/test_gpu_bzip2" tests/gpu/test_gpu_bzip2.cu "$O/libgccuda.
 p3=$!
 $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2" tests/bench/bench_gpu_bzip2.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p4=$!
+$NVCC $NVFLAGS -o "$B/test_gpu_bzip2_stages" tests/gpu/test_gpu_bzip2_stages.cu "$O/libgccuda.a" $ENGINE -lpthread &
+p5=$!
 wait $p1
 wait $p2
 wait $p3
 wait $p4
+wait $p5
 if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
     # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
     rm -rf "$O/var" && mkdir -p "$O/var" # no stale object may stand in for one that failed
@@ -75,7 +78,7 @@ if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
         $ENGINE -lpthread
     strip "$B/bench_gpu_rle_variant"
 fi
-strip "$B/test_gpu_rle" "$B/bench_gpu_rle" "$B/test_gpu_bzip2" "$B/bench_gpu_bzip2"
+strip "$B/test_gpu_rle" "$B/bench_gpu_rle" "$B/test_gpu_bzip2" "$B/bench_gpu_bzip2" "$B/test_gpu_bzip2_stages"
 cp scripts/gpu-suite.sh scripts/gpu-bzip2-bench.sh "$B/" 2>/dev/null || true
 ls -l "$B"
 if [ "${1:-}" = "--autotools" ]; then
@@ -83,5 +86,6 @@ if [ "${1:-}" = "--autotools" ]; then
     mkdir -p build-gpu && cd build-gpu
     ../configure --disable-shared --with-cuda
     make -j2 && make -j2 gpu-programs
-    strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle tests/gpu/test_gpu_bzip2 tests/bench/bench_gpu_bzip2
+    strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle tests/gpu/test_gpu_bzip2 tests/bench/bench_gpu_bzip2 \
+        tests/gpu/test_gpu_bzip2_stages
 fi

@@ -81,11 +81,23 @@ else
     bz_line="$(tail -1 "$LOGDIR/bzip2-suite.log") (exit $rc, $(( $(date +%s) - t0 )) s)"
     echo "bzip2 suite: $bz_line"
     [ $rc -eq 0 ] || status=1
+    if [ -x "$BIN/test_gpu_bzip2_stages" ]; then
+        echo "== GPU stage test: $BIN/test_gpu_bzip2_stages"
+        timeout "${SUITE_TIMEOUT:-1200}" "$BIN/test_gpu_bzip2_stages" > "$LOGDIR/bzip2-stages.log" 2>&1
+        rc=$?
+        grep -E '^  ' "$LOGDIR/bzip2-stages.log" | grep -v 'stages ok' | head -20
+        bz_line="$bz_line; stages: $(tail -1 "$LOGDIR/bzip2-stages.log") (exit $rc)"
+        [ $rc -eq 0 ] || status=1
+    fi
     if [ "${SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
         sanitize memcheck test_gpu_bzip2 bzip2-memcheck --leak-check no
         bz_mem_line=$san_line
-        sanitize racecheck test_gpu_bzip2 bzip2-racecheck
-        bz_race_line=$san_line
+        # racecheck runs the stage test's --quick (16 small cases reaching every kernel,
+        # about 200 s on an H100): the stream suite's --quick does not finish under it
+        if [ -x "$BIN/test_gpu_bzip2_stages" ]; then
+            sanitize racecheck test_gpu_bzip2_stages bzip2-racecheck
+            bz_race_line="stages: $san_line"
+        fi
         sanitize synccheck test_gpu_bzip2 bzip2-synccheck
         bz_sync_line=$san_line
     fi
