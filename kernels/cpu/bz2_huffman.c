@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "bz2_internal.h"
+#include "bz2_table_rules.h"
+
+_Static_assert(BZ2_RULE_ALPHA == BZ2_MAX_ALPHA, "one alphabet size");
 
 /* Plain Huffman over weights w[0..alpha) (all >= 1). Ties are broken so the
  * result is fully determined: leaves are ordered by (weight, symbol), and
@@ -76,52 +79,7 @@ void bz2_canonical_codes(const uint8_t *len, int alpha, uint32_t *code)
 
 int bz2_table_count(size_t n_sym)
 {
-    if (n_sym < 200)
-        return 2;
-    if (n_sym < 600)
-        return 3;
-    if (n_sym < 1200)
-        return 4;
-    if (n_sym < 2400)
-        return 5;
-    return 6;
-}
-
-/* Starting point: split the symbol values into n_groups contiguous ranges
- * of about equal remaining frequency; a table costs 0 inside its range and
- * 15 outside, so the first assignment clusters groups by symbol range.
- * Range k (from symbol 0 up) belongs to table n_groups-1-k, and odd ranges
- * other than the first and last give back their last symbol (the same
- * heuristic as bzip2: it measurably lands in better local optima). */
-static void initial_tables(const uint32_t *freq, int alpha, int n_groups, size_t n_sym,
-                           uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA])
-{
-    size_t rem = n_sym;
-    int gs = 0;
-    for (int k = 0; k < n_groups; k++) {
-        int left = n_groups - k;
-        size_t target = rem / (size_t)left;
-        int ge = gs;
-        size_t acc = gs < alpha ? freq[gs] : 0;
-        if (k == n_groups - 1) {
-            ge = alpha - 1;
-            acc = rem;
-        } else {
-            while (acc < target && ge + 1 < alpha - (left - 1)) {
-                ge++;
-                acc += freq[ge];
-            }
-            if (k % 2 == 1 && ge > gs) {
-                acc -= freq[ge];
-                ge--;
-            }
-        }
-        uint8_t *l = len[n_groups - 1 - k];
-        for (int v = 0; v < alpha; v++)
-            l[v] = (v >= gs && v <= ge) ? 0 : 15;
-        rem -= acc < rem ? acc : rem;
-        gs = ge + 1;
-    }
+    return bz2_rule_table_count(n_sym > UINT32_MAX ? UINT32_MAX : (uint32_t)n_sym);
 }
 
 /* One pass: give each group of 50 symbols the table with the smallest
@@ -175,7 +133,7 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
                        uint8_t *selectors)
 {
     uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
-    initial_tables(freq, alpha, n_groups, n_sym, len);
+    bz2_rule_initial_tables(freq, alpha, n_groups, (uint32_t)n_sym, len); /* n_sym <= 900001 */
     for (int it = 0; it < BZ2_REFINE_ITERS; it++) {
         memset(tfreq, 0, sizeof tfreq);
         assign_groups(sym, n_sym, alpha, n_groups, len, selectors, tfreq);
