@@ -43,7 +43,9 @@ namespace gcgpu {
  * is a permutation of the data bits, which can be folded into the tensor-core
  * matrix (CrcTablesT::mb, built from bit_crc[byte][7 - bit] instead of
  * [bit]), leaving one __brev of the final CRC; the combining multiplies stay
- * reflected. Not built until bzip2 comes to the device.
+ * reflected. The bzip2 encoder (bz2_enc_plan.cu) uses these CRC-32 tables'
+ * slicing table on bit-reversed bytes and their shifts to combine tiles: a
+ * block CRC is a small part of its time, so the tensor-core variant is not built.
  */
 constexpr uint32_t kCrc32cPoly = 0x82F63B78u; /* CRC32C (Castagnoli): the rle codec's chunk and header CRC */
 constexpr uint32_t kCrc32Poly = 0xEDB88320u;  /* CRC-32 (IEEE 802.3), zlib's crc32 */
