@@ -90,13 +90,26 @@ __global__ void sort_offsets(Bz2Block *blk, uint32_t nb, uint32_t *counts)
     counts[1] = maxp;
 }
 
+__device__ __forceinline__ uint32_t block_of_sort(const Bz2Block *blk, uint32_t nb, uint32_t g)
+{
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].sort_off <= g)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 __global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb, uint32_t ns, uint64_t *key,
                            uint32_t *val)
 {
     uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= ns)
         return;
-    uint32_t bi = block_at<&Bz2Block::sort_off>(blk, nb, g);
+    uint32_t bi = block_of_sort(blk, nb, g);
     const Bz2Block &b = blk[bi];
     const uint8_t *s = rle + b.rle_off;
     uint32_t p = b.period, i = g - b.sort_off;
@@ -146,7 +159,7 @@ __global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *sa, c
     if (t >= nu)
         return;
     uint32_t g = sa[u[t]];
-    const Bz2Block &b = blk[block_at<&Bz2Block::sort_off>(blk, nb, g)];
+    const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
     uint32_t i = g - b.sort_off;
     uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
     key[t] = ((uint64_t)isa[g] << rbits) | isa[b.sort_off + i2];
@@ -179,7 +192,15 @@ __global__ void last_column(const uint8_t *rle, Bz2Block *blk, uint32_t nb, uint
     uint64_t o = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= total)
         return;
-    Bz2Block &b = blk[block_at<&Bz2Block::rle_off>(blk, nb, o)];
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].rle_off <= o)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    Bz2Block &b = blk[lo];
     uint32_t local = (uint32_t)(o - b.rle_off), k = b.n / b.period;
     uint32_t r = local / k;
     uint32_t i = sa[b.sort_off + r] - b.sort_off;

@@ -9,9 +9,6 @@
 #include <cub/cub.cuh>
 
 #include "bz2_gpu.cuh"
-#include "bz2_table_rules.h"
-
-static_assert(BZ2_RULE_ALPHA == gcgpu::kBz2MaxAlpha, "one alphabet size");
 
 namespace gcgpu {
 
@@ -19,6 +16,11 @@ namespace {
 
 constexpr int kMaxCodeLen = 17; /* what we write (BZ2_MAX_CODE_LEN_ENC) */
 constexpr int kIters = 4;       /* refinement passes (docs/BZIP2.md 6.5) */
+
+__device__ int table_count(uint32_t n_sym)
+{
+    return n_sym < 200 ? 2 : n_sym < 600 ? 3 : n_sym < 1200 ? 4 : n_sym < 2400 ? 5 : 6;
+}
 
 /* One warp's room for the code lengths of one table. */
 struct HuffSmem {
@@ -93,6 +95,38 @@ __device__ void code_lengths(HuffSmem &h, const uint32_t *freq, int alpha, uint8
     }
 }
 
+/* docs/BZIP2.md 6.4, as bz2_huffman.c's initial_tables. */
+__device__ void initial_tables(const uint32_t *freq, int alpha, int ng, uint32_t n_sym,
+                               uint8_t (*len)[kBz2MaxAlpha])
+{
+    uint32_t rem = n_sym;
+    int gs = 0;
+    for (int k = 0; k < ng; k++) {
+        int left = ng - k;
+        uint32_t target = rem / (uint32_t)left;
+        int ge = gs;
+        uint32_t acc = gs < alpha ? freq[gs] : 0;
+        if (k == ng - 1) {
+            ge = alpha - 1;
+            acc = rem;
+        } else {
+            while (acc < target && ge + 1 < alpha - (left - 1)) {
+                ge++;
+                acc += freq[ge];
+            }
+            if (k % 2 == 1 && ge > gs) {
+                acc -= freq[ge];
+                ge--;
+            }
+        }
+        uint8_t *l = len[ng - 1 - k];
+        for (int v = 0; v < alpha; v++)
+            l[v] = (v >= gs && v <= ge) ? 0 : 15;
+        rem -= acc < rem ? acc : rem;
+        gs = ge + 1;
+    }
+}
+
 struct TablesSmem {
     uint8_t len[kBz2MaxGroups][kBz2MaxAlpha];
     uint32_t tfreq[kBz2MaxGroups][kBz2MaxAlpha];
@@ -135,7 +169,7 @@ __global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t
     const uint32_t bi = blockIdx.x;
     Bz2Block &b = blk[bi];
     const uint32_t n_sym = b.n_sym;
-    const int alpha = (int)b.alpha, ng = bz2_rule_table_count(n_sym);
+    const int alpha = (int)b.alpha, ng = table_count(n_sym);
     const uint32_t n_sel = (n_sym + kBz2GroupSize - 1) / kBz2GroupSize;
     const uint16_t *sym = sym_all + b.rle_off + bi;
     const uint64_t gbase = bz2_group_base(b, bi);
@@ -147,7 +181,7 @@ __global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t
         atomicAdd(&sm.freq[sym[i]], 1u);
     __syncthreads();
     if (threadIdx.x == 0)
-        bz2_rule_initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
+        initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
     __syncthreads();
     for (int it = 0; it < kIters; it++) {
         for (int i = threadIdx.x; i < kBz2MaxGroups * kBz2MaxAlpha; i += blockDim.x)

@@ -98,22 +98,6 @@ struct Bz2Scratch {
 __host__ __device__ __forceinline__ uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 __host__ __device__ __forceinline__ uint32_t min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
-/* The last of blocks [0, nb) whose field F is <= pos (blocks are in order of
- * every offset field: in_start, rle_off, sort_off). */
-template <uint32_t Bz2Block::*F>
-__device__ __forceinline__ uint32_t block_at(const Bz2Block *blk, uint32_t nb, uint64_t pos)
-{
-    uint32_t lo = 0, hi = nb - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi + 1) / 2;
-        if (blk[mid].*F <= pos)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* Group index base of block b (its selectors are sel[base .. + ceil(n_sym/50))). */
 __host__ __device__ inline uint64_t bz2_group_base(const Bz2Block &b, uint32_t idx)
 {
