@@ -17,10 +17,10 @@ constexpr uint64_t kBz2MaxPiece = 1ull << 30;
  * grows): a slot that serves 16 MiB requests holds a quarter of what a
  * 64 MiB piece needs. */
 constexpr uint64_t kBz2ScratchStep = 4ull << 20;
-/* 32 MiB segments a pipeline slot holds (GpuCodec::min_slot_in): pieces of
- * 64 / 128 / 256 MiB encode mixed data at 2.2 / 2.5 / 2.6 GB/s on an H100
- * (fixed costs per sort round and per-block CTAs that do not fill the SMs);
- * 4 costs 2 x 129 MiB of pinned staging per slot. */
+/* 32 MiB segments a pipeline slot holds (GpuCodec::min_slot_in): larger
+ * pieces pay the sort's per-round costs and the per-block kernels' idle SMs
+ * less often (docs/BENCHMARKS.md, GPU bzip2); 4 costs 2 x 129 MiB of pinned
+ * staging per slot. */
 constexpr uint64_t kBz2SlotSegments = 4;
 /* Threads of the grid-wide kernels. */
 constexpr int kBz2Threads = 256;
