@@ -10,6 +10,7 @@
  *   bench_daemon FILE gen SIZE_MIB              write the same data to FILE (for other tools)
  *   bench_daemon SOCKET bzip2-large FILE LEVEL ROUNDS
  *   bench_daemon SOCKET bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS
+ *   bench_daemon SOCKET bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS
  *
  * Data: short runs (mean run 8 bytes), the class the rle codec is for.
  * Every round trip is verified. Prints one markdown table row per run, plus
@@ -23,7 +24,12 @@
  * i * SLICE_MIB, wrapping around the end) ROUNDS times, and reports the
  * aggregate. MB/s = 10^6 input bytes per second of wall time. Each output is
  * decoded once, outside the timed part, by the CPU engine (bz2_decompress),
- * not by the daemon, and compared with the input.
+ * not by the daemon, and compared with the input. bzip2-dec-many is
+ * bzip2-many's decompress twin: each client compresses its slice in-process
+ * with the CPU engine (level 9, one thread, untimed), then all clients at
+ * once send that stream to the daemon for decompression ROUNDS times;
+ * MB/s = 10^6 decompressed bytes per second, aggregate; every client's last
+ * output is compared with its slice (untimed).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -575,6 +581,114 @@ static void run_bzip2_many(const char *path, int clients, size_t slice, int leve
     free(threads), free(args), free(lat);
 }
 
+typedef struct bz2_dec_arg {
+    int file;
+    size_t file_len, off, size, packed_len;
+    int rounds, on_gpu;
+    double *latencies;
+    pthread_barrier_t *start, *stop;
+} bz2_dec_arg;
+
+static void *bzip2_dec_worker(void *p)
+{
+    bz2_dec_arg *a = p;
+    gpucomp_client *c = connect_client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.max_output = a->size;
+    int in = file_to_memfd(a->file, a->file_len, a->off, a->size, "bench-bz2d-plain");
+    /* the slice's bzip2 stream, made here by the CPU engine (untimed) */
+    const uint8_t *plain = map_memfd(in, a->size, PROT_READ);
+    bz2_options bo = { .level = 9, .threads = 1 };
+    uint8_t *z = NULL;
+    gc_error err = { 0 };
+    if (bz2_compress(plain, a->size, &bo, &z, &a->packed_len, &err) != GC_OK) {
+        fprintf(stderr, "bench_daemon: bz2_compress: %s\n", err.msg);
+        exit(1);
+    }
+    int packed = gpucomp_memfd_create("bench-bz2d-packed");
+    int out = gpucomp_memfd_create("bench-bz2d-out");
+    if (packed < 0 || out < 0 || ftruncate(packed, (off_t)a->packed_len) != 0) {
+        perror("memfd");
+        exit(1);
+    }
+    uint8_t *zp = map_memfd(packed, a->packed_len, PROT_READ | PROT_WRITE);
+    memcpy(zp, z, a->packed_len);
+    munmap(zp, a->packed_len);
+    free(z);
+    size_t out_len = 0;
+    pthread_barrier_wait(a->start);
+    for (int r = 0; r < a->rounds; r++) {
+        double t = now_s();
+        int rc = gpucomp_decompress_fd(c, &o, packed, a->packed_len, out, &out_len);
+        a->latencies[r] = now_s() - t;
+        if (rc != GPUCOMP_OK)
+            die("bzip2 decompress_fd", c, rc);
+        a->on_gpu += gpucomp_last_backend(c) == GPUCOMP_BACKEND_GPU;
+    }
+    pthread_barrier_wait(a->stop);
+    /* outside the timed part: the last output is the slice */
+    const uint8_t *back = out_len ? map_memfd(out, out_len, PROT_READ) : NULL;
+    if (out_len != a->size || memcmp(back, plain, a->size) != 0) {
+        fprintf(stderr, "bench_daemon: bzip2 decompress mismatch (%zu bytes back, %zu in)\n", out_len, a->size);
+        exit(1);
+    }
+    if (back)
+        munmap((void *)back, out_len);
+    munmap((void *)plain, a->size);
+    close(in), close(packed), close(out);
+    gpucomp_close(c);
+    return NULL;
+}
+
+static void run_bzip2_dec_many(const char *path, int clients, size_t slice, int rounds)
+{
+    size_t len;
+    int file = open_input(path, &len);
+    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
+    bz2_dec_arg *args = calloc((size_t)clients, sizeof *args);
+    double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
+    gpucomp_client *c = connect_client();
+    pthread_barrier_t start, stop;
+    pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
+    pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
+    for (int i = 0; i < clients; i++) {
+        args[i] = (bz2_dec_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice,
+                                 .rounds = rounds, .latencies = lat + (size_t)i * (size_t)rounds, .start = &start,
+                                 .stop = &stop };
+        if (pthread_create(&threads[i], NULL, bzip2_dec_worker, &args[i]) != 0) {
+            fprintf(stderr, "bench_daemon: cannot start client thread %d\n", i);
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&start);
+    device_totals t0 = totals(c);
+    double t = now_s();
+    pthread_barrier_wait(&stop);
+    double wall = now_s() - t;
+    device_totals t1 = totals(c);
+    size_t packed = 0;
+    int on_gpu = 0;
+    for (int i = 0; i < clients; i++) {
+        pthread_join(threads[i], NULL);
+        packed += args[i].packed_len;
+        on_gpu += args[i].on_gpu;
+    }
+    close(file);
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&stop);
+    size_t n = (size_t)clients * (size_t)rounds;
+    qsort(lat, n, sizeof *lat, compare_double);
+    printf("| bzip2-dec-many: %d clients x %d x %zu bytes out, CPU engine -9 streams, memfd, of a %zu-byte file, "
+           "gpu %d of %zu requests | aggregate %.1f MB/s decompress, latency p50 %.1f ms p99 %.1f ms; "
+           "in %zu bytes, ratio %.3f; verified |\n",
+           clients, rounds, slice, len, on_gpu, n, (double)slice * (double)n / wall / 1e6, lat[n / 2] * 1e3,
+           lat[(n * 99) / 100] * 1e3, packed, (double)slice * (double)clients / (double)packed);
+    print_overlap("bzip2-dec-many", t0, t1, wall);
+    gpucomp_close(c);
+    free(threads), free(args), free(lat);
+}
+
 static int gen_file(const char *path, size_t len)
 {
     uint8_t *buf = malloc(len);
@@ -594,7 +708,7 @@ int main(int argc, char **argv)
     if (argc < 4) {
         fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyreg CLIENTS SIZE_MIB ROUNDS | "
                         "small CLIENTS SIZE_BYTES ROUNDS | bzip2-large FILE LEVEL ROUNDS | "
-                        "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS\n");
+                        "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS\n");
         return 2;
     }
     socket_path = argv[1];
@@ -619,6 +733,9 @@ int main(int argc, char **argv)
     else if (strcmp(argv[2], "bzip2-many") == 0 && argc >= 8 && atoi(argv[4]) > 0 && atol(argv[5]) > 0 &&
              atoi(argv[7]) > 0)
         run_bzip2_many(argv[3], atoi(argv[4]), (size_t)atol(argv[5]) << 20, atoi(argv[6]), atoi(argv[7]));
+    else if (strcmp(argv[2], "bzip2-dec-many") == 0 && argc >= 7 && atoi(argv[4]) > 0 && atol(argv[5]) > 0 &&
+             atoi(argv[6]) > 0)
+        run_bzip2_dec_many(argv[3], atoi(argv[4]), (size_t)atol(argv[5]) << 20, atoi(argv[6]));
     else
         return 2;
     return 0;
