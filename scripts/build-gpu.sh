@@ -60,11 +60,18 @@ $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2" tests/bench/bench_gpu_bzip2.cu "$O/libgcc
 p4=$!
 $NVCC $NVFLAGS -o "$B/test_gpu_bzip2_stages" tests/gpu/test_gpu_bzip2_stages.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p5=$!
+# the bzip2 decoder's suite (libbz2 makes its streams) and benchmark
+$NVCC $NVFLAGS -o "$B/test_gpu_bzip2_dec" tests/gpu/test_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE -lbz2 -lpthread &
+p6=$!
+$NVCC $NVFLAGS -o "$B/bench_gpu_bzip2_dec" tests/bench/bench_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE -lpthread &
+p7=$!
 wait $p1
 wait $p2
 wait $p3
 wait $p4
 wait $p5
+wait $p6
+wait $p7
 if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
     # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
     rm -rf "$O/var" && mkdir -p "$O/var" # no stale object may stand in for one that failed
@@ -78,8 +85,9 @@ if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
         $ENGINE -lpthread
     strip "$B/bench_gpu_rle_variant"
 fi
-strip "$B/test_gpu_rle" "$B/bench_gpu_rle" "$B/test_gpu_bzip2" "$B/bench_gpu_bzip2" "$B/test_gpu_bzip2_stages"
-cp scripts/gpu-suite.sh scripts/gpu-bzip2-bench.sh "$B/" 2>/dev/null || true
+strip "$B/test_gpu_rle" "$B/bench_gpu_rle" "$B/test_gpu_bzip2" "$B/bench_gpu_bzip2" "$B/test_gpu_bzip2_stages" \
+    "$B/test_gpu_bzip2_dec" "$B/bench_gpu_bzip2_dec"
+cp scripts/gpu-suite.sh scripts/gpu-bzip2-bench.sh scripts/gpu-bzip2-dec-bench.sh "$B/" 2>/dev/null || true
 ls -l "$B"
 if [ "${1:-}" = "--autotools" ]; then
     autoreconf -fi
@@ -87,5 +95,5 @@ if [ "${1:-}" = "--autotools" ]; then
     ../configure --disable-shared --with-cuda
     make -j2 && make -j2 gpu-programs
     strip tests/gpu/test_gpu_rle tests/bench/bench_gpu_rle tests/gpu/test_gpu_bzip2 tests/bench/bench_gpu_bzip2 \
-        tests/gpu/test_gpu_bzip2_stages
+        tests/gpu/test_gpu_bzip2_stages tests/gpu/test_gpu_bzip2_dec tests/bench/bench_gpu_bzip2_dec
 fi

@@ -279,13 +279,25 @@ __global__ void crc_tiles(const uint8_t *src, uint64_t len, const Bz2Block *blk,
     }
 }
 
-__global__ void crc_finish(Bz2Block *blk, uint32_t nb, const Crc32Tables *t, const uint32_t *acc, Bz2Result *res)
+__global__ void crc_finish(Bz2Block *blk, uint32_t nb, const Crc32Tables *t, const uint32_t *acc)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nb)
         return;
     blk[i].crc = __brev(acc[i] ^ mul_xpow8(t, 0xffffffffu, blk[i].in_len) ^ 0xffffffffu);
-    (void)res;
+}
+
+/* CRCs of blocks blk[0..nb) (in_start / in_len, ascending and back to back) of buf[0..len) into their crc; acc zeroed. */
+int launch_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, uint32_t *acc, const Crc32Tables *d_tab32,
+                cudaStream_t st, gc_error *err)
+{
+    uint64_t tiles = (len + kBz2CrcTile - 1) / kBz2CrcTile;
+    crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(buf, len, blk, nb, d_tab32,
+                                                                                          acc);
+    GC_CUDA_LAUNCHED("crc_tiles");
+    crc_finish<<<(nb + kBz2Threads - 1) / kBz2Threads, kBz2Threads, 0, st>>>(blk, nb, d_tab32, acc);
+    GC_CUDA_LAUNCHED("crc_finish");
+    return GC_OK;
 }
 
 } // namespace
@@ -329,15 +341,19 @@ int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t r
         d_src, s.runs, s.run_off, s.blk, blocks, rle_total, s.rle);
     GC_CUDA_LAUNCHED("write_rle1");
     bz2_prof(st, "write_rle1", rle_total);
-    uint64_t tiles = (len + kBz2CrcTile - 1) / kBz2CrcTile;
-    crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(d_src, len, s.blk, blocks,
-                                                                                          d_tab32, s.crc_acc);
-    GC_CUDA_LAUNCHED("crc_tiles");
-    crc_finish<<<(blocks + kBz2Threads - 1) / kBz2Threads, kBz2Threads, 0, st>>>(s.blk, blocks, d_tab32,
-                                                                                 s.crc_acc, s.res);
-    GC_CUDA_LAUNCHED("crc_finish");
+    /* the planner zeroed crc_acc */
+    int rc = launch_crcs(d_src, len, s.blk, blocks, s.crc_acc, d_tab32, st, err);
     bz2_prof(st, "crc_finish", blocks);
-    return GC_OK;
+    return rc;
+}
+
+int bz2_block_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, uint32_t *acc,
+                   const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err)
+{
+    if (nb == 0)
+        return GC_OK;
+    GC_CUDA(cudaMemsetAsync(acc, 0, (size_t)nb * sizeof *acc, st));
+    return launch_crcs(buf, len, blk, nb, acc, d_tab32, st, err);
 }
 
 } // namespace gcgpu

@@ -14,6 +14,9 @@
  * The scratch is large, so it is made on first use rather than with every
  * context: per slot what a piece keeps until its pack, per context the
  * stages' working memory (SlotBuffers::d_lazy, d_work).
+ *
+ * Decode jobs are not cut into pieces (their output size is only known once
+ * decoded): the codec hands them to bz2_decode_job (bz2_dec.cu), whole.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #include <new>
 #include <vector>
 
+#include "bz2_dec.cuh"
 #include "bz2_gpu.cuh"
 #include "gpu_codec.cuh"
 
@@ -197,23 +201,6 @@ class Bz2EncodeJob final : public GpuJob {
                 d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
     }
 
-    /* Make *buf at least need bytes (it only grows); false when the device is out of memory. */
-    static bool grow(uint8_t **buf, size_t *cap, size_t need)
-    {
-        if (*cap >= need)
-            return true;
-        cudaFree(*buf);
-        *buf = nullptr;
-        *cap = 0;
-        if (cudaMalloc(buf, need) != cudaSuccess) {
-            (void)cudaGetLastError();
-            *buf = nullptr;
-            return false;
-        }
-        *cap = need;
-        return true;
-    }
-
     /* Scratch carved for a piece of `len` input bytes (rounded up, so pieces of
      * one size carve alike): the slot's piece part, the context's work part. A
      * slot's part never grows while a piece of its own is between its kernels
@@ -222,7 +209,7 @@ class Bz2EncodeJob final : public GpuJob {
     {
         uint64_t piece = std::max<uint64_t>(kBz2ScratchStep, (len + kBz2ScratchStep - 1) / kBz2ScratchStep * kBz2ScratchStep);
         size_t piece_need = bz2_piece_bytes(piece), work_need = bz2_work_bytes(piece);
-        if (!grow(b.d_lazy, b.lazy_cap, piece_need) || !grow(b.d_work, b.work_cap, work_need))
+        if (!device_grow(b.d_lazy, b.lazy_cap, piece_need) || !device_grow(b.d_work, b.work_cap, work_need))
             return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu + %zu bytes of scratch", piece_need,
                            work_need);
         return bz2_scratch_carve2(*b.d_lazy, *b.lazy_cap, *b.d_work, *b.work_cap, piece, s, err);
@@ -252,8 +239,8 @@ class Bz2EncodeJob final : public GpuJob {
 
 int bz2_prepare(gc_gpu_job &job, size_t j, GpuJob **out)
 {
-    if (job.op != GC_GPU_ENCODE)
-        return gc_fail(&job.err, GC_E_UNSUPPORTED, "gpu bzip2: job %zu: only compression runs on the GPU", j);
+    if (job.op != GC_GPU_ENCODE) /* decode jobs run whole (bz2_decode_job) */
+        return gc_fail(&job.err, GC_E_INVALID, "gpu bzip2: job %zu: operation %d", j, (int)job.op);
     Bz2EncodeJob *r = new (std::nothrow) Bz2EncodeJob(job);
     if (!r)
         return gc_fail(&job.err, GC_E_NOMEM, "gpu bzip2: job %zu: out of host memory", j);
@@ -282,6 +269,6 @@ size_t bz2_slot_meta(size_t b)
 
 /* Slots hold kBz2SlotSegments segments (bz2_policy.cuh): larger pieces sort faster. */
 const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta,
-                              kBz2SlotSegments * kBz2Segment, bz2_prepare};
+                              kBz2SlotSegments * kBz2Segment, bz2_prepare, bz2_decode_job};
 
 } // namespace gcgpu

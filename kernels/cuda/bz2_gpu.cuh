@@ -143,6 +143,11 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
 int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t rle_total, Bz2Scratch &s,
                  const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
 int bz2_bwt(uint32_t blocks, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_error *err); /* waits */
+/* The CRCs of blocks blk[0..nb) of buf[0..len) (in_start / in_len, back to
+ * back from 0) into blk[i].crc; acc: nb words of scratch. The decoder checks
+ * its output with these too. */
+int bz2_block_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, uint32_t *acc,
+                   const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
 int bz2_mtf(uint32_t blocks, Bz2Scratch &s, cudaStream_t st, gc_error *err);
 int bz2_tables(uint32_t blocks, Bz2Scratch &s, cudaStream_t st, gc_error *err);
 

@@ -1,7 +1,7 @@
 /*
  * gpu.h - the CUDA backend of the codecs, as a plain C API: one batch call for
- * jobs of any codec it has kernels for (`rle` today), plus rle's
- * device-resident entry points for tests and benchmarks.
+ * jobs of any codec it has kernels for (rle both ways, bzip2 both ways),
+ * plus device-resident entry points for tests and benchmarks.
  *
  * Built from the kernels/cuda .cu files into kernels/cuda/libgccuda.a when configure
  * finds CUDA; otherwise kernels/cuda/gpu_stub.c provides the same functions
@@ -104,8 +104,19 @@ typedef struct gc_gpu_job {
      *             crafted ones; a stream that does not fit dst_cap fails the
      *             job with GC_E_LIMIT (rerun it on the CPU engine), and so
      *             does a job whose input changed while it was read (a block
-     *             outgrew its plan). bzip2 decode is not on the GPU
-     *             (GC_E_UNSUPPORTED). */
+     *             outgrew its plan).
+     * bzip2 decode: src = one or more concatenated bzip2 streams (any
+     *             encoder's); the output is their concatenation, after every
+     *             check the CPU engine makes (block and stream CRCs
+     *             included). Its size is only known once decoded: dst may be
+     *             NULL, and when the output outgrows dst_cap the backend
+     *             calls grow (NULL: the job fails with GC_E_LIMIT). A stream
+     *             problem fails the job with GC_E_CORRUPT, GC_E_CRC or
+     *             GC_E_TRUNCATED and a message naming stream and block (the
+     *             CPU engine's words may be more precise: rerun it there for
+     *             its exact verdict); GC_E_LIMIT also when the job needs
+     *             more device memory than there is (rerun on the CPU). No
+     *             output is kept from a failed job. */
     const uint8_t *src;
     size_t src_len;
     gc_gpu_codec_options opt;
@@ -116,6 +127,11 @@ typedef struct gc_gpu_job {
     int status;            /* GC_OK or the job's error code */
     gc_error err;          /* the job's error message */
     void *user;            /* untouched: for the caller */
+    /* bzip2 decode only: make dst hold at least len bytes, keeping its first
+     * bytes (realloc-like; may be called more than once, with growing len).
+     * Return GC_OK with dst / dst_cap updated, or an error status that fails
+     * the job (err: its message). NULL: dst_cap is a hard limit. */
+    int (*grow)(struct gc_gpu_job *job, size_t len, gc_error *err);
 } gc_gpu_job;
 
 typedef struct gc_gpu_batch_stats {
@@ -176,6 +192,34 @@ size_t gc_gpu_bzip2_scratch_size(size_t piece_bytes);
 int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level, void *d_dst,
                                size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
                                gc_gpu_bzip2_stages *stages, gc_error *err);
+
+/* ---- bzip2's device-resident decoder (tests, benchmarks) ------------------- */
+
+/* Time per stage of gc_gpu_bzip2_decode_device (host clock around the
+ * device work of each stage, summed over waves). */
+typedef struct gc_gpu_bzip2_dec_stages {
+    double scan_ms;    /* block magics at every bit offset, sorted, back to the host */
+    double huffman_ms; /* headers, tables, Huffman, RLE2 and inverse MTF of every candidate */
+    double walk_ms;    /* the framing walk on the host (which candidates are blocks) */
+    double ibwt_ms;    /* the stable sort for T and the splitter walks */
+    double rle1_ms;    /* RLE1 sizes, the expansion and the block CRCs */
+    double output_ms;  /* output rounds leaving the device (0 here) */
+    uint64_t candidates; /* block magics found (blocks and false positives) */
+    uint64_t blocks;     /* blocks decoded */
+    uint64_t streams;
+    uint64_t waves;      /* passes of up to 2048 candidates */
+} gc_gpu_bzip2_dec_stages;
+
+/*
+ * Decode d_src[0..src_len) (device memory, 4-byte aligned: one or more
+ * bzip2 streams) into d_dst (device memory, dst_cap bytes): the same bytes
+ * as bz2_decompress, or the failure a gc_gpu_job would get (GC_E_LIMIT when
+ * the output exceeds dst_cap). Scratch (about 2 GB per 2048 blocks of
+ * candidates plus 2 GB for the inverse BWT) is the context's, made on first
+ * use. Runs on the context's stream 0 and waits for it. stages may be NULL.
+ */
+int gc_gpu_bzip2_decode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, void *d_dst, size_t dst_cap,
+                               size_t *dst_len, gc_gpu_bzip2_dec_stages *stages, gc_error *err);
 
 /* ---- rle's device-resident entry points (tests, benchmarks) ---------------- */
 

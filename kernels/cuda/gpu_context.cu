@@ -23,6 +23,22 @@ using namespace gcgpu;
 
 namespace gcgpu {
 
+bool device_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return true;
+    cudaFree(*buf);
+    *buf = nullptr;
+    *cap = 0;
+    if (cudaMalloc(buf, need) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *buf = nullptr;
+        return false;
+    }
+    *cap = need;
+    return true;
+}
+
 int ctx_use(gc_gpu_ctx *ctx, gc_error *err)
 {
     GC_CUDA(cudaSetDevice(ctx->dev));

@@ -168,6 +168,11 @@ int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t
 /* Turn a non-zero chunk status word into an error. */
 int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);
 
+/* Make *buf (device memory) at least need bytes: it only grows, its bytes
+ * are not kept; false (nothing held) when the device is out of memory
+ * (gpu_context.cu). */
+bool device_grow(uint8_t **buf, size_t *cap, size_t need);
+
 /* SMs of the current device (cached per device); GC_E_DEVICE if the query fails. */
 int device_sm_count(int *sms, gc_error *err);
 

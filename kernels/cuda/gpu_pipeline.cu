@@ -166,6 +166,8 @@ bool next_piece(Batch &b, size_t *pj, uint64_t *pu0, uint64_t *pn)
     for (; b.gen_job < b.n; b.gen_job++, b.gen_prepared = false) {
         size_t j = b.gen_job;
         JobState &s = b.js[j];
+        if (s.whole)
+            continue;
         if (!b.gen_prepared) {
             b.gen_prepared = true;
             if (!job_prepare(b, j)) {
@@ -466,6 +468,26 @@ int batch_step(Batch &b, bool *progress, bool *busy, gc_error *err)
     return GC_OK;
 }
 
+/* The jobs their codec runs whole (run_whole_decode), before the pipeline starts. */
+int run_whole_jobs(Batch &b, gc_error *err)
+{
+    for (size_t j = 0; j < b.n; j++) {
+        gc_gpu_job &job = b.jobs[j];
+        const GpuCodec *codec = codec_find((int)job.codec);
+        if (!codec || !codec->run_whole_decode || job.op != GC_GPU_DECODE)
+            continue;
+        b.js[j].whole = true;
+        int rc = codec->run_whole_decode(b.ctx, job, err);
+        if (rc != GC_OK)
+            return rc;
+        if (job.status == GC_OK) {
+            b.st.bytes_in += job.src_len;
+            b.st.bytes_out += job.dst_len;
+        }
+    }
+    return GC_OK;
+}
+
 int batch_run(Batch &b, gc_error *err)
 {
     gc_gpu_ctx *ctx = b.ctx;
@@ -526,6 +548,8 @@ extern "C" int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs
                                          n_jobs);
         }
         rc = ctx_use(ctx, err);
+        if (rc == GC_OK && fits)
+            rc = run_whole_jobs(b, err);
         if (rc == GC_OK && fits)
             rc = batch_run(b, err);
         if (rc != GC_OK) {

@@ -50,6 +50,7 @@ struct JobState {
     /* page-locked parts of the caller's buffers: [lo, hi) addresses */
     uintptr_t src_lo = 0, src_hi = 0, dst_lo = 0, dst_hi = 0;
     bool failed = false;
+    bool whole = false; /* handed to its codec's run_whole before the pipeline ran */
 };
 
 } // namespace gcgpu

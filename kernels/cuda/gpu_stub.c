@@ -84,6 +84,13 @@ int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_le
     return NO_CUDA(err);
 }
 
+int gc_gpu_bzip2_decode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, void *d_dst, size_t dst_cap,
+                               size_t *dst_len, gc_gpu_bzip2_dec_stages *stages, gc_error *err)
+{
+    (void)ctx; (void)d_src; (void)src_len; (void)d_dst; (void)dst_cap; (void)dst_len; (void)stages;
+    return NO_CUDA(err);
+}
+
 void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i)
 {
     (void)ctx;

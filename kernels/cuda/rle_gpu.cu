@@ -323,6 +323,6 @@ size_t rle_slot_meta(size_t b)
 
 } // namespace
 
-const GpuCodec kRleCodec = {GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, 0, rle_prepare};
+const GpuCodec kRleCodec = {GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, 0, rle_prepare, nullptr};
 
 } // namespace gcgpu

@@ -1,0 +1,156 @@
+/*
+ * bz2_dec.cuh - the bzip2 decoder on the device, shared by its stage files
+ * (not seen by C code). A whole request is decoded from a device copy of
+ * its input (bz2_dec.cu drives it):
+ *
+ *   scan   (bz2_dec_scan.cu)  every bit offset holding the 48-bit block
+ *                             magic: the block candidates, ascending;
+ *   huff   (bz2_dec_huff.cu)  one warp per candidate: header, selectors,
+ *                             code lengths, Huffman symbols, RLE2 and the
+ *                             inverse MTF into the candidate's column;
+ *   walk   (bz2_dec_walk.cu, host) the stream framing from bit 0: which
+ *                             candidates are the stream's blocks (a block
+ *                             ends where the next begins), stream CRCs;
+ *   ibwt   (bz2_dec_ibwt.cu)  per accepted block: a stable sort of the
+ *                             column gives T, splitter walks invert it in
+ *                             place (and de-randomise);
+ *   rle1   (bz2_dec_rle1.cu)  output sizes, then the expansion at the
+ *                             blocks' output offsets and the block CRCs.
+ *
+ * Any problem on the stream (or one the device cannot prove absent) fails
+ * the job with a status and a message naming stream and block; nothing is
+ * ever returned from a stream that did not pass every check.
+ */
+#ifndef GC_BZ2_DEC_CUH
+#define GC_BZ2_DEC_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bz2_dec_policy.cuh"
+#include "bz2_gpu.cuh"
+
+struct gc_gpu_ctx;
+
+namespace gcgpu {
+
+constexpr uint32_t kDecColumn = 900000; /* BZ2_MAX_BLOCK: the stride of the columns */
+constexpr uint64_t kDecBlockMagic = 0x314159265359ull;
+constexpr uint64_t kDecEosMagic = 0x177245385090ull;
+constexpr int kDecMaxCodeLen = 20;
+
+/* What a kernel found wrong with a candidate or block (0 = nothing);
+ * bz2_dec_error() words it. */
+enum DecError : uint32_t {
+    kDecOk = 0,
+    kDecTruncated,    /* the input ends inside the block */
+    kDecEmptyMap,     /* symbol map is empty */
+    kDecGroups,       /* number of Huffman tables not 2..6 */
+    kDecNoSelectors,
+    kDecSelector,     /* selector out of range */
+    kDecCodeLen,      /* code length out of 1..20 */
+    kDecOversub,      /* oversubscribed Huffman code */
+    kDecMoreGroups,   /* more symbol groups than selectors */
+    kDecBadCode,      /* bits that match no code */
+    kDecRunLong,      /* zero run exceeds the block size */
+    kDecBlockLong,    /* block exceeds 900000 bytes */
+    kDecOrigPtr,      /* origPtr out of range */
+    kDecCycle,        /* the splitter chain from origPtr broke (cannot happen for a sorted T) */
+    kDecRunEnd,       /* block ends inside a run (count byte missing) */
+    kDecCrc,          /* block CRC mismatch */
+    kDecErrorCount
+};
+
+/* One candidate after the Huffman stage (filled by bz2_dec_huff). */
+struct DecCand {
+    uint32_t status;  /* DecError */
+    uint32_t n;       /* BWT bytes in the column */
+    uint32_t orig;    /* origPtr as stored */
+    uint32_t crc;     /* stored block CRC */
+    uint32_t rand;    /* randomised bit */
+    uint32_t pad;
+    uint64_t end_bit; /* just after the EOB symbol */
+    uint8_t tail[16]; /* the 128 bits from end_bit on (framing that follows the block) */
+};
+
+/* One accepted block through the inverse BWT and RLE1. */
+struct DecBlk {
+    uint32_t col;     /* its column (wave-relative candidate index) */
+    uint32_t n, orig, rand;
+    uint32_t sp_off;  /* its splitters in the wave's splitter arrays */
+    uint32_t nsp;     /* regular splitters + 1 (origPtr's) */
+    uint32_t status;  /* DecError of the inverse stages */
+    uint32_t out_len; /* bytes after RLE1 (<= 45.9 MB) */
+    uint32_t period;  /* rows on origPtr's cycle: n, or a divisor-like d < n for a
+                       * periodic block (the output repeats its first d bytes) */
+    uint32_t pad;
+};
+
+/* Device memory of one decode, carved from the context's work buffer. */
+struct DecScratch {
+    uint8_t *in;          /* the input (device copy), 16 bytes of zeros after it */
+    uint64_t in_cap;
+    uint64_t *cand;       /* candidate bit offsets, sorted */
+    uint64_t *cand_tmp;
+    uint32_t cand_cap;
+    uint32_t *n_cand;
+    DecCand *res;         /* columns */
+    uint8_t *cols;        /* columns x kDecColumn */
+    DecBlk *blk;          /* columns */
+    uint32_t columns;     /* candidates a wave holds (<= kDecMaxColumns) */
+    uint32_t sort_cols;   /* columns a sort wave spans (<= kDecSortColumns) */
+    uint8_t *keys;        /* sort: sort_cols x kDecColumn each */
+    uint32_t *vals_in, *tt;
+    uint32_t *sp_next, *sp_len, *sp_dist; /* splitters of a sort wave */
+    uint32_t sp_cap;
+    uint32_t *rand_map;   /* bit k: byte k of a randomised block is flipped */
+    uint8_t *out;         /* kDecRoundBytes: a round of output (host sinks; null for device output) */
+    Bz2Block *crc_blk;    /* columns: a round's blocks for the CRC kernels */
+    uint32_t *crc_acc;
+    void *cub_tmp;
+    size_t cub_bytes;
+};
+
+/* Scratch for a stream of in_len bytes; with copy_in it holds the input
+ * too, with out_round a round of output for the host. The carve queries
+ * CUB's temporary sizes (host only). */
+int bz2_dec_scratch_bytes(uint64_t in_len, bool copy_in, bool out_round, size_t *bytes, gc_error *err);
+int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool out_round, DecScratch *s,
+                  gc_error *err);
+
+/* CUB temporary bytes of the scan's sort (cand_cap keys) and of a sort
+ * wave's segmented sort (sort_cols columns). */
+int bz2_dec_scan_tmp(uint32_t cand_cap, size_t *bytes, gc_error *err);
+int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err);
+
+/* scan: candidates of d_in[0..len) into s.cand (ascending), their count in
+ * *n (waits). More than s.cand_cap: GC_E_LIMIT. */
+int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, cudaStream_t st, uint32_t *n, gc_error *err);
+/* huff: candidates cand[0..n) (n <= kDecMaxColumns) into s.res / s.cols. */
+int bz2_dec_huff(const uint8_t *d_in, uint64_t len, const uint64_t *cand, uint32_t n, DecScratch &s,
+                 cudaStream_t st, gc_error *err);
+/* ibwt: blocks blk[0..nb) whose columns lie in [col0, col0 + s.sort_cols),
+ * splitters laid out by the caller (sp_off / nsp, total nsp_total); in
+ * place in s.cols; DecBlk::status set on failure. */
+int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, DecScratch &s, cudaStream_t st,
+                 gc_error *err);
+/* rle1 sizes of blk[0..nb): DecBlk::out_len / status. */
+int bz2_dec_rle1_size(DecBlk *d_blk, uint32_t nb, DecScratch &s, cudaStream_t st, gc_error *err);
+/* Expand blk[0..nb) to out + crc_blk[i].in_start and compute the CRCs into
+ * crc_blk[i].crc (crc_blk on the device, in_start / in_len filled). */
+int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t out_len, DecScratch &s,
+                        const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
+
+/* A bzip2 decode job of a batch, whole (bz2_dec.cu; gpu_pipeline.cu hands
+ * these over before cutting the other jobs into pieces): its problems are
+ * its status; GC_E_DEVICE in err fails the batch. */
+int bz2_decode_job(gc_gpu_ctx *ctx, gc_gpu_job &job, gc_error *err);
+
+/* A DecError in words. */
+const char *bz2_dec_error(uint32_t e);
+/* The gc_status a DecError fails the job with. */
+int bz2_dec_status(uint32_t e);
+
+} // namespace gcgpu
+
+#endif

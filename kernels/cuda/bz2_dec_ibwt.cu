@@ -1,0 +1,226 @@
+/*
+ * bz2_dec_ibwt.cu - the decoder's inverse BWT, for the accepted blocks of up
+ * to kDecSortColumns consecutive columns at once.
+ *
+ * T comes from a stable sort of each column's bytes (CUB's segmented radix
+ * sort, one segment per block, row numbers as values): row r of the sorted
+ * column holds F[r] (the byte) and T[r] (the row that follows it), packed
+ * as T << 8 | F exactly like bzip2's tt[]. The block is F[orig], F[T(orig)],
+ * F[T(T(orig))], ...: one long pointer chase. It is cut at splitter rows
+ * (every kDecSplitStride-th row, and origPtr) into segments that threads
+ * follow at once: a first walk measures each segment and finds the next
+ * splitter, one thread per block then chains the segments from origPtr
+ * (their output offsets, and the length d of origPtr's cycle), and a second
+ * walk writes the bytes back into the column. T is one cycle of n rows
+ * unless the block is periodic (all zeros, say): then origPtr's cycle has d
+ * rows and, as bzip2's n-step chase does, the output repeats its first d
+ * bytes; a last pass copies them and applies the de-randomisation, which
+ * depends on the output position.
+ */
+#include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "bz2_dec.cuh"
+
+namespace gcgpu {
+namespace {
+
+constexpr uint32_t kMark = 0x80000000u;
+constexpr uint32_t kNone = 0xffffffffu;
+
+__device__ __forceinline__ uint32_t next_row(uint32_t e) { return (e & ~kMark) >> 8; }
+
+/* Splitter q of a block: its row, and the index of a marked row. */
+__device__ __forceinline__ uint32_t split_row(const DecBlk &b, uint32_t q)
+{
+    return q + 1 < b.nsp ? q * kDecSplitStride : b.orig;
+}
+__device__ __forceinline__ uint32_t orig_index(const DecBlk &b)
+{
+    return b.orig % kDecSplitStride == 0 ? b.orig / kDecSplitStride : b.nsp - 1;
+}
+__device__ __forceinline__ uint32_t split_index(const DecBlk &b, uint32_t row)
+{
+    return row == b.orig ? orig_index(b) : row / kDecSplitStride;
+}
+/* origPtr on a regular splitter row: its own splitter is not used */
+__device__ __forceinline__ bool split_unused(const DecBlk &b, uint32_t q)
+{
+    return q + 1 == b.nsp && b.orig % kDecSplitStride == 0;
+}
+
+struct SegBegin {
+    const DecBlk *blk;
+    uint32_t col0;
+    __device__ uint64_t operator()(uint32_t i) const { return (uint64_t)(blk[i].col - col0) * kDecColumn; }
+};
+struct SegEnd {
+    const DecBlk *blk;
+    uint32_t col0;
+    __device__ uint64_t operator()(uint32_t i) const
+    {
+        return (uint64_t)(blk[i].col - col0) * kDecColumn + blk[i].n;
+    }
+};
+
+__global__ void fill_rows(uint32_t *vals, uint64_t total)
+{
+    for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += (uint64_t)gridDim.x * blockDim.x)
+        vals[q] = (uint32_t)(q % kDecColumn);
+}
+
+/* tt = T << 8 | F, splitter rows marked; grid.y = block. */
+__global__ void pack_tt(const DecBlk *blk, uint32_t col0, const uint8_t *keys, uint32_t *tt)
+{
+    const DecBlk &b = blk[blockIdx.y];
+    uint64_t base = (uint64_t)(b.col - col0) * kDecColumn;
+    for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < b.n; r += gridDim.x * blockDim.x) {
+        uint32_t mark = (r % kDecSplitStride == 0 || r == b.orig) ? kMark : 0;
+        tt[base + r] = tt[base + r] << 8 | keys[base + r] | mark;
+    }
+}
+
+/* Each segment's length and the splitter that ends it; grid.y = block. */
+__global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *tt, uint32_t *sp_next, uint32_t *sp_len)
+{
+    const DecBlk &b = blk[blockIdx.y];
+    uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= b.nsp || split_unused(b, q))
+        return;
+    const uint32_t *t = tt + (uint64_t)(b.col - col0) * kDecColumn;
+    uint32_t e = t[split_row(b, q)], len = 0;
+    for (;;) {
+        len++;
+        uint32_t p = next_row(e);
+        e = t[p];
+        if ((e & kMark) || len > b.n) {
+            sp_next[b.sp_off + q] = split_index(b, p);
+            break;
+        }
+    }
+    sp_len[b.sp_off + q] = len;
+}
+
+/* One thread per block: chain the segments from origPtr. */
+__global__ void walk_rank(DecBlk *blk, uint32_t nb, const uint32_t *sp_next, const uint32_t *sp_len, uint32_t *sp_dist)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nb)
+        return;
+    DecBlk &b = blk[i];
+    uint32_t start = orig_index(b), cur = start;
+    uint64_t d = 0;
+    for (uint32_t k = 0; k < b.nsp; k++) {
+        sp_dist[b.sp_off + cur] = (uint32_t)d;
+        d += sp_len[b.sp_off + cur];
+        cur = sp_next[b.sp_off + cur];
+        if (cur == start || cur >= b.nsp || d > b.n)
+            break;
+    }
+    if (cur != start || d > b.n || d == 0)
+        b.status = kDecCycle;
+    else
+        b.period = (uint32_t)d;
+}
+
+__device__ __forceinline__ uint32_t rand_bit(const uint32_t *map, uint32_t k) { return (map[k >> 5] >> (k & 31)) & 1; }
+
+/* Each segment's bytes to its place in the column; grid.y = block. */
+__global__ void walk_write(const DecBlk *blk, uint32_t col0, const uint32_t *tt, const uint32_t *sp_len,
+                           const uint32_t *sp_dist, const uint32_t *rand_map, uint8_t *cols)
+{
+    const DecBlk &b = blk[blockIdx.y];
+    uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= b.nsp || split_unused(b, q) || b.status != kDecOk)
+        return;
+    uint32_t d = sp_dist[b.sp_off + q];
+    if (d == kNone)
+        return;
+    const uint32_t *t = tt + (uint64_t)(b.col - col0) * kDecColumn;
+    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    uint32_t len = sp_len[b.sp_off + q], p = split_row(b, q);
+    for (uint32_t k = 0; k < len; k++) {
+        uint32_t e = t[p];
+        uint32_t v = e & 0xff;
+        if (b.rand && b.period == b.n)
+            v ^= rand_bit(rand_map, d + k);
+        out[d + k] = (uint8_t)v;
+        p = next_row(e);
+    }
+}
+
+/* A periodic block: bytes [period, n) repeat [0, period), de-randomised; grid.y = block. */
+__global__ void repeat_period(const DecBlk *blk, const uint32_t *rand_map, uint8_t *cols)
+{
+    const DecBlk &b = blk[blockIdx.y];
+    if (b.status != kDecOk || b.period == b.n)
+        return;
+    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    for (uint32_t k = b.period + blockIdx.x * blockDim.x + threadIdx.x; k < b.n; k += gridDim.x * blockDim.x)
+        out[k] = (uint8_t)(out[k % b.period] ^ (b.rand ? rand_bit(rand_map, k) : 0u));
+}
+
+/* ... then its first period bytes de-randomised (after repeat_period read them). */
+__global__ void rand_period_head(const DecBlk *blk, const uint32_t *rand_map, uint8_t *cols)
+{
+    const DecBlk &b = blk[blockIdx.y];
+    if (b.status != kDecOk || b.period == b.n || !b.rand)
+        return;
+    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < b.period; k += gridDim.x * blockDim.x)
+        out[k] ^= (uint8_t)rand_bit(rand_map, k);
+}
+
+} // namespace
+
+int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err)
+{
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto begin = thrust::make_transform_iterator(idx, SegBegin{nullptr, 0});
+    auto end = thrust::make_transform_iterator(idx, SegEnd{nullptr, 0});
+    *bytes = 0;
+    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, *bytes, (const uint8_t *)nullptr, (uint8_t *)nullptr,
+                                                     (const uint32_t *)nullptr, (uint32_t *)nullptr,
+                                                     (int64_t)sort_cols * kDecColumn, (int64_t)sort_cols, begin, end,
+                                                     0, 8));
+    return GC_OK;
+}
+
+int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, DecScratch &s, cudaStream_t st,
+                 gc_error *err)
+{
+    if (nb == 0)
+        return GC_OK;
+    if (nsp_total > s.sp_cap)
+        return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: %u splitters, room for %u", nsp_total, s.sp_cap);
+    uint64_t total = (uint64_t)s.sort_cols * kDecColumn;
+    fill_rows<<<1024, kDecThreads, 0, st>>>(s.vals_in, total);
+    GC_CUDA_LAUNCHED("fill_rows");
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto begin = thrust::make_transform_iterator(idx, SegBegin{d_blk, col0});
+    auto end = thrust::make_transform_iterator(idx, SegEnd{d_blk, col0});
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * kDecColumn, s.keys,
+                                                     s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin, end, 0, 8,
+                                                     st));
+    dim3 rows((kDecColumn + kDecThreads - 1) / kDecThreads / 8, nb);
+    pack_tt<<<rows, kDecThreads, 0, st>>>(d_blk, col0, s.keys, s.tt);
+    GC_CUDA_LAUNCHED("pack_tt");
+    GC_CUDA(cudaMemsetAsync(s.sp_dist, 0xff, (size_t)nsp_total * sizeof(uint32_t), st));
+    uint32_t max_sp = kDecColumn / kDecSplitStride + 2;
+    dim3 sp((max_sp + kDecThreads - 1) / kDecThreads, nb);
+    walk_measure<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_next, s.sp_len);
+    GC_CUDA_LAUNCHED("walk_measure");
+    walk_rank<<<(nb + 63) / 64, 64, 0, st>>>(d_blk, nb, s.sp_next, s.sp_len, s.sp_dist);
+    GC_CUDA_LAUNCHED("walk_rank");
+    walk_write<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_len, s.sp_dist, s.rand_map, s.cols);
+    GC_CUDA_LAUNCHED("walk_write");
+    repeat_period<<<rows, kDecThreads, 0, st>>>(d_blk, s.rand_map, s.cols);
+    GC_CUDA_LAUNCHED("repeat_period");
+    rand_period_head<<<rows, kDecThreads, 0, st>>>(d_blk, s.rand_map, s.cols);
+    GC_CUDA_LAUNCHED("rand_period_head");
+    return GC_OK;
+}
+
+} // namespace gcgpu

@@ -1,0 +1,37 @@
+/*
+ * bz2_dec_policy.cuh - tuning of the bzip2 decoder's kernels (bz2_dec_*.cu):
+ * geometry only, nothing here changes an output byte or a verdict. The
+ * measurements behind the values are in docs/BENCHMARKS.md.
+ */
+#ifndef GC_BZ2_DEC_POLICY_CUH
+#define GC_BZ2_DEC_POLICY_CUH
+
+#include <stdint.h>
+
+namespace gcgpu {
+
+/* Block candidates decoded at once (each holds a 900 kB column on the
+ * device): a stream with more is decoded in waves of this many. */
+constexpr uint32_t kDecMaxColumns = 2048;
+/* Columns whose inverse BWT runs at once (the sort's scratch is about 9
+ * bytes per column byte). */
+constexpr uint32_t kDecSortColumns = 256;
+/* Huffman stage: warps (one candidate each) per CTA. */
+constexpr int kDecHuffWarps = 2;
+/* Bits of the first-level Huffman lookup table in shared memory. */
+constexpr int kDecLutBits = 10;
+/* Inverse BWT: one splitter row in this many; a thread follows the cycle
+ * from each splitter to the next. */
+constexpr uint32_t kDecSplitStride = 128;
+/* Threads of the grid-wide kernels. */
+constexpr int kDecThreads = 256;
+/* Output bytes expanded per round on the device before they go to the host. */
+constexpr uint64_t kDecRoundBytes = 256ull << 20;
+/* A stream whose block candidates are mostly not blocks (crafted, or data
+ * that embeds the magic) is handed back: more false candidates than this
+ * plus the blocks found. */
+constexpr uint32_t kDecFalseSlack = 64;
+
+} // namespace gcgpu
+
+#endif

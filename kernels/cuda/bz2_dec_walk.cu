@@ -1,0 +1,143 @@
+/*
+ * bz2_dec_walk.cu - the decoder's framing walk (host side), see
+ * bz2_dec_walk.cuh. The same acceptance rules as the CPU engine's
+ * bz2_stream.c; the messages name stream and block the same way.
+ */
+#include <string.h>
+
+#include <algorithm>
+
+#include "bz2_dec_walk.cuh"
+
+namespace gcgpu {
+namespace {
+
+/* n (<= 57) bits at bit pos, from w.known or the device. */
+int bits_at(DecWalk &w, const DecPeek &peek, uint64_t pos, int n, uint64_t *v, gc_error *err)
+{
+    if (w.known_at == UINT64_MAX || pos < w.known_at || pos + (uint64_t)n > w.known_at + 128) {
+        int rc = peek(pos / 8, w.known, err);
+        if (rc != GC_OK)
+            return rc;
+        w.known_at = pos / 8 * 8;
+    }
+    uint64_t off = pos - w.known_at, x = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = off + (uint64_t)i;
+        x = x << 1 | ((w.known[b / 8] >> (7 - b % 8)) & 1u);
+    }
+    *v = x;
+    return GC_OK;
+}
+
+/* A stream header at w.pos (byte aligned), or the end of the input. */
+int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
+{
+    uint64_t left = (w.len_bits - w.pos) / 8;
+    if (left == 0) {
+        if (w.sno == 0)
+            return gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
+        w.done = true;
+        return GC_OK;
+    }
+    uint64_t h = 0;
+    int rc = bits_at(w, peek, w.pos, 32, &h, err);
+    if (rc != GC_OK)
+        return rc;
+    uint8_t b[4] = {(uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h};
+    size_t cmp = left < 3 ? (size_t)left : 3;
+    int level = left > 3 ? b[3] - '0' : 0;
+    if (memcmp(b, "BZh", cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
+        if (w.sno == 0)
+            return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: trailing garbage after stream %u", w.sno);
+    }
+    if (left < 4)
+        return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream header", w.sno + 1);
+    w.sno++;
+    w.bno = 0;
+    w.level = level;
+    w.combined = 0;
+    w.pos += 32;
+    w.in_stream = true;
+    return GC_OK;
+}
+
+/* The end-of-stream marker at w.pos: check the stream CRC. */
+int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
+{
+    if (w.pos + 80 > w.len_bits)
+        return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream CRC", w.sno);
+    uint64_t stored = 0;
+    int rc = bits_at(w, peek, w.pos + 48, 32, &stored, err);
+    if (rc != GC_OK)
+        return rc;
+    if ((uint32_t)stored != w.combined)
+        return gc_fail(err, GC_E_CRC, "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                       w.sno, (uint32_t)stored, w.combined);
+    w.pos = (w.pos + 80 + 7) & ~7ull;
+    w.in_stream = false;
+    return GC_OK;
+}
+
+/* Take candidate ci (decoded in res) as the stream's next block. */
+int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepted> &acc, gc_error *err)
+{
+    w.bno++;
+    w.skipped += w.last_cand == UINT32_MAX ? ci : ci - w.last_cand - 1;
+    w.last_cand = ci;
+    if (r.status != kDecOk)
+        return gc_fail(err, (gc_status)bz2_dec_status(r.status), "bzip2: stream %u block %u: %s", w.sno, w.bno,
+                       bz2_dec_error(r.status));
+    if (r.n > (uint32_t)w.level * 100000u)
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d", w.sno, w.bno,
+                       r.n, w.level);
+    if (w.skipped > kDecFalseSlack + w.accepted)
+        return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %llu of the block magics found are not blocks",
+                       (unsigned long long)w.skipped);
+    acc.push_back(DecAccepted{ci, w.sno, w.bno});
+    w.accepted++;
+    w.combined = ((w.combined << 1) | (w.combined >> 31)) ^ r.crc;
+    w.pos = r.end_bit;
+    w.known_at = r.end_bit;
+    memcpy(w.known, r.tail, sizeof w.known);
+    return GC_OK;
+}
+
+} // namespace
+
+int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, uint32_t c1, const DecCand *res,
+                 const DecPeek &peek, std::vector<DecAccepted> &acc, uint32_t *next, gc_error *err)
+{
+    *next = UINT32_MAX;
+    while (!w.done) {
+        int rc;
+        if (!w.in_stream) {
+            rc = walk_header(w, peek, err);
+        } else if (w.pos + 48 > w.len_bits) {
+            rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends before the end-of-stream marker", w.sno);
+        } else {
+            const uint64_t *at = std::lower_bound(cand, cand + ncand, w.pos);
+            uint32_t ci = (uint32_t)(at - cand);
+            if (ci < ncand && *at == w.pos) {
+                if (ci >= c1 || ci < c0) {
+                    *next = ci;
+                    return GC_OK;
+                }
+                rc = walk_block(w, ci, res[ci - c0], acc, err);
+            } else {
+                uint64_t magic = 0;
+                rc = bits_at(w, peek, w.pos, 48, &magic, err);
+                if (rc == GC_OK && magic == kDecEosMagic)
+                    rc = walk_eos(w, peek, err);
+                else if (rc == GC_OK)
+                    rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", w.sno, w.bno + 1);
+            }
+        }
+        if (rc != GC_OK)
+            return rc;
+    }
+    return GC_OK;
+}
+
+} // namespace gcgpu

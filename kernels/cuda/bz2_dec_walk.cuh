@@ -1,0 +1,56 @@
+/*
+ * bz2_dec_walk.cuh - the decoder's walk over the stream framing (host
+ * side): from bit 0, stream header, blocks, end-of-stream marker and stream
+ * CRC, then the next stream. A block is accepted only where the previous
+ * one ended (so block magics that occur inside compressed data, false
+ * candidates, are passed over) and only if its candidate decoded cleanly.
+ */
+#ifndef GC_BZ2_DEC_WALK_CUH
+#define GC_BZ2_DEC_WALK_CUH
+
+#include <stdint.h>
+
+#include <functional>
+#include <vector>
+
+#include "bz2_dec.cuh"
+
+namespace gcgpu {
+
+/* A block the walk accepted. */
+struct DecAccepted {
+    uint32_t cand;      /* candidate index (absolute) */
+    uint32_t sno, bno;  /* stream and block number, from 1 */
+};
+
+struct DecWalk {
+    uint64_t len_bits = 0;
+    bool in_stream = false;  /* false: a stream header (or the end) comes next */
+    bool done = false;
+    uint64_t pos = 0;        /* next bit to read */
+    unsigned sno = 0, bno = 0;
+    int level = 9;
+    uint32_t combined = 0;
+    uint64_t skipped = 0, accepted = 0; /* candidates passed over / taken */
+    uint32_t last_cand = UINT32_MAX;
+    /* bits known without asking the device: [known_at, known_at + 128) */
+    uint64_t known_at = UINT64_MAX;
+    uint8_t known[16];
+};
+
+/* Reads 16 bytes of the input from byte `at` (zeros past its end). */
+using DecPeek = std::function<int(uint64_t at, uint8_t out[16], gc_error *err)>;
+
+/*
+ * Walk from w's state over candidates cand[0..ncand), whose wave
+ * [c0, c1) has decoded into res[0..c1 - c0). Appends the accepted blocks to
+ * acc. Returns GC_OK with w.done, or with *next set to the candidate the
+ * walk needs next (>= c1: decode the wave from there), or the stream's
+ * error (status and message naming stream and block).
+ */
+int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, uint32_t c1, const DecCand *res,
+                 const DecPeek &peek, std::vector<DecAccepted> &acc, uint32_t *next, gc_error *err);
+
+} // namespace gcgpu
+
+#endif
