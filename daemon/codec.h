@@ -48,8 +48,26 @@ typedef struct gcd_codec {
     /*
      * The codec's part of a GPU job (kernels/cuda/gpu.h): codec, op and options,
      * and the output capacity to allocate. GC_OK, or an error in r->error.
+     * A job whose output size is known only once it is decoded sets job->grow
+     * instead (gpu.h; job->user is r): it starts with no output (*out_cap 0,
+     * nothing allocated), and grow makes and charges r->output as it goes.
      */
     int (*gpu_job)(gcd_request *r, struct gc_gpu_job *job, size_t *out_cap);
+
+    /*
+     * After a grown job succeeded on the device (r->output_len set): put its
+     * output where the client expects it (an fd request's memfd). GC_OK, or an
+     * error in r->error, the request's answer. NULL: nothing to do.
+     */
+    int (*gpu_finish)(gcd_request *r, struct gc_gpu_job *job);
+
+    /*
+     * Whether r, failed on the device with any status but GC_E_DEVICE, is rerun
+     * on the CPU engine (device.h gcd_device_declines): for a device whose
+     * verdicts are less exact than the CPU engine's, or that refuses streams
+     * the CPU engine accepts. NULL: only the codec-neutral rule.
+     */
+    bool (*gpu_reruns_failures)(const gcd_request *r);
 } gcd_codec;
 
 /* The entry for id, or NULL for a codec this daemon does not know. */

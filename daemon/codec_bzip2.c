@@ -76,35 +76,116 @@ static int run_cpu(gcd_request *r, unsigned threads)
 }
 
 /*
- * The GPU backend encodes (the CPU engine's stream, byte for byte); it has no
- * bzip2 decoder, so a decompress never goes to a device.
+ * The GPU backend encodes (the CPU engine's stream, byte for byte) and
+ * decodes (the CPU engine's checks, its verdicts less exact: see
+ * gpu_reruns_failures).
  */
 static bool gpu_takes(const gcd_request *r)
 {
-    return r->op == GPUCOMP__OP__OP_COMPRESS;
+    return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
-/* The device's bzip2 path has a large fixed cost per request: a break-even of its own. */
+/*
+ * The device's break-even, for compress and decompress alike (a decompress
+ * counts its compressed input: its output size is not known beforehand).
+ */
 static uint64_t gpu_min_bytes(const gcd_config *cfg)
 {
     return cfg->gpu_min_bytes_bzip2;
 }
 
+/* The first capacity a decode job gets: its output is rarely smaller than its input. */
+#define GPU_DECODE_FIRST_CAP ((size_t)1 << 20)
+
 /*
- * A stream that outgrows gc_gpu_bzip2_encode_cap fails its job with GC_E_LIMIT
- * and the lane reruns the request on the CPU engine (device.h).
+ * A decode job's output, as the device asks for room (gpu.h `grow`): a
+ * malloc'd buffer in r->output, charged to the request as the CPU decoder's
+ * growth is (charge_growth), never beyond max_output. The capacity at least
+ * doubles, so the copies stay linear in the output. An fd request's buffer
+ * is staging: gpu_finish moves it into the memfd.
+ */
+static int gpu_grow(gc_gpu_job *job, size_t len, gc_error *err)
+{
+    gcd_request *r = job->user;
+    if (len <= job->dst_cap)
+        return GC_OK;
+    if (len > r->max_output)
+        return gc_fail(err, GC_E_LIMIT, "bzip2: decompressed size exceeds the %llu byte limit",
+                       (unsigned long long)r->max_output);
+    size_t cap = job->dst_cap > SIZE_MAX / 2 ? SIZE_MAX : job->dst_cap * 2;
+    if (cap < GPU_DECODE_FIRST_CAP)
+        cap = GPU_DECODE_FIRST_CAP;
+    if (cap < len)
+        cap = len;
+    if (cap > r->max_output)
+        cap = (size_t)r->max_output; /* >= len */
+    size_t more = cap - job->dst_cap;
+    int rc = gcd_request_charge(r, more, "output", err);
+    if (rc != GC_OK)
+        return rc;
+    uint8_t *grown = realloc(job->dst, cap);
+    if (!grown) {
+        gcd_request_uncharge(r, more);
+        return gc_fail(err, GC_E_NOMEM, "bzip2: cannot grow the output to %zu bytes", cap);
+    }
+    r->output_charge += more;
+    r->output = job->dst = grown;
+    job->dst_cap = cap;
+    return GC_OK;
+}
+
+/*
+ * A compress's stream that outgrows gc_gpu_bzip2_encode_cap fails its job
+ * with GC_E_LIMIT and the lane reruns the request on the CPU engine
+ * (device.h). A decompress's output grows as it is decoded (gpu_grow).
  */
 static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
 {
     job->codec = GC_GPU_CODEC_BZIP2;
     if (r->op != GPUCOMP__OP__OP_COMPRESS) {
         job->op = GC_GPU_DECODE;
-        return gc_fail(&r->error, GC_E_UNSUPPORTED, "bzip2: the GPU backend has no decoder");
+        job->grow = gpu_grow;
+        *out_cap = 0;
+        return GC_OK;
     }
     job->op = GC_GPU_ENCODE;
     job->opt.bzip2.level = (int)r->level; /* 0 = 9, as bz2_options */
     *out_cap = gc_gpu_bzip2_encode_cap((size_t)r->total_size);
     return GC_OK;
+}
+
+/*
+ * A decode's output, in its staging buffer, into the client's memfd: as
+ * run_cpu does, the staging charge is given back, the memfd sized and
+ * charged, the bytes copied and the staging buffer freed.
+ */
+static int gpu_finish(gcd_request *r, gc_gpu_job *job)
+{
+    if (job->op != GC_GPU_DECODE || r->out_fd < 0)
+        return GC_OK; /* an encode's output is the memfd already; a buffer's is r->output */
+    uint8_t *staging = r->output;
+    size_t len = r->output_len;
+    r->output = NULL;
+    r->output_len = 0;
+    gcd_request_uncharge(r, r->output_charge);
+    r->output_charge = 0;
+    int rc = gcd_request_alloc_output(r, len, &r->error);
+    if (rc == GC_OK && len)
+        memcpy(r->output, staging, len);
+    free(staging);
+    r->output_len = rc == GC_OK ? len : 0;
+    return rc;
+}
+
+/*
+ * A decompress the device fails, whatever the status (but GC_E_DEVICE),
+ * reruns on the CPU engine: the client gets the CPU engine's exact status
+ * and message, and a stream the device refuses but the CPU engine accepts
+ * still decodes. A compress keeps the codec-neutral rule (device.h).
+ */
+static bool gpu_reruns_failures(const gcd_request *r)
+{
+    return r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
 const gcd_codec gcd_codec_bzip2 = {
@@ -114,7 +195,8 @@ const gcd_codec gcd_codec_bzip2 = {
     .work_bytes = work_bytes,
     .run_cpu = run_cpu,
     .gpu_takes = gpu_takes,
-    .gpu_scope = "compress",
     .gpu_min_bytes = gpu_min_bytes,
     .gpu_job = gpu_job,
+    .gpu_finish = gpu_finish,
+    .gpu_reruns_failures = gpu_reruns_failures,
 };

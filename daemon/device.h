@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "request.h"
 
 /* Times for one batch, from CUDA event timestamps on a real device. */
@@ -39,14 +40,22 @@ typedef struct gcd_device_ops {
 /*
  * Whether a job's status from the device sends its request back to the CPU
  * engine instead of to its client: the device cannot run the job
- * (GC_E_UNSUPPORTED, e.g. a bzip2 decode), or a compressed stream outgrew the
- * output the device had for it (GC_E_LIMIT on a compress: bzip2's
- * gc_gpu_bzip2_encode_cap, rle's chunk over the device's slice). The CPU
- * engine has no such limits. Any other status is the request's answer (a
- * GC_E_LIMIT on a decompress is a frame's declared size: final).
+ * (GC_E_UNSUPPORTED), or a compressed stream outgrew the output the device
+ * had for it (GC_E_LIMIT on a compress: bzip2's gc_gpu_bzip2_encode_cap,
+ * rle's chunk over the device's slice). The CPU engine has no such limits.
+ * A codec whose device verdicts are less exact than the CPU engine's
+ * (codec.h gpu_reruns_failures: a bzip2 decompress) has every failure rerun.
+ * Any other status is the request's answer (a GC_E_LIMIT on an rle
+ * decompress is a frame's declared size: final). GC_E_DEVICE is never a
+ * job's alone: the whole batch reruns.
  */
 static inline bool gcd_device_declines(const gcd_request *r, int status)
 {
+    if (status == GC_OK || status == GC_E_DEVICE)
+        return false;
+    const gcd_codec *codec = gcd_codec_find(r->codec);
+    if (codec && codec->gpu_reruns_failures && codec->gpu_reruns_failures(r))
+        return true;
     return status == GC_E_UNSUPPORTED || (status == GC_E_LIMIT && r->op == GPUCOMP__OP__OP_COMPRESS);
 }
 
@@ -58,11 +67,13 @@ typedef struct gcd_device {
 
 /*
  * A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on
- * (0 = never); with limit_compress, answers every compress job GC_E_LIMIT
- * after allocating its output, as the CUDA backend does for a bzip2 stream
- * that outgrew its buffer.
+ * (0 = never); with hand_back, answers every compress job GC_E_LIMIT after
+ * allocating its output, as the CUDA backend does for a bzip2 stream that
+ * outgrew its buffer, and every job whose output grows (a bzip2 decompress)
+ * GC_E_CORRUPT after producing its output, as a device that refuses a stream
+ * the CPU engine accepts.
  */
-int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, bool limit_compress,
+int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, bool hand_back,
                              gc_error *err);
 
 /* Registered buffers report pinned without locking anything (testing aid). */

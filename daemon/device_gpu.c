@@ -5,8 +5,12 @@
  * so they can be the client's mapped memfd), runs them in one pipelined call
  * and copies per-job status back. The codec's part of each job comes from
  * the codec table (codec.h); dispatch.c routes here only what a codec's
- * gpu_takes accepts. A job the device declines (GC_E_LIMIT on a compress,
- * GC_E_UNSUPPORTED: device.h) is marked for the lane to rerun on the CPU.
+ * gpu_takes accepts. A job whose output grows as it is decoded (a bzip2
+ * decompress) gets no buffer here: the codec's grow hook makes it, and its
+ * gpu_finish moves it to the client's memfd. A job the device declines
+ * (GC_E_LIMIT on a compress, GC_E_UNSUPPORTED, any failure of a bzip2
+ * decompress: device.h) is marked for the lane to rerun on the CPU, which
+ * drops what the device produced first.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +45,31 @@ static bool prepare_job(gcd_request *r, gc_gpu_job *job)
         r->device_declined = gcd_device_declines(r, rc);
         return false;
     }
-    if (gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
+    /* An output that grows as it is decoded (job->grow) starts empty: the codec makes it. */
+    if (!job->grow && gcd_request_alloc_output(r, cap, &r->error) != GC_OK)
         return false;
     /* Registered client memfds are pinned already; the pipeline then skips its staging copy. */
     if (r->in_map)
         gcd_fd_map_pin(r->in_map);
     if (r->out_map)
         gcd_fd_map_pin(r->out_map);
-    job->dst = r->output;
-    job->dst_cap = cap;
+    job->dst = job->grow ? NULL : r->output;
+    job->dst_cap = job->grow ? 0 : cap;
     return true;
+}
+
+/* A job's result into its request: its output length, or its failure and whether the CPU reruns it. */
+static void take_result(gcd_request *r, gc_gpu_job *job)
+{
+    r->output_len = job->dst_len;
+    if (job->status == GC_OK) {
+        const gcd_codec *codec = gcd_codec_find(r->codec);
+        if (job->grow && codec && codec->gpu_finish)
+            codec->gpu_finish(r, job); /* its failure (r->error) is the request's answer */
+        return;
+    }
+    r->error = job->err, r->error.code = (gc_status)job->status;
+    r->device_declined = gcd_device_declines(r, job->status);
 }
 
 static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t, gc_error *err)
@@ -67,14 +86,8 @@ static int gpu_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_tim
     }
     gc_gpu_batch_stats st = { 0 };
     int rc = n_jobs ? gc_gpu_run_batch(impl, jobs, n_jobs, &st, err) : GC_OK;
-    for (size_t j = 0; rc == GC_OK && j < n_jobs; j++) {
-        gcd_request *r = jobs[j].user;
-        r->output_len = jobs[j].dst_len;
-        if (jobs[j].status != GC_OK) {
-            r->error = jobs[j].err, r->error.code = (gc_status)jobs[j].status;
-            r->device_declined = gcd_device_declines(r, jobs[j].status);
-        }
-    }
+    for (size_t j = 0; rc == GC_OK && j < n_jobs; j++)
+        take_result(jobs[j].user, &jobs[j]);
     free(jobs);
     t->h2d_ns = (uint64_t)(st.h2d_ms * 1e6);
     t->kernel_ns = (uint64_t)(st.kernel_ms * 1e6);

@@ -21,7 +21,7 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
         rc = gcd_device_emulated_open(dev, index, 2, false, &err); /* the second batch fails */
         break;
     case GCD_GPU_EMULATE_LIMIT:
-        rc = gcd_device_emulated_open(dev, index, 0, true, &err); /* compress jobs handed back */
+        rc = gcd_device_emulated_open(dev, index, 0, true, &err); /* compress, bzip2 decompress handed back */
         break;
     default:
         rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err);

@@ -26,8 +26,8 @@ void gcd_dispatch_stop(gcd_server *s);
 
 struct gcd_codec;
 
-/* Where codec's requests run now, as one line for STATS ("rle: gpu from N bytes, else cpu",
- * "bzip2: gpu for compress from N bytes, else cpu"). */
+/* Where codec's requests run now, as one line for STATS ("rle: gpu from N bytes, else cpu";
+ * a codec whose gpu_scope names what the GPU takes: "x: gpu for compress from N bytes, else cpu"). */
 void gcd_dispatch_describe(const gcd_server *s, const struct gcd_codec *codec, char *buf, size_t size);
 
 /* "gpu" if any device serves, else "cpu". */

@@ -240,7 +240,7 @@ static const setting settings[] = {
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
-    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
+    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 requests (compressed input, for a decompress) run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
     { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
     { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },

@@ -22,7 +22,9 @@ typedef enum gcd_gpu_mode {
     GCD_GPU_EMULATE = 2,        /* testing aid: one CPU-backed device behind the scheduler */
     GCD_GPU_EMULATE_FAILING = 3, /* testing aid: as above, failing from its second batch */
     GCD_GPU_EMULATE_LIMIT = 4   /* testing aid: as emulate, answering every compress job with
-                                 * GC_E_LIMIT (an output that did not fit), so the lane reruns it */
+                                 * GC_E_LIMIT (an output that did not fit) and every bzip2
+                                 * decompress with GC_E_CORRUPT after decoding it, so the lane
+                                 * reruns them */
 } gcd_gpu_mode;
 
 typedef struct gcd_config {

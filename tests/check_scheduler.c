@@ -78,10 +78,10 @@ START_TEST(test_routing_by_size_and_codec)
     ck_assert_uint_eq(st.gpu_requests, 2);
     ck_assert_uint_eq(st.cpu_requests, 4);
     /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2
-     * compresses from its own 4 MiB (--gpu-min-bytes-bzip2's default). */
+     * (compress and decompress) from its own 4 MiB (--gpu-min-bytes-bzip2's default). */
     ck_assert_uint_eq(st.n_routing, 2);
     ck_assert_str_eq(st.routing[0], "rle: gpu from 1048576 bytes, else cpu");
-    ck_assert_str_eq(st.routing[1], "bzip2: gpu for compress from 4194304 bytes, else cpu");
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 4194304 bytes, else cpu");
     gpucomp_close(c);
 }
 END_TEST
@@ -263,43 +263,269 @@ START_TEST(test_bzip2_compress_goes_to_device)
     ck_assert_uint_eq(st.gpu_requests, 1);
     ck_assert_uint_eq(st.cpu_requests, 1);
     ck_assert_uint_eq(st.requests_failed, 0);
-    ck_assert_str_eq(st.routing[1], "bzip2: gpu for compress from 2097152 bytes, else cpu");
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 2097152 bytes, else cpu");
     free(text);
     free(runs);
     gpucomp_close(c);
 }
 END_TEST
 
-/* The GPU backend has no bzip2 decoder: a decompress of any size stays on the CPU engine. */
-START_TEST(test_bzip2_decompress_stays_on_cpu)
+/* data (len bytes) compressed with bzip2 through c, on whichever backend; the caller frees it. */
+static void *bzip2_packed(gpucomp_client *c, const uint8_t *data, size_t len, size_t *packed_len)
+{
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *packed;
+    ck_assert_msg(gpucomp_compress(c, &o, data, len, &packed, packed_len) == GPUCOMP_OK, "compress: %s",
+                  gpucomp_last_error(c));
+    return packed;
+}
+
+/*
+ * Decompress packed through the memfd transport with max_output (0: the
+ * daemon's); on success, assert the output memfd holds want (want_len bytes).
+ * Returns the status.
+ */
+static int bzip2_decompress_fd(gpucomp_client *c, const void *packed, size_t packed_len,
+                               uint64_t max_output, const uint8_t *want, size_t want_len)
+{
+    int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
+    ck_assert(in >= 0 && out >= 0);
+    ck_assert_int_eq(pwrite(in, packed, packed_len, 0), (ssize_t)packed_len);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.max_output = max_output;
+    size_t back_len = 0;
+    int rc = gpucomp_decompress_fd(c, &o, in, packed_len, out, &back_len);
+    if (rc == GPUCOMP_OK) {
+        ck_assert_uint_eq(back_len, want_len);
+        uint8_t *back = malloc(want_len ? want_len : 1);
+        ck_assert_int_eq(pread(out, back, want_len, 0), (ssize_t)want_len);
+        ck_assert(memcmp(back, want, want_len) == 0);
+        free(back);
+    }
+    close(in), close(out);
+    return rc;
+}
+
+/* Decompress packed through the socket and assert it gives want back. */
+static void bzip2_decompress_buffer(gpucomp_client *c, const void *packed, size_t packed_len,
+                                    const uint8_t *want, size_t want_len)
+{
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *back;
+    size_t back_len;
+    ck_assert_msg(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len) == GPUCOMP_OK,
+                  "decompress: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(back_len, want_len);
+    ck_assert(memcmp(back, want, want_len) == 0);
+    gpucomp_free(back);
+}
+
+/*
+ * A bzip2 decompress from the break-even (its compressed input) goes to the
+ * device: its output grows through the codec's grow hook, round after round,
+ * and reaches the client byte for byte, through the socket and through its
+ * output memfd (gpu_finish); two concatenated streams give their
+ * concatenation. A smaller one stays on the CPU engine.
+ */
+START_TEST(test_bzip2_decompress_goes_to_device)
 {
     start_bzip2_routing("emulate", NULL);
     gpucomp_client *c = connect_or_fail();
-    size_t len = 3u << 20;
+    size_t len = 3u << 20, small = 1u << 20;
     uint8_t *noise = data_file("noise", len, 0, 13); /* incompressible: the stream is over 2 MiB too */
-    gpucomp_options o;
-    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
-    void *packed, *back;
-    size_t packed_len, back_len;
-    ck_assert_int_eq(gpucomp_compress(c, &o, noise, len, &packed, &packed_len), GPUCOMP_OK);
-    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    uint8_t *runs = data_file("runs", small, 1, 16);
+    size_t packed_len, runs_packed_len;
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    uint8_t *runs_packed = bzip2_packed(c, runs, small, &runs_packed_len);
     ck_assert_uint_gt(packed_len, 2u << 20);
-    ck_assert_msg(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len) == GPUCOMP_OK,
-                  "decompress: %s", gpucomp_last_error(c));
+    bzip2_decompress_buffer(c, packed, packed_len, noise, len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, 0, noise, len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    /* Two streams back to back: 6 MiB out of one job. */
+    uint8_t *two = malloc(2 * packed_len), *twice = malloc(2 * len);
+    memcpy(two, packed, packed_len), memcpy(two + packed_len, packed, packed_len);
+    memcpy(twice, noise, len), memcpy(twice + len, noise, len);
+    bzip2_decompress_buffer(c, two, 2 * packed_len, twice, 2 * len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(bzip2_decompress_fd(c, two, 2 * packed_len, 0, twice, 2 * len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    /* Under the break-even: the CPU engine. */
+    bzip2_decompress_buffer(c, runs_packed, runs_packed_len, runs, small);
     ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
-    ck_assert_uint_eq(back_len, len);
-    ck_assert(memcmp(back, noise, len) == 0);
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    /* Not routed at all: one batch (the compress), nothing handed back. */
-    ck_assert_uint_eq(st.devices[0].batches, 1);
-    ck_assert_uint_eq(st.devices[0].requests, 1);
+    ck_assert_uint_eq(st.devices[0].requests, 5); /* the noise compress and four decompresses */
     ck_assert_uint_eq(st.devices[0].fallbacks, 0);
-    ck_assert_uint_eq(st.devices[0].bytes_in, len);
-    ck_assert_uint_eq(st.gpu_requests, 1);
-    ck_assert_uint_eq(st.cpu_requests, 1);
+    ck_assert_uint_eq(st.devices[0].bytes_in, len + 3 * packed_len * 2);
+    ck_assert_uint_eq(st.gpu_requests, 5);
+    ck_assert_uint_eq(st.cpu_requests, 2);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 2097152 bytes, else cpu");
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    free(two), free(twice);
     gpucomp_free(packed);
-    gpucomp_free(back);
+    gpucomp_free(runs_packed);
+    free(noise), free(runs);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* The daemon's log (capture_log), read whole; caller frees. */
+static char *daemon_log(void)
+{
+    size_t n;
+    uint8_t *log = read_file(dut.log_path, &n);
+    ck_assert_ptr_nonnull(log);
+    char *text = malloc(n + 1);
+    memcpy(text, log, n);
+    text[n] = 0;
+    free(log);
+    return text;
+}
+
+/*
+ * A decompress the device fails (--gpu=emulate-limit fails every bzip2
+ * decompress with GC_E_CORRUPT once it has decoded it) reruns on the CPU
+ * engine and succeeds there, through the socket and through a memfd; the
+ * device stays in service. Through the socket, 8 MiB of budget holds the
+ * 3 MiB stream and the device's 4 MiB output, or the stream and the CPU
+ * engine's 4 MiB, not all three: the rerun fits only if the device's output
+ * and its charge were given back first.
+ */
+START_TEST(test_bzip2_decompress_device_failure_reruns_on_cpu)
+{
+    const char *budget[] = { "--memory-budget", "8M", "--user-memory-share", "100",
+                             "--log-level", "info", NULL }; /* the lane logs each request handed back */
+    dut.capture_log = 1;
+    start_bzip2_routing("emulate-limit", budget);
+    ck_assert_int_eq(setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1), 0); /* the input through the socket */
+    gpucomp_client *sock = connect_or_fail();
+    ck_assert_int_eq(unsetenv("GPUCOMP_MEMFD_THRESHOLD"), 0);
+    size_t len = 3u << 20, packed_len;
+    uint8_t *noise = data_file("noise", len, 0, 17);
+    uint8_t *packed = bzip2_packed(sock, noise, len, &packed_len); /* handed back too: CPU */
+    ck_assert_uint_gt(packed_len, 2u << 20);
+    bzip2_decompress_buffer(sock, packed, packed_len, noise, len);
+    ck_assert_int_eq(gpucomp_last_backend(sock), GPUCOMP_BACKEND_CPU);
+    gpucomp_close(sock);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, 0, noise, len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 3); /* the compress and both decompresses */
+    ck_assert_uint_eq(st.devices[0].requests, 0);
+    ck_assert_int_eq(st.devices[0].retired, 0);
+    ck_assert_str_eq(st.backend, "gpu");
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    char *log = daemon_log();
+    ck_assert_msg(strstr(log, "refused the stream after decoding it") != NULL, "the device did not decode: %s",
+                  log);
+    free(log);
+    gpucomp_free(packed);
+    free(noise);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A corrupt stream the device fails gets the CPU engine's exact verdict,
+ * status and message, not the device's own words (the emulated device's
+ * read "emulated device"): the same as `gpucomp --local` says of the file.
+ */
+START_TEST(test_bzip2_corrupt_stream_gets_cpu_verdict)
+{
+    start_bzip2_routing("emulate", NULL);
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20, packed_len;
+    uint8_t *noise = data_file("noise", len, 0, 18);
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    packed[packed_len / 2] ^= 0x55; /* inside a block */
+    char path[160];
+    snprintf(path, sizeof path, "%s/corrupt.bz2", dut.dir);
+    ck_assert_int_eq(write_file(path, packed, packed_len), 0);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    void *back;
+    size_t back_len;
+    int rc = gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len);
+    ck_assert_int_ne(rc, GPUCOMP_OK);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", gpucomp_last_error(c));
+    ck_assert_msg(strstr(msg, "emulated device") == NULL, "the device's verdict reached the client: %s", msg);
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, 0, NULL, 0), rc);
+    ck_assert_str_eq(gpucomp_last_error(c), msg);
+    /* The CPU engine's own words for the file, in this process's CLI. */
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    run_shell("'%s' --local -d -c %s >/dev/null 2>%s/cpu.err", cli, path, dut.dir);
+    snprintf(path, sizeof path, "%s/cpu.err", dut.dir);
+    size_t n;
+    uint8_t *err = read_file(path, &n);
+    ck_assert_ptr_nonnull(err);
+    char *text = calloc(1, n + 1);
+    memcpy(text, err, n);
+    ck_assert_msg(strstr(text, msg) != NULL, "the CPU engine says \"%s\", the daemon \"%s\"", text, msg);
+    free(text), free(err);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 2);
+    ck_assert_uint_eq(st.requests_failed, 2);
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    gpucomp_free(packed);
+    free(noise);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * max_output holds on the device: the device's output stops growing at the
+ * request's limit (the codec's grow), the request reruns on the CPU engine
+ * and fails there with its GC_E_LIMIT and message, through the socket and a
+ * memfd; nothing stays charged.
+ */
+START_TEST(test_bzip2_decompress_max_output_on_device)
+{
+    const char *info[] = { "--log-level", "info", NULL }; /* the lane logs each request handed back */
+    dut.capture_log = 1;
+    start_bzip2_routing("emulate", info);
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20, packed_len, limit = 5u << 19; /* 2.5 MiB */
+    uint8_t *noise = data_file("noise", len, 0, 19);
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.max_output = limit;
+    void *back;
+    size_t back_len;
+    ck_assert_int_eq(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len), GPUCOMP_E_LIMIT);
+    /* The CPU engine's words (the library's own check of a response over the limit says otherwise). */
+    ck_assert_msg(strstr(gpucomp_last_error(c), "decompressed size exceeds the 2621440 byte limit") &&
+                      strncmp(gpucomp_last_error(c), "bzip2: stream 1 block ", 22) == 0,
+                  "not the CPU engine's message: %s", gpucomp_last_error(c));
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, limit, NULL, 0), GPUCOMP_E_LIMIT);
+    ck_assert_ptr_nonnull(strstr(gpucomp_last_error(c), "decompressed size exceeds the 2621440 byte limit"));
+    /* At the limit exactly, it is served by the device. */
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, len, noise, len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.requests_failed, 2); /* the daemon's answers, not the library's */
+    ck_assert_uint_eq(st.devices[0].fallbacks, 2);
+    ck_assert_uint_eq(st.devices[0].requests, 2); /* the compress and the decompress at the limit */
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    char *log = daemon_log();
+    ck_assert_msg(strstr(log, "handed a request back (bzip2: decompressed size exceeds the 2621440 byte "
+                              "limit)"),
+                  "the device did not stop at the limit: %s", log);
+    free(log);
+    gpucomp_free(packed);
     free(noise);
     gpucomp_close(c);
 }
@@ -667,7 +893,10 @@ int main(void)
     tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
-    tcase_add_test(tc, test_bzip2_decompress_stays_on_cpu);
+    tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
+    tcase_add_test(tc, test_bzip2_decompress_device_failure_reruns_on_cpu);
+    tcase_add_test(tc, test_bzip2_corrupt_stream_gets_cpu_verdict);
+    tcase_add_test(tc, test_bzip2_decompress_max_output_on_device);
     tcase_add_test(tc, test_device_limit_reruns_on_cpu);
     tcase_add_test(tc, test_memfd_transport);
     tcase_add_test(tc, test_memfd_refused_request_keeps_fds_in_step);
