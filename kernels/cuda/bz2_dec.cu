@@ -110,7 +110,7 @@ struct Geometry {
 
 int geometry(uint64_t in_len, Geometry *g, gc_error *err)
 {
-    uint64_t cols = std::min<uint64_t>(kDecMaxColumns, in_len / 16 + 2);
+    uint64_t cols = std::min<uint64_t>(kDecMaxColumns, in_len / 16 + kDecMaxJobs);
     g->columns = (uint32_t)cols;
     g->sort_cols = std::min<uint32_t>(kDecSortColumns, g->columns);
     g->cand_cap = (uint32_t)std::min<uint64_t>(in_len / 6 + 64, 1u << 20);
@@ -127,15 +127,18 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
 {
     *s = DecScratch{};
     s->in_cap = copy_in ? in_len : 0;
-    s->in = copy_in ? c.take<uint8_t>(in_len + 16) : nullptr;
+    s->in = copy_in ? c.take<uint8_t>(in_len + 16 * kDecMaxJobs) : nullptr;
     s->cand_cap = g.cand_cap;
     s->cand = c.take<uint64_t>(g.cand_cap);
     s->cand_tmp = c.take<uint64_t>(g.cand_cap);
+    s->cand_job = c.take<uint32_t>(g.cand_cap);
+    s->jobs = c.take<DecInput>(kDecMaxJobs);
     s->n_cand = c.take<uint32_t>(1);
     s->columns = g.columns;
     s->sort_cols = g.sort_cols;
     s->res = c.take<DecCand>(g.columns);
     s->cols = c.take<uint8_t>((size_t)g.columns * kDecColumn);
+    s->sel = c.take<uint8_t>((size_t)g.columns * kDecSelBytes);
     s->blk = c.take<DecBlk>(g.columns);
     s->keys = c.take<uint8_t>((size_t)g.sort_cols * kDecColumn);
     s->vals_in = c.take<uint32_t>((size_t)g.sort_cols * kDecColumn);
@@ -151,6 +154,71 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
     s->cub_bytes = g.cub_bytes;
     s->cub_tmp = c.take<uint8_t>(g.cub_bytes);
     return c.off;
+}
+
+/*
+ * Host memory to and from the device through the context's pinned slot
+ * buffers and its copy pool (the pipeline is idle while a whole job runs),
+ * two chunks in flight: one slot's staging copy runs while the other's DMA
+ * does. Page-locked caller memory (a registered memfd) goes straight over
+ * DMA.
+ */
+int copy_in(gc_gpu_ctx *ctx, uint8_t *d, const uint8_t *h, uint64_t len, gc_error *err)
+{
+    if (len == 0)
+        return GC_OK;
+    if (host_pinned(h) && host_pinned(h + len - 1)) {
+        GC_CUDA(cudaMemcpyAsync(d, h, len, cudaMemcpyHostToDevice, ctx->slots[0].st));
+        GC_CUDA(cudaStreamSynchronize(ctx->slots[0].st));
+        return GC_OK;
+    }
+    size_t nbuf = std::min<size_t>(2, ctx->slots.size());
+    CopyTask t;
+    for (uint64_t o = 0, k = 0; o < len; o += ctx->in_cap, k++) {
+        Slot &sl = ctx->slots[k % nbuf];
+        size_t n = (size_t)std::min<uint64_t>(ctx->in_cap, len - o);
+        GC_CUDA(cudaStreamSynchronize(sl.st)); /* its h_in is free again */
+        copy_pool_submit(ctx->pool, &t, sl.h_in, h + o, n);
+        copy_task_wait(ctx->pool, &t);
+        GC_CUDA(cudaMemcpyAsync(d + o, sl.h_in, n, cudaMemcpyHostToDevice, sl.st));
+    }
+    for (size_t i = 0; i < nbuf; i++)
+        GC_CUDA(cudaStreamSynchronize(ctx->slots[i].st));
+    return GC_OK;
+}
+
+int copy_out(gc_gpu_ctx *ctx, uint8_t *h, const uint8_t *d, uint64_t len, gc_error *err)
+{
+    if (len == 0)
+        return GC_OK;
+    GC_CUDA(cudaStreamSynchronize(ctx->slots[0].st)); /* d was written there */
+    if (host_pinned(h) && host_pinned(h + len - 1)) {
+        GC_CUDA(cudaMemcpyAsync(h, d, len, cudaMemcpyDeviceToHost, ctx->slots[0].st));
+        GC_CUDA(cudaStreamSynchronize(ctx->slots[0].st));
+        return GC_OK;
+    }
+    size_t nbuf = std::min<size_t>(2, ctx->slots.size());
+    CopyTask t[2];
+    int rc = GC_OK;
+    for (uint64_t o = 0, k = 0; rc == GC_OK && o < len; o += ctx->out_cap, k++) {
+        Slot &sl = ctx->slots[k % nbuf];
+        CopyTask &tk = t[k % nbuf];
+        size_t n = (size_t)std::min<uint64_t>(ctx->out_cap, len - o);
+        if (k >= nbuf)
+            copy_task_wait(ctx->pool, &tk); /* its h_out is free again */
+        cudaError_t e = cudaMemcpyAsync(sl.h_out, d + o, n, cudaMemcpyDeviceToHost, sl.st);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(sl.st);
+        if (e != cudaSuccess) {
+            rc = gc_fail(err, GC_E_DEVICE, "cuda: output copy: %s", cudaGetErrorString(e));
+            break;
+        }
+        copy_pool_submit(ctx->pool, &tk, h + o, sl.h_out, n);
+    }
+    /* no copy may touch the caller's memory after we return */
+    for (uint64_t k = 0; k < nbuf && k * ctx->out_cap < len; k++)
+        copy_task_wait(ctx->pool, &t[k]);
+    return rc;
 }
 
 /* Where the output goes, a round at a time. */
@@ -183,7 +251,7 @@ class DeviceSink : public DecSink {
 
 class HostSink : public DecSink {
   public:
-    HostSink(gc_gpu_job &job, uint8_t *d_round) : job_(job), d_round_(d_round) {}
+    HostSink(gc_gpu_ctx *ctx, gc_gpu_job &job, uint8_t *d_round) : ctx_(ctx), job_(job), d_round_(d_round) {}
     int reserve(uint64_t total, gc_error *err) override
     {
         if (total <= job_.dst_cap)
@@ -197,64 +265,110 @@ class HostSink : public DecSink {
         return rc;
     }
     uint8_t *round(uint64_t) override { return d_round_; }
-    int round_done(uint64_t off, uint64_t len, cudaStream_t st, gc_error *err) override
+    int round_done(uint64_t off, uint64_t len, cudaStream_t, gc_error *err) override
     {
-        GC_CUDA(cudaMemcpyAsync(job_.dst + off, d_round_, len, cudaMemcpyDeviceToHost, st));
-        GC_CUDA(cudaStreamSynchronize(st));
-        return GC_OK;
+        return copy_out(ctx_, job_.dst + off, d_round_, len, err);
     }
 
   private:
+    gc_gpu_ctx *ctx_;
     gc_gpu_job &job_;
     uint8_t *d_round_;
 };
 
+/* One job of a group: its input on the device, its walk, its output. */
+struct JobRun {
+    gc_gpu_job *job = nullptr; /* null: device-resident */
+    DecInput in{};
+    DecSink *sink = nullptr;
+    DecWalk w;
+    uint32_t c_first = 0, c_count = 0; /* its candidates in the group's arrays */
+    int status = GC_OK;
+    gc_error err{};
+    uint64_t total = 0;
+    size_t acc0 = 0, acc1 = 0; /* its blocks in the wave's accepted list */
+};
+
+/*
+ * Decodes a group of jobs together: every job's candidates in one Huffman
+ * launch, every accepted block in the same inverse-BWT and RLE1 launches.
+ * A single job with more candidates than the scratch holds goes in waves.
+ * A job's own problems end that job (status, err); a CUDA failure ends the
+ * group (the return value).
+ */
 struct Decoder {
     gc_gpu_ctx *ctx;
-    const uint8_t *d_in;
-    uint64_t len;
     DecScratch &s;
-    DecSink &sink;
+    std::vector<JobRun> &jobs;
     gc_gpu_bzip2_dec_stages st{};
     cudaStream_t stream;
-    std::vector<uint64_t> cand;
+    std::vector<uint64_t> cand; /* job-relative bit offsets, job after job */
     std::vector<DecCand> res;
     std::vector<DecAccepted> acc;
     std::vector<DecBlk> blk;
     std::vector<Bz2Block> place;
     bool rand_ready = false;
-    uint64_t total = 0;
+    bool overflow = false;
 
-    Decoder(gc_gpu_ctx *c, const uint8_t *in, uint64_t n, DecScratch &sc, DecSink &sk)
-        : ctx(c), d_in(in), len(n), s(sc), sink(sk), stream(c->slots[0].st)
+    Decoder(gc_gpu_ctx *c, DecScratch &sc, std::vector<JobRun> &j) : ctx(c), s(sc), jobs(j), stream(c->slots[0].st) {}
+
+    static bool device_failed(int rc) { return rc == GC_E_DEVICE; }
+
+    /* A job-level failure: recorded on the job; a device failure goes up. */
+    int job_fail(JobRun &j, int rc, const gc_error &e)
     {
+        if (device_failed(rc))
+            return rc;
+        if (j.status == GC_OK) {
+            j.status = rc;
+            j.err = e;
+        }
+        return GC_OK;
     }
 
-    int peek(uint64_t at, uint8_t out[16], gc_error *err)
+    int peek(const JobRun &j, uint64_t at, uint8_t out[16], gc_error *err)
     {
         memset(out, 0, 16);
-        if (at >= len)
+        if (at >= j.in.len)
             return GC_OK;
-        size_t n = (size_t)std::min<uint64_t>(16, len - at);
-        GC_CUDA(cudaMemcpyAsync(ctx->h_small, d_in + at, n, cudaMemcpyDeviceToHost, stream));
+        size_t n = (size_t)std::min<uint64_t>(16, j.in.len - at);
+        GC_CUDA(cudaMemcpyAsync(ctx->h_small, j.in.in + at, n, cudaMemcpyDeviceToHost, stream));
         GC_CUDA(cudaStreamSynchronize(stream));
         memcpy(out, ctx->h_small, n);
         return GC_OK;
     }
 
+    /* Every job's candidates, job after job, and the job table. */
     int scan(gc_error *err)
     {
         auto t0 = Clock::now();
-        uint32_t n = 0;
-        int rc = bz2_dec_scan(d_in, len, s, stream, &n, err);
-        if (rc != GC_OK)
-            return rc;
-        cand.resize(n);
-        if (n) {
-            GC_CUDA(cudaMemcpyAsync(cand.data(), s.cand, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
-            GC_CUDA(cudaStreamSynchronize(stream));
+        std::vector<DecInput> table;
+        std::vector<uint32_t> owner;
+        uint32_t total = 0;
+        for (size_t k = 0; k < jobs.size(); k++) {
+            JobRun &j = jobs[k];
+            table.push_back(j.in);
+            j.c_first = total;
+            uint32_t n = 0;
+            gc_error e{};
+            int rc = bz2_dec_scan(j.in.in, j.in.len, s, s.cand + total, s.cand_cap - total, stream, &n, &e);
+            if (rc != GC_OK) {
+                if (job_fail(j, rc, e) != GC_OK)
+                    return gc_fail(err, (gc_status)rc, "%s", e.msg);
+                n = 0;
+            }
+            j.c_count = n;
+            total += n;
+            owner.insert(owner.end(), n, (uint32_t)k);
         }
-        st.candidates = n;
+        cand.resize(total);
+        if (total) {
+            GC_CUDA(cudaMemcpyAsync(cand.data(), s.cand, total * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+            GC_CUDA(cudaMemcpyAsync(s.cand_job, owner.data(), total * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
+        }
+        GC_CUDA(cudaMemcpyAsync(s.jobs, table.data(), table.size() * sizeof(DecInput), cudaMemcpyHostToDevice, stream));
+        GC_CUDA(cudaStreamSynchronize(stream));
+        st.candidates += total;
         st.scan_ms += ms_since(t0);
         return GC_OK;
     }
@@ -262,7 +376,7 @@ struct Decoder {
     int huffman(uint32_t c0, uint32_t c1, gc_error *err)
     {
         auto t0 = Clock::now();
-        int rc = bz2_dec_huff(d_in, len, s.cand + c0, c1 - c0, s, stream, err);
+        int rc = bz2_dec_huff(s.jobs, s.cand + c0, s.cand_job + c0, c1 - c0, s, stream, err);
         if (rc != GC_OK)
             return rc;
         res.resize(c1 - c0);
@@ -273,10 +387,48 @@ struct Decoder {
         return GC_OK;
     }
 
-    int block_error(size_t i, uint32_t e, gc_error *err)
+    /* Job k's walk over the wave [c0, c1); *next: the group candidate its walk needs next (or none). */
+    int walk(size_t k, uint32_t c0, uint32_t c1, uint32_t *next, gc_error *err)
     {
-        return gc_fail(err, (gc_status)bz2_dec_status(e), "bzip2: stream %u block %u: %s", acc[i].sno, acc[i].bno,
-                       bz2_dec_error(e));
+        JobRun &j = jobs[k];
+        *next = UINT32_MAX;
+        if (j.status != GC_OK || j.w.done)
+            return GC_OK;
+        uint32_t a = std::max(c0, j.c_first), e = std::min(c1, j.c_first + j.c_count);
+        if (a > e)
+            a = e;
+        DecPeek pk = [this, &j](uint64_t at, uint8_t out[16], gc_error *pe) { return peek(j, at, out, pe); };
+        size_t first = acc.size();
+        uint32_t nx = UINT32_MAX;
+        gc_error je{};
+        int rc = bz2_dec_walk(j.w, cand.data() + j.c_first, j.c_count, a - j.c_first, e - j.c_first,
+                              res.data() + (a - c0), pk, acc, &nx, &je);
+        for (size_t i = first; i < acc.size(); i++) {
+            acc[i].cand += j.c_first; /* group index */
+            acc[i].job = (uint32_t)k;
+        }
+        if (rc != GC_OK) {
+            acc.resize(first);
+            if (device_failed(rc))
+                return gc_fail(err, (gc_status)rc, "%s", je.msg);
+            return job_fail(j, rc, je);
+        }
+        if (nx != UINT32_MAX)
+            *next = nx + j.c_first;
+        j.acc0 = first;
+        j.acc1 = acc.size();
+        return GC_OK;
+    }
+
+    int block_fail(size_t i, int code, uint32_t e, gc_error *detail)
+    {
+        JobRun &j = jobs[acc[i].job];
+        gc_error je{};
+        if (detail)
+            je = *detail;
+        else
+            gc_fail(&je, (gc_status)code, "bzip2: stream %u block %u: %s", acc[i].sno, acc[i].bno, bz2_dec_error(e));
+        return job_fail(j, code, je);
     }
 
     /* Inverse BWT of the accepted blocks, sort wave by sort wave, and their RLE1 sizes. */
@@ -325,13 +477,13 @@ struct Decoder {
         GC_CUDA(cudaStreamSynchronize(stream));
         st.rle1_ms += ms_since(t0);
         for (size_t i = 0; i < nb; i++)
-            if (blk[i].status != kDecOk)
-                return block_error(i, blk[i].status, err);
+            if (blk[i].status != kDecOk && (rc = block_fail(i, bz2_dec_status(blk[i].status), blk[i].status, nullptr)))
+                return rc;
         return GC_OK;
     }
 
-    /* One round: blocks [a, b) expanded at output offset total, CRCs checked, handed to the sink. */
-    int round(size_t a, size_t b, uint64_t bytes, uint32_t c0, gc_error *err)
+    /* One round of job j: blocks [a, b) expanded at its output offset, CRCs checked, handed to its sink. */
+    int round(JobRun &j, size_t a, size_t b, uint64_t bytes, uint32_t c0, gc_error *err)
     {
         auto t0 = Clock::now();
         place.assign(b - a, Bz2Block{});
@@ -342,7 +494,8 @@ struct Decoder {
             o += blk[i].out_len;
         }
         GC_CUDA(cudaMemcpyAsync(s.crc_blk, place.data(), place.size() * sizeof(Bz2Block), cudaMemcpyHostToDevice, stream));
-        int rc = bz2_dec_rle1_expand(s.blk + a, (uint32_t)(b - a), sink.round(total), bytes, s, ctx->d_tab32, stream, err);
+        int rc = bz2_dec_rle1_expand(s.blk + a, (uint32_t)(b - a), j.sink->round(j.total), bytes, s, ctx->d_tab32,
+                                     stream, err);
         if (rc != GC_OK)
             return rc;
         GC_CUDA(cudaMemcpyAsync(place.data(), s.crc_blk, place.size() * sizeof(Bz2Block), cudaMemcpyDeviceToHost, stream));
@@ -350,67 +503,111 @@ struct Decoder {
         st.rle1_ms += ms_since(t0);
         for (size_t i = a; i < b; i++) {
             uint32_t stored = res[acc[i].cand - c0].crc;
-            if (place[i - a].crc != stored)
-                return gc_fail(err, GC_E_CRC, "bzip2: stream %u block %u: block CRC mismatch (stored 0x%08x, computed 0x%08x)",
-                               acc[i].sno, acc[i].bno, stored, place[i - a].crc);
+            if (place[i - a].crc != stored) {
+                gc_error e{};
+                gc_fail(&e, GC_E_CRC, "bzip2: stream %u block %u: block CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                        acc[i].sno, acc[i].bno, stored, place[i - a].crc);
+                return block_fail(i, GC_E_CRC, kDecCrc, &e);
+            }
         }
         t0 = Clock::now();
-        rc = sink.round_done(total, bytes, stream, err);
+        gc_error e{};
+        rc = j.sink->round_done(j.total, bytes, stream, &e);
         st.output_ms += ms_since(t0);
-        total += bytes;
-        return rc;
+        if (rc != GC_OK)
+            return job_fail(j, rc, e) != GC_OK ? gc_fail(err, (gc_status)rc, "%s", e.msg) : GC_OK;
+        j.total += bytes;
+        return GC_OK;
     }
 
-    int output(uint32_t c0, gc_error *err)
+    /* Job j's blocks of this wave to its output. */
+    int output(JobRun &j, uint32_t c0, gc_error *err)
     {
+        if (j.status != GC_OK || j.acc0 == j.acc1)
+            return GC_OK;
         uint64_t sum = 0;
-        for (const DecBlk &b : blk)
-            sum += b.out_len;
-        int rc = sink.reserve(total + sum, err);
-        for (size_t a = 0; rc == GC_OK && a < blk.size();) {
+        for (size_t i = j.acc0; i < j.acc1; i++)
+            sum += blk[i].out_len;
+        gc_error e{};
+        int rc = j.sink->reserve(j.total + sum, &e);
+        if (rc != GC_OK)
+            return job_fail(j, rc, e) != GC_OK ? gc_fail(err, (gc_status)rc, "%s", e.msg) : GC_OK;
+        for (size_t a = j.acc0; a < j.acc1 && j.status == GC_OK;) {
             size_t b = a;
             uint64_t bytes = 0;
-            while (b < blk.size() && (b == a || bytes + blk[b].out_len <= kDecRoundBytes) && b - a < s.columns)
+            while (b < j.acc1 && (b == a || bytes + blk[b].out_len <= kDecRoundBytes))
                 bytes += blk[b++].out_len;
-            rc = round(a, b, bytes, c0, err);
+            rc = round(j, a, b, bytes, c0, err);
+            if (rc != GC_OK)
+                return rc;
             a = b;
         }
-        st.blocks += blk.size();
-        return rc;
+        st.blocks += j.acc1 - j.acc0;
+        return GC_OK;
     }
 
-    int run(uint64_t *out_len, gc_error *err)
+    /* One wave [c0, c1): *next is where a single job's walk goes on (none: every job is done). */
+    int wave(uint32_t c0, uint32_t c1, uint32_t *next, gc_error *err)
     {
+        st.waves++;
+        int rc = huffman(c0, c1, err);
+        if (rc != GC_OK)
+            return rc;
+        acc.clear();
+        auto t0 = Clock::now();
+        *next = UINT32_MAX;
+        for (size_t k = 0; k < jobs.size(); k++) {
+            uint32_t nx = UINT32_MAX;
+            rc = walk(k, c0, c1, &nx, err);
+            if (rc != GC_OK)
+                return rc;
+            if (nx != UINT32_MAX)
+                *next = std::min(*next, nx);
+        }
+        st.walk_ms += ms_since(t0);
+        if (!acc.empty() && (rc = invert(c0, err)) != GC_OK)
+            return rc;
+        for (JobRun &j : jobs)
+            if ((rc = output(j, c0, err)) != GC_OK)
+                return rc;
+        return GC_OK;
+    }
+
+    int run(gc_error *err)
+    {
+        for (JobRun &j : jobs)
+            j.w.len_bits = j.in.len * 8;
         int rc = scan(err);
         if (rc != GC_OK)
             return rc;
-        DecWalk w;
-        w.len_bits = len * 8;
-        DecPeek pk = [this](uint64_t at, uint8_t out[16], gc_error *e) { return peek(at, out, e); };
+        if (jobs.size() > 1 && cand.size() > s.columns) {
+            overflow = true; /* waves are for one job at a time: the caller splits the group */
+            return GC_OK;
+        }
         uint32_t ncand = (uint32_t)cand.size(), c0 = 0;
         for (;;) {
             uint32_t c1 = std::min<uint32_t>(ncand, c0 + s.columns), next = UINT32_MAX;
-            st.waves++;
-            rc = huffman(c0, c1, err);
-            acc.clear();
-            auto t0 = Clock::now();
-            if (rc == GC_OK)
-                rc = bz2_dec_walk(w, cand.data(), ncand, c0, c1, res.data(), pk, acc, &next, err);
-            st.walk_ms += ms_since(t0);
-            if (rc == GC_OK && !acc.empty())
-                rc = invert(c0, err);
-            if (rc == GC_OK && !acc.empty())
-                rc = output(c0, err);
+            rc = wave(c0, c1, &next, err);
             if (rc != GC_OK)
                 return rc;
-            if (w.done)
+            bool open = false;
+            for (JobRun &j : jobs)
+                open |= j.status == GC_OK && !j.w.done;
+            if (!open)
                 break;
-            if (next == UINT32_MAX || next < c1)
-                return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: the framing walk stopped at candidate %u", next);
+            if (next == UINT32_MAX || next < c1) {
+                for (JobRun &j : jobs)
+                    if (j.status == GC_OK && !j.w.done) {
+                        gc_error e{};
+                        gc_fail(&e, GC_E_INTERNAL, "gpu bzip2: the framing walk stopped");
+                        job_fail(j, GC_E_INTERNAL, e);
+                    }
+                break;
+            }
             c0 = next;
         }
-        st.streams = w.sno;
-        *out_len = total;
+        for (JobRun &j : jobs)
+            st.streams += j.w.sno;
         return GC_OK;
     }
 };
@@ -427,6 +624,61 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu bytes of decoder scratch", need);
     Carver c{ctx->d_work};
     carve(c, g, in_len, host, host, s);
+    return GC_OK;
+}
+
+void finish_job(JobRun &r)
+{
+    gc_gpu_job &job = *r.job;
+    job.status = r.status;
+    if (r.status != GC_OK)
+        job.err = r.err;
+    job.dst_len = r.status == GC_OK ? (size_t)r.total : 0;
+}
+
+/* Jobs [0, n) together (n <= kDecMaxJobs): inputs to the device, one decode. */
+int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += (jobs[k]->src_len + 15) & ~15ull;
+    DecScratch s;
+    gc_error e{};
+    int rc = scratch_for(ctx, total, true, &s, &e);
+    if (rc != GC_OK) {
+        for (size_t k = 0; k < n; k++) {
+            jobs[k]->status = rc;
+            jobs[k]->err = e;
+        }
+        return GC_OK;
+    }
+    std::vector<JobRun> runs(n);
+    std::vector<HostSink> sinks;
+    sinks.reserve(n);
+    uint64_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        gc_gpu_job &job = *jobs[k];
+        sinks.emplace_back(ctx, job, s.out);
+        runs[k].job = &job;
+        runs[k].sink = &sinks[k];
+        runs[k].in = DecInput{s.in + off, job.src_len};
+        rc = copy_in(ctx, s.in + off, job.src, job.src_len, err);
+        if (rc != GC_OK)
+            return rc;
+        off += (job.src_len + 15) & ~15ull;
+    }
+    Decoder d(ctx, s, runs);
+    rc = d.run(err);
+    if (rc != GC_OK)
+        return rc;
+    /* a group whose candidates overflowed the scratch: each job alone (with waves) */
+    if (d.overflow) {
+        for (size_t k = 0; k < n && rc == GC_OK; k++)
+            rc = decode_group(ctx, jobs + k, 1, err);
+        return rc;
+    }
+    for (JobRun &r : runs)
+        finish_job(r);
     return GC_OK;
 }
 
@@ -454,38 +706,30 @@ int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool ou
     return GC_OK;
 }
 
-/* A batch job, whole: input to the device, decode, output rounds to the
- * caller's buffer (grown through job.grow). The job's own problems are its
- * status; GC_E_DEVICE (err) fails the batch. */
-int bz2_decode_job(gc_gpu_ctx *ctx, gc_gpu_job &job, gc_error *err)
+int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
 {
-    job.status = GC_OK;
-    job.dst_len = 0;
-    gc_error_clear(&job.err);
-    if ((!job.src && job.src_len) || (!job.dst && !job.grow)) {
-        job.status = gc_fail(&job.err, GC_E_INVALID, "gpu bzip2: decode job without a buffer");
-        return GC_OK;
+    for (size_t k = 0; k < n; k++) {
+        jobs[k]->status = GC_OK;
+        jobs[k]->dst_len = 0;
+        gc_error_clear(&jobs[k]->err);
     }
-    DecScratch s;
-    int rc = scratch_for(ctx, job.src_len, true, &s, &job.err);
-    if (rc == GC_OK && job.src_len) {
-        cudaStream_t st = ctx->slots[0].st;
-        cudaError_t e = cudaMemcpyAsync(s.in, job.src, job.src_len, cudaMemcpyHostToDevice, st);
-        if (e != cudaSuccess)
-            rc = gc_fail(&job.err, GC_E_DEVICE, "cuda: input copy: %s", cudaGetErrorString(e));
+    std::vector<gc_gpu_job *> ok;
+    for (size_t k = 0; k < n; k++) {
+        if (!jobs[k]->src && jobs[k]->src_len)
+            jobs[k]->status = gc_fail(&jobs[k]->err, GC_E_INVALID, "gpu bzip2: decode job without its input");
+        else
+            ok.push_back(jobs[k]);
     }
-    uint64_t out = 0;
-    if (rc == GC_OK) {
-        HostSink sink(job, s.out);
-        Decoder d(ctx, s.in, job.src_len, s, sink);
-        rc = d.run(&out, &job.err);
+    for (size_t a = 0; a < ok.size();) {
+        size_t b = a;
+        uint64_t in = 0;
+        while (b < ok.size() && b - a < kDecMaxJobs && (b == a || in + ok[b]->src_len <= kDecGroupInput))
+            in += ok[b++]->src_len;
+        int rc = decode_group(ctx, ok.data() + a, b - a, err);
+        if (rc != GC_OK)
+            return rc;
+        a = b;
     }
-    if (rc == GC_E_DEVICE) {
-        *err = job.err;
-        return rc;
-    }
-    job.status = rc;
-    job.dst_len = rc == GC_OK ? (size_t)out : 0;
     return GC_OK;
 }
 
@@ -510,8 +754,16 @@ extern "C" int gc_gpu_bzip2_decode_device(gc_gpu_ctx *ctx, const void *d_src, si
     uint64_t out = 0;
     if (rc == GC_OK) {
         DeviceSink sink(static_cast<uint8_t *>(d_dst), dst_cap);
-        Decoder d(ctx, static_cast<const uint8_t *>(d_src), src_len, s, sink);
-        rc = d.run(&out, err);
+        std::vector<JobRun> runs(1);
+        runs[0].in = DecInput{static_cast<const uint8_t *>(d_src), src_len};
+        runs[0].sink = &sink;
+        Decoder d(ctx, s, runs);
+        rc = d.run(err);
+        if (rc == GC_OK && runs[0].status != GC_OK) {
+            rc = runs[0].status;
+            *err = runs[0].err;
+        }
+        out = runs[0].total;
         if (stages)
             *stages = d.st;
     }

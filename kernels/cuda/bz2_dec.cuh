@@ -38,6 +38,7 @@ constexpr uint32_t kDecColumn = 900000; /* BZ2_MAX_BLOCK: the stride of the colu
 constexpr uint64_t kDecBlockMagic = 0x314159265359ull;
 constexpr uint64_t kDecEosMagic = 0x177245385090ull;
 constexpr int kDecMaxCodeLen = 20;
+constexpr uint32_t kDecSelBytes = (kBz2MaxSelectors + 1) / 2; /* a candidate's selectors, two per byte */
 
 /* What a kernel found wrong with a candidate or block (0 = nothing);
  * bz2_dec_error() words it. */
@@ -86,16 +87,25 @@ struct DecBlk {
     uint32_t pad;
 };
 
+/* One job's input on the device (a group of jobs decodes together). */
+struct DecInput {
+    const uint8_t *in; /* 4-byte aligned */
+    uint64_t len;
+};
+
 /* Device memory of one decode, carved from the context's work buffer. */
 struct DecScratch {
     uint8_t *in;          /* the input (device copy), 16 bytes of zeros after it */
     uint64_t in_cap;
-    uint64_t *cand;       /* candidate bit offsets, sorted */
+    uint64_t *cand;       /* candidate bit offsets, sorted per job */
     uint64_t *cand_tmp;
+    uint32_t *cand_job;   /* each candidate's job */
+    DecInput *jobs;       /* kDecMaxJobs */
     uint32_t cand_cap;
     uint32_t *n_cand;
     DecCand *res;         /* columns */
     uint8_t *cols;        /* columns x kDecColumn */
+    uint8_t *sel;         /* columns x kDecSelBytes */
     DecBlk *blk;          /* columns */
     uint32_t columns;     /* candidates a wave holds (<= kDecMaxColumns) */
     uint32_t sort_cols;   /* columns a sort wave spans (<= kDecSortColumns) */
@@ -123,11 +133,13 @@ int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool ou
 int bz2_dec_scan_tmp(uint32_t cand_cap, size_t *bytes, gc_error *err);
 int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err);
 
-/* scan: candidates of d_in[0..len) into s.cand (ascending), their count in
- * *n (waits). More than s.cand_cap: GC_E_LIMIT. */
-int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, cudaStream_t st, uint32_t *n, gc_error *err);
-/* huff: candidates cand[0..n) (n <= kDecMaxColumns) into s.res / s.cols. */
-int bz2_dec_huff(const uint8_t *d_in, uint64_t len, const uint64_t *cand, uint32_t n, DecScratch &s,
+/* scan: candidates of d_in[0..len) into out (ascending, device), their
+ * count in *n (waits). More than cap: GC_E_LIMIT. */
+int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, uint64_t *out, uint32_t cap, cudaStream_t st,
+                 uint32_t *n, gc_error *err);
+/* huff: candidates cand[0..n) (n <= s.columns; bit offsets in the input of
+ * job cand_job[i] of jobs[]) into s.res / s.cols. */
+int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecScratch &s,
                  cudaStream_t st, gc_error *err);
 /* ibwt: blocks blk[0..nb) whose columns lie in [col0, col0 + s.sort_cols),
  * splitters laid out by the caller (sp_off / nsp, total nsp_total); in
@@ -141,10 +153,11 @@ int bz2_dec_rle1_size(DecBlk *d_blk, uint32_t nb, DecScratch &s, cudaStream_t st
 int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t out_len, DecScratch &s,
                         const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
 
-/* A bzip2 decode job of a batch, whole (bz2_dec.cu; gpu_pipeline.cu hands
- * these over before cutting the other jobs into pieces): its problems are
- * its status; GC_E_DEVICE in err fails the batch. */
-int bz2_decode_job(gc_gpu_ctx *ctx, gc_gpu_job &job, gc_error *err);
+/* A batch's bzip2 decode jobs, whole (bz2_dec.cu; gpu_pipeline.cu hands
+ * them over before cutting the other jobs into pieces), in groups that
+ * share launches: a job's problems are its status; GC_E_DEVICE in err
+ * fails the batch. */
+int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err);
 
 /* A DecError in words. */
 const char *bz2_dec_error(uint32_t e);

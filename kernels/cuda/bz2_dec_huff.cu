@@ -20,7 +20,8 @@ constexpr uint32_t kFull = 0xffffffffu;
 constexpr int kLut = 1 << kDecLutBits;
 constexpr int kMaxSel = kBz2MaxSelectors;
 
-/* One warp's tables. */
+/* One warp's tables (the selectors live in global memory, kDecSelBytes per
+ * candidate: shared memory is what limits the warps an SM holds). */
 struct HuffSmem {
     uint16_t lut[kBz2MaxGroups][kLut];            /* sym << 5 | len, 0 = longer code */
     uint16_t sorted[kBz2MaxGroups][kBz2MaxAlpha]; /* symbols by (length, symbol) */
@@ -28,8 +29,7 @@ struct HuffSmem {
     int32_t count[kBz2MaxGroups][kDecMaxCodeLen + 1];
     int32_t index[kBz2MaxGroups][kDecMaxCodeLen + 1];
     uint8_t len[kBz2MaxGroups][kBz2MaxAlpha];
-    uint8_t sel[(kMaxSel + 1) / 2]; /* selectors, two per byte */
-    uint8_t seq[256];               /* the symbol map: used bytes in order */
+    uint8_t seq[256]; /* the symbol map: used bytes in order */
 };
 
 /* MSB-first reader of the input; reads past the end give zero bits. Every
@@ -146,7 +146,7 @@ __device__ uint32_t read_map(BitIn &br, HuffSmem &s, int lane, Header &h)
     return total ? kDecOk : kDecEmptyMap;
 }
 
-__device__ uint32_t read_selectors(BitIn &br, HuffSmem &s, int lane, Header &h)
+__device__ uint32_t read_selectors(BitIn &br, uint8_t *sel, int lane, Header &h)
 {
     h.n_groups = (int)br.get(3);
     if (h.n_groups < 2 || h.n_groups > kBz2MaxGroups)
@@ -154,10 +154,8 @@ __device__ uint32_t read_selectors(BitIn &br, HuffSmem &s, int lane, Header &h)
     h.n_sel = br.get(15);
     if (h.n_sel < 1)
         return kDecNoSelectors;
-    for (int k = lane; k < (kMaxSel + 1) / 2; k += 32)
-        s.sel[k] = 0;
-    __syncwarp();
     uint32_t list = 0x543210; /* MTF list of table numbers, a nibble each */
+    uint32_t pair = 0;        /* two selectors a byte, lane 0 writes */
     for (uint32_t i = 0; i < h.n_sel; i++) {
         int j = 0;
         while (br.get(1)) {
@@ -167,11 +165,17 @@ __device__ uint32_t read_selectors(BitIn &br, HuffSmem &s, int lane, Header &h)
         uint32_t v = (list >> (4 * j)) & 15;
         uint32_t low = (1u << (4 * j)) - 1; /* nibbles before j move up one */
         list = (list & ~((low << 4) | 15u)) | ((list & low) << 4) | v;
-        if (i < (uint32_t)kMaxSel && lane == 0)
-            s.sel[i / 2] |= (uint8_t)(v << (4 * (i & 1)));
+        pair |= v << (4 * (i & 1));
+        if ((i & 1) && i < (uint32_t)kMaxSel) {
+            if (lane == 0)
+                sel[i / 2] = (uint8_t)pair;
+            pair = 0;
+        }
     }
     if (h.n_sel > (uint32_t)kMaxSel)
         h.n_sel = kMaxSel; /* extra selectors are read and ignored */
+    else if (h.n_sel & 1 && lane == 0)
+        sel[h.n_sel / 2] = (uint8_t)pair;
     __syncwarp();
     return br.overrun() ? kDecTruncated : kDecOk;
 }
@@ -263,8 +267,8 @@ __device__ __forceinline__ int decode_sym(const HuffSmem &s, int t, BitIn &br)
 }
 
 /* Huffman + MTF + zero runs into col; *n: the column's length. */
-__device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const Header &h, int lane, uint8_t *col,
-                                   uint32_t *n_out)
+__device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *sel, const Header &h, int lane,
+                                   uint8_t *col, uint32_t *n_out)
 {
     uint64_t m = 0; /* the MTF list, eight entries per lane */
     for (int k = 7; k >= 0; k--)
@@ -272,14 +276,17 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const Header &h
     int eob = h.n_in_use + 1;
     uint32_t nblock = 0, run = 0, weight = 1, group = 0;
     int left = 0, t = 0;
+    uint32_t next_pair = sel[0]; /* loaded a group early: off the decode's critical path */
     for (;;) {
         if (left == 0) {
             if (group >= h.n_sel)
                 return kDecMoreGroups;
             if (br.overrun())
                 return kDecTruncated;
-            t = (s.sel[group / 2] >> (4 * (group & 1))) & 15;
+            t = (next_pair >> (4 * (group & 1))) & 15;
             group++;
+            if (!(group & 1) && group < h.n_sel)
+                next_pair = sel[group / 2];
             left = kBz2GroupSize;
         }
         left--;
@@ -317,7 +324,7 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const Header &h
     return kDecOk;
 }
 
-__device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, int lane, uint8_t *col, DecCand &c)
+__device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, uint8_t *sel, int lane, uint8_t *col, DecCand &c)
 {
     Header h{};
     c.crc = br.get(32);
@@ -325,30 +332,31 @@ __device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, int lane, uint8_t *
     c.orig = br.get(24);
     uint32_t e = read_map(br, s, lane, h);
     if (!e)
-        e = read_selectors(br, s, lane, h);
+        e = read_selectors(br, sel, lane, h);
     if (!e)
         e = read_lengths(br, s, lane, h);
     for (int t = 0; !e && t < h.n_groups; t++)
         e = build_table(s, t, h.n_in_use + 2, lane);
     if (!e)
-        e = decode_symbols(br, s, h, lane, col, &c.n);
+        e = decode_symbols(br, s, sel, h, lane, col, &c.n);
     if (!e && c.orig >= c.n)
         e = kDecOrigPtr;
     return e;
 }
 
-__global__ void __launch_bounds__(32) huff_decode(const uint8_t *in, uint64_t len, const uint64_t *cand, uint32_t n,
-                                                  DecCand *res, uint8_t *cols)
+__global__ void __launch_bounds__(32) huff_decode(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job,
+                                                  uint32_t n, DecCand *res, uint8_t *cols, uint8_t *sels)
 {
     __shared__ HuffSmem s;
     uint32_t ci = blockIdx.x;
     int lane = (int)threadIdx.x;
     if (ci >= n)
         return;
-    BitIn br{in, len, 0, 0, 0, ~0ull, 0, 0, lane};
+    const DecInput job = jobs[cand_job[ci]]; /* reads stay inside the candidate's own job */
+    BitIn br{job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane};
     br.seek(cand[ci] + 48);
     DecCand c{};
-    uint32_t e = decode_candidate(br, s, lane, cols + (uint64_t)ci * kDecColumn, c);
+    uint32_t e = decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * kDecColumn, c);
     /* garbage read as zero bits past the end: call it what it is (as the CPU engine) */
     if (e && br.overrun())
         e = kDecTruncated;
@@ -367,14 +375,12 @@ __global__ void __launch_bounds__(32) huff_decode(const uint8_t *in, uint64_t le
 
 } // namespace
 
-int bz2_dec_huff(const uint8_t *d_in, uint64_t len, const uint64_t *cand, uint32_t n, DecScratch &s,
+int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecScratch &s,
                  cudaStream_t st, gc_error *err)
 {
     if (n == 0)
         return GC_OK;
-    if ((uintptr_t)d_in % 4)
-        return gc_fail(err, GC_E_INVALID, "gpu bzip2: the input is not 4-byte aligned");
-    huff_decode<<<n, 32, 0, st>>>(d_in, len, cand, n, s.res, s.cols);
+    huff_decode<<<n, 32, 0, st>>>(jobs, cand, cand_job, n, s.res, s.cols, s.sel);
     GC_CUDA_LAUNCHED("huff_decode");
     return GC_OK;
 }

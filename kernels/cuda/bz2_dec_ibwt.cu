@@ -140,14 +140,28 @@ __global__ void walk_write(const DecBlk *blk, uint32_t col0, const uint32_t *tt,
     const uint32_t *t = tt + (uint64_t)(b.col - col0) * kDecColumn;
     uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
     uint32_t len = sp_len[b.sp_off + q], p = split_row(b, q);
-    for (uint32_t k = 0; k < len; k++) {
+    bool rand = b.rand && b.period == b.n;
+    /* the segment's bytes are contiguous: gather 8 and store a word (columns are 16-byte aligned) */
+    uint64_t word = 0;
+    uint32_t k = 0;
+    for (; k < len && (d + k) % 8; k++) {
         uint32_t e = t[p];
-        uint32_t v = e & 0xff;
-        if (b.rand && b.period == b.n)
-            v ^= rand_bit(rand_map, d + k);
-        out[d + k] = (uint8_t)v;
+        out[d + k] = (uint8_t)((e & 0xff) ^ (rand ? rand_bit(rand_map, d + k) : 0u));
         p = next_row(e);
     }
+    for (; k < len; k++) {
+        uint32_t e = t[p];
+        uint64_t v = (e & 0xff) ^ (rand ? rand_bit(rand_map, d + k) : 0u);
+        word |= v << (8 * ((d + k) % 8));
+        if ((d + k) % 8 == 7) {
+            *reinterpret_cast<uint64_t *>(out + d + k - 7) = word;
+            word = 0;
+        }
+        p = next_row(e);
+    }
+    uint32_t first_word = (d + 7) & ~7u; /* word holds bytes from here on only */
+    for (uint32_t j = max((d + k) & ~7u, first_word); j < d + k; j++) /* a partial last word */
+        out[j] = (uint8_t)(word >> (8 * (j % 8)));
 }
 
 /* A periodic block: bytes [period, n) repeat [0, period), de-randomised; grid.y = block. */
@@ -195,6 +209,7 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     if (nsp_total > s.sp_cap)
         return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: %u splitters, room for %u", nsp_total, s.sp_cap);
     uint64_t total = (uint64_t)s.sort_cols * kDecColumn;
+    bz2_prof(st, nullptr, 0);
     fill_rows<<<1024, kDecThreads, 0, st>>>(s.vals_in, total);
     GC_CUDA_LAUNCHED("fill_rows");
     thrust::counting_iterator<uint32_t> idx(0);
@@ -204,18 +219,23 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * kDecColumn, s.keys,
                                                      s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin, end, 0, 8,
                                                      st));
+    bz2_prof(st, "dec_sort", nb);
     dim3 rows((kDecColumn + kDecThreads - 1) / kDecThreads / 8, nb);
     pack_tt<<<rows, kDecThreads, 0, st>>>(d_blk, col0, s.keys, s.tt);
     GC_CUDA_LAUNCHED("pack_tt");
+    bz2_prof(st, "dec_pack", nb);
     GC_CUDA(cudaMemsetAsync(s.sp_dist, 0xff, (size_t)nsp_total * sizeof(uint32_t), st));
     uint32_t max_sp = kDecColumn / kDecSplitStride + 2;
     dim3 sp((max_sp + kDecThreads - 1) / kDecThreads, nb);
     walk_measure<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_next, s.sp_len);
     GC_CUDA_LAUNCHED("walk_measure");
+    bz2_prof(st, "dec_walk_measure", nb);
     walk_rank<<<(nb + 63) / 64, 64, 0, st>>>(d_blk, nb, s.sp_next, s.sp_len, s.sp_dist);
     GC_CUDA_LAUNCHED("walk_rank");
+    bz2_prof(st, "dec_walk_rank", nb);
     walk_write<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_len, s.sp_dist, s.rand_map, s.cols);
     GC_CUDA_LAUNCHED("walk_write");
+    bz2_prof(st, "dec_walk_write", nb);
     repeat_period<<<rows, kDecThreads, 0, st>>>(d_blk, s.rand_map, s.cols);
     GC_CUDA_LAUNCHED("repeat_period");
     rand_period_head<<<rows, kDecThreads, 0, st>>>(d_blk, s.rand_map, s.cols);

@@ -15,7 +15,7 @@ namespace gcgpu {
 constexpr uint32_t kDecMaxColumns = 2048;
 /* Columns whose inverse BWT runs at once (the sort's scratch is about 9
  * bytes per column byte). */
-constexpr uint32_t kDecSortColumns = 256;
+constexpr uint32_t kDecSortColumns = 512;
 /* Huffman stage: warps (one candidate each) per CTA. */
 constexpr int kDecHuffWarps = 2;
 /* Bits of the first-level Huffman lookup table in shared memory. */
@@ -26,7 +26,11 @@ constexpr uint32_t kDecSplitStride = 128;
 /* Threads of the grid-wide kernels. */
 constexpr int kDecThreads = 256;
 /* Output bytes expanded per round on the device before they go to the host. */
-constexpr uint64_t kDecRoundBytes = 256ull << 20;
+constexpr uint64_t kDecRoundBytes = 512ull << 20;
+/* Decode jobs of a batch decode together, up to this many and this much
+ * input at once (their blocks share the kernels' launches). */
+constexpr uint32_t kDecMaxJobs = 256;
+constexpr uint64_t kDecGroupInput = 256ull << 20;
 /* A stream whose block candidates are mostly not blocks (crafted, or data
  * that embeds the magic) is handed back: more false candidates than this
  * plus the blocks found. */

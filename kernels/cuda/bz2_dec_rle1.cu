@@ -207,9 +207,13 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
 {
     if (nb == 0)
         return GC_OK;
+    bz2_prof(st, nullptr, 0);
     rle1_expand<<<ctas(nb), 32 * kWarpsPerCta, 0, st>>>(d_blk, nb, s.cols, s.crc_blk, out);
     GC_CUDA_LAUNCHED("rle1_expand");
-    return bz2_block_crcs(out, out_len, s.crc_blk, nb, s.crc_acc, d_tab32, st, err);
+    bz2_prof(st, "dec_rle1_expand", nb);
+    int rc = bz2_block_crcs(out, out_len, s.crc_blk, nb, s.crc_acc, d_tab32, st, err);
+    bz2_prof(st, "dec_crc", nb);
+    return rc;
 }
 
 } // namespace gcgpu

@@ -52,9 +52,11 @@ int bz2_dec_scan_tmp(uint32_t cand_cap, size_t *bytes, gc_error *err)
     return GC_OK;
 }
 
-int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, cudaStream_t st, uint32_t *n, gc_error *err)
+int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, uint64_t *out, uint32_t cap, cudaStream_t st,
+                 uint32_t *n, gc_error *err)
 {
     *n = 0;
+    cap = cap < s.cand_cap ? cap : s.cand_cap;
     if (len == 0)
         return GC_OK;
     GC_CUDA(cudaMemsetAsync(s.n_cand, 0, sizeof(uint32_t), st));
@@ -62,17 +64,16 @@ int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, cudaStream_t 
     int rc = resident_grid(scan_magic, 0, (len + kDecThreads - 1) / kDecThreads, &grid, err);
     if (rc != GC_OK)
         return rc;
-    scan_magic<<<grid, kDecThreads, 0, st>>>(d_in, len, s.cand_tmp, s.cand_cap, s.n_cand);
+    scan_magic<<<grid, kDecThreads, 0, st>>>(d_in, len, s.cand_tmp, cap, s.n_cand);
     GC_CUDA_LAUNCHED("scan_magic");
     uint32_t found = 0;
     GC_CUDA(cudaMemcpyAsync(&found, s.n_cand, sizeof found, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
-    if (found > s.cand_cap)
-        return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %u block candidates, more than the %u the scratch holds", found,
-                       s.cand_cap);
+    if (found > cap)
+        return gc_fail(err, GC_E_LIMIT, "gpu bzip2: more than %u block candidates", cap);
     int bits = 64 - __builtin_clzll(len * 8);
     size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceRadixSort::SortKeys(s.cub_tmp, tmp, s.cand_tmp, s.cand, (int)found, 0, bits, st));
+    GC_CUDA(cub::DeviceRadixSort::SortKeys(s.cub_tmp, tmp, s.cand_tmp, out, (int)found, 0, bits, st));
     *n = found;
     return GC_OK;
 }

@@ -95,7 +95,7 @@ int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepte
     if (w.skipped > kDecFalseSlack + w.accepted)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %llu of the block magics found are not blocks",
                        (unsigned long long)w.skipped);
-    acc.push_back(DecAccepted{ci, w.sno, w.bno});
+    acc.push_back(DecAccepted{ci, w.sno, w.bno, 0});
     w.accepted++;
     w.combined = ((w.combined << 1) | (w.combined >> 31)) ^ r.crc;
     w.pos = r.end_bit;

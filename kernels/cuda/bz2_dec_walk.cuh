@@ -19,8 +19,9 @@ namespace gcgpu {
 
 /* A block the walk accepted. */
 struct DecAccepted {
-    uint32_t cand;      /* candidate index (absolute) */
+    uint32_t cand;      /* candidate index (in the walk's cand[]) */
     uint32_t sno, bno;  /* stream and block number, from 1 */
+    uint32_t job;       /* set by the caller */
 };
 
 struct DecWalk {

@@ -16,7 +16,7 @@
  * stages' working memory (SlotBuffers::d_lazy, d_work).
  *
  * Decode jobs are not cut into pieces (their output size is only known once
- * decoded): the codec hands them to bz2_decode_job (bz2_dec.cu), whole.
+ * decoded): the codec hands them to bz2_decode_jobs (bz2_dec.cu), whole.
  */
 #include <stdio.h>
 #include <string.h>
@@ -239,7 +239,7 @@ class Bz2EncodeJob final : public GpuJob {
 
 int bz2_prepare(gc_gpu_job &job, size_t j, GpuJob **out)
 {
-    if (job.op != GC_GPU_ENCODE) /* decode jobs run whole (bz2_decode_job) */
+    if (job.op != GC_GPU_ENCODE) /* decode jobs run whole (bz2_decode_jobs) */
         return gc_fail(&job.err, GC_E_INVALID, "gpu bzip2: job %zu: operation %d", j, (int)job.op);
     Bz2EncodeJob *r = new (std::nothrow) Bz2EncodeJob(job);
     if (!r)
@@ -269,6 +269,6 @@ size_t bz2_slot_meta(size_t b)
 
 /* Slots hold kBz2SlotSegments segments (bz2_policy.cuh): larger pieces sort faster. */
 const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta,
-                              kBz2SlotSegments * kBz2Segment, bz2_prepare, bz2_decode_job};
+                              kBz2SlotSegments * kBz2Segment, bz2_prepare, bz2_decode_jobs};
 
 } // namespace gcgpu

@@ -148,10 +148,11 @@ struct GpuCodec {
      * job's status with its message in job.err. */
     int (*prepare)(gc_gpu_job &job, size_t j, GpuJob **out);
     /* Decode jobs of a codec whose output size is only known once decoded
-     * (bzip2) are not cut into pieces: the pipeline runs them here, whole,
-     * before the other jobs (null: every job goes through prepare). The
-     * job's problems are its status; GC_E_DEVICE (err) fails the batch. */
-    int (*run_whole_decode)(gc_gpu_ctx *ctx, gc_gpu_job &job, gc_error *err);
+     * (bzip2) are not cut into pieces: the pipeline hands the batch's such
+     * jobs here, whole, before the other jobs (null: every job goes through
+     * prepare). A job's problems are its status; GC_E_DEVICE (err) fails
+     * the batch. */
+    int (*run_whole_decode)(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err);
 };
 
 /* The codecs, in rle_gpu.cu and bz2_gpu.cu. */

@@ -23,6 +23,18 @@ using namespace gcgpu;
 
 namespace gcgpu {
 
+bool host_pinned(const void *p)
+{
+    if (!p)
+        return false;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
 bool device_grow(uint8_t **buf, size_t *cap, size_t need)
 {
     if (*cap >= need)

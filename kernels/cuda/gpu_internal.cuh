@@ -168,6 +168,10 @@ int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t
 /* Turn a non-zero chunk status word into an error. */
 int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);
 
+/* Whether host address p is page-locked (cudaMallocHost, cudaHostRegister):
+ * DMA can use it directly (gpu_context.cu). */
+bool host_pinned(const void *p);
+
 /* Make *buf (device memory) at least need bytes: it only grows, its bytes
  * are not kept; false (nothing held) when the device is out of memory
  * (gpu_context.cu). */

@@ -73,24 +73,12 @@ struct Batch {
     uint64_t next_seq = 0, queue_seq = 0;
 };
 
-bool is_pinned(const void *p)
-{
-    if (!p)
-        return false;
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return a.type == cudaMemoryTypeHost;
-}
-
 /* Where the caller's buffer [p, p + len) is page-locked: the whole of it
  * when it is pinned, else nowhere (it is staged). */
 void locate_direct(const uint8_t *p, size_t len, uintptr_t *lo, uintptr_t *hi)
 {
     *lo = *hi = 0;
-    if (len && is_pinned(p) && is_pinned(p + len - 1)) {
+    if (len && host_pinned(p) && host_pinned(p + len - 1)) {
         *lo = (uintptr_t)p;
         *hi = (uintptr_t)p + len;
     }
@@ -471,18 +459,27 @@ int batch_step(Batch &b, bool *progress, bool *busy, gc_error *err)
 /* The jobs their codec runs whole (run_whole_decode), before the pipeline starts. */
 int run_whole_jobs(Batch &b, gc_error *err)
 {
-    for (size_t j = 0; j < b.n; j++) {
-        gc_gpu_job &job = b.jobs[j];
-        const GpuCodec *codec = codec_find((int)job.codec);
-        if (!codec || !codec->run_whole_decode || job.op != GC_GPU_DECODE)
+    for (size_t c = 0; c < kCodecCount; c++) {
+        const GpuCodec *codec = kCodecs[c];
+        if (!codec->run_whole_decode)
             continue;
-        b.js[j].whole = true;
-        int rc = codec->run_whole_decode(b.ctx, job, err);
+        std::vector<gc_gpu_job *> whole;
+        for (size_t j = 0; j < b.n; j++) {
+            if ((int)b.jobs[j].codec == (int)codec->id && b.jobs[j].op == GC_GPU_DECODE) {
+                b.js[j].whole = true;
+                whole.push_back(&b.jobs[j]);
+            }
+        }
+        if (whole.empty())
+            continue;
+        int rc = codec->run_whole_decode(b.ctx, whole.data(), whole.size(), err);
         if (rc != GC_OK)
             return rc;
-        if (job.status == GC_OK) {
-            b.st.bytes_in += job.src_len;
-            b.st.bytes_out += job.dst_len;
+        for (gc_gpu_job *job : whole) {
+            if (job->status == GC_OK) {
+                b.st.bytes_in += job->src_len;
+                b.st.bytes_out += job->dst_len;
+            }
         }
     }
     return GC_OK;
