@@ -98,11 +98,28 @@ static uint64_t gpu_min_bytes(const gcd_config *cfg)
 #define GPU_DECODE_FIRST_CAP ((size_t)1 << 20)
 
 /*
+ * An fd request's decode output is its memfd from the first grow on: the file
+ * keeps its bytes as it grows (only the mapping is made again), so nothing
+ * is copied, and it grows to exactly the length asked (an output memfd is
+ * sealed against shrinking; the device asks once per wave of blocks).
+ */
+static int grow_memfd(gcd_request *r, gc_gpu_job *job, size_t len, gc_error *err)
+{
+    gcd_request_drop_output(r);
+    int rc = gcd_request_alloc_output(r, len, err);
+    if (rc != GC_OK)
+        return rc;
+    job->dst = r->output;
+    job->dst_cap = len;
+    return GC_OK;
+}
+
+/*
  * A decode job's output, as the device asks for room (gpu.h `grow`): a
  * malloc'd buffer in r->output, charged to the request as the CPU decoder's
  * growth is (charge_growth), never beyond max_output. The capacity at least
- * doubles, so the copies stay linear in the output. An fd request's buffer
- * is staging: gpu_finish moves it into the memfd.
+ * doubles, so the copies stay linear in the output. An fd request's output
+ * is its memfd (grow_memfd).
  */
 static int gpu_grow(gc_gpu_job *job, size_t len, gc_error *err)
 {
@@ -112,6 +129,8 @@ static int gpu_grow(gc_gpu_job *job, size_t len, gc_error *err)
     if (len > r->max_output)
         return gc_fail(err, GC_E_LIMIT, "bzip2: decompressed size exceeds the %llu byte limit",
                        (unsigned long long)r->max_output);
+    if (r->out_fd >= 0)
+        return grow_memfd(r, job, len, err);
     size_t cap = job->dst_cap > SIZE_MAX / 2 ? SIZE_MAX : job->dst_cap * 2;
     if (cap < GPU_DECODE_FIRST_CAP)
         cap = GPU_DECODE_FIRST_CAP;
@@ -155,26 +174,15 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
 }
 
 /*
- * A decode's output, in its staging buffer, into the client's memfd: as
- * run_cpu does, the staging charge is given back, the memfd sized and
- * charged, the bytes copied and the staging buffer freed.
+ * After a decode job: an fd request's output is in its memfd already
+ * (grow_memfd); one whose output is empty never grew, so its memfd is sized
+ * here, to 0 bytes, as the CPU path sizes it.
  */
 static int gpu_finish(gcd_request *r, gc_gpu_job *job)
 {
-    if (job->op != GC_GPU_DECODE || r->out_fd < 0)
-        return GC_OK; /* an encode's output is the memfd already; a buffer's is r->output */
-    uint8_t *staging = r->output;
-    size_t len = r->output_len;
-    r->output = NULL;
-    r->output_len = 0;
-    gcd_request_uncharge(r, r->output_charge);
-    r->output_charge = 0;
-    int rc = gcd_request_alloc_output(r, len, &r->error);
-    if (rc == GC_OK && len)
-        memcpy(r->output, staging, len);
-    free(staging);
-    r->output_len = rc == GC_OK ? len : 0;
-    return rc;
+    if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)
+        return GC_OK;
+    return gcd_request_alloc_output(r, 0, &r->error);
 }
 
 /*

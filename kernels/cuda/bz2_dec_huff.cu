@@ -247,37 +247,46 @@ __device__ uint32_t build_table(HuffSmem &s, int t, int alpha, int lane)
     return kDecOk;
 }
 
-/* Next symbol of table t, or -1 if the bits match no code. */
-__device__ __forceinline__ int decode_sym(const HuffSmem &s, int t, BitIn &br)
+/* The code of table t at the front of v (20 bits): sym << 8 | length, or 0
+ * if the bits match no code. */
+__device__ __forceinline__ uint32_t code_at(const HuffSmem &s, int t, uint32_t v)
 {
-    uint32_t v = br.peek(kDecMaxCodeLen);
     uint32_t e = s.lut[t][v >> (kDecMaxCodeLen - kDecLutBits)];
-    if (e) {
-        br.pos += e & 31;
-        return (int)(e >> 5);
-    }
+    if (e)
+        return (e >> 5) << 8 | (e & 31);
     for (int l = kDecLutBits + 1; l <= kDecMaxCodeLen; l++) {
         int32_t c = (int32_t)(v >> (kDecMaxCodeLen - l));
-        if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l]) {
-            br.pos += (uint64_t)l;
-            return s.sorted[t][s.index[t][l] + c - s.first[t][l]];
-        }
+        if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l])
+            return (uint32_t)s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 8 | (uint32_t)l;
     }
-    return -1;
+    return 0;
 }
 
-/* Huffman + MTF + zero runs into col; *n: the column's length. */
+/*
+ * Huffman + MTF + zero runs into col; *n: the column's length.
+ *
+ * Codes are found a window at a time: lane i decodes the code that would
+ * start i bits into the window, all at once; the walk from bit 0 then takes
+ * the lanes' answers in turn (a shuffle per symbol instead of a table lookup
+ * on the critical path), until the window or the selector group ends.
+ * W0..W2 hold the 96 bits from wb (pos - wb < 32 at a window's start).
+ */
 __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *sel, const Header &h, int lane,
                                    uint8_t *col, uint32_t *n_out)
 {
     uint64_t m = 0; /* the MTF list, eight entries per lane */
     for (int k = 7; k >= 0; k--)
         m = m << 8 | s.seq[lane * 8 + k];
-    int eob = h.n_in_use + 1;
+    uint32_t eob = (uint32_t)h.n_in_use + 1;
     uint32_t nblock = 0, run = 0, weight = 1, group = 0;
     int left = 0, t = 0;
     uint32_t next_pair = sel[0]; /* loaded a group early: off the decode's critical path */
-    for (;;) {
+    uint64_t pos = br.pos, wb = pos & ~31ull;
+    uint32_t w0 = br.word(wb / 32), w1 = br.word(wb / 32 + 1), w2 = br.word(wb / 32 + 2);
+    uint32_t e = kDecOk;
+    bool end = false;
+    while (!end && e == kDecOk) {
+        br.pos = pos;
         if (left == 0) {
             if (group >= h.n_sel)
                 return kDecMoreGroups;
@@ -289,35 +298,63 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *
                 next_pair = sel[group / 2];
             left = kBz2GroupSize;
         }
-        left--;
-        int sym = decode_sym(s, t, br);
-        if (sym < 0)
-            return kDecBadCode;
-        if (sym <= 1) {
-            run += weight << sym;
-            weight <<= 1;
-            if (run > kDecColumn)
-                return kDecRunLong;
-            continue;
+        while (pos - wb >= 32) {
+            wb += 32;
+            w0 = w1;
+            w1 = w2;
+            w2 = br.word(wb / 32 + 2);
         }
-        if (run) {
-            if (nblock + run > kDecColumn)
-                return kDecBlockLong;
-            uint8_t front = (uint8_t)__shfl_sync(kFull, (uint32_t)m, 0);
-            for (uint32_t k = (uint32_t)lane; k < run; k += 32)
-                col[nblock + k] = front;
-            nblock += run;
-            run = 0;
-            weight = 1;
+        uint32_t o = (uint32_t)(pos - wb) + (uint32_t)lane;
+        uint32_t bits = o < 32 ? __funnelshift_l(w1, w0, o) : __funnelshift_l(w2, w1, o - 32);
+        uint32_t mine = code_at(s, t, bits >> (32 - kDecMaxCodeLen));
+        uint32_t c = 0;
+        while (c < 32 && left > 0) {
+            uint32_t code = __shfl_sync(kFull, mine, (int)c);
+            uint32_t sym = code >> 8;
+            if ((code & 0xff) == 0) {
+                e = kDecBadCode;
+                break;
+            }
+            c += code & 0xff;
+            left--;
+            if (sym <= 1) {
+                run += weight << sym;
+                weight <<= 1;
+                if (run > kDecColumn) {
+                    e = kDecRunLong;
+                    break;
+                }
+                continue;
+            }
+            if (run) {
+                if (nblock + run > kDecColumn) {
+                    e = kDecBlockLong;
+                    break;
+                }
+                uint8_t front = (uint8_t)__shfl_sync(kFull, (uint32_t)m, 0);
+                for (uint32_t k = (uint32_t)lane; k < run; k += 32)
+                    col[nblock + k] = front;
+                nblock += run;
+                run = 0;
+                weight = 1;
+            }
+            if (sym == eob) {
+                end = true;
+                break;
+            }
+            uint32_t v = mtf_take(m, sym - 1, lane);
+            if (nblock >= kDecColumn) {
+                e = kDecBlockLong;
+                break;
+            }
+            col[nblock] = (uint8_t)v; /* every lane the same byte: one store, no divergence */
+            nblock++;
         }
-        if (sym == eob)
-            break;
-        uint32_t v = mtf_take(m, (uint32_t)sym - 1, lane);
-        if (nblock >= kDecColumn)
-            return kDecBlockLong;
-        col[nblock] = (uint8_t)v; /* every lane the same byte: one store, no divergence */
-        nblock++;
+        pos += c;
     }
+    br.pos = pos;
+    if (e != kDecOk)
+        return e;
     if (br.overrun())
         return kDecTruncated;
     *n_out = nblock;
