@@ -39,11 +39,14 @@ typedef struct gcd_codec {
     const char *gpu_scope;
 
     /*
-     * The work_bytes from which a request is worth the trip to the device, from
-     * the settings (NULL: --gpu-min-bytes). A codec whose GPU path has a larger
-     * fixed cost per request has a break-even of its own.
+     * The work_bytes from which r is worth the trip to the device, from the
+     * settings (NULL: --gpu-min-bytes). A codec whose GPU path has a larger
+     * fixed cost per request has a break-even of its own, which may depend on
+     * the request (bzip2: one for compress, one for decompress). Only r's op
+     * and codec may be read: STATS asks with a request that has no more
+     * (gcd_dispatch_describe).
      */
-    uint64_t (*gpu_min_bytes)(const struct gcd_config *cfg);
+    uint64_t (*gpu_min_bytes)(const struct gcd_config *cfg, const gcd_request *r);
 
     /*
      * The codec's part of a GPU job (kernels/cuda/gpu.h): codec, op and options,

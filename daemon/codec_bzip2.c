@@ -86,12 +86,13 @@ static bool gpu_takes(const gcd_request *r)
 }
 
 /*
- * The device's break-even, for compress and decompress alike (a decompress
- * counts its compressed input: its output size is not known beforehand).
+ * The device's break-even, one per operation: the decoder has a larger fixed
+ * latency per request than the encoder (docs/DECISIONS.md). A decompress
+ * counts its compressed input: its output size is not known beforehand.
  */
-static uint64_t gpu_min_bytes(const gcd_config *cfg)
+static uint64_t gpu_min_bytes(const gcd_config *cfg, const gcd_request *r)
 {
-    return cfg->gpu_min_bytes_bzip2;
+    return r->op == GPUCOMP__OP__OP_DECOMPRESS ? cfg->gpu_min_bytes_bzip2_decompress : cfg->gpu_min_bytes_bzip2;
 }
 
 /* The first capacity a decode job gets: its output is rarely smaller than its input. */

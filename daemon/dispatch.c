@@ -88,10 +88,10 @@ static gcd_lane *least_loaded_device(gcd_server *s)
     return best;
 }
 
-/* The work_bytes from which codec's requests go to a device: its own break-even, or --gpu-min-bytes. */
-static uint64_t min_bytes(const gcd_server *s, const gcd_codec *codec)
+/* The work_bytes from which codec's request r goes to a device: its own break-even, or --gpu-min-bytes. */
+static uint64_t min_bytes(const gcd_server *s, const gcd_codec *codec, const gcd_request *r)
 {
-    return codec->gpu_min_bytes ? codec->gpu_min_bytes(&s->cfg) : s->cfg.gpu_min_bytes;
+    return codec->gpu_min_bytes ? codec->gpu_min_bytes(&s->cfg, r) : s->cfg.gpu_min_bytes;
 }
 
 /* A codec with a GPU backend that takes r, and enough bytes of work to pay for the trip. */
@@ -100,7 +100,7 @@ static bool device_worthy(const gcd_server *s, const gcd_request *r)
     if (gcd_request_is_registration(r))
         return false;
     const gcd_codec *codec = gcd_codec_find(r->codec);
-    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= min_bytes(s, codec);
+    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= min_bytes(s, codec, r);
 }
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
@@ -126,12 +126,20 @@ void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *bu
         snprintf(buf, size, "%s: cpu (no GPU backend yet)", codec->name);
     else if (strcmp(gcd_dispatch_backend(s), "gpu") != 0)
         snprintf(buf, size, "%s: cpu (no usable GPU)", codec->name);
-    else if (codec->gpu_scope)
-        snprintf(buf, size, "%s: gpu for %s from %llu bytes, else cpu", codec->name, codec->gpu_scope,
-                 (unsigned long long)min_bytes(s, codec));
-    else
-        snprintf(buf, size, "%s: gpu from %llu bytes, else cpu", codec->name,
-                 (unsigned long long)min_bytes(s, codec));
+    else {
+        /* The break-even of each operation, asked with a request that has nothing but its op. */
+        gcd_request comp = { .op = GPUCOMP__OP__OP_COMPRESS, .codec = codec->id };
+        gcd_request decomp = { .op = GPUCOMP__OP__OP_DECOMPRESS, .codec = codec->id };
+        unsigned long long c = min_bytes(s, codec, &comp), d = min_bytes(s, codec, &decomp);
+        if (codec->gpu_scope)
+            snprintf(buf, size, "%s: gpu for %s from %llu bytes, else cpu", codec->name, codec->gpu_scope,
+                     codec->gpu_takes(&comp) ? c : d);
+        else if (c == d)
+            snprintf(buf, size, "%s: gpu from %llu bytes, else cpu", codec->name, c);
+        else
+            snprintf(buf, size, "%s: gpu from %llu bytes (compress), %llu (decompress), else cpu", codec->name,
+                     c, d);
+    }
 }
 
 const char *gcd_dispatch_backend(const gcd_server *s)

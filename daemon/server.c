@@ -391,6 +391,7 @@ bool gcd_server_reload(gcd_server *s)
     LIVE(max_output, "max-output")
     LIVE(gpu_min_bytes, "gpu-min-bytes")
     LIVE(gpu_min_bytes_bzip2, "gpu-min-bytes-bzip2")
+    LIVE(gpu_min_bytes_bzip2_decompress, "gpu-min-bytes-bzip2-decompress")
 #undef LIVE
     gcd_log_set_level(c->log_level);
     bool users_changed = c->allow_users_set != n.allow_users_set || c->allow_any_user != n.allow_any_user ||

@@ -103,6 +103,7 @@ static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_durati
 static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
 static bool set_gpu_min_bytes_bzip2(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2); }
+static bool set_gpu_min_bytes_bzip2_decompress(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2_decompress); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
@@ -240,7 +241,8 @@ static const setting settings[] = {
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
-    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 requests (compressed input, for a decompress) run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
+    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
+    { "gpu-min-bytes-bzip2-decompress", "SIZE", "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)", set_gpu_min_bytes_bzip2_decompress },
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
     { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
     { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },
@@ -284,6 +286,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 3ull << 20;
     cfg->gpu_min_bytes_bzip2 = 4ull << 20;
+    cfg->gpu_min_bytes_bzip2_decompress = 8ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;

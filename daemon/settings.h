@@ -40,7 +40,8 @@ typedef struct gcd_config {
     uint64_t idle_timeout_ms; /* a connection with nothing to do is closed after this (0 = never) */
     gcd_gpu_mode gpu;
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
-    uint64_t gpu_min_bytes_bzip2; /* the same for bzip2 (compress; its decompress is CPU only) */
+    uint64_t gpu_min_bytes_bzip2; /* the same for a bzip2 compress */
+    uint64_t gpu_min_bytes_bzip2_decompress; /* and a bzip2 decompress (its compressed input) */
     uint64_t batch_bytes;     /* most input bytes in one device batch */
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     unsigned device_lanes;    /* scheduler threads (each with its own context) per device */

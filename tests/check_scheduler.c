@@ -77,11 +77,12 @@ START_TEST(test_routing_by_size_and_codec)
     ck_assert_uint_eq(st.devices[0].requests, 2); /* the large rle compress and decompress */
     ck_assert_uint_eq(st.gpu_requests, 2);
     ck_assert_uint_eq(st.cpu_requests, 4);
-    /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2
-     * (compress and decompress) from its own 4 MiB (--gpu-min-bytes-bzip2's default). */
+    /* The routing, as the codec table says it: rle to the device from 1 MiB, bzip2 from
+     * its own 4 MiB for a compress (--gpu-min-bytes-bzip2's default) and 8 MiB of
+     * compressed input for a decompress (--gpu-min-bytes-bzip2-decompress's). */
     ck_assert_uint_eq(st.n_routing, 2);
     ck_assert_str_eq(st.routing[0], "rle: gpu from 1048576 bytes, else cpu");
-    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 4194304 bytes, else cpu");
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 4194304 bytes (compress), 8388608 (decompress), else cpu");
     gpucomp_close(c);
 }
 END_TEST
@@ -173,12 +174,13 @@ END_TEST
 
 /* ---- bzip2 on the device --------------------------------------------------- */
 
-/* An emulated device in mode, bzip2 compresses to it from 2 MiB (rle from 1 MiB). */
+/* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
 static void start_bzip2_routing(const char *mode, const char *const *more)
 {
     const char *args[32] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "2M",
-                             "--batch-wait-us", "1000", "--device-lanes", "1" };
-    size_t n = 10;
+                             "--gpu-min-bytes-bzip2-decompress", "2M", "--batch-wait-us", "1000",
+                             "--device-lanes", "1" };
+    size_t n = 12;
     for (size_t i = 0; more && more[i] && n < 31; i++)
         args[n++] = more[i];
     args[n] = NULL;
@@ -370,6 +372,101 @@ START_TEST(test_bzip2_decompress_goes_to_device)
     gpucomp_free(packed);
     gpucomp_free(runs_packed);
     free(noise), free(runs);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A bzip2 decompress has a break-even of its own, by default 8 MiB of compressed
+ * input, twice a compress's 4 MiB (the device's decoder has a larger fixed cost):
+ * a 6 MiB compress goes to the device, its 6 MiB stream's decompress stays on
+ * the CPU engine, and two such streams back to back (12 MiB) go to the device.
+ */
+START_TEST(test_bzip2_decompress_break_even_of_its_own)
+{
+    start_emulated("emulate"); /* --gpu-min-bytes 1M; bzip2's settings at their defaults */
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 6u << 20, packed_len;
+    uint8_t *noise = malloc(len);
+    ck_assert_ptr_nonnull(noise);
+    fill_test_data(noise, len, 0, 21); /* incompressible: the stream is about 6 MiB too */
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU); /* 6 MiB >= 4 MiB */
+    ck_assert_uint_gt(packed_len, 4u << 20);
+    ck_assert_uint_lt(packed_len, 8u << 20);
+    /* Above the compress break-even, below the decompress one: the CPU engine. */
+    bzip2_decompress_buffer(c, packed, packed_len, noise, len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    ck_assert_int_eq(bzip2_decompress_fd(c, packed, packed_len, 0, noise, len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    /* Two streams back to back, over 8 MiB: the device. */
+    uint8_t *two = malloc(2 * packed_len), *twice = malloc(2 * len);
+    ck_assert(two && twice);
+    memcpy(two, packed, packed_len), memcpy(two + packed_len, packed, packed_len);
+    memcpy(twice, noise, len), memcpy(twice + len, noise, len);
+    bzip2_decompress_buffer(c, two, 2 * packed_len, twice, 2 * len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 2); /* the compress and the 12 MiB decompress */
+    ck_assert_uint_eq(st.devices[0].bytes_in, len + 2 * packed_len);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 0);
+    ck_assert_uint_eq(st.gpu_requests, 2);
+    ck_assert_uint_eq(st.cpu_requests, 2);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 4194304 bytes (compress), 8388608 (decompress), else cpu");
+    free(two), free(twice);
+    gpucomp_free(packed);
+    free(noise);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * --gpu-min-bytes-bzip2-decompress sets it, from the config file as from the
+ * command line: at 3 MiB (compress at 1 MiB), a 2 MiB compress goes to the
+ * device, its 2 MiB stream's decompress stays on the CPU engine, and two such
+ * streams (4 MiB) go to the device.
+ */
+START_TEST(test_bzip2_decompress_break_even_setting)
+{
+    char conf[] = "/tmp/check_scheduler_conf.XXXXXX";
+    int fd = mkstemp(conf);
+    ck_assert_int_ge(fd, 0);
+    const char text[] = "gpu-min-bytes-bzip2 = 1M\ngpu-min-bytes-bzip2-decompress = 3M\n";
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    char config_arg[64];
+    snprintf(config_arg, sizeof config_arg, "--config=%s", conf);
+    const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--batch-wait-us", "1000",
+                           "--device-lanes", "1", config_arg, NULL };
+    test_daemon_start(&dut, args);
+    unlink(conf);
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 2u << 20, packed_len;
+    uint8_t *noise = malloc(len);
+    ck_assert_ptr_nonnull(noise);
+    fill_test_data(noise, len, 0, 22);
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    ck_assert_uint_gt(packed_len, 1u << 20);
+    ck_assert_uint_lt(packed_len, 3u << 20);
+    bzip2_decompress_buffer(c, packed, packed_len, noise, len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    uint8_t *two = malloc(2 * packed_len), *twice = malloc(2 * len);
+    ck_assert(two && twice);
+    memcpy(two, packed, packed_len), memcpy(two + packed_len, packed, packed_len);
+    memcpy(twice, noise, len), memcpy(twice + len, noise, len);
+    ck_assert_int_eq(bzip2_decompress_fd(c, two, 2 * packed_len, 0, twice, 2 * len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 2);
+    ck_assert_uint_eq(st.cpu_requests, 1);
+    ck_assert_str_eq(st.routing[1], "bzip2: gpu from 1048576 bytes (compress), 3145728 (decompress), else cpu");
+    free(two), free(twice);
+    gpucomp_free(packed);
+    free(noise);
     gpucomp_close(c);
 }
 END_TEST
@@ -894,6 +991,8 @@ int main(void)
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
+    tcase_add_test(tc, test_bzip2_decompress_break_even_of_its_own);
+    tcase_add_test(tc, test_bzip2_decompress_break_even_setting);
     tcase_add_test(tc, test_bzip2_decompress_device_failure_reruns_on_cpu);
     tcase_add_test(tc, test_bzip2_corrupt_stream_gets_cpu_verdict);
     tcase_add_test(tc, test_bzip2_decompress_max_output_on_device);
