@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpu-suite.sh - on a GPU host: the CUDA rle suite, the same suite's --quick
 # mode under compute-sanitizer memcheck, racecheck and synccheck, the same for
-# the bzip2 encoder's suite (test_gpu_bzip2), and the rle benchmark; tables last.
+# the bzip2 encoder's suite (test_gpu_bzip2) and decoder's (test_gpu_bzip2_dec),
+# and the rle benchmark; tables last.
 # (The bzip2 benchmark against the CPU tools is scripts/gpu-bzip2-bench.sh.)
 #
 #   scripts/gpu-suite.sh [BIN_DIR]      (default build-gpu/bin, made by
@@ -103,6 +104,35 @@ else
     fi
 fi
 
+# The bzip2 decoder: its suite (every way in against the CPU engine, corrupt and
+# hostile streams), then its --quick cases under the three sanitizer tools.
+dec_line="not run"
+dec_mem_line="not run"
+dec_race_line="not run"
+dec_sync_line="not run"
+if [ "${SKIP_BZIP2:-0}" = 1 ]; then
+    dec_line="skipped (SKIP_BZIP2=1)"
+elif [ ! -x "$BIN/test_gpu_bzip2_dec" ]; then
+    dec_line="skipped: no $BIN/test_gpu_bzip2_dec"
+else
+    echo "== GPU suite: $BIN/test_gpu_bzip2_dec"
+    t0=$(date +%s)
+    timeout "${SUITE_TIMEOUT:-1200}" "$BIN/test_gpu_bzip2_dec" > "$LOGDIR/bzip2-dec-suite.log" 2>&1
+    rc=$?
+    grep -E '^(FAIL|SKIP|device|-- )' "$LOGDIR/bzip2-dec-suite.log" | head -40
+    dec_line="$(tail -1 "$LOGDIR/bzip2-dec-suite.log") (exit $rc, $(( $(date +%s) - t0 )) s)"
+    echo "bzip2 decode suite: $dec_line"
+    [ $rc -eq 0 ] || status=1
+    if [ "${SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+        sanitize memcheck test_gpu_bzip2_dec bzip2-dec-memcheck --leak-check no
+        dec_mem_line=$san_line
+        sanitize racecheck test_gpu_bzip2_dec bzip2-dec-racecheck
+        dec_race_line=$san_line
+        sanitize synccheck test_gpu_bzip2_dec bzip2-dec-synccheck
+        dec_sync_line=$san_line
+    fi
+fi
+
 echo "== benchmark: $BIN/bench_gpu_rle ${BENCH_FLAGS:-}"
 timeout "${BENCH_TIMEOUT:-1200}" "$BIN/bench_gpu_rle" ${BENCH_FLAGS:-} > "$LOGDIR/bench.log" 2>&1
 brc=$?
@@ -117,5 +147,9 @@ echo "bzip2 suite: $bz_line"
 echo "bzip2 memcheck (--quick): $bz_mem_line"
 echo "bzip2 racecheck (--quick): $bz_race_line"
 echo "bzip2 synccheck (--quick): $bz_sync_line"
+echo "bzip2 decode suite: $dec_line"
+echo "bzip2 decode memcheck (--quick): $dec_mem_line"
+echo "bzip2 decode racecheck (--quick): $dec_race_line"
+echo "bzip2 decode synccheck (--quick): $dec_sync_line"
 sed -n '/^### /,$p' "$LOGDIR/bench.log"
 exit $status

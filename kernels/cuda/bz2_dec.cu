@@ -637,8 +637,9 @@ void finish_job(JobRun &r)
 }
 
 /* Jobs [0, n) together (n <= kDecMaxJobs): inputs to the device, one decode. */
-int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
+int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *bs, gc_error *err)
 {
+    auto t_group = Clock::now();
     uint64_t total = 0;
     for (size_t k = 0; k < n; k++)
         total += (jobs[k]->src_len + 15) & ~15ull;
@@ -662,9 +663,12 @@ int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
         runs[k].job = &job;
         runs[k].sink = &sinks[k];
         runs[k].in = DecInput{s.in + off, job.src_len};
+        auto t0 = Clock::now();
         rc = copy_in(ctx, s.in + off, job.src, job.src_len, err);
         if (rc != GC_OK)
             return rc;
+        bs->h2d_ms += ms_since(t0);
+        bs->h2d_bytes += job.src_len;
         off += (job.src_len + 15) & ~15ull;
     }
     Decoder d(ctx, s, runs);
@@ -674,11 +678,17 @@ int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
     /* a group whose candidates overflowed the scratch: each job alone (with waves) */
     if (d.overflow) {
         for (size_t k = 0; k < n && rc == GC_OK; k++)
-            rc = decode_group(ctx, jobs + k, 1, err);
+            rc = decode_group(ctx, jobs + k, 1, bs, err);
         return rc;
     }
-    for (JobRun &r : runs)
+    bs->kernel_ms += d.st.scan_ms + d.st.huffman_ms + d.st.ibwt_ms + d.st.rle1_ms;
+    bs->d2h_ms += d.st.output_ms;
+    bs->slices++;
+    for (JobRun &r : runs) {
         finish_job(r);
+        bs->d2h_bytes += r.job->dst_len;
+    }
+    bs->wall_ms += ms_since(t_group);
     return GC_OK;
 }
 
@@ -706,7 +716,7 @@ int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool ou
     return GC_OK;
 }
 
-int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
+int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *st, gc_error *err)
 {
     for (size_t k = 0; k < n; k++) {
         jobs[k]->status = GC_OK;
@@ -725,7 +735,7 @@ int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err)
         uint64_t in = 0;
         while (b < ok.size() && b - a < kDecMaxJobs && (b == a || in + ok[b]->src_len <= kDecGroupInput))
             in += ok[b++]->src_len;
-        int rc = decode_group(ctx, ok.data() + a, b - a, err);
+        int rc = decode_group(ctx, ok.data() + a, b - a, st, err);
         if (rc != GC_OK)
             return rc;
         a = b;

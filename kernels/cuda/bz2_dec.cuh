@@ -156,8 +156,8 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
 /* A batch's bzip2 decode jobs, whole (bz2_dec.cu; gpu_pipeline.cu hands
  * them over before cutting the other jobs into pieces), in groups that
  * share launches: a job's problems are its status; GC_E_DEVICE in err
- * fails the batch. */
-int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err);
+ * fails the batch. Copy and kernel times (host clock) are added to st. */
+int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *st, gc_error *err);
 
 /* A DecError in words. */
 const char *bz2_dec_error(uint32_t e);

@@ -141,7 +141,9 @@ typedef struct gc_gpu_batch_stats {
     double h2d_ms;         /* sum of host-to-device copy times (CUDA events) */
     double kernel_ms;      /* sum of kernel times (CUDA events) */
     double d2h_ms;         /* sum of device-to-host copy times (CUDA events) */
-    double wall_ms;        /* first to last event of the batch (CUDA events) */
+    double wall_ms;        /* first to last event of the batch (CUDA events), plus the host-clocked
+                            * time of jobs that run whole (bzip2 decode); their copy and kernel
+                            * times are host-clocked too */
     double host_ms;        /* wall clock of the whole call, host staging included */
     unsigned slices;       /* pipeline slices run */
 } gc_gpu_batch_stats;

@@ -151,8 +151,8 @@ struct GpuCodec {
      * (bzip2) are not cut into pieces: the pipeline hands the batch's such
      * jobs here, whole, before the other jobs (null: every job goes through
      * prepare). A job's problems are its status; GC_E_DEVICE (err) fails
-     * the batch. */
-    int (*run_whole_decode)(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_error *err);
+     * the batch. Its copy and kernel times are added to st. */
+    int (*run_whole_decode)(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *st, gc_error *err);
 };
 
 /* The codecs, in rle_gpu.cu and bz2_gpu.cu. */

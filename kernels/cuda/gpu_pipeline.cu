@@ -472,7 +472,7 @@ int run_whole_jobs(Batch &b, gc_error *err)
         }
         if (whole.empty())
             continue;
-        int rc = codec->run_whole_decode(b.ctx, whole.data(), whole.size(), err);
+        int rc = codec->run_whole_decode(b.ctx, whole.data(), whole.size(), &b.st, err);
         if (rc != GC_OK)
             return rc;
         for (gc_gpu_job *job : whole) {
@@ -514,7 +514,7 @@ int batch_run(Batch &b, gc_error *err)
     for (Slot &sl : ctx->slots)
         if (sl.used)
             wall = std::max(wall, ev_ms(ctx->e_begin, sl.e_d1));
-    b.st.wall_ms = wall;
+    b.st.wall_ms += wall; /* after the whole jobs' own (run_whole_jobs) */
     return GC_OK;
 }
 
