@@ -2,7 +2,7 @@
  * test_gpu_bzip2_dec.cu - the GPU suite for the bzip2 DECODER (make check-gpu,
  * or scripts/gpu-suite.sh on a GPU host).
  *
- *   test_gpu_bzip2_dec [--quick] [-v]
+ *   test_gpu_bzip2_dec [--quick] [--only NAME,...] [-v]
  *
  * The contract: for any input, the GPU decode must either succeed with the
  * bytes of bz2_decompress (the CPU engine, kernels/cpu/bzip2.h) on the same
@@ -34,7 +34,9 @@
  * blocks longer than their level, an empty symbol map); output limits (dst_cap
  * one short, a grow callback that refuses, decode_device with too little
  * room); a batch of decode jobs beside a bzip2 encode and an rle encode job.
- * --quick is a small subset for compute-sanitizer (no input over ~1 MiB).
+ * --quick is a small subset for compute-sanitizer (no input over ~1 MiB);
+ * --only runs the groups whose names contain one of the words (racecheck,
+ * which instruments every shared-memory access, runs two groups).
  * Prints "FAIL <case>: <detail>" per failing check (PASS lines with -v), a
  * line per group, and "bzip2 decode suite: N passed, M failed (K class
  * mismatches)"; exit 1 on any failure, 77 (skip) when there is no GPU.
@@ -1600,15 +1602,35 @@ static void test_mixed_batch(void)
     free(j[4].dst);
 }
 
+/* Whether group `name` is in the comma-separated list (null: every group). */
+static bool selected(const char *only, const char *name)
+{
+    if (!only)
+        return true;
+    std::string list = std::string(",") + only + ",";
+    std::string key = name;
+    for (size_t a = 0; a < list.size();) {
+        size_t b = list.find(',', a + 1);
+        std::string item = list.substr(a + 1, b - a - 1);
+        if (!item.empty() && key.find(item) != std::string::npos)
+            return true;
+        a = b;
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
+    const char *only = nullptr;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             g_quick = true;
         else if (!strcmp(argv[i], "-v"))
             g_verbose = true;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [-v]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--only NAME,...] [-v]\n", argv[0]);
             return 2;
         }
     }
@@ -1648,7 +1670,7 @@ int main(int argc, char **argv)
     for (auto &g : groups) {
         if (g_dead)
             break;
-        if (g_quick && !g.quick)
+        if ((g_quick && !g.quick) || !selected(only, g.name))
             continue;
         double t0 = now_s();
         int f0 = g_fail, p0 = g_pass;
