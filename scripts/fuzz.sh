@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build the libFuzzer targets with clang and run each for a while: the
-# decoders (rle, bzip2) and the daemon's frame handling (frame: wire framing,
-# request validation and the CPU engine, tests/fuzz/fuzz_frame.c).
+# decoders (rle, bzip2), the daemon's frame handling (frame: wire framing,
+# request validation and the CPU engine, tests/fuzz/fuzz_frame.c) and the GPU
+# bzip2 decoder's host-side framing walk (bz2walk, tests/fuzz/fuzz_bz2_dec_walk.cc).
 # Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30)
 # Prints "fuzz-TARGET: 1 passed, 0 failed" (or "0 passed, 1 failed") per target;
 # a crash leaves its reproducer in build-fuzz/.
@@ -31,19 +32,37 @@ declare -A sources=(
              daemon/codec.c daemon/codec_rle.c daemon/codec_bzip2.c
              daemon/fd_payload.c daemon/fd_map_cache.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
 )
+# The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
+# with the CPU engine's first stage standing in for the device's.
+build_bz2walk() {
+    local objs="" f o
+    mkdir -p "$out/o"
+    for f in $bz2 $common tests/fuzz/bz2_walk_model.c; do
+        o="$out/o/$(basename "$f" .c).o"
+        clang $flags -c "$f" -o "$o" || return 1
+        objs="$objs $o"
+    done
+    clang++ $flags -std=c++17 -x c++ tests/fuzz/fuzz_bz2_dec_walk.cc kernels/cuda/bz2_dec_walk.cu -x none $objs \
+        -o "$1"
+}
 status=0
-for target in rle bzip2 frame; do
+for target in rle bzip2 frame bz2walk; do
     bin="$out/fuzz_$target"
     corpus="$out/corpus-$target"
     rm -rf "$corpus"
-    cp -r "tests/fuzz/corpus/$target" "$corpus" 2>/dev/null || mkdir -p "$corpus"
+    seeds=$target
+    [ "$target" = bz2walk ] && seeds=bzip2
+    cp -r "tests/fuzz/corpus/$seeds" "$corpus" 2>/dev/null || mkdir -p "$corpus"
     : >"$out/build-$target.log"
     extra="" built=1
     if [ "$target" = frame ]; then
         extra=$(proto 2>>"$out/build-$target.log") || built=0
     fi
+    if [ "$target" = bz2walk ]; then
+        build_bz2walk "$bin" 2>>"$out/build-$target.log" || built=0
+    fi
     if [ $built = 1 ] &&
-        clang $flags ${sources[$target]} $extra $common -o "$bin" 2>>"$out/build-$target.log" &&
+        { [ "$target" = bz2walk ] || clang $flags ${sources[$target]} $extra $common -o "$bin" 2>>"$out/build-$target.log"; } &&
         (cd "$out" && "$bin" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=20 "$corpus" \
             >"$out/run-$target.log" 2>&1); then
         echo "fuzz-$target: 1 passed, 0 failed"

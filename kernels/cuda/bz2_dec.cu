@@ -26,43 +26,6 @@ extern const uint16_t bz2_rnums[512]; /* kernels/cpu/bz2_rand.c: the format's ta
 
 namespace gcgpu {
 
-const char *bz2_dec_error(uint32_t e)
-{
-    static const char *const words[kDecErrorCount] = {
-        "no error",
-        "input ends inside the block",
-        "symbol map is empty",
-        "invalid number of Huffman tables",
-        "no selectors",
-        "selector out of range",
-        "code length out of range",
-        "oversubscribed Huffman code",
-        "more symbol groups than selectors",
-        "invalid Huffman code",
-        "zero run exceeds the block size",
-        "block exceeds 900000 bytes",
-        "origPtr out of range",
-        "the BWT column is not one cycle from origPtr",
-        "block ends inside a run (count byte missing)",
-        "block CRC mismatch",
-    };
-    return e < kDecErrorCount ? words[e] : "unknown decoder error";
-}
-
-int bz2_dec_status(uint32_t e)
-{
-    switch (e) {
-    case kDecOk:
-        return GC_OK;
-    case kDecTruncated:
-        return GC_E_TRUNCATED;
-    case kDecCrc:
-        return GC_E_CRC;
-    default:
-        return GC_E_CORRUPT;
-    }
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

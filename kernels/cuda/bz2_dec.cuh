@@ -28,51 +28,14 @@
 #include <stdint.h>
 
 #include "bz2_dec_policy.cuh"
+#include "bz2_dec_types.h"
 #include "bz2_gpu.cuh"
 
 struct gc_gpu_ctx;
 
 namespace gcgpu {
 
-constexpr uint32_t kDecColumn = 900000; /* BZ2_MAX_BLOCK: the stride of the columns */
-constexpr uint64_t kDecBlockMagic = 0x314159265359ull;
-constexpr uint64_t kDecEosMagic = 0x177245385090ull;
-constexpr int kDecMaxCodeLen = 20;
 constexpr uint32_t kDecSelBytes = (kBz2MaxSelectors + 1) / 2; /* a candidate's selectors, two per byte */
-
-/* What a kernel found wrong with a candidate or block (0 = nothing);
- * bz2_dec_error() words it. */
-enum DecError : uint32_t {
-    kDecOk = 0,
-    kDecTruncated,    /* the input ends inside the block */
-    kDecEmptyMap,     /* symbol map is empty */
-    kDecGroups,       /* number of Huffman tables not 2..6 */
-    kDecNoSelectors,
-    kDecSelector,     /* selector out of range */
-    kDecCodeLen,      /* code length out of 1..20 */
-    kDecOversub,      /* oversubscribed Huffman code */
-    kDecMoreGroups,   /* more symbol groups than selectors */
-    kDecBadCode,      /* bits that match no code */
-    kDecRunLong,      /* zero run exceeds the block size */
-    kDecBlockLong,    /* block exceeds 900000 bytes */
-    kDecOrigPtr,      /* origPtr out of range */
-    kDecCycle,        /* the splitter chain from origPtr broke (cannot happen for a sorted T) */
-    kDecRunEnd,       /* block ends inside a run (count byte missing) */
-    kDecCrc,          /* block CRC mismatch */
-    kDecErrorCount
-};
-
-/* One candidate after the Huffman stage (filled by bz2_dec_huff). */
-struct DecCand {
-    uint32_t status;  /* DecError */
-    uint32_t n;       /* BWT bytes in the column */
-    uint32_t orig;    /* origPtr as stored */
-    uint32_t crc;     /* stored block CRC */
-    uint32_t rand;    /* randomised bit */
-    uint32_t pad;
-    uint64_t end_bit; /* just after the EOB symbol */
-    uint8_t tail[16]; /* the 128 bits from end_bit on (framing that follows the block) */
-};
 
 /* One accepted block through the inverse BWT and RLE1. */
 struct DecBlk {
@@ -159,10 +122,6 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
  * fails the batch. Copy and kernel times (host clock) are added to st. */
 int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *st, gc_error *err);
 
-/* A DecError in words. */
-const char *bz2_dec_error(uint32_t e);
-/* The gc_status a DecError fails the job with. */
-int bz2_dec_status(uint32_t e);
 
 } // namespace gcgpu
 

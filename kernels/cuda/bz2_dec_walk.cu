@@ -1,7 +1,9 @@
 /*
  * bz2_dec_walk.cu - the decoder's framing walk (host side), see
- * bz2_dec_walk.cuh. The same acceptance rules as the CPU engine's
- * bz2_stream.c; the messages name stream and block the same way.
+ * bz2_dec_walk.cuh, and the words of the stages' verdicts. The same
+ * acceptance rules as the CPU engine's bz2_stream.c; the messages name
+ * stream and block the same way. Plain C++: its fuzzer builds it without
+ * CUDA (tests/fuzz/fuzz_bz2_dec_walk.cc).
  */
 #include <string.h>
 
@@ -10,6 +12,44 @@
 #include "bz2_dec_walk.cuh"
 
 namespace gcgpu {
+
+const char *bz2_dec_error(uint32_t e)
+{
+    static const char *const words[kDecErrorCount] = {
+        "no error",
+        "input ends inside the block",
+        "symbol map is empty",
+        "invalid number of Huffman tables",
+        "no selectors",
+        "selector out of range",
+        "code length out of range",
+        "oversubscribed Huffman code",
+        "more symbol groups than selectors",
+        "invalid Huffman code",
+        "zero run exceeds the block size",
+        "block exceeds 900000 bytes",
+        "origPtr out of range",
+        "the BWT column is not one cycle from origPtr",
+        "block ends inside a run (count byte missing)",
+        "block CRC mismatch",
+    };
+    return e < kDecErrorCount ? words[e] : "unknown decoder error";
+}
+
+int bz2_dec_status(uint32_t e)
+{
+    switch (e) {
+    case kDecOk:
+        return GC_OK;
+    case kDecTruncated:
+        return GC_E_TRUNCATED;
+    case kDecCrc:
+        return GC_E_CRC;
+    default:
+        return GC_E_CORRUPT;
+    }
+}
+
 namespace {
 
 /* n (<= 57) bits at bit pos, from w.known or the device. */

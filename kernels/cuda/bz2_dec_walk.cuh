@@ -13,7 +13,8 @@
 #include <functional>
 #include <vector>
 
-#include "bz2_dec.cuh"
+#include "bz2_dec_policy.cuh"
+#include "bz2_dec_types.h"
 
 namespace gcgpu {
 
