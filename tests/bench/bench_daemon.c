@@ -495,13 +495,69 @@ static void run_bzip2_large(const char *path, int level, int rounds)
     gpucomp_close(c);
 }
 
-typedef struct bz2_worker_arg {
-    int file;
-    size_t file_len, off, size;
-    int level, rounds, on_gpu;
-    size_t out_len;
+/* What every bzip2 many-client worker's argument starts with: its rounds,
+ * its latencies, the barriers around the timed part, and how many of its
+ * requests the GPU served. */
+typedef struct many_common {
+    int rounds, on_gpu;
     double *latencies;
     pthread_barrier_t *start, *stop;
+} many_common;
+
+/* The timed part of a many-client run. */
+typedef struct many_result {
+    double wall, p50, p99;
+    int on_gpu;
+    size_t requests;
+    device_totals t0, t1;
+} many_result;
+
+/* worker on each of `clients` arguments (arg_size bytes apart, each starting
+ * with a many_common), `rounds` requests each, all clients at once. */
+static many_result run_many(void *args, size_t arg_size, int clients, int rounds, void *(*worker)(void *))
+{
+    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
+    double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
+    gpucomp_client *c = connect_client();
+    pthread_barrier_t start, stop;
+    pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
+    pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
+    for (int i = 0; i < clients; i++) {
+        many_common *m = (many_common *)((char *)args + (size_t)i * arg_size);
+        *m = (many_common){ .rounds = rounds, .latencies = lat + (size_t)i * (size_t)rounds, .start = &start,
+                            .stop = &stop };
+        if (pthread_create(&threads[i], NULL, worker, m) != 0) {
+            fprintf(stderr, "bench_daemon: cannot start client thread %d\n", i);
+            exit(1);
+        }
+    }
+    many_result r = { .requests = (size_t)clients * (size_t)rounds };
+    pthread_barrier_wait(&start);
+    r.t0 = totals(c);
+    double t = now_s();
+    pthread_barrier_wait(&stop);
+    r.wall = now_s() - t;
+    r.t1 = totals(c);
+    for (int i = 0; i < clients; i++) {
+        pthread_join(threads[i], NULL);
+        r.on_gpu += ((many_common *)((char *)args + (size_t)i * arg_size))->on_gpu;
+    }
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&stop);
+    qsort(lat, r.requests, sizeof *lat, compare_double);
+    r.p50 = lat[r.requests / 2];
+    r.p99 = lat[(r.requests * 99) / 100];
+    gpucomp_close(c);
+    free(threads), free(lat);
+    return r;
+}
+
+typedef struct bz2_worker_arg {
+    many_common m; /* first */
+    int file;
+    size_t file_len, off, size;
+    int level;
+    size_t out_len;
 } bz2_worker_arg;
 
 static void *bzip2_worker(void *p)
@@ -517,16 +573,16 @@ static void *bzip2_worker(void *p)
         perror("memfd");
         exit(1);
     }
-    pthread_barrier_wait(a->start);
-    for (int r = 0; r < a->rounds; r++) {
+    pthread_barrier_wait(a->m.start);
+    for (int r = 0; r < a->m.rounds; r++) {
         double t = now_s();
         int rc = gpucomp_compress_fd(c, &o, in, a->size, packed, &a->out_len);
-        a->latencies[r] = now_s() - t;
+        a->m.latencies[r] = now_s() - t;
         if (rc != GPUCOMP_OK)
             die("bzip2 compress_fd", c, rc);
-        a->on_gpu += gpucomp_last_backend(c) == GPUCOMP_BACKEND_GPU;
+        a->m.on_gpu += gpucomp_last_backend(c) == GPUCOMP_BACKEND_GPU;
     }
-    pthread_barrier_wait(a->stop);
+    pthread_barrier_wait(a->m.stop);
     bz2_verify(packed, a->out_len, in, a->size, 1); /* outside the timed part; every client at once */
     close(in), close(packed);
     gpucomp_close(c);
@@ -537,56 +593,28 @@ static void run_bzip2_many(const char *path, int clients, size_t slice, int leve
 {
     size_t len;
     int file = open_input(path, &len);
-    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
     bz2_worker_arg *args = calloc((size_t)clients, sizeof *args);
-    double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
-    gpucomp_client *c = connect_client();
-    pthread_barrier_t start, stop;
-    pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
-    pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
-    for (int i = 0; i < clients; i++) {
-        args[i] = (bz2_worker_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len,
-                                    .size = slice, .level = level, .rounds = rounds,
-                                    .latencies = lat + (size_t)i * (size_t)rounds, .start = &start, .stop = &stop };
-        if (pthread_create(&threads[i], NULL, bzip2_worker, &args[i]) != 0) {
-            fprintf(stderr, "bench_daemon: cannot start client thread %d\n", i);
-            exit(1);
-        }
-    }
-    pthread_barrier_wait(&start);
-    device_totals t0 = totals(c);
-    double t = now_s();
-    pthread_barrier_wait(&stop);
-    double wall = now_s() - t;
-    device_totals t1 = totals(c);
+    for (int i = 0; i < clients; i++)
+        args[i] = (bz2_worker_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice,
+                                    .level = level };
+    many_result r = run_many(args, sizeof *args, clients, rounds, bzip2_worker);
     size_t out = 0;
-    int on_gpu = 0;
-    for (int i = 0; i < clients; i++) {
-        pthread_join(threads[i], NULL);
+    for (int i = 0; i < clients; i++)
         out += args[i].out_len;
-        on_gpu += args[i].on_gpu;
-    }
     close(file);
-    pthread_barrier_destroy(&start);
-    pthread_barrier_destroy(&stop);
-    size_t n = (size_t)clients * (size_t)rounds;
-    qsort(lat, n, sizeof *lat, compare_double);
     printf("| bzip2-many: %d clients x %d x %zu bytes, level %d, memfd, of a %zu-byte file, gpu %d of %zu requests | "
            "aggregate %.1f MB/s compress, latency p50 %.1f ms p99 %.1f ms; "
            "out %zu bytes (last round), ratio %.3f; verified by the CPU engine |\n",
-           clients, rounds, slice, level, len, on_gpu, n, (double)slice * (double)n / wall / 1e6,
-           lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3, out, (double)slice * (double)clients / (double)out);
-    print_overlap("bzip2-many", t0, t1, wall);
-    gpucomp_close(c);
-    free(threads), free(args), free(lat);
+           clients, rounds, slice, level, len, r.on_gpu, r.requests, (double)slice * (double)r.requests / r.wall / 1e6,
+           r.p50 * 1e3, r.p99 * 1e3, out, (double)slice * (double)clients / (double)out);
+    print_overlap("bzip2-many", r.t0, r.t1, r.wall);
+    free(args);
 }
 
 typedef struct bz2_dec_arg {
+    many_common m; /* first */
     int file;
     size_t file_len, off, size, packed_len;
-    int rounds, on_gpu;
-    double *latencies;
-    pthread_barrier_t *start, *stop;
 } bz2_dec_arg;
 
 static void *bzip2_dec_worker(void *p)
@@ -617,16 +645,16 @@ static void *bzip2_dec_worker(void *p)
     munmap(zp, a->packed_len);
     free(z);
     size_t out_len = 0;
-    pthread_barrier_wait(a->start);
-    for (int r = 0; r < a->rounds; r++) {
+    pthread_barrier_wait(a->m.start);
+    for (int r = 0; r < a->m.rounds; r++) {
         double t = now_s();
         int rc = gpucomp_decompress_fd(c, &o, packed, a->packed_len, out, &out_len);
-        a->latencies[r] = now_s() - t;
+        a->m.latencies[r] = now_s() - t;
         if (rc != GPUCOMP_OK)
             die("bzip2 decompress_fd", c, rc);
-        a->on_gpu += gpucomp_last_backend(c) == GPUCOMP_BACKEND_GPU;
+        a->m.on_gpu += gpucomp_last_backend(c) == GPUCOMP_BACKEND_GPU;
     }
-    pthread_barrier_wait(a->stop);
+    pthread_barrier_wait(a->m.stop);
     /* outside the timed part: the last output is the slice */
     const uint8_t *back = out_len ? map_memfd(out, out_len, PROT_READ) : NULL;
     if (out_len != a->size || memcmp(back, plain, a->size) != 0) {
@@ -645,48 +673,21 @@ static void run_bzip2_dec_many(const char *path, int clients, size_t slice, int 
 {
     size_t len;
     int file = open_input(path, &len);
-    pthread_t *threads = calloc((size_t)clients, sizeof *threads);
     bz2_dec_arg *args = calloc((size_t)clients, sizeof *args);
-    double *lat = calloc((size_t)clients * (size_t)rounds, sizeof *lat);
-    gpucomp_client *c = connect_client();
-    pthread_barrier_t start, stop;
-    pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
-    pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
-    for (int i = 0; i < clients; i++) {
-        args[i] = (bz2_dec_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice,
-                                 .rounds = rounds, .latencies = lat + (size_t)i * (size_t)rounds, .start = &start,
-                                 .stop = &stop };
-        if (pthread_create(&threads[i], NULL, bzip2_dec_worker, &args[i]) != 0) {
-            fprintf(stderr, "bench_daemon: cannot start client thread %d\n", i);
-            exit(1);
-        }
-    }
-    pthread_barrier_wait(&start);
-    device_totals t0 = totals(c);
-    double t = now_s();
-    pthread_barrier_wait(&stop);
-    double wall = now_s() - t;
-    device_totals t1 = totals(c);
+    for (int i = 0; i < clients; i++)
+        args[i] = (bz2_dec_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice };
+    many_result r = run_many(args, sizeof *args, clients, rounds, bzip2_dec_worker);
     size_t packed = 0;
-    int on_gpu = 0;
-    for (int i = 0; i < clients; i++) {
-        pthread_join(threads[i], NULL);
+    for (int i = 0; i < clients; i++)
         packed += args[i].packed_len;
-        on_gpu += args[i].on_gpu;
-    }
     close(file);
-    pthread_barrier_destroy(&start);
-    pthread_barrier_destroy(&stop);
-    size_t n = (size_t)clients * (size_t)rounds;
-    qsort(lat, n, sizeof *lat, compare_double);
     printf("| bzip2-dec-many: %d clients x %d x %zu bytes out, CPU engine -9 streams, memfd, of a %zu-byte file, "
            "gpu %d of %zu requests | aggregate %.1f MB/s decompress, latency p50 %.1f ms p99 %.1f ms; "
            "in %zu bytes, ratio %.3f; verified |\n",
-           clients, rounds, slice, len, on_gpu, n, (double)slice * (double)n / wall / 1e6, lat[n / 2] * 1e3,
-           lat[(n * 99) / 100] * 1e3, packed, (double)slice * (double)clients / (double)packed);
-    print_overlap("bzip2-dec-many", t0, t1, wall);
-    gpucomp_close(c);
-    free(threads), free(args), free(lat);
+           clients, rounds, slice, len, r.on_gpu, r.requests, (double)slice * (double)r.requests / r.wall / 1e6,
+           r.p50 * 1e3, r.p99 * 1e3, packed, (double)slice * (double)clients / (double)packed);
+    print_overlap("bzip2-dec-many", r.t0, r.t1, r.wall);
+    free(args);
 }
 
 static int gen_file(const char *path, size_t len)
