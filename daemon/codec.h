@@ -58,9 +58,10 @@ typedef struct gcd_codec {
     int (*gpu_job)(gcd_request *r, struct gc_gpu_job *job, size_t *out_cap);
 
     /*
-     * After a grown job succeeded on the device (r->output_len set): put its
-     * output where the client expects it (an fd request's memfd). GC_OK, or an
-     * error in r->error, the request's answer. NULL: nothing to do.
+     * After a grown job succeeded on the device (r->output_len set): whatever
+     * its output still needs where the client expects it (bzip2: size the
+     * memfd of an empty output, which never grew). GC_OK, or an error in
+     * r->error, the request's answer. NULL: nothing to do.
      */
     int (*gpu_finish)(gcd_request *r, struct gc_gpu_job *job);
 

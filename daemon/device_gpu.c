@@ -6,8 +6,8 @@
  * and copies per-job status back. The codec's part of each job comes from
  * the codec table (codec.h); dispatch.c routes here only what a codec's
  * gpu_takes accepts. A job whose output grows as it is decoded (a bzip2
- * decompress) gets no buffer here: the codec's grow hook makes it, and its
- * gpu_finish moves it to the client's memfd. A job the device declines
+ * decompress) gets no buffer here: the codec's grow hook makes it (in the
+ * client's memfd for an fd request). A job the device declines
  * (GC_E_LIMIT on a compress, GC_E_UNSUPPORTED, any failure of a bzip2
  * decompress: device.h) is marked for the lane to rerun on the CPU, which
  * drops what the device produced first.

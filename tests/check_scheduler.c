@@ -377,6 +377,40 @@ START_TEST(test_bzip2_decompress_goes_to_device)
 END_TEST
 
 /*
+ * A hostile fd request on the device's decode path: the output memfd is
+ * sealed against growing, so the output cannot be sized as it grows (the
+ * emulated device feeds it through the job's grow hook, as the GPU does).
+ * The client gets an error, the CPU rerun fails the same way, the daemon
+ * keeps serving and gives its memory back.
+ */
+START_TEST(test_bzip2_decompress_into_unsizable_memfd)
+{
+    start_bzip2_routing("emulate", NULL);
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3u << 20, packed_len;
+    uint8_t *noise = data_file("noise", len, 0, 13);
+    uint8_t *packed = bzip2_packed(c, noise, len, &packed_len);
+    int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
+    ck_assert(in >= 0 && out >= 0);
+    ck_assert_int_eq(pwrite(in, packed, packed_len, 0), (ssize_t)packed_len);
+    ck_assert_int_eq(fcntl(out, F_ADD_SEALS, F_SEAL_GROW), 0);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    size_t back_len = 0;
+    int rc = gpucomp_decompress_fd(c, &o, in, packed_len, out, &back_len);
+    ck_assert_int_eq(rc, GPUCOMP_E_INVALID);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "output memfd"), "message: %s", gpucomp_last_error(c));
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    bzip2_decompress_buffer(c, packed, packed_len, noise, len); /* the next request is served */
+    ck_assert_uint_eq(await_memory_released(c), 0);
+    close(in), close(out);
+    gpucomp_free(packed);
+    free(noise);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
  * A bzip2 decompress has a break-even of its own, by default 8 MiB of compressed
  * input, twice a compress's 4 MiB (the device's decoder has a larger fixed cost):
  * a 6 MiB compress goes to the device, its 6 MiB stream's decompress stays on
@@ -991,6 +1025,7 @@ int main(void)
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
+    tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
     tcase_add_test(tc, test_bzip2_decompress_break_even_of_its_own);
     tcase_add_test(tc, test_bzip2_decompress_break_even_setting);
     tcase_add_test(tc, test_bzip2_decompress_device_failure_reruns_on_cpu);
