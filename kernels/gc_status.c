@@ -22,6 +22,7 @@ const char *gc_status_str(int code)
     case GC_E_INTERNAL: return "internal error";
     case GC_E_DEVICE: return "GPU device error";
     case GC_E_PERMISSION: return "permission denied";
+    case GC_E_CANCELLED: return "cancelled";
     default: return "unknown error";
     }
 }

@@ -25,7 +25,8 @@ typedef enum gc_status {
     GC_E_BUSY = 11,       /* daemon is shutting down or over capacity */
     GC_E_INTERNAL = 12,   /* a bug: please report */
     GC_E_DEVICE = 13,     /* GPU failure that could not be recovered */
-    GC_E_PERMISSION = 14  /* this user may not use the daemon (allow-users/allow-groups) */
+    GC_E_PERMISSION = 14, /* this user may not use the daemon (allow-users/allow-groups) */
+    GC_E_CANCELLED = 15   /* the client cancelled the request */
 } gc_status;
 
 #define GC_ERROR_MSG_MAX 192

@@ -67,7 +67,7 @@ typedef struct client_reply {
  */
 static inline int client_wire_status(Gpucomp__Status s)
 {
-    return s > GPUCOMP__STATUS__STATUS_OK && s <= GPUCOMP__STATUS__STATUS_PERMISSION ? (int)s : GPUCOMP_E_PROTOCOL;
+    return s > GPUCOMP__STATUS__STATUS_OK && s <= GPUCOMP__STATUS__STATUS_CANCELLED ? (int)s : GPUCOMP_E_PROTOCOL;
 }
 
 /* Name of a frame's body, for "expected X, got Y" messages. */

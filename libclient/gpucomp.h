@@ -14,7 +14,8 @@
  *     gpucomp_free(out);
  *     gpucomp_close(c);
  *
- * Thread safety: a gpucomp_client is NOT thread-safe; use one client per
+ * Thread safety: a gpucomp_client is NOT thread-safe, except for the
+ * asynchronous calls below (gpucomp_submit and friends); use one client per
  * thread (connections are cheap, and the daemon serves many at once). The
  * functions that take no client (gpucomp_strerror, gpucomp_options_init,
  * gpucomp_free) are thread-safe.
@@ -49,7 +50,8 @@ enum {
     GPUCOMP_E_BUSY = 11,       /* daemon shutting down or over capacity: retry later */
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
     GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
-    GPUCOMP_E_PERMISSION = 14  /* this user may not use the daemon (its allow-users/allow-groups) */
+    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (its allow-users/allow-groups) */
+    GPUCOMP_E_CANCELLED = 15   /* the request was cancelled (gpucomp_cancel, gpucomp_stream_cancel) */
 };
 
 typedef enum gpucomp_codec {
@@ -253,6 +255,169 @@ uint64_t gpucomp_max_request_size(const gpucomp_client *c);
 
 /* Nanoseconds gpucompd's codec engine spent on the last successful request on c. */
 uint64_t gpucomp_last_engine_ns(const gpucomp_client *c);
+
+/* ------------------------------------------------------------------ */
+/* Streams: inputs of any length, output as it is produced (0.2.0)     */
+/*
+ * A stream compresses or decompresses an input whose length need not be
+ * known, in bounded memory on both sides, whatever its size: the daemon
+ * works on it in parts (docs/PROTOCOL.md, "Streams") and sends output as each
+ * part is done. The output is byte for byte what gpucomp_compress gives for
+ * the same input (bzip2; rle: one frame per part, docs/FORMAT.md), unless
+ * GPUCOMP_FLUSH is used. The shape is zstd's ZSTD_compressStream2:
+ *
+ *     gpucomp_stream *s;
+ *     if (gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s) != GPUCOMP_OK) ...
+ *     for (;;) {
+ *         gpucomp_inbuf in = { buf, fread(buf, 1, sizeof buf, f), 0 };
+ *         gpucomp_end_op op = in.size ? GPUCOMP_CONTINUE : GPUCOMP_END;
+ *         size_t pending;
+ *         do {
+ *             gpucomp_outbuf out = { obuf, sizeof obuf, 0 };
+ *             if (gpucomp_stream_run(s, &in, &out, op, &pending) != GPUCOMP_OK) ...error...
+ *             fwrite(obuf, 1, out.pos, g);
+ *         } while (in.pos < in.size || (op != GPUCOMP_CONTINUE && pending));
+ *         if (op == GPUCOMP_END) break;
+ *     }
+ *     gpucomp_stream_free(s);
+ *
+ * While a stream is open its client serves only that stream: other calls on
+ * the client fail with GPUCOMP_E_BUSY until gpucomp_stream_free.
+ */
+typedef struct gpucomp_stream gpucomp_stream;
+
+typedef enum gpucomp_direction {
+    GPUCOMP_COMPRESS = 1,
+    GPUCOMP_DECOMPRESS = 2
+} gpucomp_direction;
+
+typedef enum gpucomp_end_op {
+    GPUCOMP_CONTINUE = 0, /* take input, return whatever output is ready */
+    GPUCOMP_FLUSH = 1,    /* also: all output for the input given so far (compress: ends a block run) */
+    GPUCOMP_END = 2       /* no more input: finish the stream */
+} gpucomp_end_op;
+
+typedef struct gpucomp_inbuf {
+    const void *src;
+    size_t size;
+    size_t pos; /* bytes of src consumed; updated by gpucomp_stream_run */
+} gpucomp_inbuf;
+
+typedef struct gpucomp_outbuf {
+    void *dst;
+    size_t size;
+    size_t pos; /* bytes written to dst; updated by gpucomp_stream_run */
+} gpucomp_outbuf;
+
+/*
+ * Open a stream (o NULL: bzip2 level 9). For decompression o->max_output
+ * bounds the stream's whole output (0 = no limit: a stream's memory is
+ * bounded whatever its output). GPUCOMP_E_UNSUPPORTED if the daemon has no
+ * streams (an older gpucompd).
+ */
+int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
+                        gpucomp_stream **out);
+
+/*
+ * Move input in and output out, waiting only until one of them moved (or,
+ * with a timeout set by gpucomp_set_timeout, failing with GPUCOMP_E_IO when
+ * the daemon says nothing for that long). *pending (may be NULL) gets 0 once
+ * everything op asked for is done: GPUCOMP_FLUSH: all output for the input
+ * given so far is in out; GPUCOMP_END: the stream is complete (later calls
+ * return GPUCOMP_OK with nothing). Any other status ends the stream:
+ * gpucomp_last_error says why; output already returned stays valid up to
+ * that point (decompression: it is the correct prefix).
+ */
+int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out,
+                       gpucomp_end_op op, size_t *pending);
+
+/* Input bytes taken and output bytes returned so far (progress). */
+uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s);
+uint64_t gpucomp_stream_bytes_out(const gpucomp_stream *s);
+
+/*
+ * Decompression streams, once complete: 1 if the input went on after a
+ * complete stream with bytes that are not one (bzip2's "trailing garbage",
+ * tape padding), which were ignored; *offset (may be NULL) gets the input
+ * offset where they begin. 0 otherwise.
+ */
+int gpucomp_stream_trailing_garbage(const gpucomp_stream *s, uint64_t *offset);
+
+/* Which engine served most of the stream's parts (after GPUCOMP_END). */
+gpucomp_backend gpucomp_stream_backend(const gpucomp_stream *s);
+
+/* Stop the stream on the daemon (its work is dropped) and free it; NULL is fine.
+ * Freeing an unfinished stream cancels it. The client is usable afterwards. */
+void gpucomp_stream_free(gpucomp_stream *s);
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous requests (0.2.0)                                        */
+/*
+ * gpucomp_submit returns at once; the result is delivered to done, called
+ * from gpucomp_async_poll in the thread that polls. gpucomp_async_fd is a
+ * descriptor that becomes readable when results wait, for the caller's own
+ * event loop (poll/epoll/libevent): when it is readable, call
+ * gpucomp_async_poll(c, 0). Submissions may come from several threads at
+ * once; gpucomp_async_poll and gpucomp_cancel too (callbacks run in the
+ * polling thread, never two at once for one client, and may submit). While
+ * asynchronous requests are outstanding, the blocking calls on the same
+ * client fail with GPUCOMP_E_BUSY: use one client for each style.
+ *
+ * out/out_len are valid only during the callback (copy what you keep);
+ * status is GPUCOMP_OK or an error (gpucomp_strerror; msg says more, "" if
+ * nothing). A request cancelled before it finished completes with
+ * GPUCOMP_E_CANCELLED. gpucomp_close runs no callbacks: outstanding requests
+ * are cancelled on the daemon and dropped.
+ */
+typedef void (*gpucomp_done_fn)(void *arg, uint64_t id, int status, const char *msg,
+                                const void *out, size_t out_len);
+
+/* Submit; *id (may be NULL) gets the request's id, for gpucomp_cancel. src is copied before return. */
+int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
+                   const void *src, size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id);
+
+/* The descriptor to poll for readability (-1 if c is closed). */
+int gpucomp_async_fd(gpucomp_client *c);
+
+/*
+ * Run the callbacks of finished requests, waiting up to timeout_ms (0: not at
+ * all, -1: until at least one finishes). Returns how many callbacks ran, or
+ * a negative GPUCOMP_E_* code (-GPUCOMP_E_IO: the connection failed; every
+ * outstanding request has then been completed with GPUCOMP_E_IO).
+ */
+int gpucomp_async_poll(gpucomp_client *c, int timeout_ms);
+
+/* Requests submitted and not yet completed. */
+unsigned gpucomp_async_pending(gpucomp_client *c);
+
+/*
+ * Cancel request id: the daemon drops its work, and it completes with
+ * GPUCOMP_E_CANCELLED (or with its result, if that was already on its way).
+ * GPUCOMP_E_INVALID if id is not outstanding on c.
+ */
+int gpucomp_cancel(gpucomp_client *c, uint64_t id);
+
+/* ------------------------------------------------------------------ */
+/* Time limits and reconnection (0.2.0)                                 */
+
+/*
+ * Fail a blocking call (and gpucomp_stream_run) with GPUCOMP_E_IO when the
+ * daemon sends nothing for ms milliseconds (0, the default: wait forever).
+ * The connection is closed by such a timeout.
+ */
+void gpucomp_set_timeout(gpucomp_client *c, unsigned ms);
+
+/*
+ * A closed connection (the daemon restarted, a timeout, an I/O error) is
+ * opened again by the next buffer call (gpucomp_compress, _decompress, their
+ * _fd variants, gpucomp_ping, gpucomp_stats_get) on c, once per call, to the
+ * same socket path; a request whose connection broke before any answer
+ * arrived is sent again once (every request is a pure function of its
+ * input). Streams and asynchronous requests are not resent: they fail with
+ * GPUCOMP_E_IO. On by default; gpucomp_set_reconnect(c, 0) turns it off.
+ * Registrations do not survive a reconnection.
+ */
+void gpucomp_set_reconnect(gpucomp_client *c, int on);
 
 #ifdef __cplusplus
 }
