@@ -106,6 +106,8 @@ static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *e
                        w->max_frame_size, GC_WIRE_MIN_MAX_FRAME);
     c->max_frame = w->max_frame_size;
     c->max_request = w->max_request_size;
+    c->stream_window = w->stream_window;
+    c->max_streams = w->max_streams;
     snprintf(c->server_version, sizeof c->server_version, "%s", w->server_version ? w->server_version : "");
     return GC_OK;
 }
@@ -153,6 +155,8 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
     c->next_id = 1;
     c->stage_in_fd = c->stage_out_fd = -1;
     c->memfd_threshold = memfd_threshold_from_env();
+    c->reconnect = true;
+    snprintf(c->path, sizeof c->path, "%s", path);
     int rc = open_socket(path, &c->fd, err);
     if (rc != GC_OK) {
         free(c);

@@ -9,6 +9,7 @@
 #ifndef GPUCOMP_CLIENT_INTERNAL_H
 #define GPUCOMP_CLIENT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,7 +29,21 @@ struct gpucomp_client {
      * touch pages that already exist (-1 until first needed) */
     int stage_in_fd, stage_out_fd;
     size_t memfd_threshold;       /* inputs this large go through the staging memfds */
+    /* issue 16: streams (client_stream.c), asynchronous requests
+     * (client_async.c), time limits and reconnection */
+    gpucomp_stream *stream;       /* the open stream; the client serves only it */
+    struct client_async *async;   /* asynchronous state, made by the first gpucomp_submit */
+    atomic_uint async_outstanding; /* submitted and not yet completed */
+    unsigned timeout_ms;          /* gpucomp_set_timeout; 0 = wait forever */
+    bool reconnect;               /* gpucomp_set_reconnect (default on) */
+    uint64_t stream_window;       /* from Welcome: 0 = the daemon has no streams */
+    uint32_t max_streams;         /* from Welcome */
+    char path[108];               /* the socket path connected to (for reconnecting) */
 };
+
+/* GPUCOMP_E_BUSY, with a message in c->err, while c serves a stream or
+ * asynchronous requests (the blocking calls may not interleave with them). */
+int client_check_idle(gpucomp_client *c);
 
 /* What to send: one request, already validated by the API layer. */
 typedef struct client_req {

@@ -290,10 +290,22 @@ static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, 
     return rc;
 }
 
+int client_check_idle(gpucomp_client *c)
+{
+    if (c->stream)
+        return gc_fail(&c->err, GC_E_BUSY, "a stream is open on this client (gpucomp_stream_free it first)");
+    if (atomic_load(&c->async_outstanding))
+        return gc_fail(&c->err, GC_E_BUSY,
+                       "asynchronous requests are outstanding on this client (use another client for blocking calls)");
+    return GC_OK;
+}
+
 int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
 {
     memset(rep, 0, sizeof *rep);
     gc_error_clear(&c->err);
+    if (client_check_idle(c) != GC_OK)
+        return c->err.code;
     if (c->fd < 0)
         return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
     if (c->max_request && req->src_len > c->max_request && !client_req_is_registration(req))
