@@ -9,6 +9,11 @@
  * not oversubscribed, <= 900000 BWT bytes; origPtr in stage 2), reads
  * past the end yield zero bits and are reported as truncation (stage 2
  * computes the output size before allocating it, for max_out).
+ * Truncation is exact: as long as every bit consumed lies inside src the
+ * decode is the one of the uncut input, and any failure once a bit past
+ * the end was consumed (or, for a Huffman code, looked at) is
+ * GC_E_TRUNCATED - so an input cut inside a block never reads as
+ * GC_E_CORRUPT (the streamed decode relies on it).
  * Semantics follow the reference decoder where the format leaves room
  * (docs/BZIP2.md, "Decoder acceptance rules").
  */
@@ -228,8 +233,15 @@ static int decode_symbols(dstate *d)
         }
         left--;
         int sym = decode_sym(h, br);
-        if (sym < 0)
+        if (sym < 0) {
+            /* The 20 bits looked at may run past the end (zeros): then the
+             * code might have been valid with the rest of the input. A cut
+             * input must read as truncation, never as corruption (a streamed
+             * decode waits for more on GC_E_TRUNCATED). */
+            if (bz2_br_pos(br) + BZ2_MAX_CODE_LEN_DEC > (uint64_t)br->len * 8)
+                return fail(d, GC_E_TRUNCATED, "input ends inside the block data");
             return fail(d, GC_E_CORRUPT, "invalid Huffman code");
+        }
         if (sym <= BZ2_RUNB) {
             /* bijective base 2: RUNA adds weight, RUNB adds 2*weight */
             run += weight << sym;

@@ -62,8 +62,8 @@ static void compress_one(void *ctx, size_t i)
     bz2_bw_flush(&j->bits[i]); /* pad to whole bytes; nbits keeps the length */
 }
 
-int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
-                    uint8_t **dst, size_t *dst_len, gc_error *err)
+static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
+                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err)
 {
     int level = opt ? opt->level : 9;
     unsigned threads = opt ? opt->threads : 0;
@@ -117,6 +117,8 @@ int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, 
     *dst = w.buf;
     *dst_len = w.len;
     w.buf = NULL;
+    if (blocks)
+        *blocks = (uint32_t)nb;
     rc = GC_OK;
 out:
     for (size_t i = 0; job.bits && i < nb; i++)
@@ -137,10 +139,158 @@ out:
     return GC_OK;
 }
 
+int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
+                    uint8_t **dst, size_t *dst_len, gc_error *err)
+{
+    return compress_impl(src, src_len, opt, flags, dst, dst_len, NULL, err);
+}
+
 int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
                  size_t *dst_len, gc_error *err)
 {
-    return bz2_compress_ex(src, src_len, opt, 0, dst, dst_len, err);
+    return compress_impl(src, src_len, opt, 0, dst, dst_len, NULL, err);
+}
+
+int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt,
+                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err)
+{
+    if (blocks)
+        *blocks = 0;
+    return compress_impl(src, src_len, opt, 0, dst, dst_len, blocks, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* splicing streams of consecutive parts                               */
+
+/* Bits [pos, pos+n) of s (n <= 57), MSB first; the caller keeps them in s. */
+static uint64_t bits_at(const uint8_t *s, uint64_t pos, unsigned n)
+{
+    uint64_t v = 0;
+    size_t first = (size_t)(pos / 8), last = (size_t)((pos + n - 1) / 8);
+    for (size_t i = first; i <= last; i++)
+        v = v << 8 | s[i];
+    unsigned tail = (unsigned)((last + 1) * 8 - (pos + n)); /* bits after the field in s[last] */
+    return (v >> tail) & ((1ull << n) - 1);
+}
+
+/*
+ * Why the end marker is found unambiguously: if the 48-bit magic M matched
+ * at two bit offsets a < a + d with d in 1..7 (two padding lengths), the
+ * overlapping bits would agree: M[i] = M[i + d] for i = 0..47-d, i.e.
+ * (M >> d) == (M & (2^(48-d) - 1)), M periodic with period d. For
+ * M = 0x177245385090 none of d = 1..7 satisfies this (checked at run time
+ * below once, and by tests/check_bzip2.c: test_eos_magic_aperiodic), so at
+ * most one padding length can show the magic.
+ */
+static int eos_magic_aperiodic(void)
+{
+    const uint64_t m = BZ2_EOS_MAGIC;
+    for (unsigned d = 1; d <= 7; d++)
+        if ((m >> d) == (m & ((1ull << (48 - d)) - 1)))
+            return 0;
+    return 1;
+}
+
+int bz2_stream_body(const uint8_t *s, size_t len, uint64_t *body_bits, uint32_t *combined, gc_error *err)
+{
+    if (!s || !body_bits || !combined)
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    if (len < 14 || s[0] != 'B' || s[1] != 'Z' || s[2] != 'h' || s[3] < '1' || s[3] > '9')
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
+    if (!eos_magic_aperiodic()) /* cannot happen: see the comment above */
+        return gc_fail(err, GC_E_INTERNAL, "bzip2: end-of-stream magic is periodic");
+    uint64_t total = (uint64_t)len * 8;
+    for (unsigned pad = 0; pad < 8; pad++) {
+        uint64_t at = total - pad - 80; /* first bit of the magic */
+        if (at < 32)
+            break;
+        if (pad && (s[len - 1] & ((1u << pad) - 1)) != 0)
+            break; /* padding bits must be zero: more padding cannot be either */
+        if (bits_at(s, at, 48) != BZ2_EOS_MAGIC)
+            continue;
+        uint32_t c = (uint32_t)bits_at(s, at + 48, 32);
+        if (at == 32 && c != 0)
+            break; /* no blocks but a combined CRC */
+        *body_bits = at - 32;
+        *combined = c;
+        gc_error_clear(err);
+        return GC_OK;
+    }
+    return gc_fail(err, GC_E_CORRUPT, "bzip2: no end-of-stream marker at the end of the stream");
+}
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+static inline void store_be64(uint8_t *p, uint64_t v)
+{
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+}
+
+size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *out)
+{
+    size_t whole = (size_t)(nbits / 8), o = 0, i = 0;
+    unsigned s = sp->nacc;
+    unsigned rest = (unsigned)(nbits % 8);
+    sp->bits += nbits;
+    if (s == 0) {
+        memcpy(out, src, whole);
+        o = i = whole;
+    } else {
+        uint8_t acc = sp->acc;
+        /* 8 source bytes -> 8 output bytes: the pending s bits on top, the
+         * source shifted right by s, its last s bits pending again. */
+        for (; i + 8 <= whole; i += 8, o += 8) {
+            uint64_t w = load_be64(src + i);
+            store_be64(out + o, (uint64_t)acc << 56 | w >> s);
+            acc = (uint8_t)(w << (8 - s));
+        }
+        for (; i < whole; i++, o++) {
+            out[o] = (uint8_t)(acc | src[i] >> s);
+            acc = (uint8_t)(src[i] << (8 - s));
+        }
+        sp->acc = acc;
+    }
+    if (rest) {
+        uint8_t b = (uint8_t)(src[whole] & (0xffu << (8 - rest))); /* the last rest bits, left-aligned */
+        if (s + rest >= 8) {
+            out[o++] = (uint8_t)(sp->acc | b >> s);
+            sp->acc = (uint8_t)(b << (8 - s));
+            sp->nacc = s + rest - 8;
+        } else {
+            sp->acc = (uint8_t)(sp->acc | b >> s);
+            sp->nacc = s + rest;
+        }
+    }
+    return o;
+}
+
+size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out)
+{
+    uint8_t h[4] = { 'B', 'Z', 'h', (uint8_t)('0' + level) };
+    return bz2_splice(sp, h, 32, out);
+}
+
+size_t bz2_splice_finish(bz2_splicer *sp, uint32_t combined, uint8_t *out)
+{
+    uint8_t t[10];
+    for (int k = 0; k < 6; k++)
+        t[k] = (uint8_t)(BZ2_EOS_MAGIC >> (40 - 8 * k));
+    for (int k = 0; k < 4; k++)
+        t[6 + k] = (uint8_t)(combined >> (24 - 8 * k));
+    size_t o = bz2_splice(sp, t, 80, out);
+    if (sp->nacc) {
+        out[o++] = sp->acc; /* zero padding: acc's unused bits are 0 */
+        sp->bits += 8 - sp->nacc;
+        sp->acc = 0;
+        sp->nacc = 0;
+    }
+    return o;
 }
 
 /* ------------------------------------------------------------------ */
@@ -235,6 +385,8 @@ static int find_candidates(const uint8_t *src, size_t len, unsigned threads, u64
 typedef struct dctx {
     const uint8_t *src;
     size_t len;
+    int more;        /* more input follows src (bz2_decompress_part) */
+    bz2_dstate *st;  /* where the decode stands */
     size_t max_out;
     unsigned threads;
     u64vec cand;
@@ -247,10 +399,25 @@ typedef struct dctx {
     const gc_job *job;
 } dctx;
 
+/* What a block at bit pos may read: up to BZ2_MAX_BLOCK_COMPRESSED bytes
+ * from the byte holding its first bit. A block that is cut by this (and not
+ * by the end of the input) is too long, whoever decodes it and however the
+ * input is split into parts. */
+static size_t block_len_cap(const dctx *d, uint64_t pos)
+{
+    uint64_t cap = pos / 8 + BZ2_MAX_BLOCK_COMPRESSED;
+    return cap < d->len ? (size_t)cap : d->len;
+}
+
+static void decode_at(const dctx *d, uint64_t pos, bz2_dblock *r)
+{
+    bz2_decode_block(d->src, block_len_cap(d, pos), pos, d->max_out, r);
+}
+
 static void decode_one(void *ctx, size_t i)
 {
     dctx *d = ctx;
-    bz2_decode_block(d->src, d->len, d->cand.v[d->b0 + i], d->max_out, &d->res[i]);
+    decode_at(d, d->cand.v[d->b0 + i], &d->res[i]);
 }
 
 static void drop_batch(dctx *d)
@@ -310,40 +477,59 @@ static uint64_t read_bits48(const uint8_t *src, size_t len, uint64_t pos)
     return hi << 24 | bz2_br_get(&br, 24);
 }
 
-/* Decode the blocks of one stream starting at bit *pos (after the header). */
-static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *ci, gc_error *err)
+/* Walk result (besides GC_OK and errors): the input ends inside the next
+ * piece and more follows; stop before it. */
+#define WALK_WAIT (-1)
+
+/* Decode the blocks of the current stream (st->stream_no) from bit *pos up
+ * to and including its end marker. */
+static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
 {
+    bz2_dstate *st = d->st;
+    unsigned sno = st->stream_no;
     uint64_t total_bits = (uint64_t)d->len * 8;
-    uint32_t combined = 0;
-    for (unsigned bno = 1;; bno++) {
-        if (*pos + 48 > total_bits)
+    for (;;) {
+        unsigned bno = st->block_no + 1;
+        if (*pos + 48 > total_bits) {
+            if (d->more)
+                return WALK_WAIT;
             return gc_fail(err, GC_E_TRUNCATED,
                            "bzip2: stream %u: input ends before the end-of-stream marker", sno);
+        }
         uint64_t magic = read_bits48(d->src, d->len, *pos);
         if (magic == BZ2_EOS_MAGIC) {
-            if (*pos + 80 > total_bits)
+            if (*pos + 80 > total_bits) {
+                if (d->more)
+                    return WALK_WAIT;
                 return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream CRC", sno);
+            }
             bz2_bitreader br;
             bz2_br_init(&br, d->src, d->len, *pos + 48);
             uint32_t stored = bz2_br_get(&br, 32);
-            if (stored != combined)
+            if (stored != st->combined)
                 return gc_fail(err, GC_E_CRC,
                                "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)",
-                               sno, stored, combined);
+                               sno, stored, st->combined);
             *pos = (*pos + 80 + 7) & ~7ull;
+            st->in_stream = 0;
             return GC_OK;
         }
         if (magic != BZ2_BLOCK_MAGIC)
             return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", sno, bno);
         bz2_dblock local, *r = block_at(d, *pos, ci);
         if (!r) {
-            bz2_decode_block(d->src, d->len, *pos, d->max_out, &local);
+            decode_at(d, *pos, &local);
             r = &local;
         }
         int rc = r->status;
-        if (rc == GC_OK && r->nblock > (uint32_t)level * 100000u)
+        if (rc == GC_E_TRUNCATED && block_len_cap(d, *pos) < d->len)
+            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %zu bytes",
+                         sno, bno, BZ2_MAX_BLOCK_COMPRESSED);
+        else if (rc == GC_E_TRUNCATED && d->more)
+            rc = WALK_WAIT; /* cut by the end of this part: decode it again with more input */
+        else if (rc == GC_OK && r->nblock > (uint32_t)st->level * 100000u)
             rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d",
-                         sno, bno, r->nblock, level);
+                         sno, bno, r->nblock, st->level);
         else if (rc != GC_OK)
             gc_fail(err, rc, "bzip2: stream %u block %u: %s", sno, bno, r->msg);
         else if (d->max_out && r->out_len > d->max_out - d->out_len)
@@ -355,11 +541,12 @@ static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *
             rc = rc == -2 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
                                     "the memory it may use (%zu bytes so far)", sno, bno, d->out_len)
                           : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-        combined = bz2_combine_crc(combined, r->stored_crc);
         free(r->out);
         r->out = NULL;
         if (rc != GC_OK)
             return rc;
+        st->combined = bz2_combine_crc(st->combined, r->stored_crc);
+        st->block_no = bno;
         *pos = r->end_bit;
         /* Mostly false candidates (hostile input): stop speculating. */
         if (d->wasted > 16 + bno)
@@ -367,54 +554,84 @@ static int walk_stream(dctx *d, unsigned sno, int level, uint64_t *pos, size_t *
     }
 }
 
-int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
-                   uint8_t **dst, size_t *dst_len, gc_error *err)
+/* The one decoder walk: stream headers, blocks, end markers from bit *pos
+ * until the input ends (GC_OK), more is needed (WALK_WAIT), trailing garbage
+ * (GC_OK with st->garbage) or an error. */
+static int walk(dctx *d, uint64_t *pos, gc_error *err)
 {
-    return bz2_decompress_job(src, src_len, max_output, threads, NULL, dst, dst_len, err);
-}
-
-int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
-                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err)
-{
-    if (!dst || !dst_len || (!src && src_len))
-        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
-    *dst = NULL;
-    *dst_len = 0;
-    dctx d = { .src = src, .len = src_len, .max_out = max_output, .job = job };
-    d.threads = threads ? threads : gc_cpu_count();
-    d.batch = d.threads;
-    int rc = GC_OK;
-    d.res = calloc(d.batch, sizeof *d.res);
-    if (!d.res || find_candidates(src, src_len, d.threads, &d.cand)) {
-        rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-        goto out;
-    }
-    uint64_t pos = 0;
+    bz2_dstate *st = d->st;
     size_t ci = 0;
-    for (unsigned sno = 1; rc == GC_OK; sno++) {
-        size_t at = (size_t)(pos / 8), left = src_len - at;
+    for (;;) {
+        if (st->in_stream) {
+            int rc = walk_stream(d, pos, &ci, err);
+            if (rc != GC_OK)
+                return rc;
+            continue;
+        }
+        /* between streams: *pos is byte aligned */
+        size_t at = (size_t)(*pos / 8), left = d->len - at;
+        unsigned sno = st->stream_no + 1;
         if (left == 0) {
+            if (d->more)
+                return WALK_WAIT;
             if (sno == 1)
-                rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
-            break;
+                return gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
+            return GC_OK;
         }
         static const char hdr[3] = { 'B', 'Z', 'h' };
         size_t cmp = left < 3 ? left : 3;
-        int level = left > 3 ? src[at + 3] - '0' : 0; /* read once: src may change under us */
-        if (memcmp(src + at, hdr, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
+        int level = left > 3 ? d->src[at + 3] - '0' : 0; /* read once: src may change under us */
+        if (memcmp(d->src + at, hdr, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
             if (sno == 1)
-                rc = gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
-            else
-                rc = gc_fail(err, GC_E_CORRUPT, "bzip2: trailing garbage after stream %u", sno - 1);
-            break;
+                return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
+            st->garbage = 1;
+            st->garbage_at = at;
+            return GC_OK;
         }
         if (left < 4) {
-            rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream header", sno);
-            break;
+            if (d->more)
+                return WALK_WAIT;
+            return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream header", sno);
         }
-        pos += 32;
-        rc = walk_stream(&d, sno, level, &pos, &ci, err);
+        st->in_stream = 1;
+        st->stream_no = sno;
+        st->level = level;
+        st->combined = 0;
+        st->block_no = 0;
+        *pos += 32;
     }
+}
+
+int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
+                        size_t max_output, unsigned threads, const gc_job *job,
+                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err)
+{
+    if (!dst || !dst_len || !used || !st || (!src && len) || st->bit > 7)
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    *dst = NULL;
+    *dst_len = 0;
+    *used = 0;
+    if (len)
+        st->seen_any = 1;
+    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job };
+    d.threads = threads ? threads : gc_cpu_count();
+    d.batch = d.threads;
+    int rc = GC_OK;
+    uint64_t pos = st->bit;
+    if (st->garbage) { /* everything after the garbage is dropped */
+        pos = (uint64_t)len * 8;
+        goto out;
+    }
+    d.res = calloc(d.batch, sizeof *d.res);
+    if (!d.res || find_candidates(src, len, d.threads, &d.cand)) {
+        rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+        goto out;
+    }
+    rc = walk(&d, &pos, err);
+    if (rc == WALK_WAIT)
+        rc = GC_OK;
+    if (st->garbage)
+        pos = (uint64_t)len * 8;
 out:
     drop_batch(&d);
     free(d.res);
@@ -429,6 +646,33 @@ out:
         return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
     *dst = d.out;
     *dst_len = d.out_len;
+    *used = (size_t)(pos / 8);
+    st->bit = (unsigned)(pos % 8);
     gc_error_clear(err);
     return GC_OK;
+}
+
+int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
+                   uint8_t **dst, size_t *dst_len, gc_error *err)
+{
+    return bz2_decompress_job(src, src_len, max_output, threads, NULL, dst, dst_len, err);
+}
+
+/* The whole decode is the streamed one in a single call with more = 0,
+ * trailing garbage being an error. */
+int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
+                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err)
+{
+    if (!dst || !dst_len || (!src && src_len))
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    bz2_dstate st = { 0 };
+    size_t used;
+    int rc = bz2_decompress_part(src, src_len, 0, &st, max_output, threads, job, dst, dst_len, &used, err);
+    if (rc == GC_OK && st.garbage) {
+        free(*dst);
+        *dst = NULL;
+        *dst_len = 0;
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: trailing garbage after stream %u", st.stream_no);
+    }
+    return rc;
 }

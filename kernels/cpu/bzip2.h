@@ -48,4 +48,125 @@ int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output,
 int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
                        const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err);
 
+/*
+ * bz2_compress, also telling how many blocks the stream holds (*blocks may be
+ * NULL): what bz2_combine_parts needs to splice streams of consecutive parts.
+ */
+int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt,
+                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err);
+
+/* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
+ *
+ * Blocks never cross a 32 MiB segment boundary, so compressing an input in
+ * parts whose lengths are multiples of 32 MiB (the last one excepted) and
+ * concatenating the parts' blocks gives exactly bz2_compress of the whole:
+ *   "BZh"+level, body of part 1, body of part 2, ..., end marker, combined CRC
+ * where each body is located by bz2_stream_body and the combined CRC is
+ * folded with bz2_combine_parts. bz2_splice does the bit-level concatenation.
+ */
+
+/*
+ * The blocks of one complete stream made by our encoder (any backend): they
+ * occupy bits [32, 32 + *body_bits) of s (bit 0 = the MSB of s[0]); *combined
+ * gets its stored combined CRC. The header must be "BZh1".."BZh9"; the
+ * end-of-stream marker is found from the end (0..7 zero padding bits; the
+ * 48-bit magic is not periodic with any period 1..7, so it cannot match at
+ * two of those offsets). Blocks are not decoded. GC_OK, or GC_E_CORRUPT if s
+ * is not such a stream (GC_E_INVALID for NULL arguments).
+ */
+int bz2_stream_body(const uint8_t *s, size_t len, uint64_t *body_bits, uint32_t *combined, gc_error *err);
+
+/* Combined CRC of a stream whose blocks are those of a part (blocks blocks,
+ * combined CRC part_combined) appended to blocks with combined CRC so_far:
+ * rotl32(so_far, blocks mod 32) ^ part_combined. Start with so_far = 0. */
+static inline uint32_t bz2_combine_parts(uint32_t so_far, uint32_t blocks, uint32_t part_combined)
+{
+    unsigned r = blocks & 31u;
+    uint32_t rot = r ? (so_far << r) | (so_far >> (32u - r)) : so_far;
+    return rot ^ part_combined;
+}
+
+/*
+ * A bit string being built into a caller's byte buffers: everything appended
+ * so far has been written out as whole bytes except the last nacc (0..7)
+ * bits, which wait in acc LEFT-aligned: the first pending bit is acc's bit 7
+ * (0x80), the next 0x40, ...; the bits of acc below them are zero.
+ * Zero-initialise (= the empty string, byte aligned).
+ */
+typedef struct bz2_splicer {
+    uint8_t acc;   /* pending bits, left-aligned (MSB first), unused low bits 0 */
+    unsigned nacc; /* 0..7 pending bits */
+    uint64_t bits; /* bits appended in all (written + pending) */
+} bz2_splicer;
+
+/* Append the first nbits bits of src (MSB of src[0] first) to the string:
+ * writes the bytes that become whole to out and returns their count
+ * ((nacc + nbits) / 8). out must hold nbits / 8 + 1 bytes. Bits of src past
+ * nbits are ignored. Word-at-a-time for every shift (0..7). */
+size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *out);
+/* Append a stream header "BZh"+level (level 1..9); out must hold 5 bytes. */
+size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out);
+/* Append the end-of-stream magic and the combined CRC, then zero bits to the
+ * next byte boundary: writes and returns 10 or 11 bytes (out must hold 11);
+ * afterwards the splicer is byte aligned (nacc 0), ready for another stream. */
+size_t bz2_splice_finish(bz2_splicer *sp, uint32_t combined, uint8_t *out);
+
+/* ---- streaming (partial) decompression ---- */
+
+/* A decoder rejects a block whose bits run past this many bytes from the
+ * byte holding the first bit of its magic (GC_E_CORRUPT "compressed block
+ * exceeds ..."). No encoder comes near it: a block holds at most 900001
+ * symbols of at most 20 bits plus < 40 KB of tables, under 2.3 MB. It bounds
+ * what bz2_decompress_part must see to make progress. */
+#define BZ2_MAX_BLOCK_COMPRESSED ((size_t)3 << 20)
+/* Progress bound of bz2_decompress_part: with more != 0 and at least this
+ * many bytes of src (counting from src[0], where decoding resumes at bit
+ * st->bit), a call either consumes something (*used > 0 or st->bit moves)
+ * or fails, since every piece (header 4 bytes, end marker + CRC 11 bytes,
+ * block <= BZ2_MAX_BLOCK_COMPRESSED) then lies inside src. A caller keeping a
+ * window of unconsumed input needs this much room plus its next piece. */
+#define BZ2_PART_PROGRESS_BYTES ((size_t)4 << 20)
+
+/* Where a streamed decode stands between two calls. Zero-initialise before the first. */
+typedef struct bz2_dstate {
+    unsigned bit;        /* 0..7: decoding resumes at this bit of the next call's src[0] */
+    int in_stream;       /* inside a stream (its header read) */
+    int level;           /* that stream's level */
+    uint32_t combined;   /* its combined CRC so far */
+    unsigned stream_no;  /* streams begun so far (messages say "stream N") */
+    unsigned block_no;   /* blocks decoded in the current stream */
+    int garbage;         /* set: trailing garbage found after stream stream_no; nothing more is decoded */
+    uint64_t garbage_at; /* ... at this byte of that call's src */
+    int seen_any;        /* any input at all (empty input is GC_E_TRUNCATED at the end) */
+} bz2_dstate;
+
+/*
+ * Decode the whole blocks (and stream headers and end markers) at the start
+ * of src, from bit st->bit of src[0].
+ *
+ * more != 0: more input follows, so src ending inside a header, a block, an
+ * end marker or its CRC, or inside a "B"/"BZ"/"BZh" that may start the next
+ * stream, is not an error: decoding stops before that piece, *used gets the
+ * bytes wholly consumed and st->bit the bit within src[*used] where the next
+ * call resumes (the caller keeps src[*used..len) and appends the next input).
+ * more == 0: src is the rest of the input; ending early is GC_E_TRUNCATED
+ * exactly as bz2_decompress says it.
+ *
+ * Output is malloc'd into *dst (free(); non-NULL on GC_OK, maybe empty).
+ * Errors and messages are exactly those bz2_decompress gives for the same
+ * whole input, with the same stream and block numbers (bz2_decompress IS
+ * this function with more = 0 and one call). Trailing garbage (decided
+ * exactly as bz2_decompress decides it) is NOT an error here: st->garbage is
+ * set, st->garbage_at is its byte offset in this call's src, the output up
+ * to it is returned with GC_OK and *used = len (the garbage is dropped);
+ * later calls return GC_OK with no output and consume everything.
+ * max_output bounds THIS call's output (0 = none; exceeding it is
+ * GC_E_LIMIT, as in bz2_decompress). job: cancellation and may_grow, as in
+ * bz2_decompress_job. threads: as bz2_decompress. Progress: see
+ * BZ2_PART_PROGRESS_BYTES. After an error st is not meaningful.
+ */
+int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
+                        size_t max_output, unsigned threads, const gc_job *job,
+                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err);
+
 #endif
