@@ -1,0 +1,728 @@
+/*
+ * client_stream.c - streams: inputs of any length through gpucompd
+ * (gpucomp.h, "Streams"; docs/PROTOCOL.md, "Streams" and "Cancelling").
+ *
+ * Unlike client_request.c, which writes a whole request and then reads a
+ * whole response, a stream writes and reads at the same time: the daemon
+ * stops taking input while its output to us is unread, so a client that
+ * only wrote would wait forever. Everything here is therefore non-blocking
+ * with poll() on both directions, and keeps at most:
+ *
+ *   - one packed Request frame being written (wbuf, at most max_frame), and
+ *   - one received Response frame whose payload is being handed out (held),
+ *
+ * so a stream's memory is bounded whatever its length. Input is taken from
+ * the caller's buffer only as far as the daemon's window allows (at most
+ * consumed + stream_window bytes sent), so the daemon never has to refuse it.
+ *
+ * After anything that leaves the socket in an unknown state (an I/O error, a
+ * malformed frame, a timeout) the connection is closed, as client_request.c
+ * does; a stream the daemon ended with an error leaves it usable.
+ */
+#include "client_internal.h"
+#include "client_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* gpucomp_stream_free waits this long for a cancelled stream's final frame when no timeout is set. */
+#define FREE_DRAIN_MS 10000
+
+struct gpucomp_stream {
+    gpucomp_client *c;
+    uint64_t id;
+    bool decompress;
+    uint64_t max_output;        /* decompress: 0 = no limit */
+    /* input side */
+    uint64_t sent;              /* input bytes taken from the caller into frames */
+    uint64_t consumed;          /* the daemon's last `consumed` */
+    uint64_t flushed_at;        /* `sent` when the last flush mark was packed */
+    bool last_sent;             /* a frame with last = true (or OP_CANCEL) is packed */
+    bool ended;                 /* the caller said GPUCOMP_END */
+    uint8_t *wbuf;              /* the packed frame being written */
+    size_t wcap, wlen, wpos;
+    /* output side */
+    uint8_t rhdr[GC_WIRE_HEADER_SIZE];
+    size_t rhdr_got;
+    uint8_t *rbody;             /* the frame body being read */
+    uint32_t rlen;
+    size_t rgot;
+    Gpucomp__Frame *held;       /* a received frame whose payload is being handed out */
+    size_t held_pos;
+    uint64_t received;          /* payload bytes received */
+    uint64_t delivered;         /* payload bytes handed to the caller */
+    /* the end */
+    bool final;                 /* the final frame arrived */
+    int status;                 /* GPUCOMP_OK, or what ended the stream */
+    bool trailing_garbage;
+    uint64_t garbage_offset;
+    gpucomp_backend backend;
+};
+
+/* ---- sending ----------------------------------------------------------- */
+
+/* Pack f into wbuf (empty on entry), reusing its memory. */
+static int pack(gpucomp_stream *s, const Gpucomp__Frame *f)
+{
+    gpucomp_client *c = s->c;
+    size_t size = gc_wire_packed_size(f);
+    if (size - GC_WIRE_HEADER_SIZE > c->max_frame)
+        return gc_fail(&c->err, GC_E_INTERNAL, "client built a %zu-byte stream frame, over the daemon's limit of %u",
+                       size, c->max_frame);
+    if (size > s->wcap) {
+        uint8_t *p = realloc(s->wbuf, size);
+        if (!p)
+            return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a %zu-byte frame", size);
+        s->wbuf = p;
+        s->wcap = size;
+    }
+    gc_wire_pack(f, s->wbuf);
+    s->wlen = size;
+    s->wpos = 0;
+    return GC_OK;
+}
+
+static int pack_request(gpucomp_stream *s, Gpucomp__Request *r)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = r;
+    return pack(s, &f);
+}
+
+static bool writing(const gpucomp_stream *s)
+{
+    return s->wpos < s->wlen;
+}
+
+/* Input bytes the window lets us send now. */
+static uint64_t credit(const gpucomp_stream *s)
+{
+    uint64_t limit = s->consumed + s->c->stream_window;
+    if (limit < s->consumed) /* a huge window: no limit */
+        return UINT64_MAX - s->sent;
+    return limit > s->sent ? limit - s->sent : 0;
+}
+
+/*
+ * Take the next frame's worth of input from in (as far as the window and the
+ * frame size allow) into wbuf, with last/flush on the frame that takes the
+ * caller's final byte. An empty frame carries a last or flush mark alone.
+ */
+static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
+{
+    if (writing(s) || s->last_sent || s->final)
+        return GC_OK;
+    size_t left = in->size - in->pos;
+    uint64_t n = credit(s);
+    size_t piece = gc_wire_max_payload(s->c->max_frame);
+    n = n < left ? n : left;
+    n = n < piece ? n : piece;
+    bool takes_all = n == left;
+    bool last = takes_all && op == GPUCOMP_END;
+    bool flush = takes_all && op == GPUCOMP_FLUSH && s->flushed_at != s->sent + n;
+    if (n == 0 && !last && !flush)
+        return GC_OK;
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = s->id;
+    /* protobuf-c's payload is not const; packing only reads it. */
+    r.payload.data = n ? (uint8_t *)(uintptr_t)((const uint8_t *)in->src + in->pos) : NULL;
+    r.payload.len = (size_t)n;
+    r.last = last;
+    r.flush = flush && !last; /* last already makes the daemon finish everything */
+    int rc = pack_request(s, &r);
+    if (rc != GC_OK)
+        return rc;
+    in->pos += (size_t)n;
+    s->sent += n;
+    if (flush)
+        s->flushed_at = s->sent;
+    s->last_sent = last;
+    return GC_OK;
+}
+
+/* OP_CANCEL for the stream: the daemon stops its work and stops dropping its frames. */
+static int pack_cancel(gpucomp_stream *s)
+{
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = s->id;
+    r.op = GPUCOMP__OP__OP_CANCEL;
+    r.last = true;
+    int rc = pack_request(s, &r);
+    if (rc == GC_OK)
+        s->last_sent = true;
+    return rc;
+}
+
+static int write_failed(gpucomp_stream *s, int e)
+{
+    if (e == EPIPE || e == ECONNRESET)
+        return gc_fail(&s->c->err, GC_E_IO, "gpucompd closed the connection after %llu bytes of stream input",
+                       (unsigned long long)s->sent);
+    return gc_fail(&s->c->err, GC_E_IO, "write to gpucompd failed: %s", strerror(e));
+}
+
+/* Write what the socket takes now; *moved is set if anything went. */
+static int try_write(gpucomp_stream *s, bool *moved)
+{
+    while (writing(s)) {
+        ssize_t n = send(s->c->fd, s->wbuf + s->wpos, s->wlen - s->wpos, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            s->wpos += (size_t)n;
+            *moved = true;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return GC_OK;
+        } else if (n < 0 && errno != EINTR) {
+            return write_failed(s, errno);
+        }
+    }
+    return GC_OK;
+}
+
+/* ---- receiving --------------------------------------------------------- */
+
+static int closed_early(gpucomp_stream *s)
+{
+    return gc_fail(&s->c->err, GC_E_IO, "gpucompd closed the connection after %llu bytes of output",
+                   (unsigned long long)s->received);
+}
+
+/* recv() what is there into buf; 1 when it is full, 0 when the socket has no more now. */
+static int read_into(gpucomp_stream *s, uint8_t *buf, size_t len, size_t *got)
+{
+    while (*got < len) {
+        ssize_t n = recv(s->c->fd, buf + *got, len - *got, MSG_DONTWAIT);
+        if (n > 0)
+            *got += (size_t)n;
+        else if (n == 0)
+            return closed_early(s);
+        else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        else if (errno != EINTR)
+            return gc_fail(&s->c->err, GC_E_IO, "read from gpucompd failed: %s", strerror(errno));
+    }
+    return 1;
+}
+
+/*
+ * Read as much of the next frame as has arrived. *out is the frame once it
+ * is complete (NULL while it is not). The header's length is checked
+ * before anything is allocated: it is the daemon's claim, not a fact.
+ */
+static int try_read_frame(gpucomp_stream *s, Gpucomp__Frame **out, bool *moved)
+{
+    *out = NULL;
+    if (!s->rbody) {
+        size_t before = s->rhdr_got;
+        int rc = read_into(s, s->rhdr, sizeof s->rhdr, &s->rhdr_got);
+        *moved |= s->rhdr_got != before;
+        if (rc != 1)
+            return rc;
+        s->rlen = gc_wire_body_len(s->rhdr);
+        if (s->rlen > s->c->max_frame)
+            return gc_fail(&s->c->err, GC_E_LIMIT, "gpucompd sent a %u-byte frame, over the limit of %u",
+                           s->rlen, s->c->max_frame);
+        s->rbody = malloc(s->rlen ? s->rlen : 1);
+        if (!s->rbody)
+            return gc_fail(&s->c->err, GC_E_NOMEM, "cannot allocate %u bytes for a frame", s->rlen);
+        s->rgot = 0;
+    }
+    size_t before = s->rgot;
+    int rc = read_into(s, s->rbody, s->rlen, &s->rgot);
+    *moved |= s->rgot != before;
+    if (rc != 1)
+        return rc;
+    *out = gc_wire_unpack(s->rbody, s->rlen, &s->c->err);
+    free(s->rbody);
+    s->rbody = NULL;
+    s->rhdr_got = 0;
+    return *out ? GC_OK : GC_E_PROTOCOL;
+}
+
+/* Check the frame is an answer to this stream; id 0 is the daemon closing the connection. */
+static int check_owner(gpucomp_stream *s, const Gpucomp__Frame *f)
+{
+    gc_error *err = &s->c->err;
+    if (f->body_case != GPUCOMP__FRAME__BODY_RESPONSE)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent a %s frame where a Response was expected",
+                       client_frame_kind(f));
+    const Gpucomp__Response *r = f->response;
+    if (r->id == 0) {
+        int code = r->status == GPUCOMP__STATUS__STATUS_OK ? GC_E_PROTOCOL : client_wire_status(r->status);
+        return gc_fail(err, code, "gpucompd closed the connection: %s",
+                       r->message && *r->message ? r->message : gc_status_str(code));
+    }
+    if (r->id != s->id)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered request id %llu, but the only stream in flight is %llu",
+                       (unsigned long long)r->id, (unsigned long long)s->id);
+    return GC_OK;
+}
+
+/* `consumed` never decreases and never passes what was sent. */
+static int check_consumed(gpucomp_stream *s, const Gpucomp__Response *r)
+{
+    if (r->consumed < s->consumed || r->consumed > s->sent)
+        return gc_fail(&s->c->err, GC_E_PROTOCOL,
+                       "gpucompd said it consumed %llu bytes of the stream (before: %llu, sent: %llu)",
+                       (unsigned long long)r->consumed, (unsigned long long)s->consumed,
+                       (unsigned long long)s->sent);
+    s->consumed = r->consumed;
+    return GC_OK;
+}
+
+/* The final frame: the stream's status, and its totals checked against what came. */
+static int take_final(gpucomp_stream *s, const Gpucomp__Response *r)
+{
+    s->final = true;
+    if (r->status != GPUCOMP__STATUS__STATUS_OK) {
+        s->status = client_wire_status(r->status);
+        return gc_fail(&s->c->err, s->status, "%s",
+                       r->message && *r->message ? r->message : gc_status_str(s->status));
+    }
+    if (r->total_size != s->received)
+        return gc_fail(&s->c->err, GC_E_PROTOCOL, "gpucompd ended the stream at %llu bytes of output, but sent %llu",
+                       (unsigned long long)r->total_size, (unsigned long long)s->received);
+    s->trailing_garbage = r->trailing_garbage;
+    s->garbage_offset = r->garbage_offset;
+    s->backend = r->backend == GPUCOMP__BACKEND__BACKEND_CPU || r->backend == GPUCOMP__BACKEND__BACKEND_GPU
+                     ? (gpucomp_backend)r->backend : GPUCOMP_BACKEND_UNKNOWN;
+    s->c->last_backend = s->backend;
+    s->c->last_engine_ns = r->engine_ns;
+    return GC_OK;
+}
+
+/*
+ * Validate a frame of this stream and take its counters. An error frame is
+ * accepted without stream = true: a daemon may refuse the opening frame
+ * before it knows it is a stream.
+ */
+static int take_frame(gpucomp_stream *s, const Gpucomp__Response *r)
+{
+    gc_error *err = &s->c->err;
+    if (r->status != GPUCOMP__STATUS__STATUS_OK && !r->last)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent an error in the middle of a stream");
+    if (r->status != GPUCOMP__STATUS__STATUS_OK)
+        return take_final(s, r);
+    if (!r->stream || r->payload_in_fd)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered a stream with a non-stream Response");
+    int rc = check_consumed(s, r);
+    if (rc != GC_OK)
+        return rc;
+    s->received += r->payload.len;
+    if (s->max_output && s->received > s->max_output)
+        return gc_fail(err, GC_E_LIMIT, "the stream's output passed the limit of %llu bytes",
+                       (unsigned long long)s->max_output);
+    return r->last ? take_final(s, r) : GC_OK;
+}
+
+/* Read and take at most one frame (only while none is held: one frame's payload at a time). */
+static int try_read(gpucomp_stream *s, bool *moved)
+{
+    if (s->held || s->final)
+        return GC_OK;
+    Gpucomp__Frame *f;
+    int rc = try_read_frame(s, &f, moved);
+    if (rc != GC_OK || !f)
+        return rc;
+    rc = check_owner(s, f);
+    if (rc == GC_OK)
+        rc = take_frame(s, f->response);
+    if (rc == GC_OK) {
+        s->held = f;
+        s->held_pos = 0;
+    } else {
+        gc_wire_free(f);
+    }
+    return rc;
+}
+
+static size_t held_left(const gpucomp_stream *s)
+{
+    return s->held ? s->held->response->payload.len - s->held_pos : 0;
+}
+
+/* Hand the held frame's payload out; drop the frame once it is all out. */
+static void deliver(gpucomp_stream *s, gpucomp_outbuf *out, bool *moved)
+{
+    size_t n = held_left(s);
+    size_t room = out->size - out->pos;
+    n = n < room ? n : room;
+    if (n) {
+        memcpy((uint8_t *)out->dst + out->pos, s->held->response->payload.data + s->held_pos, n);
+        out->pos += n;
+        s->held_pos += n;
+        s->delivered += n;
+        *moved = true;
+    }
+    if (s->held && held_left(s) == 0) {
+        gc_wire_free(s->held);
+        s->held = NULL;
+    }
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * Wait until the socket can do one of events or deadline_ms (0: none)
+ * passes. POLLERR/POLLHUP wake us too: the next send/recv says what failed.
+ */
+static int wait_socket(gpucomp_stream *s, short events, uint64_t deadline_ms)
+{
+    struct pollfd p = { .fd = s->c->fd, .events = events };
+    for (;;) {
+        int ms = -1;
+        if (deadline_ms) {
+            uint64_t now = now_ms();
+            ms = now >= deadline_ms ? 0 : (int)(deadline_ms - now);
+        }
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return GC_OK;
+        if (n == 0)
+            return gc_fail(&s->c->err, GC_E_IO, "timed out: gpucompd neither sent nor took anything for %u ms",
+                           s->c->timeout_ms ? s->c->timeout_ms : FREE_DRAIN_MS);
+        if (errno != EINTR)
+            return gc_fail(&s->c->err, GC_E_IO, "waiting on the gpucompd socket: %s", strerror(errno));
+    }
+}
+
+/* ---- the stream's life --------------------------------------------------- */
+
+/* The wire options for o (NULL: bzip2 level 9, as gpucomp_compress). */
+static int wire_options(gpucomp_client *c, const gpucomp_options *o, Gpucomp__CodecOptions *w)
+{
+    if (o->codec != GPUCOMP_CODEC_RLE && o->codec != GPUCOMP_CODEC_BZIP2)
+        return gc_fail(&c->err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
+    if (o->level < 0)
+        return gc_fail(&c->err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
+    w->level = (uint32_t)o->level;
+    w->element_width = o->element_width;
+    w->chunk_size = o->chunk_size;
+    return GC_OK;
+}
+
+/* Same rule as client_request.c's ids: a per-client counter that skips 0. */
+static uint64_t take_id(gpucomp_client *c)
+{
+    uint64_t id = c->next_id++;
+    if (c->next_id == 0)
+        c->next_id = 1;
+    return id;
+}
+
+/* The opening frame: op, codec, options, stream = true, no payload. */
+static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_options *o)
+{
+    Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
+    int rc = wire_options(s->c, o, &wire);
+    if (rc != GC_OK)
+        return rc;
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = s->id;
+    r.op = dir == GPUCOMP_DECOMPRESS ? GPUCOMP__OP__OP_DECOMPRESS : GPUCOMP__OP__OP_COMPRESS;
+    r.codec = (Gpucomp__Codec)o->codec;
+    r.options = &wire;
+    r.stream = true;
+    r.max_output = s->max_output;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = &r;
+    /* Small, and the daemon reads it at once: a plain blocking send is enough. */
+    return client_io_send_frame(s->c->fd, &f, s->c->max_frame, false, &s->c->err);
+}
+
+int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
+                        gpucomp_stream **out)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (!out)
+        return gc_fail(&c->err, GC_E_INVALID, "gpucomp_stream_open: out is NULL");
+    *out = NULL;
+    gc_error_clear(&c->err);
+    if (dir != GPUCOMP_COMPRESS && dir != GPUCOMP_DECOMPRESS)
+        return gc_fail(&c->err, GC_E_INVALID, "unknown direction %d", (int)dir);
+    if (client_check_idle(c) != GC_OK)
+        return c->err.code;
+    if (c->fd < 0)
+        return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
+    if (c->stream_window == 0)
+        return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s has no streams (it announced no stream window)",
+                       *c->server_version ? c->server_version : "(version unknown)");
+    gpucomp_options defaults;
+    if (!o) {
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
+        o = &defaults;
+    }
+    gpucomp_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
+    s->c = c;
+    s->decompress = dir == GPUCOMP_DECOMPRESS;
+    s->max_output = s->decompress ? o->max_output : 0;
+    s->id = take_id(c);
+    int rc = send_open(s, dir, o);
+    if (rc != GC_OK) {
+        if (rc == GC_E_IO)
+            client_disconnect(c);
+        free(s);
+        return rc;
+    }
+    c->stream = s;
+    *out = s;
+    return GPUCOMP_OK;
+}
+
+/* Finish writing the frame in wbuf, waiting for the socket as needed (the daemon reads a stream's frames). */
+static int write_out(gpucomp_stream *s)
+{
+    uint64_t deadline = now_ms() + (s->c->timeout_ms ? s->c->timeout_ms : FREE_DRAIN_MS);
+    bool moved = false;
+    int rc = try_write(s, &moved);
+    while (rc == GC_OK && writing(s)) {
+        rc = wait_socket(s, POLLOUT, deadline);
+        if (rc == GC_OK)
+            rc = try_write(s, &moved);
+    }
+    return rc;
+}
+
+/*
+ * The daemon ended the stream before our last frame (an error, or trailing
+ * garbage): it drops the stream's frames until our last frame or a cancel,
+ * so finish the frame on the wire and send OP_CANCEL.
+ */
+static int cancel_now(gpucomp_stream *s)
+{
+    int rc = write_out(s);
+    if (rc == GC_OK && !s->last_sent) {
+        rc = pack_cancel(s);
+        if (rc == GC_OK)
+            rc = write_out(s);
+    }
+    return rc;
+}
+
+/*
+ * The stream failed, on our side or the daemon's. A daemon error leaves the
+ * connection at a frame boundary (once our frame is out and the stream is
+ * cancelled); anything else leaves it in a state that cannot be trusted.
+ */
+static int fail_stream(gpucomp_stream *s, int rc)
+{
+    gc_error why = s->c->err;
+    bool daemon_said = s->final && s->status == rc && rc != GC_OK;
+    s->status = rc;
+    s->final = true;
+    if (!daemon_said || (s->c->fd >= 0 && cancel_now(s) != GC_OK))
+        client_disconnect(s->c);
+    s->c->err = why;
+    return rc;
+}
+
+/*
+ * Is what op asked for done? Nothing held, and END: the final frame came.
+ * FLUSH: every input byte given so far went out (the last frame with the
+ * flush mark) and the daemon says it has taken them all into parts; the
+ * call then hands out whatever output has arrived and returns. The protocol
+ * has no "flush done" answer, so output the daemon is still producing for
+ * those parts can arrive after FLUSH reports 0 pending: that is all
+ * GPUCOMP_FLUSH guarantees here (gpucomp.h promises a little more).
+ */
+static bool op_done(const gpucomp_stream *s, const gpucomp_inbuf *in, gpucomp_end_op op)
+{
+    if (s->held || in->pos < in->size)
+        return s->final && !s->held; /* a stream that ended takes no more input */
+    if (op == GPUCOMP_END)
+        return s->final;
+    if (op == GPUCOMP_FLUSH)
+        return s->final || (!writing(s) && s->consumed == s->sent);
+    return true;
+}
+
+static size_t pending_of(const gpucomp_stream *s, const gpucomp_inbuf *in, gpucomp_end_op op)
+{
+    if (op_done(s, in, op))
+        return 0;
+    size_t n = held_left(s);
+    return n ? n : 1;
+}
+
+/* One round of non-blocking work: hand out, pack, write, read, hand out. */
+static int step(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op, bool *moved)
+{
+    deliver(s, out, moved);
+    int rc = pack_input(s, in, op);
+    if (rc == GC_OK)
+        rc = try_write(s, moved);
+    if (rc == GC_OK && !writing(s))
+        rc = pack_input(s, in, op);
+    if (rc == GC_OK)
+        rc = try_write(s, moved);
+    if (rc == GC_OK)
+        rc = try_read(s, moved);
+    deliver(s, out, moved);
+    return rc;
+}
+
+/* What to wait for; 0 when waiting cannot help (the caller must drain out first). */
+static short wait_events(const gpucomp_stream *s, const gpucomp_outbuf *out)
+{
+    short ev = 0;
+    if (writing(s))
+        ev |= POLLOUT;
+    if (!s->held && !s->final)
+        ev |= POLLIN;
+    if (s->held && out->pos == out->size)
+        return 0; /* never wait with output the caller has not taken: the daemon may be waiting on it */
+    return ev;
+}
+
+static bool should_return(const gpucomp_stream *s, const gpucomp_inbuf *in, const gpucomp_outbuf *out,
+                          gpucomp_end_op op, bool moved)
+{
+    if (op_done(s, in, op))
+        return op != GPUCOMP_FLUSH || !moved || s->final; /* FLUSH: then take what is readable now */
+    if (op == GPUCOMP_CONTINUE && in->pos == in->size)
+        return true;
+    return wait_events(s, out) == 0;
+}
+
+static int run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op)
+{
+    for (;;) {
+        bool moved = false;
+        int rc = step(s, in, out, op, &moved);
+        if (rc != GC_OK)
+            return fail_stream(s, rc);
+        if (s->final && !s->held && !s->last_sent && cancel_now(s) != GC_OK)
+            return fail_stream(s, s->c->err.code);
+        if (s->final && !s->held)
+            in->pos = in->size; /* a complete stream ignores the rest (trailing garbage) */
+        if (should_return(s, in, out, op, moved))
+            return GC_OK;
+        if (moved)
+            continue; /* try again before sleeping: the other direction may be ready too */
+        uint64_t deadline = s->c->timeout_ms ? now_ms() + s->c->timeout_ms : 0;
+        rc = wait_socket(s, wait_events(s, out), deadline);
+        if (rc != GC_OK) {
+            client_disconnect(s->c);
+            return fail_stream(s, rc);
+        }
+    }
+}
+
+int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out,
+                       gpucomp_end_op op, size_t *pending)
+{
+    if (pending)
+        *pending = 0;
+    if (!s)
+        return GPUCOMP_E_INVALID;
+    gc_error *err = &s->c->err;
+    if (!in || !out || in->pos > in->size || out->pos > out->size || (!in->src && in->size) ||
+        (!out->dst && out->size) || op < GPUCOMP_CONTINUE || op > GPUCOMP_END)
+        return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: invalid buffer or end op");
+    if (s->status != GC_OK)
+        return s->status; /* the stream ended with an error; c->err still says why */
+    if (s->ended && (op != GPUCOMP_END || in->pos < in->size) && !s->final)
+        return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: input after GPUCOMP_END");
+    if (s->c->fd < 0)
+        return fail_stream(s, gc_fail(err, GC_E_IO, "the connection to gpucompd is closed"));
+    int rc = run(s, in, out, op);
+    if (rc == GC_OK && op == GPUCOMP_END && in->pos == in->size)
+        s->ended = true;
+    if (rc == GC_OK && pending)
+        *pending = pending_of(s, in, op);
+    return rc;
+}
+
+uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s)
+{
+    return s ? s->sent : 0;
+}
+
+uint64_t gpucomp_stream_bytes_out(const gpucomp_stream *s)
+{
+    return s ? s->delivered : 0;
+}
+
+int gpucomp_stream_trailing_garbage(const gpucomp_stream *s, uint64_t *offset)
+{
+    bool yes = s && s->final && s->status == GC_OK && s->trailing_garbage;
+    if (offset)
+        *offset = yes ? s->garbage_offset : 0;
+    return yes;
+}
+
+gpucomp_backend gpucomp_stream_backend(const gpucomp_stream *s)
+{
+    return s ? s->backend : GPUCOMP_BACKEND_UNKNOWN;
+}
+
+/*
+ * An unfinished stream: finish the frame being written, cancel the stream,
+ * and read (and drop) its frames until the final one, so that the
+ * connection is back at a boundary for the next call. Bounded in time.
+ */
+static int cancel_and_drain(gpucomp_stream *s)
+{
+    unsigned ms = s->c->timeout_ms ? s->c->timeout_ms : FREE_DRAIN_MS;
+    uint64_t deadline = now_ms() + ms;
+    s->max_output = 0; /* dropped output counts for nothing */
+    int rc = GC_OK;
+    while (rc == GC_OK && (!s->last_sent || writing(s) || !s->final)) {
+        bool moved = false;
+        if (!writing(s) && !s->last_sent)
+            rc = pack_cancel(s);
+        if (rc == GC_OK)
+            rc = try_write(s, &moved);
+        if (rc == GC_OK)
+            rc = try_read(s, &moved);
+        /* The final frame's error (CANCELLED, or the stream's own) is the end we wait for. */
+        if (rc != GC_OK && s->final && s->status == rc)
+            rc = GC_OK;
+        if (s->held) { /* dropped, not delivered */
+            gc_wire_free(s->held);
+            s->held = NULL;
+            moved = true;
+        }
+        short ev = (short)((writing(s) ? POLLOUT : 0) | (s->final ? 0 : POLLIN));
+        if (rc == GC_OK && !moved && ev)
+            rc = wait_socket(s, ev, deadline);
+    }
+    return rc;
+}
+
+void gpucomp_stream_free(gpucomp_stream *s)
+{
+    if (!s)
+        return;
+    gpucomp_client *c = s->c;
+    bool unfinished = !s->last_sent || !s->final || writing(s) || s->rbody || s->rhdr_got;
+    if (c->fd >= 0 && unfinished) {
+        gc_error keep = c->err;
+        if (cancel_and_drain(s) != GC_OK)
+            client_disconnect(c);
+        c->err = keep;
+    }
+    gc_wire_free(s->held);
+    free(s->rbody);
+    free(s->wbuf);
+    if (c->stream == s)
+        c->stream = NULL;
+    free(s);
+}

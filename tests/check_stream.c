@@ -1,0 +1,625 @@
+/*
+ * check_stream.c - streams end to end (gpucomp.h, "Streams"): a real
+ * gpucompd, the client library's stream API fed in random-sized pieces
+ * with random-sized output buffers, and the gpucomp CLI streaming gigabytes
+ * through a pipe in bounded memory.
+ *
+ * Sizes: the daemon cuts streams into 32 MiB parts, so the large cases sit
+ * just past one part boundary. bzip2 on the CPU runs at ~10 MB/s a core,
+ * so only one large bzip2 case (level 1); rle is fast.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon_harness.h"
+#include "gpucomp.h"
+
+#define MiB ((size_t)1 << 20)
+
+static test_daemon daemon_under_test;
+
+static void setup(void)
+{
+    test_daemon_start(&daemon_under_test, NULL);
+}
+
+static void teardown(void)
+{
+    test_daemon_cleanup(&daemon_under_test);
+}
+
+static gpucomp_client *connect_or_fail(void)
+{
+    gpucomp_client *c = NULL;
+    int rc = gpucomp_connect(daemon_under_test.socket_path, &c);
+    ck_assert_msg(rc == GPUCOMP_OK, "connect: %s (%s)", gpucomp_strerror(rc), gpucomp_connect_error());
+    return c;
+}
+
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* 1..max, skewed towards small values half the time (many tiny pieces, some big ones). */
+static size_t rand_size(uint64_t *state, size_t max)
+{
+    uint64_t r = next_rand(state);
+    size_t limit = (r & 1) ? max : (max < 64 ? max : 64);
+    return 1 + (size_t)((r >> 1) % limit);
+}
+
+/* Output collected from a stream. */
+typedef struct sink {
+    uint8_t *buf;
+    size_t len, cap;
+} sink;
+
+static void sink_add(sink *k, const void *p, size_t n)
+{
+    if (k->len + n > k->cap) {
+        k->cap = (k->len + n) * 2;
+        k->buf = realloc(k->buf, k->cap ? k->cap : 1);
+        ck_assert_ptr_nonnull(k->buf);
+    }
+    if (n)
+        memcpy(k->buf + k->len, p, n);
+    k->len += n;
+}
+
+/*
+ * Feed in[0..len) into s in random pieces of at most max_in bytes, reading
+ * into random-sized buffers of at most max_out bytes, then GPUCOMP_END.
+ * Returns the stream's status; what came out is in *k either way.
+ */
+static int pump(gpucomp_stream *s, const uint8_t *in, size_t len, uint64_t seed, size_t max_in, size_t max_out,
+                sink *k)
+{
+    uint64_t rng = seed | 1;
+    uint8_t *obuf = malloc(max_out);
+    ck_assert_ptr_nonnull(obuf);
+    size_t off = 0;
+    int rc = GPUCOMP_OK;
+    for (;;) {
+        size_t n = rand_size(&rng, max_in);
+        n = n < len - off ? n : len - off;
+        gpucomp_inbuf ib = { in + off, n, 0 };
+        gpucomp_end_op op = off + n == len ? GPUCOMP_END : GPUCOMP_CONTINUE;
+        size_t pending = 0;
+        do {
+            gpucomp_outbuf ob = { obuf, rand_size(&rng, max_out), 0 };
+            rc = gpucomp_stream_run(s, &ib, &ob, op, &pending);
+            ck_assert_uint_le(ob.pos, ob.size);
+            sink_add(k, obuf, ob.pos);
+        } while (rc == GPUCOMP_OK && (ib.pos < ib.size || (op == GPUCOMP_END && pending)));
+        off += n;
+        if (rc != GPUCOMP_OK || op == GPUCOMP_END)
+            break;
+    }
+    free(obuf);
+    return rc;
+}
+
+/* A whole stream: open, pump, check the counters, free. Returns its status. */
+static int stream_all(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const uint8_t *in,
+                      size_t len, uint64_t seed, size_t max_in, size_t max_out, sink *k)
+{
+    gpucomp_stream *s = NULL;
+    int rc = gpucomp_stream_open(c, dir, o, &s);
+    ck_assert_msg(rc == GPUCOMP_OK, "stream open: %s", gpucomp_last_error(c));
+    rc = pump(s, in, len, seed, max_in, max_out, k);
+    ck_assert_uint_eq(gpucomp_stream_bytes_out(s), k->len);
+    if (rc == GPUCOMP_OK && !gpucomp_stream_trailing_garbage(s, NULL)) {
+        ck_assert_uint_eq(gpucomp_stream_bytes_in(s), len);
+        ck_assert_int_ne(gpucomp_stream_backend(s), GPUCOMP_BACKEND_UNKNOWN);
+    }
+    gpucomp_stream_free(s);
+    return rc;
+}
+
+static uint8_t *text(size_t len, uint64_t seed)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(p);
+    fill_test_data(p, len, 2, seed);
+    return p;
+}
+
+/* ---- round trips --------------------------------------------------------- */
+
+typedef struct round_case {
+    gpucomp_codec codec;
+    int level;
+    size_t len;
+    size_t max_in, max_out;
+} round_case;
+
+static const round_case round_cases[] = {
+    { GPUCOMP_CODEC_BZIP2, 9, 0, 16, 16 },
+    { GPUCOMP_CODEC_BZIP2, 9, 1, 16, 1 },
+    { GPUCOMP_CODEC_BZIP2, 9, 5000, 700, 1 },           /* 1-byte output buffers throughout */
+    { GPUCOMP_CODEC_BZIP2, 9, 900 * 1000 + 17, 200000, 70000 }, /* two blocks */
+    { GPUCOMP_CODEC_BZIP2, 1, 0, 16, 16 },
+    { GPUCOMP_CODEC_BZIP2, 1, 1, 16, 16 },
+    { GPUCOMP_CODEC_BZIP2, 1, 40 * MiB + 123, 3 * MiB, 1 * MiB }, /* past the 32 MiB part boundary */
+    { GPUCOMP_CODEC_RLE, 0, 0, 16, 16 },
+    { GPUCOMP_CODEC_RLE, 0, 1, 16, 1 },
+    { GPUCOMP_CODEC_RLE, 0, 32 * MiB, 5 * MiB, 2 * MiB },       /* exactly one part */
+    { GPUCOMP_CODEC_RLE, 0, 33 * MiB + 5, 9 * MiB, 3 * MiB },   /* one part and a bit */
+    { GPUCOMP_CODEC_RLE, 0, 70 * MiB + 1, 17 * MiB, 5 * MiB },  /* three parts; pieces over a frame */
+};
+
+/*
+ * Compress through a stream, compare with the whole-buffer answer (bzip2:
+ * byte for byte; rle: the same frames for a one-part input), and
+ * decompress through a stream to the original.
+ */
+START_TEST(test_round_trip)
+{
+    const round_case *rc_ = &round_cases[_i];
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_options o;
+    gpucomp_options_init(&o, rc_->codec);
+    if (rc_->level)
+        o.level = rc_->level;
+    uint8_t *data = text(rc_->len, 1000 + (uint64_t)_i);
+    sink packed = { 0 }, unpacked = { 0 };
+    int rc = stream_all(c, GPUCOMP_COMPRESS, &o, data, rc_->len, 7 + (uint64_t)_i, rc_->max_in, rc_->max_out,
+                        &packed);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress stream of %zu bytes: %s", rc_->len, gpucomp_last_error(c));
+    void *whole = NULL;
+    size_t whole_len = 0;
+    rc = gpucomp_compress(c, &o, data, rc_->len, &whole, &whole_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "whole compress: %s", gpucomp_last_error(c));
+    if (rc_->codec == GPUCOMP_CODEC_BZIP2 || rc_->len <= 32 * MiB) {
+        ck_assert_uint_eq(packed.len, whole_len);
+        ck_assert_msg(memcmp(packed.buf, whole, whole_len) == 0, "stream output differs from gpucomp_compress's");
+    }
+    gpucomp_free(whole);
+    rc = stream_all(c, GPUCOMP_DECOMPRESS, &o, packed.buf, packed.len, 99 + (uint64_t)_i, rc_->max_in,
+                    rc_->max_out, &unpacked);
+    ck_assert_msg(rc == GPUCOMP_OK, "decompress stream: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(unpacked.len, rc_->len);
+    ck_assert_msg(rc_->len == 0 || memcmp(unpacked.buf, data, rc_->len) == 0, "round trip differs");
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK); /* the client serves blocking calls again */
+    free(packed.buf);
+    free(unpacked.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* ---- decompression's ends ---------------------------------------------------- */
+
+static void compress_whole(gpucomp_client *c, const gpucomp_options *o, const uint8_t *data, size_t len,
+                           uint8_t **out, size_t *out_len)
+{
+    void *p = NULL;
+    int rc = gpucomp_compress(c, o, data, len, &p, out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
+    *out = p;
+}
+
+/* A bzip2 stream followed by garbage: the prefix, OK, and where the garbage began. */
+static void check_garbage(const uint8_t *garbage, size_t garbage_len, size_t max_in)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 300 * 1000;
+    uint8_t *data = text(len, 5);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    uint8_t *packed;
+    size_t packed_len;
+    compress_whole(c, &o, data, len, &packed, &packed_len);
+    uint8_t *in = malloc(packed_len + garbage_len);
+    memcpy(in, packed, packed_len);
+    memcpy(in + packed_len, garbage, garbage_len);
+
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_DECOMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    int rc = pump(s, in, packed_len + garbage_len, 3, max_in, 4096, &k);
+    ck_assert_msg(rc == GPUCOMP_OK, "stream with trailing garbage: %s", gpucomp_last_error(c));
+    uint64_t offset = 0;
+    ck_assert_int_eq(gpucomp_stream_trailing_garbage(s, &offset), 1);
+    ck_assert_uint_eq(offset, packed_len);
+    ck_assert_uint_eq(k.len, len);
+    ck_assert(memcmp(k.buf, data, len) == 0);
+    gpucomp_stream_free(s);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+
+    /* The same stream without garbage says so. */
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_DECOMPRESS, &o, &s), GPUCOMP_OK);
+    k.len = 0;
+    ck_assert_int_eq(pump(s, packed, packed_len, 4, max_in, 4096, &k), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_stream_trailing_garbage(s, &offset), 0);
+    ck_assert_uint_eq(k.len, len);
+    gpucomp_stream_free(s);
+    free(k.buf);
+    free(in);
+    gpucomp_free(packed);
+    free(data);
+    gpucomp_close(c);
+}
+
+START_TEST(test_trailing_newline)
+{
+    check_garbage((const uint8_t *)"\n", 1, 50000);
+}
+END_TEST
+
+START_TEST(test_trailing_zeros)
+{
+    static const uint8_t zeros[100000];
+    check_garbage(zeros, sizeof zeros, 7000);
+}
+END_TEST
+
+/* A damaged block: an error, and what came before it is a correct prefix. */
+START_TEST(test_corrupt_after_prefix)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 500 * 1000; /* five level-1 blocks */
+    uint8_t *data = text(len, 11);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    uint8_t *packed;
+    size_t packed_len;
+    compress_whole(c, &o, data, len, &packed, &packed_len);
+    packed[packed_len * 3 / 4] ^= 0x55; /* inside the fourth block or so */
+
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_DECOMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    int rc = pump(s, packed, packed_len, 5, 10000, 3000, &k);
+    ck_assert_msg(rc == GPUCOMP_E_CORRUPT || rc == GPUCOMP_E_CRC, "corrupt stream gave %s (%s)",
+                  gpucomp_strerror(rc), gpucomp_last_error(c));
+    ck_assert_str_ne(gpucomp_last_error(c), "");
+    ck_assert_uint_le(k.len, len);
+    ck_assert_msg(k.len == 0 || memcmp(k.buf, data, k.len) == 0, "output before the error is not a prefix");
+    /* Later calls repeat the error and move nothing. */
+    uint8_t b[16];
+    gpucomp_inbuf ib = { b, 0, 0 };
+    gpucomp_outbuf ob = { b, sizeof b, 0 };
+    ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, NULL), rc);
+    ck_assert_uint_eq(ob.pos, 0);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_BUSY);
+    gpucomp_stream_free(s);
+    ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping after a failed stream: %s", gpucomp_last_error(c));
+    free(k.buf);
+    gpucomp_free(packed);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* max_output bounds the stream's whole output. */
+START_TEST(test_max_output)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 3 * MiB;
+    uint8_t *data = text(len, 12);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    uint8_t *packed;
+    size_t packed_len;
+    compress_whole(c, &o, data, len, &packed, &packed_len);
+    o.max_output = MiB;
+    sink k = { 0 };
+    int rc = stream_all(c, GPUCOMP_DECOMPRESS, &o, packed, packed_len, 6, 100000, 100000, &k);
+    ck_assert_msg(rc == GPUCOMP_E_LIMIT, "over max_output gave %s", gpucomp_strerror(rc));
+    ck_assert_uint_le(k.len, MiB);
+    /* The daemon enforces the limit before sending too much: its LIMIT leaves the connection usable. */
+    ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping after LIMIT: %s", gpucomp_last_error(c));
+    free(k.buf);
+    gpucomp_free(packed);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* ---- the client around a stream ----------------------------------------------- */
+
+/* Freeing an unfinished stream cancels it; the connection is usable at once. */
+START_TEST(test_free_mid_stream)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 20 * MiB;
+    uint8_t *data = text(len, 13);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    for (int round = 0; round < 3; round++) {
+        gpucomp_stream *s;
+        ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+        if (round > 0) { /* round 0: freed right after opening */
+            uint8_t obuf[4096];
+            gpucomp_inbuf ib = { data, round == 1 ? 1000 : len, 0 };
+            gpucomp_outbuf ob = { obuf, sizeof obuf, 0 };
+            ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_CONTINUE, NULL), GPUCOMP_OK);
+        }
+        gpucomp_stream_free(s);
+        ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping after freeing a stream (round %d): %s", round,
+                      gpucomp_last_error(c));
+    }
+    /* And a whole stream still works on the same client. */
+    sink k = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_COMPRESS, &o, data, MiB, 8, 100000, 100000, &k), GPUCOMP_OK);
+    ck_assert_uint_gt(k.len, 0);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* While a stream is open its client serves only it. */
+START_TEST(test_busy_while_open)
+{
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stream *s, *s2 = NULL;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_BUSY);
+    void *out = NULL;
+    size_t out_len = 0;
+    ck_assert_int_eq(gpucomp_compress(c, NULL, "abc", 3, &out, &out_len), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s2), GPUCOMP_E_BUSY);
+    ck_assert_ptr_null(s2);
+    gpucomp_stream_free(s);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* FLUSH: all input given so far is taken by the daemon, and (rle) its output is whole frames. */
+START_TEST(test_flush)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 2 * MiB;
+    uint8_t *data = text(len, 14);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    uint8_t *obuf = malloc(MiB);
+    size_t half = len / 2, pending = 1;
+    gpucomp_inbuf ib = { data, half, 0 };
+    int loops = 0;
+    do {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_FLUSH, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+        ck_assert_int_lt(++loops, 100000);
+    } while (pending);
+    ck_assert_uint_eq(ib.pos, half);
+    ck_assert_uint_eq(gpucomp_stream_bytes_in(s), half);
+    /* The rest, and the end: the whole output decodes to the input (two runs of frames). */
+    gpucomp_inbuf ib2 = { data + half, len - half, 0 };
+    do {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &ib2, &ob, GPUCOMP_END, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+    } while (pending);
+    gpucomp_stream_free(s);
+    sink back = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_DECOMPRESS, &o, k.buf, k.len, 15, MiB, MiB, &back), GPUCOMP_OK);
+    ck_assert_uint_eq(back.len, len);
+    ck_assert(memcmp(back.buf, data, len) == 0);
+    free(back.buf);
+    free(obuf);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/* A timeout while the daemon has nothing to say: E_IO, the connection closed. */
+START_TEST(test_timeout)
+{
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_set_timeout(c, 300);
+    gpucomp_set_reconnect(c, 0); /* so that the closed connection shows */
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    uint8_t in[100] = { 0 }, obuf[100];
+    /* The end of a stream whose final frame the daemon cannot send: it is stopped (SIGSTOP). */
+    kill(daemon_under_test.pid, SIGSTOP);
+    gpucomp_inbuf ib = { in, sizeof in, 0 };
+    gpucomp_outbuf ob = { obuf, sizeof obuf, 0 };
+    size_t pending;
+    int rc = gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, &pending);
+    kill(daemon_under_test.pid, SIGCONT);
+    ck_assert_msg(rc == GPUCOMP_E_IO, "stopped daemon gave %s", gpucomp_strerror(rc));
+    ck_assert_msg(strstr(gpucomp_last_error(c), "timed out") != NULL, "message: %s", gpucomp_last_error(c));
+    gpucomp_stream_free(s);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IO);
+    gpucomp_close(c);
+    /* With reconnection (the default), the next blocking call opens a new connection. */
+    c = connect_or_fail();
+    gpucomp_set_timeout(c, 300);
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    kill(daemon_under_test.pid, SIGSTOP);
+    ib.pos = 0;
+    rc = gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, &pending);
+    kill(daemon_under_test.pid, SIGCONT);
+    ck_assert_int_eq(rc, GPUCOMP_E_IO);
+    gpucomp_stream_free(s);
+    ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping after reconnecting: %s", gpucomp_last_error(c));
+    gpucomp_close(c);
+}
+END_TEST
+
+/* ---- the CLI: gigabytes through a pipe in bounded memory ----------------------------- */
+
+#define CLI_RSS_LIMIT_KB (128 * 1024)    /* gpucomp: a 1 MiB read buffer + one frame each way (<= 16 MiB) */
+#define DAEMON_RSS_LIMIT_KB (512 * 1024) /* gpucompd: window 64 MiB + 2 parts of 32 MiB in and out, per stream, two streams */
+
+static const char pattern[] = "gpucomp streams: the same line again and again, 0123456789\n";
+
+static void write_pattern(int fd, uint64_t total)
+{
+    static uint8_t buf[1 << 20];
+    size_t plen = sizeof pattern - 1;
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)pattern[i % plen];
+    uint64_t off = 0;
+    while (off < total) {
+        size_t start = (size_t)(off % plen);
+        size_t n = sizeof buf - plen; /* leave room to start mid-pattern */
+        n = n < total - off ? n : (size_t)(total - off);
+        ssize_t w = write(fd, buf + start, n);
+        if (w <= 0)
+            _exit(1);
+        off += (uint64_t)w;
+    }
+    _exit(0);
+}
+
+static pid_t spawn(const char *const *argv, int in_fd, int out_fd)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(in_fd, 0);
+        dup2(out_fd, 1);
+        for (int fd = 3; fd < 64; fd++)
+            close(fd);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static long daemon_hwm_kb(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)daemon_under_test.pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* Wait for pid; its exit status, and its peak RSS in kB. */
+static int reap(pid_t pid, long *maxrss_kb)
+{
+    int st;
+    struct rusage ru;
+    ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+    *maxrss_kb = ru.ru_maxrss;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/*
+ * generator | gpucomp -c -a rle | gpucomp -dc -a rle | this process, which
+ * checks every byte against the pattern: GPUCOMP_STREAM_TEST_BYTES (default
+ * 5 GiB) of input, and each process's peak RSS under its bound.
+ */
+START_TEST(test_cli_pipe_bounded_memory)
+{
+    const char *bin = getenv("GPUCOMP");
+    ck_assert_msg(bin != NULL, "GPUCOMP (path of the CLI) is not set");
+    const char *env = getenv("GPUCOMP_STREAM_TEST_BYTES");
+    uint64_t total = env ? strtoull(env, NULL, 0) : (uint64_t)5 << 30;
+    setenv("GPUCOMP_SOCKET", daemon_under_test.socket_path, 1);
+    int p1[2], p2[2], p3[2];
+    ck_assert(pipe(p1) == 0 && pipe(p2) == 0 && pipe(p3) == 0);
+    pid_t gen = fork();
+    ck_assert_int_ge(gen, 0);
+    if (gen == 0) {
+        close(p1[0]);
+        write_pattern(p1[1], total);
+    }
+    const char *cargv[] = { bin, "-c", "-a", "rle", "--no-fallback", NULL };
+    const char *dargv[] = { bin, "-dc", "-a", "rle", "--no-fallback", NULL };
+    pid_t comp = spawn(cargv, p1[0], p2[1]);
+    pid_t decomp = spawn(dargv, p2[0], p3[1]);
+    close(p1[0]);
+    close(p1[1]);
+    close(p2[0]);
+    close(p2[1]);
+    close(p3[1]);
+
+    static uint8_t buf[1 << 20];
+    size_t plen = sizeof pattern - 1;
+    uint64_t got = 0;
+    bool same = true;
+    ssize_t n;
+    while ((n = read(p3[0], buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n && same; i++)
+            same = buf[i] == (uint8_t)pattern[(got + (uint64_t)i) % plen];
+        got += (uint64_t)n;
+    }
+    close(p3[0]);
+    long gen_kb, comp_kb, decomp_kb;
+    ck_assert_int_eq(reap(gen, &gen_kb), 0);
+    int comp_st = reap(comp, &comp_kb), decomp_st = reap(decomp, &decomp_kb);
+    long daemon_kb = daemon_hwm_kb();
+    fprintf(stderr, "cli pipe: %llu bytes; peak RSS kB: gpucomp -c %ld, gpucomp -dc %ld, gpucompd %ld\n",
+            (unsigned long long)got, comp_kb, decomp_kb, daemon_kb);
+    ck_assert_int_eq(comp_st, 0);
+    ck_assert_int_eq(decomp_st, 0);
+    ck_assert_msg(same, "output differs from the input");
+    ck_assert_uint_eq(got, total);
+    ck_assert_int_lt(comp_kb, CLI_RSS_LIMIT_KB);
+    ck_assert_int_lt(decomp_kb, CLI_RSS_LIMIT_KB);
+    ck_assert_int_gt(daemon_kb, 0);
+    ck_assert_int_lt(daemon_kb, DAEMON_RSS_LIMIT_KB);
+}
+END_TEST
+
+static Suite *stream_suite(void)
+{
+    Suite *s = suite_create("stream");
+    TCase *api = tcase_create("api");
+    tcase_add_checked_fixture(api, setup, teardown);
+    tcase_set_timeout(api, 120);
+    tcase_add_loop_test(api, test_round_trip, 0, sizeof round_cases / sizeof round_cases[0]);
+    tcase_add_test(api, test_trailing_newline);
+    tcase_add_test(api, test_trailing_zeros);
+    tcase_add_test(api, test_corrupt_after_prefix);
+    tcase_add_test(api, test_max_output);
+    tcase_add_test(api, test_free_mid_stream);
+    tcase_add_test(api, test_busy_while_open);
+    tcase_add_test(api, test_flush);
+    tcase_add_test(api, test_timeout);
+    suite_add_tcase(s, api);
+    TCase *cli = tcase_create("cli");
+    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_set_timeout(cli, 300);
+    tcase_add_test(cli, test_cli_pipe_bounded_memory);
+    suite_add_tcase(s, cli);
+    return s;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *r = srunner_create(stream_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
