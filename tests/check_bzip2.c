@@ -1502,6 +1502,735 @@ START_TEST(test_stage_contracts)
 }
 END_TEST
 
+/* ---- streaming: splicing parts and partial decoding ---- */
+
+START_TEST(test_eos_magic_aperiodic)
+{
+    /* bz2_stream_body finds the end marker from the end trying 0..7 padding
+     * bits; two matches at offsets d apart (d = 1..7) would need the 48-bit
+     * magic to equal itself shifted by d on their 48-d overlapping bits. */
+    for (unsigned d = 1; d <= 7; d++) {
+        uint64_t m = BZ2_EOS_MAGIC;
+        ck_assert_msg((m >> d) != (m & ((1ull << (48 - d)) - 1)), "eos magic has period %u", d);
+    }
+    /* the check does see a periodic value */
+    uint64_t p = 0xaaaaaaaaaaaaull;
+    ck_assert((p >> 2) == (p & ((1ull << 46) - 1)));
+    /* and, directly: the magic followed by any CRC and padding never shows
+     * the magic at a second padding offset */
+    uint8_t b[11];
+    for (unsigned pad = 0; pad < 8; pad++) {
+        for (int trial = 0; trial < 64; trial++) {
+            memset(b, 0, sizeof b);
+            uint64_t start = 8 - pad; /* 88 bits: magic at start, CRC, pad zero bits */
+            set_bits(b, start, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24));
+            set_bits(b, start + 24, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff));
+            set_bits(b, start + 48, 32, rnd());
+            int hits = 0;
+            for (unsigned q = 0; q < 8; q++)
+                hits += bits_at(b, 11, 88 - q - 80, 48) == BZ2_EOS_MAGIC;
+            ck_assert_int_eq(hits, 1);
+        }
+    }
+}
+END_TEST
+
+/* Reference: append bits [0, nbits) of src to dst at bit *dbits, one by one. */
+static void ref_append(uint8_t *dst, uint64_t *dbits, const uint8_t *src, uint64_t nbits)
+{
+    for (uint64_t i = 0; i < nbits; i++, (*dbits)++) {
+        unsigned bit = (src[i / 8] >> (7 - i % 8)) & 1;
+        uint8_t mask = (uint8_t)(0x80 >> (*dbits % 8));
+        dst[*dbits / 8] = (uint8_t)(bit ? dst[*dbits / 8] | mask : dst[*dbits / 8] & ~mask);
+    }
+}
+
+START_TEST(test_splice_every_shift)
+{
+    /* Random bit strings of many lengths spliced one after the other, from
+     * every starting shift 0..7: bytes, pending bits and counters equal a
+     * bit-by-bit reference; bits past nbits in src never leak. */
+    enum { CAP = 4096 };
+    uint8_t *src = malloc(CAP), *ref = calloc(1, 4 * CAP), *got = calloc(1, 4 * CAP + 16);
+    static const uint64_t lens[] = { 0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 71, 72, 127, 128, 129,
+                                     255, 1000, 4093, 8 * 777 + 3, 8 * CAP - 1 };
+    for (unsigned shift = 0; shift < 8; shift++) {
+        for (int round = 0; round < 6; round++) {
+            memset(ref, 0, 4 * CAP);
+            memset(got, 0xee, 4 * CAP + 16);
+            uint64_t rbits = 0;
+            size_t glen = 0;
+            bz2_splicer sp = { 0 };
+            /* the first piece sets the shift */
+            for (size_t i = 0; i < CAP; i++)
+                src[i] = (uint8_t)rnd();
+            glen += bz2_splice(&sp, src, shift, got + glen);
+            ref_append(ref, &rbits, src, shift);
+            for (int k = 0; k < 4; k++) {
+                uint64_t n = lens[rnd() % (sizeof lens / sizeof lens[0])];
+                if (rbits + n > 8ull * 4 * CAP - 64)
+                    break;
+                for (size_t i = 0; i < CAP; i++)
+                    src[i] = (uint8_t)rnd(); /* including bits past n: must be ignored */
+                size_t w = bz2_splice(&sp, src, n, got + glen);
+                ck_assert_uint_le(w, n / 8 + 1);
+                glen += w;
+                ref_append(ref, &rbits, src, n);
+                ck_assert_uint_eq(sp.bits, rbits);
+                ck_assert_uint_eq(glen, rbits / 8);
+                ck_assert_uint_eq(sp.nacc, rbits % 8);
+                ck_assert_msg(memcmp(got, ref, glen) == 0, "shift %u: bytes differ", shift);
+                uint8_t want_acc = sp.nacc ? (uint8_t)(ref[glen] & (0xff00u >> sp.nacc)) : 0;
+                ck_assert_uint_eq(sp.acc, want_acc);
+            }
+            /* finish: magic, CRC, zero padding */
+            uint32_t crc = rnd();
+            uint8_t tail[10];
+            for (int k = 0; k < 6; k++)
+                tail[k] = (uint8_t)(BZ2_EOS_MAGIC >> (40 - 8 * k));
+            for (int k = 0; k < 4; k++)
+                tail[6 + k] = (uint8_t)(crc >> (24 - 8 * k));
+            ref_append(ref, &rbits, tail, 80);
+            size_t w = bz2_splice_finish(&sp, crc, got + glen);
+            ck_assert_uint_eq(w, (rbits + 7) / 8 - glen);
+            glen += w;
+            ck_assert_uint_eq(sp.nacc, 0);
+            ck_assert_uint_eq(sp.bits % 8, 0);
+            ck_assert(memcmp(got, ref, glen) == 0);
+        }
+    }
+    free(src);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+static uint8_t *counted_compress(const uint8_t *src, size_t n, int level, unsigned threads, size_t *len,
+                                 uint32_t *blocks)
+{
+    bz2_options o = { .level = level, .threads = threads };
+    uint8_t *out = NULL;
+    gc_error err;
+    ck_assert_int_eq(bz2_compress_counted(src, n, &o, &out, len, blocks, &err), GC_OK);
+    return out;
+}
+
+/* One stream from the streams of consecutive parts: header, the parts'
+ * bodies spliced, end marker with the folded combined CRC. */
+static uint8_t *splice_parts(uint8_t *const *parts, const size_t *lens, const uint32_t *blocks, int nparts,
+                             int level, size_t *out_len)
+{
+    size_t cap = 16;
+    for (int i = 0; i < nparts; i++)
+        cap += lens[i] + 1;
+    uint8_t *out = malloc(cap);
+    bz2_splicer sp = { 0 };
+    size_t o = bz2_splice_header(&sp, level, out);
+    ck_assert_uint_eq(o, 4);
+    uint32_t combined = 0;
+    for (int i = 0; i < nparts; i++) {
+        uint64_t body;
+        uint32_t c;
+        gc_error err;
+        ck_assert_int_eq(bz2_stream_body(parts[i], lens[i], &body, &c, &err), GC_OK);
+        ck_assert_uint_eq(parts[i][3], '0' + level);
+        /* the body starts right after the 32-bit header: byte 4 */
+        o += bz2_splice(&sp, parts[i] + 4, body, out + o);
+        combined = bz2_combine_parts(combined, blocks[i], c);
+    }
+    o += bz2_splice_finish(&sp, combined, out + o);
+    ck_assert_uint_le(o, cap);
+    *out_len = o;
+    return out;
+}
+
+START_TEST(test_stream_body)
+{
+    gc_error err;
+    uint64_t body;
+    uint32_t c;
+    for (int level = 1; level <= 9; level += 4) {
+        size_t sizes[] = { 0, 1, 77, 3000, 250000 };
+        for (int k = 0; k < 5; k++) {
+            uint8_t *t = make_text(sizes[k]);
+            size_t len;
+            uint32_t blocks = 99;
+            uint8_t *z = counted_compress(t, sizes[k], level, 2, &len, &blocks);
+            ck_assert_uint_eq(blocks, sizes[k] ? (sizes[k] + bz2_block_limit(level) - 1) / bz2_block_limit(level) : 0);
+            ck_assert_int_eq(bz2_stream_body(z, len, &body, &c, &err), GC_OK);
+            ck_assert_uint_eq(body == 0, blocks == 0);
+            ck_assert_uint_le(len * 8 - (32 + body + 80), 7);
+            ck_assert_uint_eq(c, (uint32_t)bits_at(z, len, 32 + body + 48, 32));
+            /* the same stream re-spliced from its own body */
+            uint8_t *parts[1] = { z };
+            size_t ls[1] = { len }, rl;
+            uint8_t *re = splice_parts(parts, ls, &blocks, 1, level, &rl);
+            ck_assert_uint_eq(rl, len);
+            ck_assert(memcmp(re, z, len) == 0);
+            /* not a stream of ours: bad level, cut end, garbage after it */
+            uint8_t *m = malloc(len + 1);
+            memcpy(m, z, len);
+            m[3] = '0';
+            ck_assert_int_eq(bz2_stream_body(m, len, &body, &c, &err), GC_E_CORRUPT);
+            m[3] = z[3];
+            ck_assert_int_eq(bz2_stream_body(m, len - 1, &body, &c, &err), GC_E_CORRUPT);
+            m[len] = 0x5a;
+            ck_assert_int_eq(bz2_stream_body(m, len + 1, &body, &c, &err), GC_E_CORRUPT);
+            if ((32 + body + 80) % 8) { /* a set padding bit */
+                m[len - 1] |= 1;
+                ck_assert_int_eq(bz2_stream_body(m, len, &body, &c, &err), GC_E_CORRUPT);
+            }
+            free(m);
+            free(re);
+            free(z);
+            free(t);
+        }
+    }
+    ck_assert_int_eq(bz2_stream_body((const uint8_t *)"BZh9", 4, &body, &c, &err), GC_E_CORRUPT);
+    ck_assert_int_eq(bz2_stream_body(NULL, 0, &body, &c, &err), GC_E_INVALID);
+    ck_assert_uint_eq(bz2_combine_parts(0x80000001u, 33, 0), 0x00000003u);
+    ck_assert_uint_eq(bz2_combine_parts(0x12345678u, 32, 1), 0x12345679u);
+}
+END_TEST
+
+START_TEST(test_splice_small_parts)
+{
+    /* Parts smaller than a segment: the spliced stream is not what one
+     * bz2_compress would write, but it must equal the bit-by-bit reference
+     * concatenation and decode (stream CRC included: the fold) to the whole. */
+    for (int trial = 0; trial < 12; trial++) {
+        int level = trial % 2 ? 9 : 1, np = 2 + trial % 4;
+        uint8_t *parts[6], *src[6];
+        size_t lens[6], n[6], total = 0;
+        uint32_t blocks[6];
+        for (int i = 0; i < np; i++) {
+            n[i] = (i + trial) % 3 == 0 ? rnd() % 300000 : rnd() % 2000;
+            if (trial == 3 && i == 1)
+                n[i] = 0; /* an empty part: no blocks */
+            src[i] = make_text(n[i]);
+            parts[i] = counted_compress(src[i], n[i], level, 0, &lens[i], &blocks[i]);
+            total += n[i];
+        }
+        size_t sl;
+        uint8_t *s = splice_parts(parts, lens, blocks, np, level, &sl);
+        /* reference */
+        uint8_t *ref = calloc(1, sl + 16);
+        uint64_t rb = 0;
+        uint32_t combined = 0;
+        ref_append(ref, &rb, parts[0], 32);
+        for (int i = 0; i < np; i++) {
+            uint64_t body;
+            uint32_t c;
+            gc_error err;
+            ck_assert_int_eq(bz2_stream_body(parts[i], lens[i], &body, &c, &err), GC_OK);
+            uint8_t *b = calloc(1, lens[i]);
+            uint64_t bb = 0;
+            for (uint64_t k = 0; k < body; k++) { /* bits 32.. of the part */
+                unsigned bit = (parts[i][(32 + k) / 8] >> (7 - (32 + k) % 8)) & 1;
+                b[bb / 8] |= (uint8_t)(bit << (7 - bb % 8));
+                bb++;
+            }
+            ref_append(ref, &rb, b, body);
+            free(b);
+            for (uint32_t k = 0; k < blocks[i]; k++)
+                combined = (combined << 1) | (combined >> 31);
+            combined ^= c;
+        }
+        uint8_t t[10];
+        for (int k = 0; k < 6; k++)
+            t[k] = (uint8_t)(BZ2_EOS_MAGIC >> (40 - 8 * k));
+        for (int k = 0; k < 4; k++)
+            t[6 + k] = (uint8_t)(combined >> (24 - 8 * k));
+        ref_append(ref, &rb, t, 80);
+        ck_assert_uint_eq(sl, (rb + 7) / 8);
+        ck_assert(memcmp(s, ref, sl) == 0);
+        uint8_t *want = malloc(total + 1);
+        size_t at = 0;
+        for (int i = 0; i < np; i++) {
+            memcpy(want + at, src[i], n[i]);
+            at += n[i];
+        }
+        check_ours_decodes(s, sl, want, total, 2);
+        uint8_t *lb;
+        size_t ll;
+        ck_assert_int_eq(libbz2_decompress(s, sl, &lb, &ll), BZ_OK);
+        ck_assert_uint_eq(ll, total);
+        ck_assert(total == 0 || memcmp(lb, want, total) == 0);
+        free(lb);
+        free(want);
+        free(ref);
+        free(s);
+        for (int i = 0; i < np; i++) {
+            free(parts[i]);
+            free(src[i]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_splice_segment_identity)
+{
+    /* 40 MiB of text at level 1: compressing the first 32 MiB segment and
+     * the 8 MiB after it separately and splicing them is bit for bit
+     * bz2_compress of the whole (blocks never cross the segment boundary). */
+    size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
+    uint8_t *t = make_text(n);
+    size_t wl;
+    uint32_t wb;
+    uint8_t *whole = counted_compress(t, n, 1, 0, &wl, &wb);
+    uint8_t *parts[2];
+    size_t lens[2];
+    uint32_t blocks[2];
+    parts[0] = counted_compress(t, BZ2_SEGMENT_BYTES, 1, 0, &lens[0], &blocks[0]);
+    parts[1] = counted_compress(t + BZ2_SEGMENT_BYTES, n - BZ2_SEGMENT_BYTES, 1, 0, &lens[1], &blocks[1]);
+    ck_assert_uint_eq(blocks[0] + blocks[1], wb);
+    size_t sl;
+    uint8_t *s = splice_parts(parts, lens, blocks, 2, 1, &sl);
+    ck_assert_uint_eq(sl, wl);
+    ck_assert(memcmp(s, whole, wl) == 0);
+    free(s);
+    free(parts[0]);
+    free(parts[1]);
+    free(whole);
+    free(t);
+}
+END_TEST
+
+/* The daemon's way: keep the unconsumed tail, append the next piece, call
+ * bz2_decompress_part with more = 1 until the last piece. pieces[] are the
+ * piece lengths (summing to n). Returns the final status; *out gets the
+ * concatenated output, *garbage_abs the absolute offset of trailing garbage
+ * (or (size_t)-1). */
+typedef struct streamed {
+    int rc;
+    gc_error err;
+    uint8_t *out;
+    size_t out_len;
+    size_t garbage_abs;
+    bz2_dstate st;
+    unsigned calls;
+} streamed;
+
+static void stream_decode(const uint8_t *in, size_t n, const size_t *pieces, size_t npieces, unsigned threads,
+                          streamed *r)
+{
+    memset(r, 0, sizeof *r);
+    r->garbage_abs = (size_t)-1;
+    uint8_t *buf = malloc(n + 1);
+    size_t blen = 0, fed = 0, consumed_abs = 0, ocap = 1024;
+    r->out = malloc(ocap);
+    for (size_t p = 0; p < npieces; p++) {
+        memcpy(buf + blen, in + fed, pieces[p]);
+        blen += pieces[p];
+        fed += pieces[p];
+        int more = p + 1 < npieces;
+        uint8_t *o = NULL;
+        size_t ol = 0, used = 0;
+        unsigned bit0 = r->st.bit;
+        int had_garbage = r->st.garbage;
+        r->calls++;
+        r->rc = bz2_decompress_part(buf, blen, more, &r->st, 0, threads, NULL, &o, &ol, &used, &r->err);
+        if (r->rc != GC_OK) {
+            ck_assert(o == NULL);
+            break;
+        }
+        ck_assert(o != NULL);
+        ck_assert_uint_le(used, blen);
+        ck_assert_uint_le(r->st.bit, 7);
+        if (more && blen >= BZ2_PART_PROGRESS_BYTES) /* the progress bound */
+            ck_assert_msg(used > 0 || r->st.bit != bit0, "no progress with %zu bytes", blen);
+        if (!more)
+            ck_assert_msg(used == blen && r->st.bit == 0, "last call left %zu of %zu bytes", blen - used, blen);
+        if (had_garbage)
+            ck_assert_uint_eq(ol, 0);
+        else if (r->st.garbage)
+            r->garbage_abs = consumed_abs + (size_t)r->st.garbage_at;
+        if (r->out_len + ol > ocap) {
+            while (r->out_len + ol > ocap)
+                ocap *= 2;
+            r->out = realloc(r->out, ocap);
+        }
+        memcpy(r->out + r->out_len, o, ol);
+        r->out_len += ol;
+        free(o);
+        memmove(buf, buf + used, blen - used);
+        blen -= used;
+        consumed_abs += used;
+    }
+    free(buf);
+}
+
+/* Streamed decode of in, cut as pieces[], must give bz2_decompress's result:
+ * same bytes and status, same message on error; trailing garbage is flagged
+ * at the offset where the whole decode sees it, with the output of the
+ * input before it. Returns the whole decode's status. */
+static int check_streamed(const uint8_t *in, size_t n, const size_t *pieces, size_t npieces, unsigned threads)
+{
+    uint8_t *want = NULL;
+    size_t wl = 0;
+    gc_error werr;
+    int wrc = bz2_decompress(in, n, 0, threads, &want, &wl, &werr);
+    streamed r;
+    stream_decode(in, n, pieces, npieces, threads, &r);
+    if (wrc == GC_E_CORRUPT && strstr(werr.msg, "trailing garbage after stream")) {
+        ck_assert_msg(r.rc == GC_OK, "streamed: %d %s (whole: %s)", r.rc, r.err.msg, werr.msg);
+        ck_assert(r.st.garbage);
+        char msg[128];
+        snprintf(msg, sizeof msg, "bzip2: trailing garbage after stream %u", r.st.stream_no);
+        ck_assert_str_eq(msg, werr.msg);
+        /* the output is the decode of what precedes the garbage */
+        ck_assert(r.garbage_abs != (size_t)-1 && r.garbage_abs < n);
+        uint8_t *pre;
+        size_t pl;
+        gc_error perr;
+        ck_assert_int_eq(bz2_decompress(in, r.garbage_abs, 0, threads, &pre, &pl, &perr), GC_OK);
+        ck_assert_uint_eq(pl, r.out_len);
+        ck_assert(pl == 0 || memcmp(pre, r.out, pl) == 0);
+        free(pre);
+    } else {
+        ck_assert_msg(r.rc == wrc, "streamed status %d (%s), whole %d (%s)", r.rc, r.err.msg, wrc,
+                      wrc ? werr.msg : "ok");
+        ck_assert(!r.st.garbage);
+        if (wrc == GC_OK) {
+            ck_assert_uint_eq(r.out_len, wl);
+            ck_assert(wl == 0 || memcmp(r.out, want, wl) == 0);
+        } else {
+            ck_assert_str_eq(r.err.msg, werr.msg);
+        }
+    }
+    free(r.out);
+    free(want);
+    return wrc;
+}
+
+/* Random cut schedule: npieces pieces of n bytes (some empty ones too). */
+static size_t random_pieces(size_t n, size_t *pieces, size_t max_pieces, size_t max_piece)
+{
+    size_t k = 0, left = n;
+    while (left && k + 1 < max_pieces) {
+        size_t p = rnd() % 8 == 0 ? 0 : 1 + rnd() % max_piece;
+        if (p > left)
+            p = left;
+        pieces[k++] = p;
+        left -= p;
+    }
+    pieces[k++] = left;
+    return k;
+}
+
+static void check_streamed_schedules(const uint8_t *in, size_t n, int every_cut, int one_byte, int randoms,
+                                     size_t max_piece)
+{
+    size_t *pieces = malloc((n + 2) * sizeof *pieces);
+    if (one_byte) {
+        for (size_t i = 0; i < n; i++)
+            pieces[i] = 1;
+        pieces[0] = n ? 1 : 0;
+        check_streamed(in, n, pieces, n ? n : 1, 1 + (unsigned)(n % 2));
+    }
+    if (every_cut) {
+        for (size_t k = 0; k <= n; k++) {
+            pieces[0] = k;
+            pieces[1] = n - k;
+            check_streamed(in, n, pieces, 2, 1);
+        }
+    }
+    for (int t = 0; t < randoms; t++) {
+        size_t np = random_pieces(n, pieces, n + 2 < 4096 ? n + 2 : 4096, max_piece);
+        check_streamed(in, n, pieces, np, 1 + t % 3);
+    }
+    pieces[0] = n; /* one call */
+    check_streamed(in, n, pieces, 1, 2);
+    free(pieces);
+}
+
+/* A small stream with several tiny blocks (spliced from tiny parts), so
+ * that every cut position can be tried cheaply. */
+static uint8_t *tiny_multiblock(int level, int nparts, size_t *len, uint8_t **plain, size_t *plain_len)
+{
+    uint8_t *parts[8], *src[8];
+    size_t lens[8], n[8], total = 0;
+    uint32_t blocks[8];
+    for (int i = 0; i < nparts; i++) {
+        n[i] = 20 + rnd() % 200;
+        src[i] = make_text(n[i]);
+        parts[i] = counted_compress(src[i], n[i], level, 1, &lens[i], &blocks[i]);
+        total += n[i];
+    }
+    uint8_t *s = splice_parts(parts, lens, blocks, nparts, level, len);
+    *plain = malloc(total);
+    *plain_len = total;
+    size_t at = 0;
+    for (int i = 0; i < nparts; i++) {
+        memcpy(*plain + at, src[i], n[i]);
+        at += n[i];
+        free(parts[i]);
+        free(src[i]);
+    }
+    return s;
+}
+
+START_TEST(test_part_valid_streams)
+{
+    size_t len, pl;
+    uint8_t *plain;
+    /* tiny multi-block: every cut, 1-byte pieces */
+    uint8_t *s = tiny_multiblock(9, 5, &len, &plain, &pl);
+    check_ours_decodes(s, len, plain, pl, 1);
+    check_streamed_schedules(s, len, 1, 1, 20, 40);
+    free(s);
+    free(plain);
+    /* one-block level-9 stream: every cut, 1-byte pieces */
+    uint8_t *t = make_text(3000);
+    s = ours_compress(t, 3000, 9, 1, &len);
+    check_streamed_schedules(s, len, 1, 1, 10, 100);
+    free(s);
+    /* libbz2's stream, two levels */
+    for (int level = 1; level <= 9; level += 8) {
+        s = libbz2_compress(t, 3000, level, &len);
+        check_streamed_schedules(s, len, 0, 1, 20, 200);
+        free(s);
+    }
+    free(t);
+    /* bigger multi-block streams, ours at 1 and 9 and libbz2's: random cuts */
+    size_t n = 450000;
+    t = make_text(n);
+    for (int i = 0; i < 3; i++) {
+        s = i == 2 ? libbz2_compress(t, n, 1, &len) : ours_compress(t, n, i ? 9 : 1, 2, &len);
+        check_streamed_schedules(s, len, 0, 0, 6, len / 3);
+        check_streamed_schedules(s, len, 0, 0, 2, 5000);
+        free(s);
+    }
+    /* randomised blocks */
+    bz2_options o = { .level = 1, .threads = 2 };
+    gc_error err;
+    ck_assert_int_eq(bz2_compress_ex(t, 250000, &o, BZ2_ENC_RANDOMISE, &s, &len, &err), GC_OK);
+    check_streamed_schedules(s, len, 0, 0, 6, len / 2);
+    free(s);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_part_multistream)
+{
+    /* ours (tiny multi-block), libbz2's, an empty stream, ours again */
+    size_t l1, l2, l3, pl;
+    uint8_t *plain;
+    uint8_t *c1 = tiny_multiblock(1, 3, &l1, &plain, &pl);
+    uint8_t *c2 = libbz2_compress((const uint8_t *)"tail!", 5, 3, &l2);
+    uint8_t *c3 = ours_compress(NULL, 0, 5, 1, &l3);
+    size_t total = 2 * l1 + l2 + l3;
+    uint8_t *cat = malloc(total + 8);
+    memcpy(cat, c1, l1);
+    memcpy(cat + l1, c3, l3);
+    memcpy(cat + l1 + l3, c2, l2);
+    memcpy(cat + l1 + l3 + l2, c1, l1);
+    ck_assert_int_eq(check_streamed(cat, total, (size_t[]){ total }, 1, 1), GC_OK);
+    check_streamed_schedules(cat, total, 1, 1, 20, 30);
+    /* trailing garbage after stream 4: flagged at its offset, output before it */
+    static const char *tails[] = { "xyz", "BZh0", "BZx", "B?", "Z", "BZh91" };
+    for (int k = 0; k < 6; k++) {
+        size_t tl = strlen(tails[k]);
+        memcpy(cat + total, tails[k], tl);
+        check_streamed_schedules(cat, total + tl, 1, 1, 10, 20);
+        streamed r;
+        size_t pieces[3] = { total - 3, 2, tl + 1 };
+        stream_decode(cat, total + tl, pieces, 3, 1, &r);
+        if (k < 5) {
+            ck_assert_int_eq(r.rc, GC_OK);
+            ck_assert(r.st.garbage);
+            ck_assert_uint_eq(r.st.stream_no, 4);
+            ck_assert_uint_eq(r.garbage_abs, total);
+            ck_assert_uint_eq(r.out_len, 2 * pl + 5);
+        } else { /* "BZh9" and one byte: a truncated stream 5, not garbage */
+            ck_assert_int_eq(r.rc, GC_E_TRUNCATED);
+            ck_assert_str_eq(r.err.msg, "bzip2: stream 5: input ends before the end-of-stream marker");
+        }
+        free(r.out);
+    }
+    /* a "BZ" of a fifth stream cut short is truncation, not garbage */
+    memcpy(cat + total, "BZ", 2);
+    ck_assert_int_eq(check_streamed(cat, total + 2, (size_t[]){ total + 1, 1 }, 2, 1), GC_E_TRUNCATED);
+    free(cat);
+    free(plain);
+    free(c1);
+    free(c2);
+    free(c3);
+}
+END_TEST
+
+START_TEST(test_part_hostile)
+{
+    size_t len, pl;
+    uint8_t *plain;
+    uint8_t *s = tiny_multiblock(9, 4, &len, &plain, &pl);
+    uint8_t *m = malloc(len);
+    size_t pieces[64];
+    /* every bit flipped, a random cut schedule each */
+    int errors = 0;
+    for (size_t bit = 0; bit < len * 8; bit++) {
+        memcpy(m, s, len);
+        m[bit / 8] ^= (uint8_t)(0x80 >> (bit % 8));
+        size_t np = random_pieces(len, pieces, 64, 1 + rnd() % 60);
+        errors += check_streamed(m, len, pieces, np, 1 + (unsigned)(bit % 2)) != GC_OK;
+    }
+    /* padding, the level digit and bits of tables no selector picks may
+     * flip harmlessly; nearly everything else must be refused */
+    ck_assert_int_gt(errors, (int)(len * 8) * 9 / 10);
+    /* every truncation, fed in random pieces and in 1-byte pieces: always
+     * GC_E_TRUNCATED (a cut never reads as corruption: the streamed decode
+     * waits on exactly that) */
+    for (size_t k = 0; k < len; k++) {
+        size_t np = random_pieces(k, pieces, 64, 1 + rnd() % 30);
+        ck_assert_int_eq(check_streamed(s, k, pieces, np, 1), GC_E_TRUNCATED);
+    }
+    for (size_t k = 0; k < len; k += 7)
+        check_streamed_schedules(s, k, 0, 1, 0, 1);
+    free(m);
+    free(s);
+    free(plain);
+    /* header alone, header cut, empty input */
+    check_streamed_schedules((const uint8_t *)"BZh9", 4, 1, 1, 0, 1);
+    ck_assert_int_eq(check_streamed((const uint8_t *)"BZh9", 4, (size_t[]){ 2, 2 }, 2, 1), GC_E_TRUNCATED);
+    check_streamed_schedules((const uint8_t *)"BZh", 3, 1, 1, 0, 1);
+    check_streamed_schedules((const uint8_t *)"BZh0xxxxxxxxxxxx", 16, 1, 1, 0, 1);
+    check_streamed_schedules((const uint8_t *)"Q", 1, 1, 1, 0, 1);
+    streamed r;
+    stream_decode((const uint8_t *)"", 0, (size_t[]){ 0, 0, 0 }, 3, 1, &r);
+    ck_assert_int_eq(r.rc, GC_E_TRUNCATED);
+    ck_assert_str_eq(r.err.msg, "bzip2: empty input");
+    ck_assert_uint_eq(r.calls, 3);
+    free(r.out);
+    ck_assert_int_eq(check_streamed((const uint8_t *)"", 0, (size_t[]){ 0 }, 1, 1), GC_E_TRUNCATED);
+    /* invalid arguments */
+    bz2_dstate st = { .bit = 8 };
+    uint8_t *o;
+    size_t ol, used;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress_part((const uint8_t *)"BZh9", 4, 1, &st, 0, 1, NULL, &o, &ol, &used, &err),
+                     GC_E_INVALID);
+}
+END_TEST
+
+/* A stream with one block of 101 'a' whose Huffman tables are incomplete
+ * (RUNA 0, RUNB 100, EOB 101; 11x is no code); data RUNA RUNB EOB = a run
+ * of 5, so RLE1 "aaaa" + count 97. bad: RUNB becomes 110 (invalid) instead.
+ * *code_bit: where the data's first bit is. */
+static uint8_t *incomplete_table_stream(int bad, size_t *len, uint64_t *code_bit)
+{
+    uint8_t *b = calloc(1, 64);
+    uint8_t want[101];
+    memset(want, 'a', sizeof want);
+    uint32_t crc = bz2_crc(want, sizeof want);
+    memcpy(b, "BZh1", 4);
+    uint64_t p = 32;
+    set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC >> 24)), p += 24;
+    set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC & 0xffffff)), p += 24;
+    set_bits(b, p, 32, crc), p += 32;
+    set_bits(b, p, 1, 0), p += 1;
+    set_bits(b, p, 24, 0), p += 24;          /* origPtr */
+    set_bits(b, p, 16, 0x0200), p += 16;     /* range 6 (0x60..0x6f) */
+    set_bits(b, p, 16, 0x4000), p += 16;     /* byte 0x61 'a' */
+    set_bits(b, p, 3, 2), p += 3;            /* 2 tables */
+    set_bits(b, p, 15, 1), p += 15;          /* 1 selector */
+    set_bits(b, p, 1, 0), p += 1;            /* table 0 */
+    for (int t = 0; t < 2; t++) {            /* lengths 1, 3, 3 */
+        set_bits(b, p, 5, 1), p += 5;
+        set_bits(b, p, 1, 0), p += 1;        /* RUNA: 1 */
+        set_bits(b, p, 5, 0x14), p += 5;     /* +1 +1, RUNB: 3 */
+        set_bits(b, p, 1, 0), p += 1;        /* EOB: 3 */
+    }
+    *code_bit = p;
+    set_bits(b, p, 1, 0), p += 1;            /* RUNA */
+    set_bits(b, p, 3, bad ? 6 : 4), p += 3;  /* RUNB (or no code) */
+    set_bits(b, p, 3, 5), p += 3;            /* EOB */
+    set_bits(b, p, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24)), p += 24;
+    set_bits(b, p, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff)), p += 24;
+    set_bits(b, p, 32, crc), p += 32;
+    *len = (size_t)((p + 7) / 8);
+    return b;
+}
+
+START_TEST(test_part_incomplete_tables)
+{
+    /* The decoder peeks 20 bits for a code; with the input cut, those past
+     * the end read as zeros. Canonical codes fill the code space from 0, so
+     * the zero completion is valid whenever any completion is: a cut never
+     * turns into "invalid Huffman code", only truncation. */
+    size_t len;
+    uint64_t code_bit;
+    uint8_t *s = incomplete_table_stream(0, &len, &code_bit);
+    uint8_t want[101];
+    memset(want, 'a', sizeof want);
+    check_ours_decodes(s, len, want, sizeof want, 1);
+    for (size_t k = 0; k < len; k++) {
+        uint8_t *o;
+        size_t ol;
+        gc_error err;
+        ck_assert_int_eq(bz2_decompress(s, k, 0, 1, &o, &ol, &err), GC_E_TRUNCATED);
+    }
+    check_streamed_schedules(s, len, 1, 1, 10, 8);
+    free(s);
+    s = incomplete_table_stream(1, &len, &code_bit);
+    uint64_t bad_bits = code_bit + 1 + 2; /* the "11" that no code starts with */
+    for (size_t k = 0; k <= len; k++) {
+        uint8_t *o;
+        size_t ol;
+        gc_error err;
+        int rc = bz2_decompress(s, k, 0, 1, &o, &ol, &err);
+        if ((uint64_t)k * 8 >= bad_bits) {
+            ck_assert_int_eq(rc, GC_E_CORRUPT);
+            ck_assert_str_eq(err.msg, "bzip2: stream 1 block 1: invalid Huffman code");
+        } else {
+            ck_assert_int_eq(rc, GC_E_TRUNCATED);
+        }
+    }
+    check_streamed_schedules(s, len, 1, 1, 10, 8);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_part_long_block_bound)
+{
+    /* A block whose code lengths go up and down forever (1,0 1,1 ...: legal
+     * steps, never ending) is refused once it passes BZ2_MAX_BLOCK_COMPRESSED,
+     * by the whole decode and by the streamed one alike, and a streamed call
+     * holding BZ2_PART_PROGRESS_BYTES fails instead of waiting. */
+    size_t n = BZ2_PART_PROGRESS_BYTES + (1u << 20);
+    uint8_t *b = calloc(1, n);
+    memcpy(b, "BZh9", 4);
+    uint64_t p = 32;
+    set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC >> 24)), p += 24;
+    set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC & 0xffffff)), p += 24;
+    set_bits(b, p, 32, 0x12345678), p += 32; /* block CRC */
+    set_bits(b, p, 1, 0), p += 1;
+    set_bits(b, p, 24, 0), p += 24;          /* origPtr */
+    set_bits(b, p, 16, 0x8000), p += 16;     /* range 0 used */
+    set_bits(b, p, 16, 0x8000), p += 16;     /* byte 0 used */
+    set_bits(b, p, 3, 2), p += 3;            /* 2 tables */
+    set_bits(b, p, 15, 1), p += 15;          /* 1 selector */
+    set_bits(b, p, 1, 0), p += 1;            /* selector 0 */
+    set_bits(b, p, 5, 2), p += 5;            /* table 0 starts at length 2 */
+    for (; p + 4 <= (uint64_t)n * 8; p += 4)
+        set_bits(b, p, 4, 0xb); /* 1,0 (up) 1,1 (down) */
+    uint8_t *o;
+    size_t ol;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress(b, n, 0, 2, &o, &ol, &err), GC_E_CORRUPT);
+    ck_assert_msg(strstr(err.msg, "stream 1 block 1: compressed block exceeds 3145728 bytes") != NULL, "%s", err.msg);
+    /* the same within the bound is just truncated */
+    ck_assert_int_eq(bz2_decompress(b, BZ2_MAX_BLOCK_COMPRESSED, 0, 2, &o, &ol, &err), GC_E_TRUNCATED);
+    size_t pieces[6] = { 1u << 20, 1u << 20, 1u << 20, 1u << 20, 1u << 20, 0 };
+    streamed r;
+    stream_decode(b, n, pieces, 5, 2, &r);
+    ck_assert_int_eq(r.rc, GC_E_CORRUPT);
+    ck_assert_uint_eq(r.calls, 4); /* the call holding 4 MiB decides */
+    free(r.out);
+    check_streamed(b, n, pieces, 5, 1);
+    free(b);
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -1539,6 +2268,20 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_stages_foreign_stream);
     tcase_add_test(tc, test_stage_contracts);
     suite_add_tcase(s, tc);
+
+    TCase *streaming = tcase_create("streaming");
+    tcase_set_timeout(streaming, 300);
+    tcase_add_test(streaming, test_eos_magic_aperiodic);
+    tcase_add_test(streaming, test_splice_every_shift);
+    tcase_add_test(streaming, test_stream_body);
+    tcase_add_test(streaming, test_splice_small_parts);
+    tcase_add_test(streaming, test_splice_segment_identity);
+    tcase_add_test(streaming, test_part_valid_streams);
+    tcase_add_test(streaming, test_part_multistream);
+    tcase_add_test(streaming, test_part_hostile);
+    tcase_add_test(streaming, test_part_incomplete_tables);
+    tcase_add_test(streaming, test_part_long_block_bound);
+    suite_add_tcase(s, streaming);
 
     TCase *hostile = tcase_create("changing input");
     tcase_set_timeout(hostile, 300); /* bounded in time; sanitizers are slow */

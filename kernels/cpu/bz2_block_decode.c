@@ -9,11 +9,18 @@
  * not oversubscribed, <= 900000 BWT bytes; origPtr in stage 2), reads
  * past the end yield zero bits and are reported as truncation (stage 2
  * computes the output size before allocating it, for max_out).
- * Truncation is exact: as long as every bit consumed lies inside src the
- * decode is the one of the uncut input, and any failure once a bit past
- * the end was consumed (or, for a Huffman code, looked at) is
- * GC_E_TRUNCATED - so an input cut inside a block never reads as
- * GC_E_CORRUPT (the streamed decode relies on it).
+ * Truncation is exact, which the streamed decode (bz2_decompress_part)
+ * relies on: an input cut inside a block never reads as GC_E_CORRUPT. As
+ * long as every bit consumed lies inside src, the decode is the one of the
+ * uncut input; every failure once a bit past the end was consumed is
+ * turned into GC_E_TRUNCATED by fail(), and success needs no overrun at
+ * the EOB. The one look-ahead, decode_sym's 20-bit peek, cannot make a
+ * cut input fail early: canonical codes (complete or not) fill the 20-bit
+ * code space from 0 upwards without gaps (the codes of length l span
+ * [first[l] << (20-l), (first[l]+count[l]) << (20-l)) and
+ * first[l+1] = (first[l]+count[l]) << 1), so the valid windows are exactly
+ * [0, K); zeros past the end give the smallest completion of the real
+ * bits, which is invalid only if every completion is.
  * Semantics follow the reference decoder where the format leaves room
  * (docs/BZIP2.md, "Decoder acceptance rules").
  */
@@ -233,15 +240,8 @@ static int decode_symbols(dstate *d)
         }
         left--;
         int sym = decode_sym(h, br);
-        if (sym < 0) {
-            /* The 20 bits looked at may run past the end (zeros): then the
-             * code might have been valid with the rest of the input. A cut
-             * input must read as truncation, never as corruption (a streamed
-             * decode waits for more on GC_E_TRUNCATED). */
-            if (bz2_br_pos(br) + BZ2_MAX_CODE_LEN_DEC > (uint64_t)br->len * 8)
-                return fail(d, GC_E_TRUNCATED, "input ends inside the block data");
+        if (sym < 0) /* not a cut input's doing: see the file comment */
             return fail(d, GC_E_CORRUPT, "invalid Huffman code");
-        }
         if (sym <= BZ2_RUNB) {
             /* bijective base 2: RUNA adds weight, RUNB adds 2*weight */
             run += weight << sym;
