@@ -1,8 +1,10 @@
 /*
  * cli_file.c - one operand of gpucomp, the way gzip and bzip2 treat it:
- * decide whether to touch it at all, pick the output name and codec, read
- * it whole, send it through the daemon, write the result, and only then
- * remove the input.
+ * decide whether to touch it at all, pick the output name and codec, stream
+ * it through the daemon in pieces (writing the output as it comes, so memory
+ * stays bounded whatever the size), and only then remove the input. Local
+ * runs (--local, or no daemon) and a daemon without streams read the input
+ * whole and make one request.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -38,13 +40,21 @@ static bool in_place(const cli_session *s)
     return s->opts.mode != CLI_TEST && !s->opts.to_stdout;
 }
 
-/* Read fd to EOF; size is a hint (st_size), the data decides. Returns 0 or an errno. */
-static int read_all(int fd, off_t size, uint8_t **buf, size_t *len)
+/*
+ * Read fd to EOF after the first have bytes, already in *buf (malloc'd, or
+ * NULL with have 0); size is a hint (st_size), the data decides. Returns 0
+ * or an errno (then *buf is freed).
+ */
+static int read_all(int fd, off_t size, uint8_t **buf, size_t *len, size_t have)
 {
     /* +1 so that a file of exactly st_size bytes hits EOF without a realloc */
     size_t cap = size > 0 && (uint64_t)size < SIZE_MAX / 2 ? (size_t)size + 1 : 1u << 16;
-    size_t n = 0;
-    uint8_t *p = malloc(cap);
+    cap = cap > have ? cap : have + 1;
+    size_t n = have;
+    uint8_t *p = realloc(*buf, cap);
+    if (!p)
+        free(*buf);
+    *buf = NULL;
     while (p) {
         if (n == cap) {
             uint8_t *q = cap <= SIZE_MAX / 2 ? realloc(p, cap * 2) : NULL;
@@ -69,6 +79,22 @@ static int read_all(int fd, off_t size, uint8_t **buf, size_t *len)
     }
     free(p);
     return ENOMEM;
+}
+
+/* Fill buf (len bytes) from fd, short only at end of input. Returns 0 or an errno; *got says how much. */
+static int read_piece(int fd, uint8_t *buf, size_t len, size_t *got)
+{
+    *got = 0;
+    while (*got < len) {
+        ssize_t r = read(fd, buf + *got, len - *got);
+        if (r > 0)
+            *got += (size_t)r;
+        else if (r == 0)
+            return 0;
+        else if (errno != EINTR)
+            return errno;
+    }
+    return 0;
 }
 
 /* The name to write for -z or -d without -c; false (reported) to skip the file. */
@@ -242,15 +268,26 @@ static int decode_before_garbage(cli_session *s, const job *j, const gpucomp_opt
     return GPUCOMP_E_CORRUPT;
 }
 
-/* From an open input to a delivered output (and the input removed, if that is the job). */
-static void run_job(cli_session *s, job *j)
+/* The input is done with: remove it if the job writes next to it (-k keeps it). */
+static void finish_input(cli_session *s, const job *j)
 {
-    if (S_ISREG(j->st.st_mode) && !cli_fits(s, j->name, (uint64_t)j->st.st_size))
+    if (j->out_name && !s->opts.keep && unlink(j->name) != 0)
+        cli_warn(s, "%s: cannot remove: %s", j->name, strerror(errno));
+}
+
+/*
+ * One whole-buffer request: local runs, and a daemon without streams. The
+ * first have bytes of the input are already in in (malloc'd, or NULL).
+ */
+static void run_whole(cli_session *s, job *j, uint8_t *in, size_t have)
+{
+    if (S_ISREG(j->st.st_mode) && !cli_fits(s, j->name, (uint64_t)j->st.st_size)) {
+        cli_progress_end();
+        free(in);
         return;
-    uint8_t *in = NULL;
+    }
     size_t in_len = 0;
-    cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
-    int e = read_all(j->fd, S_ISREG(j->st.st_mode) ? j->st.st_size : 0, &in, &in_len);
+    int e = read_all(j->fd, S_ISREG(j->st.st_mode) ? j->st.st_size : 0, &in, &in_len, have);
     if (e) {
         cli_progress_end();
         cli_error(s, "%s: read error: %s", j->name, strerror(e));
@@ -271,12 +308,206 @@ static void run_job(cli_session *s, job *j)
             cli_request_failed(s, j->name, rc);
         if (rc == GPUCOMP_OK && deliver(s, j, &r)) {
             cli_report(s, j->name, in_len, &r);
-            if (j->out_name && !s->opts.keep && unlink(j->name) != 0)
-                cli_warn(s, "%s: cannot remove: %s", j->name, strerror(errno));
+            finish_input(s, j);
         }
         gpucomp_free(r.data);
     }
     free(in);
+}
+
+/* ---- streaming through the daemon ---------------------------------------- */
+
+/* Bytes read from the input at a time, and output taken from the stream at a time. */
+#define PIECE ((size_t)1 << 20)
+
+/* One streamed file: its buffers, its stream, where its output goes. */
+typedef struct streamed {
+    gpucomp_stream *st;
+    uint8_t *ibuf, *obuf;
+    size_t have;            /* bytes in ibuf */
+    bool eof;               /* ibuf holds the input's last bytes */
+    uint64_t read_total;    /* input bytes read */
+    cli_output out;         /* the temporary output file (a FILE operand without -c) */
+    int out_fd;             /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
+    int write_error;        /* errno of a failed output write */
+    int read_error;         /* errno of a failed input read */
+} streamed;
+
+static int next_piece(const job *j, streamed *x)
+{
+    x->read_error = read_piece(j->fd, x->ibuf, PIECE, &x->have);
+    x->read_total += x->have;
+    x->eof = x->have < PIECE;
+    return x->read_error;
+}
+
+/* Where the output goes; false (reported) if the temporary file cannot be made. */
+static bool open_sink(cli_session *s, const job *j, streamed *x)
+{
+    x->out_fd = -1;
+    if (s->opts.mode == CLI_TEST)
+        return true;
+    if (!j->out_name) {
+        x->out_fd = STDOUT_FILENO;
+        return true;
+    }
+    int e = cli_output_open(&x->out, j->out_name);
+    if (e) {
+        cli_error(s, "%s: cannot create a temporary file: %s", j->out_name, strerror(e));
+        return false;
+    }
+    x->out_fd = x->out.fd;
+    return true;
+}
+
+/* Move ibuf through the stream (op: CONTINUE, or END for the last piece), writing the output as it comes. */
+static int pump_piece(streamed *x, gpucomp_end_op op)
+{
+    gpucomp_inbuf in = { x->ibuf, x->have, 0 };
+    size_t pending = 0;
+    int rc;
+    do {
+        gpucomp_outbuf out = { x->obuf, PIECE, 0 };
+        rc = gpucomp_stream_run(x->st, &in, &out, op, &pending);
+        if (out.pos && x->out_fd >= 0 && !x->write_error)
+            x->write_error = cli_write_all(x->out_fd, x->obuf, out.pos);
+        cli_progress_stream(gpucomp_stream_bytes_in(x->st), gpucomp_stream_bytes_out(x->st));
+    } while (rc == GPUCOMP_OK && !x->write_error && (in.pos < in.size || (op == GPUCOMP_END && pending)));
+    return rc;
+}
+
+/*
+ * The whole input through the open stream. A decompression that ends early
+ * (trailing garbage after the last bzip2 stream) stops reading there: the
+ * rest is ignored, as bzip2 ignores it.
+ */
+static int pump_all(const job *j, streamed *x)
+{
+    for (;;) {
+        gpucomp_end_op op = x->eof ? GPUCOMP_END : GPUCOMP_CONTINUE;
+        int rc = pump_piece(x, op);
+        if (rc != GPUCOMP_OK || x->write_error || op == GPUCOMP_END)
+            return rc;
+        if (gpucomp_stream_trailing_garbage(x->st, NULL)) {
+            x->have = 0;
+            x->eof = true;
+        } else if (next_piece(j, x)) {
+            return GPUCOMP_OK; /* the caller reports read_error */
+        }
+    }
+}
+
+/* The stream is done and its output complete: give the output its name, report, remove the input. */
+static void finish_streamed(cli_session *s, const job *j, streamed *x, gpucomp_backend backend)
+{
+    if (j->out_name) {
+        int meta = cli_output_copy_meta(&x->out, &j->st);
+        if (meta)
+            cli_warn(s, "%s: cannot preserve mode or times: %s", j->out_name, strerror(meta));
+        int e = cli_output_commit(&x->out, s->opts.force);
+        if (e == EEXIST)
+            cli_error(s, "%s already exists; not overwritten (use -f to overwrite)", j->out_name);
+        else if (e)
+            cli_error(s, "%s: write error: %s", j->out_name, strerror(e));
+        if (e) {
+            cli_output_abort(&x->out);
+            return;
+        }
+    }
+    cli_result r = { .len = (size_t)gpucomp_stream_bytes_out(x->st), .backend = backend };
+    cli_report(s, j->name, (size_t)x->read_total, &r);
+    finish_input(s, j);
+}
+
+/* After the stream ran (rc): success, or the one message that says why not. */
+static void conclude(cli_session *s, const job *j, streamed *x, int rc)
+{
+    gpucomp_backend backend = gpucomp_stream_backend(x->st);
+    bool ok = rc == GPUCOMP_OK && !x->write_error && !x->read_error;
+    if (ok)
+        finish_streamed(s, j, x, backend); /* bytes_out is read from the stream: free it after */
+    gpucomp_stream_free(x->st);            /* an unfinished stream is cancelled on the daemon */
+    x->st = NULL;
+    if (ok)
+        return;
+    if (j->out_name)
+        cli_output_abort(&x->out);
+    if (rc != GPUCOMP_OK)
+        cli_request_failed(s, j->name, rc);
+    else if (x->read_error)
+        cli_error(s, "%s: read error: %s", j->name, strerror(x->read_error));
+    else
+        cli_error(s, "%s: write error: %s", j->out_name ? j->out_name : "(stdout)", strerror(x->write_error));
+}
+
+/* Open the stream for j's codec; rc of gpucomp_stream_open, or -1 (reported) when no codec fits. */
+static int open_stream(cli_session *s, const job *j, streamed *x)
+{
+    gpucomp_options o;
+    if (!choose_codec(s, j, x->ibuf, x->have, &o)) {
+        cli_progress_end();
+        cli_fail(s, CLI_EXIT_CORRUPT, "%s is not a bzip2 file (nor rle)", j->name);
+        return -1;
+    }
+    gpucomp_direction dir = s->opts.mode == CLI_COMPRESS ? GPUCOMP_COMPRESS : GPUCOMP_DECOMPRESS;
+    return gpucomp_stream_open(s->client, dir, &o, &x->st);
+}
+
+static void run_streamed(cli_session *s, job *j)
+{
+    streamed x = { .out_fd = -1 };
+    x.ibuf = malloc(PIECE);
+    x.obuf = malloc(PIECE);
+    if (!x.ibuf || !x.obuf) {
+        cli_error(s, "%s: out of memory", j->name);
+        goto out;
+    }
+    cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
+    if (next_piece(j, &x)) {
+        cli_progress_end();
+        cli_error(s, "%s: read error: %s", j->name, strerror(x.read_error));
+        goto out;
+    }
+    int rc = open_stream(s, j, &x);
+    if (rc == GPUCOMP_E_UNSUPPORTED) { /* an older gpucompd: one request, as before streams */
+        run_whole(s, j, x.ibuf, x.have);
+        x.ibuf = NULL;
+        goto out;
+    }
+    if (rc != GPUCOMP_OK) {
+        cli_progress_end();
+        if (rc > 0)
+            cli_request_failed(s, j->name, rc);
+        goto out;
+    }
+    if (open_sink(s, j, &x))
+        rc = pump_all(j, &x);
+    else
+        rc = GPUCOMP_OK, x.write_error = -1;
+    cli_progress_end(); /* before any message */
+    if (x.write_error == -1) { /* open_sink said why */
+        gpucomp_stream_free(x.st);
+        goto out;
+    }
+    if (rc == GPUCOMP_OK && !x.write_error && !x.read_error && gpucomp_stream_trailing_garbage(x.st, NULL))
+        cli_note(s, "%s: trailing garbage after EOF ignored", j->name);
+    conclude(s, j, &x, rc);
+out:
+    free(x.ibuf);
+    free(x.obuf);
+}
+
+/* From an open input to a delivered output (and the input removed, if that is the job). */
+static void run_job(cli_session *s, job *j)
+{
+    if (!cli_connect(s))
+        return;
+    if (s->local) {
+        cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
+        run_whole(s, j, NULL, 0);
+    } else {
+        run_streamed(s, j);
+    }
 }
 
 static void process_stdin(cli_session *s)

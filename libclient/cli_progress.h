@@ -4,9 +4,11 @@
  * second, then redrawn four times a second at most, and erased when the file
  * is done, before any other message. One file at a time.
  *
- * While the input is read the line shows bytes, rate and ETA; while the
- * request runs (one whole-buffer request: the daemon reports no progress
- * inside it) it shows the bytes handed over and the time so far.
+ * A file streamed through gpucompd shows, as the stream moves, the input
+ * bytes handed over, the time so far, the output bytes, the rate and (when
+ * the size is known) the ETA. A whole-buffer request (--local, an older
+ * daemon) shows bytes, rate and ETA while the input is read, then the bytes
+ * handed over and the time so far while the request runs.
  */
 #ifndef GPUCOMP_CLI_PROGRESS_H
 #define GPUCOMP_CLI_PROGRESS_H
@@ -23,6 +25,9 @@ void cli_progress_add(uint64_t n);
 
 /* The input is read; the request runs now. */
 void cli_progress_working(void);
+
+/* Streaming: in input bytes handed to the daemon so far, out output bytes back. */
+void cli_progress_stream(uint64_t in, uint64_t out);
 
 /* Stop and erase the line (harmless when none was begun). */
 void cli_progress_end(void);
