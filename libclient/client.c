@@ -8,6 +8,7 @@
 #endif
 
 #include "client_internal.h"
+#include "client_async.h"
 #include "fdpass.h"
 
 #include <stdio.h>
@@ -73,9 +74,22 @@ void gpucomp_close(gpucomp_client *c)
 {
     if (!c)
         return;
+    client_async_destroy(c); /* before the socket closes: it holds the async locks */
     client_disconnect(c);
     client_release_staging(c);
     free(c);
+}
+
+void gpucomp_set_timeout(gpucomp_client *c, unsigned ms)
+{
+    if (c)
+        c->timeout_ms = ms;
+}
+
+void gpucomp_set_reconnect(gpucomp_client *c, int on)
+{
+    if (c)
+        c->reconnect = on != 0;
 }
 
 /* Options as the wire carries them; INVALID for what it cannot carry. */
@@ -139,7 +153,7 @@ static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o
     client_reply rep;
     rc = CLIENT_STAGING_UNAVAILABLE;
     /* Not for a request that is going to be refused: copying it first would be wasted. */
-    bool refused = c->fd < 0 || (c->max_request && src_len > c->max_request);
+    bool refused = (c->fd < 0 && !c->reconnect) || (c->max_request && src_len > c->max_request);
     if (src_len && src_len >= c->memfd_threshold && !refused)
         rc = client_call_staged(c, &req, src, &rep);
     if (rc == CLIENT_STAGING_UNAVAILABLE)

@@ -60,7 +60,7 @@ static int open_socket(const char *path, int *fd_out, gc_error *err)
     return GC_OK;
 }
 
-static int send_hello(int fd, gc_error *err)
+static int send_hello(int fd, unsigned timeout_ms, gc_error *err)
 {
     Gpucomp__Hello h = GPUCOMP__HELLO__INIT;
     h.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
@@ -68,7 +68,7 @@ static int send_hello(int fd, gc_error *err)
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_HELLO;
     f.hello = &h;
-    return client_io_send_frame(fd, &f, GC_WIRE_MIN_MAX_FRAME, false, err);
+    return client_io_send_frame_timed(fd, &f, GC_WIRE_MIN_MAX_FRAME, false, timeout_ms, err);
 }
 
 /* A daemon may refuse with a Welcome carrying an error or, before it has parsed Hello, a connection-level error. */
@@ -115,15 +115,18 @@ static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *e
 /*
  * The Welcome is read even if sending Hello failed: a daemon that refuses
  * (busy, shutting down) may answer and close before reading Hello, and its
- * reason beats "connection reset".
+ * reason beats "connection reset". A timeout (gpucomp_set_timeout, when
+ * reconnecting) bounds both.
  */
-static int handshake(gpucomp_client *c, gc_error *err)
+static int handshake(gpucomp_client *c, unsigned timeout_ms, gc_error *err)
 {
     gc_error send_err;
     gc_error_clear(&send_err);
-    int send_rc = send_hello(c->fd, &send_err);
-    Gpucomp__Frame *f;
-    int rc = client_io_recv_frame(c->fd, GC_WIRE_MIN_MAX_FRAME, &f, err);
+    int send_rc = send_hello(c->fd, timeout_ms, &send_err);
+    Gpucomp__Frame *f = NULL;
+    int rc = send_rc != GC_OK && client_io_timed_out(&send_err)
+                 ? GC_E_IO
+                 : client_io_recv_frame_timed(c->fd, GC_WIRE_MIN_MAX_FRAME, &f, timeout_ms, err);
     if (rc != GC_OK && send_rc != GC_OK) {
         *err = send_err;
         return send_rc;
@@ -146,34 +149,69 @@ static size_t memfd_threshold_from_env(void)
     return v && gc_parse_size(v, SIZE_MAX, &n) ? (size_t)n : GPUCOMP_MEMFD_THRESHOLD;
 }
 
+/* Socket and handshake into c (c->path set, c->fd closed); c->fd is -1 again on failure. */
+static int open_and_shake_hands(gpucomp_client *c, unsigned timeout_ms, gc_error *err)
+{
+    int rc = open_socket(c->path, &c->fd, err);
+    if (rc != GC_OK) {
+        c->fd = -1;
+        return rc;
+    }
+    rc = handshake(c, timeout_ms, err);
+    if (rc == GC_E_IO || rc == GC_E_LIMIT || rc == GC_E_NOMEM) {
+        gc_error cause = *err; /* the bare socket error needs the context */
+        gc_fail(err, rc, "no handshake with gpucompd at %s: %s", c->path, cause.msg);
+    }
+    if (rc != GC_OK) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    return rc;
+}
+
 int client_connect(const char *path, gpucomp_client **out, gc_error *err)
 {
     *out = NULL;
     gpucomp_client *c = calloc(1, sizeof *c);
     if (!c)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
+    c->fd = -1;
     c->next_id = 1;
     c->stage_in_fd = c->stage_out_fd = -1;
     c->memfd_threshold = memfd_threshold_from_env();
     c->reconnect = true;
-    snprintf(c->path, sizeof c->path, "%s", path);
-    int rc = open_socket(path, &c->fd, err);
-    if (rc != GC_OK) {
+    atomic_init(&c->async_outstanding, 0u);
+    if (strlen(path) >= sizeof c->path) {
         free(c);
-        return rc;
+        return gc_fail(err, GC_E_INVALID, "socket path is longer than %zu bytes: %s", sizeof c->path - 1, path);
     }
-    rc = handshake(c, err);
-    if (rc == GC_E_IO || rc == GC_E_LIMIT || rc == GC_E_NOMEM) {
-        gc_error cause = *err; /* the bare socket error needs the context */
-        gc_fail(err, rc, "no handshake with gpucompd at %s: %s", path, cause.msg);
-    }
+    snprintf(c->path, sizeof c->path, "%s", path);
+    int rc = open_and_shake_hands(c, 0, err);
     if (rc != GC_OK) {
-        close(c->fd);
         free(c);
         return rc;
     }
     *out = c;
     return GC_OK;
+}
+
+/*
+ * The same client, a new connection: what the old one announced is
+ * replaced by the new Welcome; request ids go on counting (ids need only be
+ * unique per connection). The staging memfds are kept (only sealed against
+ * shrinking); registrations are gone with the old connection.
+ *
+ * The handshake is bounded even with no timeout set: the call that
+ * reconnects was not asking for a connection, and something that accepts
+ * on the path but never answers Hello (a daemon frozen while starting, not
+ * a gpucompd at all) must not hang it forever.
+ */
+#define REOPEN_HANDSHAKE_MS 2000u
+
+int client_reopen(gpucomp_client *c, gc_error *err)
+{
+    client_disconnect(c);
+    return open_and_shake_hands(c, c->timeout_ms ? c->timeout_ms : REOPEN_HANDSHAKE_MS, err);
 }
 
 void client_disconnect(gpucomp_client *c)

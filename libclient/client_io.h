@@ -49,4 +49,32 @@ int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
  */
 int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_error *err);
 
+/*
+ * Time limits (gpucomp_set_timeout): the same three calls, failing with
+ * GC_E_IO ("gpucompd sent nothing for N ms" reading, "gpucompd took nothing
+ * for N ms" writing) when no byte moves for timeout_ms milliseconds. 0 waits
+ * forever, as the calls above do. The caller closes the connection after a
+ * timeout: the socket may be in the middle of a frame.
+ */
+int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                               bool stop_on_input, unsigned timeout_ms, gc_error *err);
+int client_io_send_frame_fds_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
+                                   const int *fds, unsigned n_fds, unsigned timeout_ms, gc_error *err);
+int client_io_recv_frame_timed(int fd, uint32_t max_body, Gpucomp__Frame **out, unsigned timeout_ms,
+                               gc_error *err);
+
+/* True if err is a time limit's failure (not worth resending the request). */
+bool client_io_timed_out(const gc_error *err);
+
+/* True if the daemon has sent something (or closed) that has not been read. */
+bool client_io_input_pending(int fd);
+
+/*
+ * Reconnection (client_connect.c): open c->path again and redo the
+ * handshake into the same client, whose socket is closed; the handshake
+ * waits c->timeout_ms, or 2 s with none set. On failure c->fd stays -1 and err says why.
+ */
+struct gpucomp_client;
+int client_reopen(struct gpucomp_client *c, gc_error *err);
+
 #endif

@@ -61,7 +61,7 @@ static int send_fd_request(gpucomp_client *c, const client_req *req, uint64_t id
     f.request = &r;
     int fds[2] = { req->in_fd, req->out_fd };
     unsigned n_fds = client_req_is_registration(req) ? 1 : 2;
-    return client_io_send_frame_fds(c->fd, &f, c->max_frame, fds, n_fds, &c->err);
+    return client_io_send_frame_fds_timed(c->fd, &f, c->max_frame, fds, n_fds, c->timeout_ms, &c->err);
 }
 
 static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
@@ -78,7 +78,7 @@ static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
         Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
         f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
         f.request = &r;
-        rc = client_io_send_frame(c->fd, &f, c->max_frame, true, &c->err);
+        rc = client_io_send_frame_timed(c->fd, &f, c->max_frame, true, c->timeout_ms, &c->err);
         off += n;
     } while (rc == GC_OK && off < req->src_len);
     return rc;
@@ -95,7 +95,7 @@ static int connection_error(const Gpucomp__Response *r, gc_error *err)
 /* Read the next frame, which must belong to the response to id. */
 static int recv_frame_for(gpucomp_client *c, uint64_t id, Gpucomp__Frame **out)
 {
-    int rc = client_io_recv_frame(c->fd, c->max_frame, out, &c->err);
+    int rc = client_io_recv_frame_timed(c->fd, c->max_frame, out, c->timeout_ms, &c->err);
     if (rc != GC_OK)
         return rc;
     const Gpucomp__Frame *f = *out;
@@ -135,7 +135,15 @@ static int early_answer(gpucomp_client *c, uint64_t id, int send_rc)
         return send_rc;
     }
     gc_error send_err = c->err;
-    Gpucomp__Frame *f;
+    /*
+     * A write that failed with nothing to read (a time limit, a daemon that
+     * vanished without a word) has no answer to wait for.
+     */
+    if (send_rc == GC_E_IO && !client_io_input_pending(c->fd)) {
+        client_disconnect(c);
+        return send_rc;
+    }
+    Gpucomp__Frame *f = NULL;
     bool at_boundary; /* irrelevant: the rest of the request was never sent */
     int rc = recv_frame_for(c, id, &f);
     if (rc == GC_OK && f->response->status != GPUCOMP__STATUS__STATUS_OK)
@@ -300,27 +308,83 @@ int client_check_idle(gpucomp_client *c)
     return GC_OK;
 }
 
+/* The buffer calls that reconnect and resend (gpucomp_set_reconnect); registrations do not survive one. */
+static bool may_reconnect(const gpucomp_client *c, const client_req *req)
+{
+    return c->reconnect && (req->op == GPUCOMP__OP__OP_COMPRESS || req->op == GPUCOMP__OP__OP_DECOMPRESS ||
+                            req->op == GPUCOMP__OP__OP_PING || req->op == GPUCOMP__OP__OP_STATS);
+}
+
+/* Open c->path again; IO with both reasons on failure (the call fails as on a closed connection). */
+static int reconnect(gpucomp_client *c, const char *why)
+{
+    gc_error cause;
+    gc_error_clear(&cause);
+    if (client_reopen(c, &cause) == GC_OK)
+        return GC_OK;
+    return gc_fail(&c->err, GC_E_IO, "%s, and reconnecting failed: %s", why, cause.msg);
+}
+
+/*
+ * One attempt. *answered is set once a response frame for the request
+ * arrived: from then on the request is not sent again.
+ */
+static int call_once(gpucomp_client *c, const client_req *req, client_reply *rep, bool *answered)
+{
+    *answered = false;
+    uint64_t id = take_id(c);
+    int rc = send_request(c, req, id);
+    if (rc != GC_OK) {
+        rc = early_answer(c, id, rc);
+        *answered = rc != GC_E_IO;
+        return rc;
+    }
+    bool clean = false;
+    rc = recv_response(c, req, id, rep, &clean);
+    *answered = rep->head != NULL || rc != GC_E_IO;
+    if (rc != GC_OK) {
+        client_reply_free(rep);
+        if (!clean)
+            client_disconnect(c);
+    }
+    return rc;
+}
+
 int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
 {
     memset(rep, 0, sizeof *rep);
     gc_error_clear(&c->err);
     if (client_check_idle(c) != GC_OK)
         return c->err.code;
-    if (c->fd < 0)
+    bool retry = may_reconnect(c, req); /* once per call, whichever way it is spent */
+    if (c->fd < 0 && !retry)
         return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
+    if (c->fd < 0) {
+        retry = false;
+        int rc = reconnect(c, "the connection to gpucompd was closed after an earlier error");
+        if (rc != GC_OK)
+            return rc;
+    }
     if (c->max_request && req->src_len > c->max_request && !client_req_is_registration(req))
         return gc_fail(&c->err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
                        req->src_len, (unsigned long long)c->max_request);
-    uint64_t id = take_id(c);
-    int rc = send_request(c, req, id);
-    if (rc != GC_OK)
-        return early_answer(c, id, rc);
-    bool clean = false;
-    rc = recv_response(c, req, id, rep, &clean);
-    if (rc != GC_OK) {
-        client_reply_free(rep);
-        if (!clean)
-            client_disconnect(c);
+    bool answered;
+    int rc = call_once(c, req, rep, &answered);
+    /*
+     * The connection broke before any answer (the daemon restarted): every
+     * request is a pure function of its input, so send it again, once. Not
+     * after a time limit: the caller asked not to wait longer.
+     */
+    if (rc == GC_E_IO && !answered && retry && !client_io_timed_out(&c->err)) {
+        gc_error first = c->err;
+        client_disconnect(c);
+        if (reconnect(c, first.msg) != GC_OK)
+            return GC_E_IO;
+        gc_error_clear(&c->err);
+        if (c->max_request && req->src_len > c->max_request && !client_req_is_registration(req))
+            return gc_fail(&c->err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
+                           req->src_len, (unsigned long long)c->max_request);
+        rc = call_once(c, req, rep, &answered);
     }
     return rc;
 }
