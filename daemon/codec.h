@@ -14,6 +14,38 @@
 
 struct gc_gpu_job;
 struct gcd_config;
+struct gcd_stream;
+
+/*
+ * A codec's part in streams (stream.h, docs/PROTOCOL.md "Streams"): where
+ * parts are cut and how their outputs make one stream's output. Hooks run on
+ * the loop thread and must be cheap (a header peek, a bit splice); the parts
+ * themselves run through run_cpu / gpu_job like any request, with
+ * r->stream set.
+ */
+typedef struct gcd_stream_ops {
+    /* Whether parts run one at a time, each resuming where the previous one's decoding stopped (NULL: never). */
+    bool (*chained)(const gcd_request *proto);
+    /* The codec's state for one stream (malloc'd, freed with free()), from its first frame. */
+    void *(*open)(const gcd_request *proto, gc_error *err);
+    /*
+     * How many of the avail buffered input bytes at buf the next part takes;
+     * 0: wait for more input. final: no more input follows these avail bytes
+     * (the end of the input, or a flush mark). An error fails the stream.
+     */
+    int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
+               size_t *take, gc_error *err);
+    /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */
+    int (*prepare)(void *state, gcd_request *part, gc_error *err);
+    /*
+     * A finished part, in order: its output into the stream (gcd_stream_put).
+     * Chained codecs: *carry = bytes at the end of its input it did not use,
+     * which begin the next part.
+     */
+    int (*emit)(void *state, struct gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err);
+    /* After the last part: what ends the output (bzip2's end-of-stream marker). NULL: nothing. */
+    int (*finish)(void *state, struct gcd_stream *s, gc_error *err);
+} gcd_stream_ops;
 
 typedef struct gcd_codec {
     Gpucomp__Codec id;
@@ -58,10 +90,11 @@ typedef struct gcd_codec {
     int (*gpu_job)(gcd_request *r, struct gc_gpu_job *job, size_t *out_cap);
 
     /*
-     * After a grown job succeeded on the device (r->output_len set): whatever
-     * its output still needs where the client expects it (bzip2: size the
-     * memfd of an empty output, which never grew). GC_OK, or an error in
-     * r->error, the request's answer. NULL: nothing to do.
+     * After a job succeeded on the device (r->output_len set): whatever its
+     * output still needs where the client expects it (bzip2: size the memfd
+     * of an empty grown output, which never grew; a stream part's block
+     * count). GC_OK, or an error in r->error, the request's answer. NULL:
+     * nothing to do.
      */
     int (*gpu_finish)(gcd_request *r, struct gc_gpu_job *job);
 
@@ -72,6 +105,8 @@ typedef struct gcd_codec {
      * the CPU engine accepts. NULL: only the codec-neutral rule.
      */
     bool (*gpu_reruns_failures)(const gcd_request *r);
+    /* Streams of this codec; NULL: the codec has none. */
+    const gcd_stream_ops *stream;
 } gcd_codec;
 
 /* The entry for id, or NULL for a codec this daemon does not know. */

@@ -8,6 +8,14 @@
 #include "fd_payload.h"
 #include "gpu.h"
 #include "settings.h"
+#include "stream.h"
+
+/* What a stream's part carries to its engine and back (r->part_state). */
+typedef struct bz2_part {
+    uint32_t blocks;  /* compress: blocks in the part's stream */
+    bz2_dstate ds;    /* decompress: where decoding resumes, then where it stopped */
+    size_t used;      /* decompress: input bytes wholly consumed */
+} bz2_part;
 
 static int check(const gcd_request *r, gc_error *err)
 {
@@ -36,7 +44,9 @@ static bool charge_growth(void *ctx, size_t more)
 static int compress(gcd_request *r, unsigned threads, const gc_job *job, uint8_t **out, size_t *out_len)
 {
     bz2_options opt = { .level = (int)r->level, .threads = threads, .job = job };
-    int rc = bz2_compress(r->input, r->total_size, &opt, out, out_len, &r->error);
+    bz2_part *part = r->part_state;
+    int rc = bz2_compress_counted(r->input, r->total_size, &opt, out, out_len, part ? &part->blocks : NULL,
+                                  &r->error);
     if (rc == GC_OK && r->out_fd < 0) {
         rc = gcd_request_charge(r, *out_len, "output", &r->error);
         if (rc == GC_OK)
@@ -55,10 +65,16 @@ static int run_cpu(gcd_request *r, unsigned threads)
     gc_job job = { .cancel = &r->cancelled, .may_grow = charge_growth, .ctx = r };
     uint8_t *out = NULL;
     size_t out_len = 0;
-    int rc = r->op == GPUCOMP__OP__OP_COMPRESS
-                 ? compress(r, threads, &job, &out, &out_len)
-                 : bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out,
-                                      &out_len, &r->error);
+    bz2_part *part = r->part_state;
+    int rc;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS)
+        rc = compress(r, threads, &job, &out, &out_len);
+    else if (part) /* a stream's part: decode what is whole, say where it stopped */
+        rc = bz2_decompress_part(r->input, r->total_size, !r->part_final, &part->ds, r->max_output, threads, &job,
+                                 &out, &out_len, &part->used, &r->error);
+    else
+        rc = bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out, &out_len,
+                                &r->error);
     if (rc == GC_OK && r->out_fd >= 0) {
         gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
         r->output_charge = 0;
@@ -82,6 +98,8 @@ static int run_cpu(gcd_request *r, unsigned threads)
  */
 static bool gpu_takes(const gcd_request *r)
 {
+    if (r->stream && r->op == GPUCOMP__OP__OP_DECOMPRESS)
+        return false; /* the GPU decoder takes whole streams only (docs/DECISIONS.md) */
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
@@ -181,6 +199,9 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
  */
 static int gpu_finish(gcd_request *r, gc_gpu_job *job)
 {
+    bz2_part *part = r->part_state;
+    if (job->op == GC_GPU_ENCODE && part)
+        part->blocks = job->blocks;
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)
         return GC_OK;
     return gcd_request_alloc_output(r, 0, &r->error);
@@ -197,6 +218,116 @@ static bool gpu_reruns_failures(const gcd_request *r)
     return r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
+/* ---- streams (docs/BZIP2.md, "Streaming") ---- */
+
+/* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
+#define STREAM_COMPRESS_PART ((size_t)32 << 20)
+/* Decompress parts: at least this much input (over BZ2_PART_PROGRESS_BYTES), at most twice it. */
+#define STREAM_DECOMPRESS_PART ((size_t)8 << 20)
+
+typedef struct bz2_stream {
+    int level;            /* compress */
+    bz2_splicer sp;       /* compress: the output as a bit string */
+    bool started;         /* compress: the header is out */
+    uint32_t combined;    /* compress: the stream's combined CRC so far */
+    bz2_dstate ds;        /* decompress: where the next part resumes */
+} bz2_stream;
+
+static void *stream_open(const gcd_request *proto, gc_error *err)
+{
+    bz2_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        gc_fail(err, GC_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    st->level = proto->level ? (int)proto->level : 9;
+    return st;
+}
+
+/* A decompress part resumes where the previous one's decoding stopped. */
+static bool stream_chained(const gcd_request *proto)
+{
+    return proto->op == GPUCOMP__OP__OP_DECOMPRESS;
+}
+
+static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
+                      size_t *take, gc_error *err)
+{
+    (void)state, (void)buf, (void)err;
+    size_t part = proto->op == GPUCOMP__OP__OP_COMPRESS ? STREAM_COMPRESS_PART : STREAM_DECOMPRESS_PART;
+    size_t most = proto->op == GPUCOMP__OP__OP_COMPRESS ? part : 2 * part;
+    *take = avail >= part || final ? (avail < most ? avail : most) : 0;
+    return GC_OK;
+}
+
+static int stream_prepare(void *state, gcd_request *r, gc_error *err)
+{
+    bz2_stream *st = state;
+    bz2_part *part = calloc(1, sizeof *part);
+    if (!part)
+        return gc_fail(err, GC_E_NOMEM, "out of memory");
+    part->ds = st->ds;
+    r->part_state = part;
+    return GC_OK;
+}
+
+/* Append a part's blocks to the output: the header before the first, bit-spliced after the last. */
+static int emit_compressed(bz2_stream *st, gcd_stream *s, const gcd_request *r, gc_error *err)
+{
+    const bz2_part *part = r->part_state;
+    uint64_t body_bits;
+    uint32_t combined;
+    int rc = bz2_stream_body(r->output, r->output_len, &body_bits, &combined, err);
+    if (rc != GC_OK)
+        return gc_fail(err, GC_E_INTERNAL, "bzip2 stream part: %s", err->msg);
+    uint8_t *out = malloc(body_bits / 8 + 8);
+    if (!out)
+        return gc_fail(err, GC_E_NOMEM, "out of memory splicing a stream part");
+    size_t n = st->started ? 0 : bz2_splice_header(&st->sp, st->level, out);
+    st->started = true;
+    /* the body starts at bit 32, after the 4-byte header: byte aligned */
+    n += bz2_splice(&st->sp, r->output + 4, body_bits, out + n);
+    st->combined = bz2_combine_parts(st->combined, part->blocks, combined);
+    gcd_stream_put(s, out, n);
+    free(out);
+    return GC_OK;
+}
+
+static int stream_emit(void *state, gcd_stream *s, gcd_request *r, size_t *carry, gc_error *err)
+{
+    bz2_stream *st = state;
+    *carry = 0;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS)
+        return emit_compressed(st, s, r, err);
+    const bz2_part *part = r->part_state;
+    st->ds = part->ds;
+    *carry = r->total_size - part->used;
+    if (part->ds.garbage)
+        gcd_stream_mark_garbage(s, r->part_offset + part->ds.garbage_at);
+    gcd_stream_put(s, r->output, r->output_len);
+    return GC_OK;
+}
+
+/* Compress: the end-of-stream marker and combined CRC (a stream of no parts is just a header). */
+static int stream_finish(void *state, gcd_stream *s, gc_error *err)
+{
+    (void)err;
+    bz2_stream *st = state;
+    uint8_t out[16];
+    if (st->started) /* compress: every stream has at least its (maybe empty) last part */
+        gcd_stream_put(s, out, bz2_splice_finish(&st->sp, st->combined, out));
+    return GC_OK;
+}
+
+static const gcd_stream_ops stream_ops = {
+    .chained = stream_chained,
+    .open = stream_open,
+    .cut = stream_cut,
+    .prepare = stream_prepare,
+    .emit = stream_emit,
+    .finish = stream_finish,
+};
+
 const gcd_codec gcd_codec_bzip2 = {
     .id = GPUCOMP__CODEC__CODEC_BZIP2,
     .name = "bzip2",
@@ -208,4 +339,5 @@ const gcd_codec gcd_codec_bzip2 = {
     .gpu_job = gpu_job,
     .gpu_finish = gpu_finish,
     .gpu_reruns_failures = gpu_reruns_failures,
+    .stream = &stream_ops,
 };

@@ -1,9 +1,14 @@
 /* codec_rle.c - the rle codec's entry in the codec table (docs/FORMAT.md). */
 #include "codec.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "fd_payload.h"
 #include "gpu.h"
 #include "rle.h"
+#include "rle_format.h"
+#include "stream.h"
 
 static rle_options options_of(const gcd_request *r, unsigned threads)
 {
@@ -89,6 +94,116 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
     return decoded_size(r, out_cap);
 }
 
+/* ---- streams: one frame per part (docs/FORMAT.md, "Concatenated frames") ---- */
+
+/* Input per compress part: the most whole chunks that fit in this (at least one chunk). */
+#define STREAM_PART_BYTES ((size_t)32 << 20)
+
+typedef struct rle_stream {
+    size_t part; /* compress: input bytes per frame */
+} rle_stream;
+
+static void *stream_open(const gcd_request *proto, gc_error *err)
+{
+    rle_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        gc_fail(err, GC_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
+        rle_options in = options_of(proto, 1), opt;
+        if (rle_options_resolve(&in, &opt, err) != GC_OK) {
+            free(st);
+            return NULL;
+        }
+        st->part = STREAM_PART_BYTES / opt.chunk_size * opt.chunk_size;
+        if (st->part == 0)
+            st->part = opt.chunk_size;
+    }
+    return st;
+}
+
+static uint64_t le(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = n; i-- > 0;)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/*
+ * The length of the frame at buf from its header and index, or 0 while they
+ * have not all arrived. Only a peek: the engine validates the frame (CRCs,
+ * layout) when it decodes it, and a frame this peek misreads fails there.
+ */
+static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_error *err)
+{
+    *len = 0;
+    if (avail < RLE_HEADER_FIXED)
+        return GC_OK;
+    uint64_t count = le(buf + RLE_CHUNK_COUNT_OFFSET, 4);
+    uint64_t index_end = RLE_INDEX_OFFSET + count * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
+    if (index_end > GCD_STREAM_WINDOW)
+        return gc_fail(err, GC_E_LIMIT, "rle: a frame of %llu chunks has an index larger than a stream's "
+                       "window of %llu bytes: decompress it with a whole-buffer request",
+                       (unsigned long long)count, (unsigned long long)GCD_STREAM_WINDOW);
+    if (avail < index_end)
+        return GC_OK;
+    uint64_t total = index_end;
+    for (uint64_t i = 0; i < count; i++)
+        total += le(buf + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY, 4);
+    if (total > GCD_STREAM_WINDOW)
+        return gc_fail(err, GC_E_LIMIT, "rle: a frame of %llu bytes is larger than a stream's window of %llu "
+                       "bytes: decompress it with a whole-buffer request",
+                       (unsigned long long)total, (unsigned long long)GCD_STREAM_WINDOW);
+    *len = total;
+    return GC_OK;
+}
+
+/*
+ * Compress: parts of st->part bytes, the last one shorter. Decompress: one
+ * whole frame per part; bytes that do not start a frame go to the engine as
+ * they are, which says what is wrong with them.
+ */
+static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
+                      size_t *take, gc_error *err)
+{
+    rle_stream *st = state;
+    *take = 0;
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
+        *take = avail >= st->part ? st->part : final ? avail : 0;
+        return GC_OK;
+    }
+    if (avail >= 4 && memcmp(buf, RLE_MAGIC, 4) != 0) {
+        *take = avail;
+        return GC_OK;
+    }
+    uint64_t len;
+    int rc = frame_length(buf, avail, &len, err);
+    if (rc != GC_OK)
+        return rc;
+    if (len && len <= avail)
+        *take = (size_t)len;
+    else if (final)
+        *take = avail;
+    return GC_OK;
+}
+
+static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err)
+{
+    (void)state;
+    (void)err;
+    *carry = 0;
+    gcd_stream_put(s, part->output, part->output_len);
+    return GC_OK;
+}
+
+static const gcd_stream_ops stream_ops = {
+    .open = stream_open,
+    .cut = stream_cut,
+    .emit = stream_emit,
+};
+
 const gcd_codec gcd_codec_rle = {
     .id = GPUCOMP__CODEC__CODEC_RLE,
     .name = "rle",
@@ -97,4 +212,5 @@ const gcd_codec gcd_codec_rle = {
     .run_cpu = run_cpu,
     .gpu_takes = gpu_takes,
     .gpu_job = gpu_job,
+    .stream = &stream_ops,
 };

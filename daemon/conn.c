@@ -18,6 +18,7 @@
 #include "log.h"
 #include "response.h"
 #include "stats.h"
+#include "stream.h"
 #include "wire.h"
 
 /* A client may assemble at most this many requests at once (refused ones included). */
@@ -229,7 +230,7 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
     return r;
 }
 
-static void submit(gcd_conn *c, gcd_request *r)
+void gcd_conn_submit(gcd_conn *c, gcd_request *r)
 {
     unlink_assembling(c, r);
     if (!c->assembling)
@@ -308,11 +309,55 @@ static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
     close_fds(fds);
 }
 
+/*
+ * OP_CANCEL: a request still arriving is answered CANCELLED at once; one at
+ * the engines stops at its next block or chunk and is answered CANCELLED
+ * when it comes back (or with its result, if it finished first); a stream
+ * ends. An id that names nothing (answered already) is ignored.
+ */
+static void cancel_request(gcd_conn *c, uint64_t id)
+{
+    gcd_stream *st = gcd_stream_find(c, id);
+    if (st) {
+        gcd_stream_cancel(st);
+        return;
+    }
+    gcd_request *r = find_assembling(c, id);
+    if (r) {
+        if (!r->refused) {
+            gc_error err = { 0 };
+            gc_fail(&err, GC_E_CANCELLED, "request %llu cancelled by the client", (unsigned long long)id);
+            refuse(c, r, &err, true);
+        }
+        return;
+    }
+    for (r = c->flight; r; r = r->flight_next)
+        if (r->id == id && !r->stream) {
+            r->client_cancelled = true;
+            atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
+            return;
+        }
+}
+
 static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 {
     if (m->id == 0) {
         discard_fds(c, m);
         gcd_send_error(c, 0, GC_E_PROTOCOL, "request id 0 is reserved");
+        return;
+    }
+    if (m->op == GPUCOMP__OP__OP_CANCEL) {
+        discard_fds(c, m);
+        cancel_request(c, m->id);
+        return;
+    }
+    gcd_stream *st = gcd_stream_find(c, m->id);
+    if (st || (m->stream && !find_assembling(c, m->id))) {
+        discard_fds(c, m);
+        if (st)
+            gcd_stream_frame(st, m);
+        else
+            gcd_stream_open(c, m);
         return;
     }
     gcd_request *r = find_assembling(c, m->id);
@@ -351,7 +396,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         refuse(c, r, &err, false);
         return;
     }
-    submit(c, r);
+    gcd_conn_submit(c, r);
 }
 
 /* ---- frames in -------------------------------------------------------- */
@@ -501,6 +546,8 @@ static void on_write(struct bufferevent *bev, void *arg)
         c->paused_for_output = false;
         process_input(c); /* frames may be waiting in the input buffer */
     }
+    if (c->state == GCD_CONN_SERVING)
+        gcd_stream_resume_all(c);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -591,6 +638,8 @@ void gcd_conn_close(gcd_conn *c)
         unlink_waiter(c);
     while (c->assembling)
         drop_request(c, c->assembling);
+    c->state = GCD_CONN_CLOSED; /* streams see it: they free themselves as their parts return */
+    gcd_stream_close_all(c);
     for (gcd_request *r = c->flight; r; r = r->flight_next) /* stop at the next chunk or block */
         atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
     struct evbuffer *out = bufferevent_get_output(c->bev);
@@ -628,6 +677,14 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     unlink_flight(c, r);
     c->in_flight--;
     s->requests_in_flight--;
+    if (r->stream) {
+        gcd_stream_part_done(r); /* counted when its stream ends */
+        gcd_conn_wake_waiters(s);
+        conn_free_if_idle(c);
+        return;
+    }
+    if (r->client_cancelled && r->error.code != GC_OK)
+        gc_fail(&r->error, GC_E_CANCELLED, "request %llu cancelled by the client", (unsigned long long)r->id);
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
         c->last_active_ns = gc_now_ns();
@@ -676,7 +733,9 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
         return "incomplete frame";
     if (c->request_started_ns && now - c->request_started_ns > request_ns)
         return "incomplete request";
-    bool idle = c->in_flight == 0 && !c->assembling && evbuffer_get_length(c->in) == 0 &&
+    if (gcd_stream_overdue(c, now, request_ns))
+        return "stream without input";
+    bool idle = c->in_flight == 0 && !c->assembling && !c->streams && evbuffer_get_length(c->in) == 0 &&
                 evbuffer_get_length(bufferevent_get_output(c->bev)) == 0;
     if (idle_ns && idle && now - c->last_active_ns > idle_ns)
         return "idle";

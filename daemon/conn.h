@@ -45,6 +45,8 @@ typedef struct gcd_conn {
     uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
     uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
     struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
+    struct gcd_stream *streams;   /* open streams (stream.h) */
+    unsigned n_streams;
     bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
     uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */
@@ -55,6 +57,9 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
 
 /* Enable or disable reading, honouring both budget and output pauses. */
 void gcd_conn_update_reading(gcd_conn *c);
+
+/* Hand a complete request (or a stream's part) to the engines; it is in flight until done. */
+void gcd_conn_submit(gcd_conn *c, gcd_request *r);
 
 /* A request came back from the workers (loop thread). */
 void gcd_conn_request_done(gcd_request *r, void *server);

@@ -64,7 +64,7 @@ static void take_result(gcd_request *r, gc_gpu_job *job)
     r->output_len = job->dst_len;
     if (job->status == GC_OK) {
         const gcd_codec *codec = gcd_codec_find(r->codec);
-        if (job->grow && codec && codec->gpu_finish)
+        if (codec && codec->gpu_finish)
             codec->gpu_finish(r, job); /* its failure (r->error) is the request's answer */
         return;
     }

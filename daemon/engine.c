@@ -37,8 +37,10 @@ void gcd_engine_finish(gcd_request *r)
             gc_fail(&r->error, r->error.code, "%s", gc_status_str(r->error.code));
         r->output_len = 0;
     }
-    /* The input is no longer needed: release it before the response is written. */
-    if (!r->input_mapped) {
+    /* The input is no longer needed: release it before the response is written.
+     * A stream's part keeps it until its turn: the unused tail of a chained
+     * part's input begins the next part (stream.h). */
+    if (!r->input_mapped && !r->stream) {
         free(r->input);
         r->input = NULL;
         gcd_request_uncharge(r, r->input_charge);

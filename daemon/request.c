@@ -66,6 +66,7 @@ void gcd_request_free(gcd_request *r)
     gcd_fd_payload_release(r);
     free(r->input);
     free(r->output);
+    free(r->part_state);
     gcd_request_uncharge(r, r->charged);
     free(r);
 }

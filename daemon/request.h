@@ -54,7 +54,14 @@ typedef struct gcd_request {
     struct gcd_budget *budget;
     uid_t uid;
     uint64_t charged;
-    atomic_bool cancelled;    /* its client is gone: stop at the next chunk or block */
+    atomic_bool cancelled;    /* its client is gone or cancelled it: stop at the next chunk or block */
+    bool client_cancelled;    /* OP_CANCEL named it: a stopped run answers CANCELLED */
+    /* a part of a stream (stream.h); stream NULL for a request of its own */
+    struct gcd_stream *stream;
+    uint64_t part_seq;        /* its place in the stream's output */
+    uint64_t part_offset;     /* input offset of input[0] in the stream */
+    bool part_final;          /* no input follows this part */
+    void *part_state;         /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
 
     struct gcd_conn *conn;
     struct gcd_request *next; /* in the connection's assembly list or a queue */

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "log.h"
 #include "stats.h"
+#include "stream.h"
 #include "wire.h"
 
 /* Pack f straight into the output buffer: one copy of the payload, no temporary. */
@@ -43,26 +44,47 @@ void gcd_send_welcome(gcd_conn *c, gc_status status, const char *message)
     w.max_frame_size = c->server->cfg.max_frame;
     w.max_request_size = c->server->cfg.max_request;
     w.server_version = (char *)PACKAGE_VERSION;
+    w.stream_window = GCD_STREAM_WINDOW;
+    w.max_streams = GCD_STREAM_MAX_PER_CONN;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
     f.welcome = &w;
     queue_frame(c, &f);
 }
 
-void gcd_send_error(gcd_conn *c, uint64_t id, gc_status status, const char *fmt, ...)
+void gcd_send_response(gcd_conn *c, Gpucomp__Response *resp)
+{
+    queue_response(c, resp);
+}
+
+static void send_error_v(gcd_conn *c, uint64_t id, gc_status status, bool stream, const char *fmt, va_list ap)
 {
     char message[GC_ERROR_MSG_MAX + 64];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
     gcd_log(LOG_DEBUG, "request %llu: %s: %s", (unsigned long long)id, gc_status_str(status), message);
     Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
     resp.id = id;
     resp.status = (Gpucomp__Status)status;
     resp.message = message;
+    resp.stream = stream;
     resp.last = 1;
     queue_response(c, &resp);
+}
+
+void gcd_send_error(gcd_conn *c, uint64_t id, gc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    send_error_v(c, id, status, false, fmt, ap);
+    va_end(ap);
+}
+
+void gcd_send_error_frame(gcd_conn *c, uint64_t id, gc_status status, bool stream, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    send_error_v(c, id, status, stream, fmt, ap);
+    va_end(ap);
 }
 
 void gcd_send_result(gcd_conn *c, const gcd_request *r)

@@ -49,6 +49,7 @@ class Bz2EncodeJob final : public GpuJob {
             return gc_fail(&job_.err, GC_E_LIMIT, "gpu bzip2: job %zu: output buffer of %zu bytes is too small", j,
                            job_.dst_cap);
         units = (job_.src_len + kBz2Segment - 1) / kBz2Segment;
+        job_.blocks = 0;
         try {
             first_.assign(units, 0);
             off_.assign(units, 0);
@@ -125,6 +126,7 @@ class Bz2EncodeJob final : public GpuJob {
         p.out_host = job_.dst + o / 8 + p.out_dev_off;
         p.out_len = dev_bytes - p.out_dev_off;
         bits_ += r.bits;
+        job_.blocks += r.blocks;
         combined_ = rotl(combined_, r.blocks) ^ r.combined;
         return GC_OK;
     }

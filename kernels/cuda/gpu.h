@@ -132,6 +132,9 @@ typedef struct gc_gpu_job {
      * Return GC_OK with dst / dst_cap updated, or an error status that fails
      * the job (err: its message). NULL: dst_cap is a hard limit. */
     int (*grow)(struct gc_gpu_job *job, size_t len, gc_error *err);
+    /* bzip2 encode, result: blocks in the stream (a stream's parts are
+     * spliced with their block counts: docs/BZIP2.md, "Streaming"). */
+    uint32_t blocks;
 } gc_gpu_job;
 
 typedef struct gc_gpu_batch_stats {

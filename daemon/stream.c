@@ -1,0 +1,591 @@
+/* stream.c - stream sessions (see stream.h). */
+#include "stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "budget.h"
+#include "codec.h"
+#include "conn.h"
+#include "engine.h"
+#include "gc_clock.h"
+#include "log.h"
+#include "response.h"
+#include "stats.h"
+#include "wire.h"
+
+/* Stop taking parts while the client leaves this much of its answers unread (conn.c's limit). */
+#define STREAM_OUTPUT_HIGH_WATER ((size_t)64 << 20)
+
+struct gcd_stream {
+    uint64_t id;
+    gcd_conn *conn;
+    gcd_request proto;          /* op, codec, options, max_output, uid: what every part copies */
+    const gcd_stream_ops *ops;
+    void *state;                /* the codec's */
+    /* input not yet in a part: buf[0..len) is the stream's input from offset base */
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t charged;           /* budget held for buf */
+    uint64_t base;
+    uint64_t received;          /* input bytes the client sent */
+    uint64_t consumed;          /* input bytes taken into parts (told to the client) */
+    uint64_t flush_at;          /* a flush mark not yet cut at: input offset, 0 if none */
+    bool input_ended;           /* the client's last frame came */
+    bool final_out;             /* the part after which no input follows has gone out */
+    bool client_done;           /* last frame or cancel: no more frames of this id */
+    bool answered;              /* the final frame is sent (or the connection is gone) */
+    bool garbage;               /* trailing garbage: the rest of the input is dropped */
+    uint64_t garbage_offset;
+    /* parts */
+    uint64_t next_seq, emit_seq;
+    unsigned in_flight;
+    gcd_request *done[GCD_STREAM_DEPTH]; /* back from the engines, waiting for their turn */
+    /* totals */
+    uint64_t out_total, engine_ns;
+    unsigned gpu_parts, cpu_parts;
+    uint64_t waiting_since_ns;  /* waiting for the client's input since (0: not waiting) */
+    gcd_stream *next;           /* c->streams */
+};
+
+static void pump(gcd_stream *s);
+
+static bool chained(const gcd_stream *s)
+{
+    return s->ops->chained && s->ops->chained(&s->proto);
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+gcd_stream *gcd_stream_find(gcd_conn *c, uint64_t id)
+{
+    for (gcd_stream *s = c->streams; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
+}
+
+static void drop_buffer(gcd_stream *s)
+{
+    free(s->buf);
+    s->buf = NULL;
+    s->len = s->cap = 0;
+    gcd_budget_release(s->conn->server->budget, s->proto.uid, s->charged);
+    s->charged = 0;
+}
+
+static void stream_free(gcd_stream *s)
+{
+    gcd_conn *c = s->conn;
+    for (gcd_stream **p = &c->streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            c->n_streams--;
+            break;
+        }
+    for (unsigned i = 0; i < GCD_STREAM_DEPTH; i++)
+        gcd_request_free(s->done[i]);
+    drop_buffer(s);
+    free(s->state);
+    free(s);
+}
+
+/* Free s once nothing refers to it: its client has finished with the id and no part is out. */
+static void maybe_free(gcd_stream *s)
+{
+    bool gone = s->conn->state == GCD_CONN_CLOSED;
+    if (s->in_flight == 0 && (gone || (s->answered && s->client_done)))
+        stream_free(s);
+}
+
+/* ---- answers ----------------------------------------------------------- */
+
+static bool can_send(const gcd_stream *s)
+{
+    return s->conn->state == GCD_CONN_SERVING && !s->answered;
+}
+
+static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
+{
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    resp.id = s->id;
+    resp.stream = 1;
+    resp.consumed = s->consumed;
+    resp.payload.data = (uint8_t *)data;
+    resp.payload.len = len;
+    gcd_send_response(s->conn, &resp);
+}
+
+/* Tell the client how much input was taken, so it may send more. */
+static void send_credit(gcd_stream *s)
+{
+    if (can_send(s))
+        send_piece(s, NULL, 0);
+}
+
+static void fail(gcd_stream *s, const gc_error *err);
+
+bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
+{
+    if (!can_send(s))
+        return false;
+    uint64_t max = s->proto.max_output;
+    if (max && len > max - s->out_total) {
+        gc_error err = { 0 };
+        gc_fail(&err, GC_E_LIMIT, "the stream's output exceeds its max_output of %llu bytes",
+                (unsigned long long)max);
+        fail(s, &err);
+        return false;
+    }
+    size_t piece = gc_wire_max_payload(s->conn->server->cfg.max_frame);
+    const uint8_t *p = data;
+    while (len) {
+        size_t n = len < piece ? len : piece;
+        send_piece(s, p, n);
+        p += n;
+        len -= n;
+        s->out_total += n;
+    }
+    return true;
+}
+
+void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
+{
+    s->garbage = true;
+    s->garbage_offset = offset;
+}
+
+/* Cancel the parts still at the engines: their results are dropped when they return. */
+static void cancel_parts(gcd_stream *s)
+{
+    for (gcd_request *r = s->conn->flight; r; r = r->flight_next)
+        if (r->stream == s)
+            atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
+}
+
+/* End the stream with an error: one final frame, its work dropped. */
+static void fail(gcd_stream *s, const gc_error *err)
+{
+    if (s->answered)
+        return;
+    if (s->conn->state == GCD_CONN_SERVING) {
+        Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+        resp.id = s->id;
+        resp.stream = 1;
+        resp.last = 1;
+        resp.consumed = s->consumed;
+        resp.status = (Gpucomp__Status)err->code;
+        resp.message = (char *)err->msg;
+        gcd_log(LOG_DEBUG, "stream %llu: %s: %s", (unsigned long long)s->id, gc_status_str(err->code), err->msg);
+        gcd_send_response(s->conn, &resp);
+    }
+    s->answered = true;
+    s->conn->server->counters.requests_failed++;
+    cancel_parts(s);
+    drop_buffer(s);
+}
+
+static void finish(gcd_stream *s)
+{
+    gc_error err = { 0 };
+    if (s->ops->finish && s->ops->finish(s->state, s, &err) != GC_OK) {
+        fail(s, &err);
+        return;
+    }
+    if (!can_send(s))
+        return;
+    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
+    char msg[96];
+    resp.id = s->id;
+    resp.stream = 1;
+    resp.last = 1;
+    resp.consumed = s->consumed;
+    resp.total_size = s->out_total;
+    resp.engine_ns = s->engine_ns;
+    resp.backend = s->gpu_parts > s->cpu_parts ? GPUCOMP__BACKEND__BACKEND_GPU : GPUCOMP__BACKEND__BACKEND_CPU;
+    if (s->garbage) {
+        snprintf(msg, sizeof msg, "trailing garbage after the compressed data (from input byte %llu) ignored",
+                 (unsigned long long)s->garbage_offset);
+        resp.message = msg;
+        resp.trailing_garbage = 1;
+        resp.garbage_offset = s->garbage_offset;
+    }
+    gcd_send_response(s->conn, &resp);
+    s->answered = true;
+    gcd_counters *k = &s->conn->server->counters;
+    k->requests_ok++;
+    k->bytes_in += s->received;
+    k->bytes_out += s->out_total;
+    if (resp.backend == GPUCOMP__BACKEND__BACKEND_GPU)
+        k->gpu_requests++;
+    else
+        k->cpu_requests++;
+}
+
+/* ---- input ------------------------------------------------------------- */
+
+/* Make room for more bytes in buf, charged to the client's user. */
+static bool reserve(gcd_stream *s, size_t more, gc_error *err)
+{
+    if (s->cap - s->len >= more)
+        return true;
+    size_t cap = s->cap ? s->cap : (size_t)1 << 20;
+    while (cap - s->len < more)
+        cap *= 2;
+    gcd_budget *b = s->conn->server->budget;
+    if (!gcd_budget_try_charge(b, s->proto.uid, cap - s->cap)) {
+        gc_fail(err, GC_E_LIMIT, "the stream's input buffer of %zu bytes does not fit the daemon's memory "
+                "budget now (%llu of %llu bytes held): retry later", cap,
+                (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
+        return false;
+    }
+    uint8_t *nb = realloc(s->buf, cap);
+    if (!nb) {
+        gcd_budget_release(b, s->proto.uid, cap - s->cap);
+        gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input");
+        return false;
+    }
+    s->charged += cap - s->cap;
+    s->buf = nb;
+    s->cap = cap;
+    return true;
+}
+
+/* Input after trailing garbage is not kept: it counts as taken at once. */
+static void take_input(gcd_stream *s, const Gpucomp__Request *m)
+{
+    gc_error err = { 0 };
+    size_t n = m->payload.len;
+    if (s->received + n - s->consumed > GCD_STREAM_WINDOW) {
+        gc_fail(&err, GC_E_PROTOCOL, "stream %llu: the client sent %llu bytes beyond the %llu it was told were taken "
+                "(window %llu)", (unsigned long long)s->id, (unsigned long long)(s->received + n - s->consumed),
+                (unsigned long long)s->consumed, (unsigned long long)GCD_STREAM_WINDOW);
+        fail(s, &err);
+        return;
+    }
+    s->received += n;
+    if (s->garbage) {
+        s->consumed = s->received;
+        if (n)
+            send_credit(s);
+        return;
+    }
+    if (n && !reserve(s, n, &err)) {
+        fail(s, &err);
+        return;
+    }
+    if (n)
+        memcpy(s->buf + s->len, m->payload.data, n);
+    s->len += n;
+    if (m->flush)
+        s->flush_at = s->received;
+}
+
+void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
+{
+    if (s->client_done) { /* frames after its last: a protocol slip, dropped */
+        return;
+    }
+    s->waiting_since_ns = 0;
+    if (!s->answered)
+        take_input(s, m);
+    if (m->last) {
+        s->client_done = true;
+        s->input_ended = true;
+    }
+    if (!s->answered)
+        pump(s);
+    maybe_free(s);
+}
+
+static int check_open(gcd_conn *c, const Gpucomp__Request *m, const gcd_request *proto, gc_error *err)
+{
+    if (m->payload_in_fd)
+        return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream's input travels in frames, not memfds",
+                       (unsigned long long)m->id);
+    if (c->n_streams >= GCD_STREAM_MAX_PER_CONN)
+        return gc_fail(err, GC_E_LIMIT, "more than %d streams open on one connection", GCD_STREAM_MAX_PER_CONN);
+    int rc = gcd_engine_check(proto, err);
+    if (rc != GC_OK)
+        return rc;
+    const gcd_codec *codec = gcd_codec_find(proto->codec);
+    if (!codec->stream)
+        return gc_fail(err, GC_E_UNSUPPORTED, "the %s codec has no streams", codec->name);
+    return GC_OK;
+}
+
+void gcd_stream_open(gcd_conn *c, const Gpucomp__Request *m)
+{
+    gcd_stream *s = calloc(1, sizeof *s);
+    gcd_request *tmp = gcd_request_new(c, m);
+    gc_error err = { 0 };
+    if (!s || !tmp) {
+        free(s);
+        gcd_request_free(tmp);
+        gcd_send_error_frame(c, m->id, GC_E_NOMEM, true, "out of memory opening a stream");
+        return;
+    }
+    s->proto = *tmp;
+    free(tmp); /* owns nothing yet */
+    s->proto.total_size = 0;
+    s->proto.uid = c->peer_uid;
+    s->proto.budget = c->server->budget;
+    s->id = m->id;
+    s->conn = c;
+    s->next = c->streams;
+    c->streams = s;
+    c->n_streams++;
+    int rc = check_open(c, m, &s->proto, &err);
+    if (rc == GC_OK) {
+        s->ops = gcd_codec_find(s->proto.codec)->stream;
+        s->state = s->ops->open(&s->proto, &err);
+        if (!s->state)
+            rc = err.code ? err.code : GC_E_NOMEM;
+    }
+    if (rc != GC_OK) {
+        if (!err.msg[0])
+            gc_fail(&err, GC_E_NOMEM, "out of memory opening a stream");
+        fail(s, &err);
+        s->client_done = m->last;
+        maybe_free(s);
+        return;
+    }
+    gcd_stream_frame(s, m);
+}
+
+void gcd_stream_cancel(gcd_stream *s)
+{
+    gc_error err = { 0 };
+    gc_fail(&err, GC_E_CANCELLED, "stream %llu cancelled by the client", (unsigned long long)s->id);
+    fail(s, &err);
+    s->client_done = true;
+    maybe_free(s);
+}
+
+/* ---- parts ------------------------------------------------------------- */
+
+static bool output_backed_up(const gcd_stream *s)
+{
+    return evbuffer_get_length(bufferevent_get_output(s->conn->bev)) > STREAM_OUTPUT_HIGH_WATER;
+}
+
+/*
+ * Bytes of buf the next part takes (0: wait), and whether no input follows
+ * them. The last part always goes out, even empty: a stream of no input
+ * still has an output (an empty frame, an empty bzip2 stream) or an error.
+ */
+static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
+{
+    uint64_t mark = s->flush_at ? s->flush_at - s->base : 0;
+    bool ended = s->input_ended;
+    size_t avail = s->len;
+    bool flush = false;
+    if (!ended && mark && mark <= avail) {
+        avail = (size_t)mark;
+        flush = true;
+    }
+    *final = ended;
+    *take = 0;
+    if (s->final_out)
+        return GC_OK;
+    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended || flush, take, err);
+    if (rc != GC_OK)
+        return rc;
+    if (*take > avail)
+        return gc_fail(err, GC_E_INTERNAL, "stream codec cut %zu of %zu bytes", *take, avail);
+    *final = ended && *take == s->len;
+    if (ended && *take == 0 && s->len == 0 && (s->next_seq == 0 || chained(s)))
+        *final = true; /* the empty last part */
+    else if (*take == 0)
+        return GC_OK;
+    if (flush && *take == avail)
+        s->flush_at = 0;
+    return GC_OK;
+}
+
+/* A part of the first take bytes of buf; buf keeps the rest. */
+static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *err)
+{
+    gcd_budget *b = s->conn->server->budget;
+    if (take && !gcd_budget_try_charge(b, s->proto.uid, take)) {
+        gc_fail(err, GC_E_LIMIT, "a stream part of %zu bytes does not fit the daemon's memory budget now "
+                "(%llu of %llu bytes held): retry later", take,
+                (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
+        return NULL;
+    }
+    gcd_request *r = calloc(1, sizeof *r);
+    uint8_t *in = malloc(take ? take : 1);
+    if (!r || !in) {
+        free(r);
+        free(in);
+        gcd_budget_release(b, s->proto.uid, take);
+        gc_fail(err, GC_E_NOMEM, "out of memory for a stream part");
+        return NULL;
+    }
+    *r = s->proto;
+    r->charged = r->input_charge = take;
+    r->in_fd = r->out_fd = -1;
+    r->input = in;
+    r->total_size = r->received = take;
+    r->stream = s;
+    r->part_seq = s->next_seq++;
+    r->part_offset = s->base;
+    r->part_final = final;
+    r->max_output = s->proto.max_output ? s->proto.max_output - s->out_total : s->conn->server->cfg.max_output;
+    if (r->max_output > s->conn->server->cfg.max_output)
+        r->max_output = s->conn->server->cfg.max_output;
+    atomic_init(&r->cancelled, false);
+    if (take)
+        memcpy(in, s->buf, take);
+    memmove(s->buf, s->buf + take, s->len - take);
+    s->len -= take;
+    s->base += take;
+    return r;
+}
+
+static void pump(gcd_stream *s)
+{
+    unsigned depth = chained(s) ? 1 : GCD_STREAM_DEPTH;
+    if (s->garbage && !s->answered) { /* nothing more is decoded: finish when the input ends */
+        s->final_out = s->final_out || s->input_ended;
+        if (s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
+            finish(s);
+        return;
+    }
+    /* Parts out and not yet emitted, not just those at the engines: done[] has depth slots. */
+    while (!s->answered && !s->final_out && s->next_seq - s->emit_seq < depth && !output_backed_up(s)) {
+        gc_error err = { 0 };
+        size_t take;
+        bool final;
+        if (next_cut(s, &take, &final, &err) != GC_OK) {
+            fail(s, &err);
+            return;
+        }
+        if (take == 0 && !final)
+            break;
+        gcd_request *r = make_part(s, take, final, &err);
+        if (r && s->ops->prepare && s->ops->prepare(s->state, r, &err) != GC_OK) {
+            gcd_request_free(r);
+            r = NULL;
+        }
+        if (!r) {
+            fail(s, &err);
+            return;
+        }
+        s->final_out = final;
+        if (s->base > s->consumed) /* a chained part's carry was counted when first taken */
+            s->consumed = s->base;
+        s->in_flight++;
+        send_credit(s);
+        gcd_conn_submit(s->conn, r);
+    }
+    if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
+        s->waiting_since_ns = gc_now_ns();
+}
+
+/* A chained part's unused input goes back in front of what has arrived since. */
+static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_error *err)
+{
+    if (carry == 0)
+        return true;
+    if (carry > part->total_size)
+        return gc_fail(err, GC_E_INTERNAL, "stream codec kept %zu of %llu bytes", carry,
+                       (unsigned long long)part->total_size) == GC_OK;
+    if (!reserve(s, carry, err))
+        return false;
+    memmove(s->buf + carry, s->buf, s->len);
+    memcpy(s->buf, part->input + part->total_size - carry, carry);
+    s->len += carry;
+    s->base -= carry;
+    s->final_out = false; /* the rest still has to go through a part */
+    return true;
+}
+
+/* Output of the parts whose turn it is. */
+static void emit_ready(gcd_stream *s)
+{
+    gcd_request *r;
+    while (!s->answered && (r = s->done[s->emit_seq % GCD_STREAM_DEPTH]) && r->part_seq == s->emit_seq) {
+        s->done[s->emit_seq % GCD_STREAM_DEPTH] = NULL;
+        s->emit_seq++;
+        gc_error err = r->error;
+        size_t carry = 0;
+        s->engine_ns += r->engine_ns;
+        if (r->backend == GPUCOMP__BACKEND__BACKEND_GPU)
+            s->gpu_parts++;
+        else
+            s->cpu_parts++;
+        if (err.code == GC_OK)
+            s->ops->emit(s->state, s, r, &carry, &err);
+        if (s->answered) { /* emit's output passed max_output */
+            gcd_request_free(r);
+            return;
+        }
+        if (err.code == GC_OK && s->garbage)
+            carry = 0;
+        if (err.code == GC_OK && !put_back(s, r, carry, &err) && !err.code)
+            gc_fail(&err, GC_E_NOMEM, "out of memory");
+        if (err.code == GC_OK && s->garbage) {
+            drop_buffer(s);
+            s->consumed = s->received;
+            s->final_out = s->input_ended;
+        }
+        gcd_request_free(r);
+        if (err.code != GC_OK) {
+            fail(s, &err);
+            return;
+        }
+    }
+    if (!s->answered && s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
+        finish(s);
+}
+
+void gcd_stream_part_done(gcd_request *r)
+{
+    gcd_stream *s = r->stream;
+    s->in_flight--;
+    if (s->answered || s->conn->state != GCD_CONN_SERVING) {
+        gcd_request_free(r);
+        maybe_free(s);
+        return;
+    }
+    if (r->client_cancelled && r->error.code != GC_OK)
+        gc_fail(&r->error, GC_E_CANCELLED, "cancelled by the client");
+    s->done[r->part_seq % GCD_STREAM_DEPTH] = r;
+    emit_ready(s);
+    if (!s->answered)
+        pump(s);
+    maybe_free(s);
+}
+
+void gcd_stream_resume_all(gcd_conn *c)
+{
+    gcd_stream *next;
+    for (gcd_stream *s = c->streams; s; s = next) {
+        next = s->next;
+        if (!s->answered)
+            pump(s);
+    }
+}
+
+void gcd_stream_close_all(gcd_conn *c)
+{
+    gcd_stream *next;
+    for (gcd_stream *s = c->streams; s; s = next) {
+        next = s->next;
+        s->answered = true;
+        cancel_parts(s);
+        if (s->in_flight == 0)
+            stream_free(s);
+    }
+}
+
+bool gcd_stream_overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns)
+{
+    for (const gcd_stream *s = c->streams; s; s = s->next)
+        if (s->waiting_since_ns && !s->client_done && now - s->waiting_since_ns > request_ns)
+            return true;
+    return false;
+}

@@ -1,0 +1,70 @@
+/*
+ * stream.h - stream sessions: an input of unknown length, compressed or
+ * decompressed in parts (docs/PROTOCOL.md, "Streams").
+ *
+ * A stream gathers the client's input in a buffer bounded by the window it
+ * announced, cuts it into parts as the codec says (codec.h, gcd_stream_ops),
+ * and runs each part as an ordinary request on whichever engine its size
+ * earns, so a stream's parts batch with everyone else's work. Parts come
+ * back in any order; the stream turns them into output in order and sends it
+ * as soon as it has it. At most GCD_STREAM_DEPTH parts are at the engines
+ * (one for a codec whose parts are chained), and none is started while the
+ * client leaves more than the unread-answer limit unread: so a stream holds
+ * at most the window, its parts and their outputs, whatever its length.
+ *
+ * Loop thread only.
+ */
+#ifndef GCD_STREAM_H
+#define GCD_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/gpucomp.pb-c.h"
+
+struct gcd_conn;
+struct gcd_request;
+typedef struct gcd_stream gcd_stream;
+
+/* Input a client may send beyond what the daemon has taken (announced in Welcome). */
+#define GCD_STREAM_WINDOW ((uint64_t)64 << 20)
+/* Streams open at once on one connection (announced in Welcome). */
+#define GCD_STREAM_MAX_PER_CONN 4
+/* Parts of one stream at the engines at once. */
+#define GCD_STREAM_DEPTH 2
+
+/* The stream id names on c, or NULL. */
+gcd_stream *gcd_stream_find(struct gcd_conn *c, uint64_t id);
+
+/* A first frame with stream = true: open the stream (or answer why not) and take its payload. */
+void gcd_stream_open(struct gcd_conn *c, const Gpucomp__Request *m);
+
+/* A later frame of s: input, a flush mark, the end of the input. */
+void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m);
+
+/* OP_CANCEL for s: answer CANCELLED (unless answered already) and drop its work. */
+void gcd_stream_cancel(gcd_stream *s);
+
+/* A part of a stream came back from an engine (the connection's bookkeeping is done). */
+void gcd_stream_part_done(struct gcd_request *part);
+
+/* The connection's queued answers drained: streams held back by them go on. */
+void gcd_stream_resume_all(struct gcd_conn *c);
+
+/* The connection closed: free its streams that have no part out (the rest go as their parts return). */
+void gcd_stream_close_all(struct gcd_conn *c);
+
+/* Whether one of c's streams has waited longer than request_ns for its client's input. */
+bool gcd_stream_overdue(const struct gcd_conn *c, uint64_t now_ns, uint64_t request_ns);
+
+/*
+ * For a codec's stream hooks: append output to the stream's answer
+ * (sent at once, in frames). False if the stream's max_output is passed:
+ * the stream has then failed with LIMIT.
+ */
+bool gcd_stream_put(gcd_stream *s, const void *data, size_t len);
+
+/* For a codec's stream hooks: the input offset where ignored trailing bytes begin (decompress). */
+void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset);
+
+#endif

@@ -1,0 +1,662 @@
+/*
+ * check_stream_wire.c - the daemon's side of streams (docs/PROTOCOL.md,
+ * "Streams" and "Cancelling"), driven frame by frame: outputs against the
+ * whole-buffer codecs, the window, cancellation, the per-connection limit,
+ * a stream that waits for input, and a client that vanishes mid-stream.
+ * The library's stream API has its own suite (check_stream.c).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "bzip2.h"
+#include "daemon_harness.h"
+#include "gc_status.h"
+#include "rle.h"
+#include "wire.h"
+
+static test_daemon dut;
+
+static void start(const char *const *args)
+{
+    dut.capture_log = getenv("STREAM_WIRE_LOG") != NULL;
+    test_daemon_start(&dut, args);
+}
+
+static void teardown(void)
+{
+    test_daemon_stop(&dut);
+    if (dut.capture_log)
+        fprintf(stderr, "daemon log: %s\n", dut.log_path);
+    if (getenv("STREAM_WIRE_LOG"))
+        return;
+    test_daemon_cleanup(&dut);
+}
+
+static int hello(uint64_t *window)
+{
+    int fd = raw_connect(dut.socket_path);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = { 30, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    Gpucomp__Frame *w = raw_hello(fd, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+    ck_assert_msg(w && w->body_case == GPUCOMP__FRAME__BODY_WELCOME, "no Welcome from the daemon");
+    ck_assert_int_eq(w->welcome->status, GC_OK);
+    ck_assert_uint_gt(w->welcome->stream_window, 0);
+    ck_assert_uint_gt(w->welcome->max_streams, 0);
+    if (window)
+        *window = w->welcome->stream_window;
+    gc_wire_free(w);
+    return fd;
+}
+
+/* A stream's answer as it arrived. */
+typedef struct answer {
+    uint8_t *out;
+    size_t len, cap;
+    uint64_t consumed;
+    Gpucomp__Status status;
+    char msg[256];
+    uint64_t total_size;
+    bool garbage;
+    uint64_t garbage_offset;
+    bool done;
+} answer;
+
+/* Take one Response frame of stream id into a; false if the connection ended. */
+static bool read_answer(int fd, uint64_t id, answer *a)
+{
+    Gpucomp__Frame *f = raw_recv(fd, 64u << 20);
+    if (!f)
+        return false;
+    ck_assert_int_eq(f->body_case, GPUCOMP__FRAME__BODY_RESPONSE);
+    const Gpucomp__Response *r = f->response;
+    ck_assert_msg(r->id == id, "answer for id %llu, expected %llu (status %d: %s)", (unsigned long long)r->id,
+                  (unsigned long long)id, r->status, r->message ? r->message : "");
+    ck_assert_msg(r->stream, "a stream's answer without stream = true");
+    ck_assert_uint_ge(r->consumed, a->consumed); /* never decreases */
+    a->consumed = r->consumed;
+    if (r->payload.len) {
+        if (a->cap - a->len < r->payload.len) {
+            a->cap = (a->len + r->payload.len) * 2;
+            a->out = realloc(a->out, a->cap);
+            ck_assert_ptr_nonnull(a->out);
+        }
+        memcpy(a->out + a->len, r->payload.data, r->payload.len);
+        a->len += r->payload.len;
+    }
+    if (r->last) {
+        a->done = true;
+        a->status = r->status;
+        snprintf(a->msg, sizeof a->msg, "%s", r->message ? r->message : "");
+        a->total_size = r->total_size;
+        a->garbage = r->trailing_garbage;
+        a->garbage_offset = r->garbage_offset;
+    }
+    gc_wire_free(f);
+    return true;
+}
+
+static void send_frame(int fd, const Gpucomp__Request *req)
+{
+    raw_send_request(fd, req);
+}
+
+/*
+ * Run one stream: input in pieces of `piece` bytes, never beyond the
+ * window, reading answers whenever the window is full. Frames are small
+ * enough (piece) for the socket to take without a reader, so a blocking
+ * send cannot wedge against a daemon that waits for us to read.
+ */
+static void run_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, uint32_t level,
+                       const uint8_t *src, size_t len, size_t piece, uint64_t window, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    o.level = level;
+    size_t sent = 0;
+    bool first = true;
+    while (!a->done) {
+        bool more = sent < len || first;
+        if (more && sent - a->consumed + piece <= window) {
+            Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+            req.id = id;
+            if (first) {
+                req.op = op;
+                req.codec = codec;
+                req.options = &o;
+                req.stream = 1;
+            }
+            size_t n = len - sent < piece ? len - sent : piece;
+            req.payload.data = (uint8_t *)src + sent;
+            req.payload.len = n;
+            sent += n;
+            req.last = sent == len;
+            send_frame(fd, &req);
+            first = false;
+            continue;
+        }
+        ck_assert_msg(read_answer(fd, id, a), "the daemon closed the connection mid-stream (%s; %zu of %zu bytes sent, "
+                      "%zu out)", strerror(errno), sent, len, a->len);
+    }
+}
+
+static uint8_t *text_like(size_t len, uint64_t seed)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(p);
+    fill_test_data(p, len, 2, seed);
+    return p;
+}
+
+/* The whole-buffer rle frames of consecutive part-sized pieces. */
+static uint8_t *rle_frames(const uint8_t *src, size_t len, size_t part, size_t *out_len)
+{
+    rle_options opt = { .threads = 1 };
+    size_t cap = rle_compress_bound(len, &opt) + (len / part + 2) * 64, at = 0;
+    uint8_t *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    size_t pos = 0;
+    do {
+        size_t n = len - pos < part ? len - pos : part, got = 0;
+        gc_error err = { 0 };
+        ck_assert_int_eq(rle_compress(src + pos, n, &opt, out + at, cap - at, &got, &err), GC_OK);
+        at += got;
+        pos += n;
+    } while (pos < len);
+    *out_len = at;
+    return out;
+}
+
+START_TEST(test_rle_stream_equals_frames_of_parts)
+{
+    static const char *const dbg[] = { "--log-level=debug", NULL };
+    start(getenv("STREAM_WIRE_LOG") ? dbg : NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)70 << 20, part = (size_t)32 << 20;
+    uint8_t *src = malloc(len);
+    ck_assert_ptr_nonnull(src);
+    fill_test_data(src, len, 1, 7); /* short runs */
+    answer a;
+    run_stream(fd, 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0, src, len, 1u << 20, window, &a);
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", a.status, a.msg);
+    ck_assert_uint_eq(a.total_size, a.len);
+    ck_assert_uint_eq(a.consumed, len);
+    size_t want_len;
+    uint8_t *want = rle_frames(src, len, part, &want_len);
+    ck_assert_uint_eq(a.len, want_len);
+    ck_assert_int_eq(memcmp(a.out, want, want_len), 0);
+    answer d;
+    run_stream(fd, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0, a.out, a.len, 300000, window, &d);
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, len);
+    ck_assert_int_eq(memcmp(d.out, src, len), 0);
+    free(a.out);
+    free(d.out);
+    free(want);
+    free(src);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_bzip2_stream_equals_whole_buffer)
+{
+    static const char *const dbg[] = { "--log-level=debug", NULL };
+    start(getenv("STREAM_WIRE_LOG") ? dbg : NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)40 << 20; /* two segments: the splice across parts is exercised */
+    uint8_t *src = malloc(len);
+    ck_assert_ptr_nonnull(src);
+    fill_test_data(src, len, 1, 9);
+    answer a, d;
+    run_stream(fd, 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 1, src, len, 3000001, window, &a);
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", a.status, a.msg);
+    bz2_options o = { .level = 1, .threads = 0 };
+    uint8_t *whole;
+    size_t whole_len;
+    gc_error err = { 0 };
+    ck_assert_int_eq(bz2_compress(src, len, &o, &whole, &whole_len, &err), GC_OK);
+    ck_assert_uint_eq(a.len, whole_len);
+    ck_assert_int_eq(memcmp(a.out, whole, whole_len), 0);
+    /* Decompress in odd pieces, with a newline of trailing garbage after it. */
+    uint8_t *in = malloc(a.len + 1);
+    ck_assert_ptr_nonnull(in);
+    memcpy(in, a.out, a.len);
+    in[a.len] = '\n';
+    run_stream(fd, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, in, a.len + 1, 777777, window, &d);
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, len);
+    ck_assert_int_eq(memcmp(d.out, src, len), 0);
+    ck_assert_msg(d.garbage, "trailing garbage not reported");
+    ck_assert_uint_eq(d.garbage_offset, a.len);
+    free(d.out);
+    /* A damaged stream fails after a correct prefix of the output. */
+    in[a.len / 2] ^= 0x10;
+    run_stream(fd, 3, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, in, a.len, 1u << 20, window, &d);
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_CORRUPT || d.status == GPUCOMP__STATUS__STATUS_CRC,
+                  "status %d: %s", d.status, d.msg);
+    ck_assert_uint_lt(d.len, len);
+    ck_assert(d.len == 0 || memcmp(d.out, src, d.len) == 0);
+    free(d.out);
+    free(in);
+    free(whole);
+    free(a.out);
+    free(src);
+    close(fd);
+}
+END_TEST
+
+/* A flush mark makes the daemon answer everything so far; the stream stays valid. */
+START_TEST(test_flush_returns_output_so_far)
+{
+    start(NULL);
+    int fd = hello(NULL);
+    uint8_t *src = text_like(300000, 11);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 12;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+    req.options = &o;
+    req.stream = 1;
+    req.payload.data = src;
+    req.payload.len = 100000;
+    req.flush = 1;
+    send_frame(fd, &req);
+    answer a = { 0 };
+    while (a.consumed < 100000 || a.len == 0)
+        ck_assert(read_answer(fd, 12, &a)); /* output arrives before the input ends */
+    ck_assert(!a.done);
+    Gpucomp__Request rest = GPUCOMP__REQUEST__INIT;
+    rest.id = 12;
+    rest.payload.data = src + 100000;
+    rest.payload.len = 200000;
+    rest.last = 1;
+    send_frame(fd, &rest);
+    while (!a.done)
+        ck_assert(read_answer(fd, 12, &a));
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", a.status, a.msg);
+    uint8_t *back;
+    size_t back_len;
+    gc_error err = { 0 };
+    ck_assert_int_eq(bz2_decompress(a.out, a.len, 0, 1, &back, &back_len, &err), GC_OK);
+    ck_assert_uint_eq(back_len, 300000);
+    ck_assert_int_eq(memcmp(back, src, back_len), 0);
+    free(back);
+    free(a.out);
+    free(src);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_empty_and_tiny_streams)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    static const Gpucomp__Codec codecs[] = { GPUCOMP__CODEC__CODEC_RLE, GPUCOMP__CODEC__CODEC_BZIP2 };
+    for (unsigned c = 0; c < 2; c++)
+        for (size_t len = 0; len < 3; len++) {
+            uint8_t src[2] = { 'a', 'b' };
+            answer a, d;
+            uint64_t id = 10 + c * 10 + len * 2;
+            run_stream(fd, id, GPUCOMP__OP__OP_COMPRESS, codecs[c], 0, src, len, 1, window, &a);
+            ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", a.status, a.msg);
+            uint8_t *whole;
+            size_t whole_len;
+            gc_error err = { 0 };
+            if (codecs[c] == GPUCOMP__CODEC__CODEC_RLE) {
+                whole = rle_frames(src, len, 1u << 20, &whole_len);
+            } else {
+                bz2_options o = { .level = 9, .threads = 1 };
+                ck_assert_int_eq(bz2_compress(src, len, &o, &whole, &whole_len, &err), GC_OK);
+            }
+            ck_assert_uint_eq(a.len, whole_len);
+            ck_assert_int_eq(memcmp(a.out, whole, whole_len), 0);
+            run_stream(fd, id + 1, GPUCOMP__OP__OP_DECOMPRESS, codecs[c], 0, a.out, a.len, 3, window, &d);
+            ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+            ck_assert_uint_eq(d.len, len);
+            ck_assert(len == 0 || memcmp(d.out, src, len) == 0);
+            free(whole);
+            free(a.out);
+            free(d.out);
+        }
+    /* No input at all is not a stream of either codec. */
+    for (unsigned c = 0; c < 2; c++) {
+        answer d;
+        run_stream(fd, 50 + c, GPUCOMP__OP__OP_DECOMPRESS, codecs[c], 0, NULL, 0, 1, window, &d);
+        ck_assert_msg(d.status != GPUCOMP__STATUS__STATUS_OK, "an empty input decoded");
+        free(d.out);
+    }
+    close(fd);
+}
+END_TEST
+
+/* A frame too large to stream fails its stream, not the connection or the daemon. */
+START_TEST(test_unstreamable_frame_fails_the_stream)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t piece = 1u << 20;
+    uint8_t *junk = text_like(piece, 3);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 5;
+    req.op = GPUCOMP__OP__OP_DECOMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_RLE;
+    req.options = &o;
+    req.stream = 1;
+    memcpy(junk, "GCRL", 4);
+    memset(junk + 4, 0, 28); /* a frame header whose index never arrives: nothing is taken */
+    junk[20] = 0xff;
+    junk[21] = 0xff;
+    junk[22] = 0x3f; /* 4M chunks: an index of 16 MiB, inside the window */
+    req.payload.data = junk;
+    req.payload.len = piece;
+    send_frame(fd, &req);
+    memset(&req, 0, sizeof req);
+    gpucomp__request__init(&req);
+    req.id = 5;
+    req.payload.data = junk;
+    req.payload.len = piece;
+    /* The index is 16 MiB; the records it declares cannot fit in the window: LIMIT. */
+    answer a = { 0 };
+    for (uint64_t sent = piece; sent <= window + piece && !a.done; sent += piece) {
+        send_frame(fd, &req);
+        struct pollfd p = { fd, POLLIN, 0 };
+        while (!a.done && poll(&p, 1, 0) == 1)
+            ck_assert(read_answer(fd, 5, &a));
+    }
+    while (!a.done)
+        ck_assert(read_answer(fd, 5, &a));
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_LIMIT, "status %d: %s", a.status, a.msg);
+    /* Later frames of the failed stream are dropped; the connection still serves. */
+    req.last = 1;
+    send_frame(fd, &req);
+    Gpucomp__Request ping = GPUCOMP__REQUEST__INIT;
+    ping.id = 6;
+    ping.op = GPUCOMP__OP__OP_PING;
+    ping.last = 1;
+    send_frame(fd, &ping);
+    Gpucomp__Frame *f = raw_recv(fd, 64u << 20);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->response->id, 6);
+    gc_wire_free(f);
+    free(junk);
+    close(fd);
+}
+END_TEST
+
+/* A stream sending more than the window without waiting for credit is refused. */
+START_TEST(test_window_is_enforced)
+{
+    static const char *const args[] = { "--workers=1", "--codec-threads=1", NULL };
+    start(args);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t piece = 4u << 20;
+    uint8_t *src = text_like(piece, 4);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    o.level = 1;
+    answer a = { 0 };
+    /* Credit moves only as parts are taken (two at the engines at most): a client that never
+     * waits for it passes the window soon after. */
+    uint64_t sent = 0;
+    for (uint64_t id_piece = 0; sent <= ((uint64_t)512 << 20) && !a.done; id_piece++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = 7;
+        if (id_piece == 0) {
+            req.op = GPUCOMP__OP__OP_COMPRESS;
+            req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+            req.options = &o;
+            req.stream = 1;
+        }
+        req.payload.data = src;
+        req.payload.len = piece;
+        send_frame(fd, &req);
+        sent += piece;
+        struct pollfd p = { fd, POLLIN, 0 };
+        while (!a.done && poll(&p, 1, 0) == 1)
+            ck_assert(read_answer(fd, 7, &a));
+    }
+    while (!a.done)
+        ck_assert(read_answer(fd, 7, &a));
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_PROTOCOL, "status %d: %s", a.status, a.msg);
+    ck_assert_msg(strstr(a.msg, "window") != NULL, "message: %s", a.msg);
+    free(a.out);
+    free(src);
+    close(fd);
+}
+END_TEST
+
+static uint64_t memory_in_use(void)
+{
+    int fd = hello(NULL);
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 1;
+    req.op = GPUCOMP__OP__OP_STATS;
+    req.last = 1;
+    send_frame(fd, &req);
+    Gpucomp__Frame *f = raw_recv(fd, 64u << 20);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(f->response->stats);
+    uint64_t used = f->response->stats->memory_in_use;
+    gc_wire_free(f);
+    close(fd);
+    return used;
+}
+
+static void wait_memory_free(void)
+{
+    uint64_t used = 0;
+    for (int i = 0; i < 200; i++) {
+        used = memory_in_use();
+        if (used == 0)
+            return;
+        struct timespec ts = { 0, 50 * 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_abort_msg("the daemon still holds %llu bytes", (unsigned long long)used);
+}
+
+/* OP_CANCEL ends a stream with CANCELLED and gives its memory back. */
+START_TEST(test_cancel_stream_and_request)
+{
+    static const char *const args[] = { "--workers=1", "--codec-threads=1", NULL };
+    start(args);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = 40u << 20;
+    uint8_t *src = text_like(len, 5);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 8;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+    req.options = &o;
+    req.stream = 1;
+    req.payload.data = src;
+    req.payload.len = 8u << 20;
+    send_frame(fd, &req);
+    for (unsigned i = 1; i < 4; i++) { /* 32 MiB: one part is at the engine */
+        Gpucomp__Request more = GPUCOMP__REQUEST__INIT;
+        more.id = 8;
+        more.payload.data = src + ((size_t)i << 23);
+        more.payload.len = 8u << 20;
+        send_frame(fd, &more);
+    }
+    Gpucomp__Request cancel = GPUCOMP__REQUEST__INIT;
+    cancel.id = 8;
+    cancel.op = GPUCOMP__OP__OP_CANCEL;
+    cancel.last = 1;
+    send_frame(fd, &cancel);
+    answer a = { 0 };
+    while (!a.done)
+        ck_assert(read_answer(fd, 8, &a));
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_CANCELLED, "status %d: %s", a.status, a.msg);
+    free(a.out);
+    /* A whole-buffer request in flight: CANCELLED too. */
+    Gpucomp__Request big = GPUCOMP__REQUEST__INIT;
+    big.id = 9;
+    big.op = GPUCOMP__OP__OP_COMPRESS;
+    big.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+    big.options = &o;
+    big.total_size = len;
+    for (size_t at = 0; at < len; at += 8u << 20) {
+        big.payload.data = src + at;
+        big.payload.len = 8u << 20;
+        big.last = at + (8u << 20) == len;
+        send_frame(fd, &big);
+        big.op = 0;
+        big.codec = 0;
+        big.options = NULL;
+        big.total_size = 0;
+    }
+    struct timespec ts = { 0, 200 * 1000000 };
+    nanosleep(&ts, NULL);
+    cancel.id = 9;
+    send_frame(fd, &cancel);
+    Gpucomp__Frame *f = raw_recv(fd, 64u << 20);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->response->id, 9);
+    ck_assert_msg(f->response->status == GPUCOMP__STATUS__STATUS_CANCELLED, "status %d: %s", f->response->status,
+                  f->response->message);
+    gc_wire_free(f);
+    wait_memory_free();
+    free(src);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_streams_per_connection_are_bounded)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    unsigned n = 0;
+    for (;; n++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = 100 + n;
+        req.op = GPUCOMP__OP__OP_COMPRESS;
+        req.codec = GPUCOMP__CODEC__CODEC_RLE;
+        req.options = &o;
+        req.stream = 1;
+        send_frame(fd, &req);
+        struct pollfd p = { fd, POLLIN, 0 };
+        if (poll(&p, 1, 200) == 1)
+            break;
+        ck_assert_uint_lt(n, 64);
+    }
+    answer a = { 0 };
+    ck_assert(read_answer(fd, 100 + n, &a));
+    ck_assert_msg(a.done && a.status == GPUCOMP__STATUS__STATUS_LIMIT, "status %d: %s", a.status, a.msg);
+    ck_assert_uint_ge(n, 1);
+    close(fd);
+    wait_memory_free();
+}
+END_TEST
+
+/* A stream that waits for input past request-timeout closes its connection. */
+START_TEST(test_stream_without_input_times_out)
+{
+    static const char *const args[] = { "--request-timeout=1", NULL };
+    start(args);
+    int fd = hello(NULL);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 3;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_RLE;
+    req.options = &o;
+    req.stream = 1;
+    uint8_t b[100] = { 0 };
+    req.payload.data = b;
+    req.payload.len = sizeof b;
+    send_frame(fd, &req);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    Gpucomp__Frame *f;
+    bool saw_timeout = false;
+    while ((f = raw_recv(fd, 64u << 20)) != NULL) {
+        if (f->response->id == 0 && f->response->status == GPUCOMP__STATUS__STATUS_LIMIT)
+            saw_timeout = strstr(f->response->message, "stream") != NULL;
+        gc_wire_free(f);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg(saw_timeout, "no timeout error before the close");
+    ck_assert_msg(s > 0.9 && s < 20.0, "closed after %.1f s", s);
+    close(fd);
+}
+END_TEST
+
+/* A client that vanishes mid-stream leaves nothing held. */
+START_TEST(test_vanished_stream_client_frees_everything)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = 48u << 20;
+    uint8_t *src = text_like(len, 6);
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    o.level = 1;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 4;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+    req.options = &o;
+    req.stream = 1;
+    for (size_t at = 0; at < len; at += 8u << 20) {
+        req.payload.data = src + at;
+        req.payload.len = 8u << 20;
+        send_frame(fd, &req);
+        req.stream = 0;
+    }
+    close(fd);
+    wait_memory_free();
+    free(src);
+}
+END_TEST
+
+static Suite *stream_suite(void)
+{
+    Suite *s = suite_create("stream_wire");
+    TCase *tc = tcase_create("streams");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_rle_stream_equals_frames_of_parts);
+    tcase_add_test(tc, test_bzip2_stream_equals_whole_buffer);
+    tcase_add_test(tc, test_flush_returns_output_so_far);
+    tcase_add_test(tc, test_empty_and_tiny_streams);
+    tcase_add_test(tc, test_unstreamable_frame_fails_the_stream);
+    tcase_add_test(tc, test_window_is_enforced);
+    tcase_add_test(tc, test_cancel_stream_and_request);
+    tcase_add_test(tc, test_streams_per_connection_are_bounded);
+    tcase_add_test(tc, test_stream_without_input_times_out);
+    tcase_add_test(tc, test_vanished_stream_client_frees_everything);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(stream_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
