@@ -440,6 +440,24 @@ static void conclude(cli_session *s, const job *j, streamed *x, int rc)
         cli_error(s, "%s: write error: %s", j->out_name ? j->out_name : "(stdout)", strerror(x->write_error));
 }
 
+/*
+ * An rle frame larger than the daemon's stream window (written by a
+ * whole-buffer request: gpucomp before streams, --local) cannot be streamed:
+ * the daemon refuses it with LIMIT before any output. A regular file can be
+ * read again from the start and decompressed in one request instead.
+ */
+static bool retry_whole(cli_session *s, const job *j, streamed *x, int rc)
+{
+    if (rc != GPUCOMP_E_LIMIT || s->opts.mode == CLI_COMPRESS || gpucomp_stream_bytes_out(x->st) != 0 ||
+        !S_ISREG(j->st.st_mode) || lseek(j->fd, 0, SEEK_SET) != 0)
+        return false;
+    gpucomp_stream_free(x->st);
+    x->st = NULL;
+    if (j->out_name)
+        cli_output_abort(&x->out);
+    return true;
+}
+
 /* Open the stream for j's codec; rc of gpucomp_stream_open, or -1 (reported) when no codec fits. */
 static int open_stream(cli_session *s, const job *j, streamed *x)
 {
@@ -485,6 +503,11 @@ static void run_streamed(cli_session *s, job *j)
     else
         rc = GPUCOMP_OK, x.write_error = -1;
     cli_progress_end(); /* before any message */
+    if (retry_whole(s, j, &x, rc)) {
+        cli_progress_begin(s, j->name, (uint64_t)j->st.st_size);
+        run_whole(s, j, NULL, 0);
+        goto out;
+    }
     if (x.write_error == -1) { /* open_sink said why */
         gpucomp_stream_free(x.st);
         goto out;
