@@ -1,6 +1,7 @@
 #!/bin/bash
 # Build the libFuzzer targets with clang and run each for a while: the
-# decoders (rle, bzip2), the daemon's frame handling (frame: wire framing,
+# decoders (rle, bzip2; bz2part: the streamed bzip2 decode against the whole
+# one, tests/fuzz/fuzz_bz2_part.c), the daemon's frame handling (frame: wire framing,
 # request validation and the CPU engine, tests/fuzz/fuzz_frame.c) and the GPU
 # bzip2 decoder's host-side framing walk (bz2walk, tests/fuzz/fuzz_bz2_dec_walk.cc).
 # Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30)
@@ -28,6 +29,7 @@ proto() {
 declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
+    [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
     [frame]="tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
              daemon/codec.c daemon/codec_rle.c daemon/codec_bzip2.c
              daemon/fd_payload.c daemon/fd_map_cache.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
@@ -46,12 +48,13 @@ build_bz2walk() {
         -o "$1"
 }
 status=0
-for target in rle bzip2 frame bz2walk; do
+for target in rle bzip2 bz2part frame bz2walk; do
     bin="$out/fuzz_$target"
     corpus="$out/corpus-$target"
     rm -rf "$corpus"
     seeds=$target
     [ "$target" = bz2walk ] && seeds=bzip2
+    [ "$target" = bz2part ] && seeds=bzip2 # any first byte is a schedule
     cp -r "tests/fuzz/corpus/$seeds" "$corpus" 2>/dev/null || mkdir -p "$corpus"
     : >"$out/build-$target.log"
     extra="" built=1

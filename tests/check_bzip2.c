@@ -1700,9 +1700,9 @@ START_TEST(test_splice_small_parts)
      * concatenation and decode (stream CRC included: the fold) to the whole. */
     for (int trial = 0; trial < 12; trial++) {
         int level = trial % 2 ? 9 : 1, np = 2 + trial % 4;
-        uint8_t *parts[6], *src[6];
-        size_t lens[6], n[6], total = 0;
-        uint32_t blocks[6];
+        uint8_t *parts[6] = { 0 }, *src[6] = { 0 };
+        size_t lens[6] = { 0 }, n[6] = { 0 }, total = 0;
+        uint32_t blocks[6] = { 0 };
         for (int i = 0; i < np; i++) {
             n[i] = (i + trial) % 3 == 0 ? rnd() % 300000 : rnd() % 2000;
             if (trial == 3 && i == 1)
@@ -1948,9 +1948,9 @@ static void check_streamed_schedules(const uint8_t *in, size_t n, int every_cut,
  * that every cut position can be tried cheaply. */
 static uint8_t *tiny_multiblock(int level, int nparts, size_t *len, uint8_t **plain, size_t *plain_len)
 {
-    uint8_t *parts[8], *src[8];
-    size_t lens[8], n[8], total = 0;
-    uint32_t blocks[8];
+    uint8_t *parts[8] = { 0 }, *src[8] = { 0 };
+    size_t lens[8] = { 0 }, n[8] = { 0 }, total = 0;
+    uint32_t blocks[8] = { 0 };
     for (int i = 0; i < nparts; i++) {
         n[i] = 20 + rnd() % 200;
         src[i] = make_text(n[i]);
