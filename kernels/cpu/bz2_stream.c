@@ -13,6 +13,12 @@
  * where the previous block ended, so false positives inside compressed
  * data are discarded and the result equals sequential decoding. If too
  * many candidates turn out false, speculation stops (bounded waste).
+ * The walk is written once, for the streamed decode (bz2_decompress_part:
+ * stop before a piece the input cuts, resume from bz2_dstate);
+ * bz2_decompress is its single call with more = 0.
+ *
+ * Streamed compression: bz2_compress_counted, bz2_stream_body and
+ * bz2_splice* (docs/BZIP2.md, "Streaming").
  */
 #include <stdlib.h>
 #include <string.h>
