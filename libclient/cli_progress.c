@@ -33,6 +33,8 @@ static struct {
     _Atomic uint64_t out;           /* streaming: output bytes so far */
     atomic_bool working;
     atomic_bool streaming;
+    uint64_t rate_t, rate_done;     /* stream_rate's last sample (thread only, reset by begin) */
+    double rate;
 } p = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* 123456789 -> "117.7 MiB" */
@@ -59,18 +61,36 @@ static const char *clock_text(double seconds, char buf[32])
 }
 
 /*
+ * The streaming rate, smoothed over the last second or so of redraws: the
+ * daemon takes the first window's worth of input at once (up to ~128 MiB
+ * ahead of the work), so the rate since the start would promise too much.
+ * Thread only.
+ */
+static double stream_rate(uint64_t now, uint64_t done)
+{
+    if (p.rate_t && now > p.rate_t && done >= p.rate_done) {
+        double inst = (double)(done - p.rate_done) / ((double)(now - p.rate_t) / 1e9);
+        p.rate = p.rate > 0 ? 0.75 * p.rate + 0.25 * inst : inst;
+    }
+    p.rate_t = now;
+    p.rate_done = done;
+    return p.rate;
+}
+
+/*
  * "  NAME: compressing 1.2 GiB on gpucompd, 0:05 so far, 310.0 MiB out, 245.8 MiB/s, ETA 0:16":
  * the first part is the whole-buffer line's (scripts and tests look for it), the rest what streams add.
+ * Rate and ETA are of the input handed over, until all of it is.
  */
 static int draw_stream(char *line, size_t size, uint64_t now, uint64_t done)
 {
     char a[32], b[32], c[32], e[32], f[32];
-    double secs = (double)(now - p.t0) / 1e9, rate = secs > 0 ? (double)done / secs : 0;
+    double secs = (double)(now - p.t0) / 1e9, rate = stream_rate(now, done);
     int n = snprintf(line, size, "  %.40s: %s %s on %s, %s so far, %s out", p.name, p.verb, human((double)done, a),
                      p.where, clock_text(secs, e), human((double)atomic_load(&p.out), b));
-    if (n <= 0 || (size_t)n >= size || rate <= 0)
+    if (n <= 0 || (size_t)n >= size || rate <= 0 || (p.total && done >= p.total))
         return n;
-    if (p.total && done <= p.total)
+    if (p.total)
         return n + snprintf(line + n, size - (size_t)n, ", %s/s, ETA %s", human(rate, c),
                             clock_text((double)(p.total - done) / rate, f));
     return n + snprintf(line + n, size - (size_t)n, ", %s/s", human(rate, c));
@@ -147,6 +167,8 @@ void cli_progress_begin(const cli_session *s, const char *name, uint64_t total)
     atomic_store(&p.out, 0);
     atomic_store(&p.working, false);
     atomic_store(&p.streaming, false);
+    p.rate_t = p.rate_done = 0;
+    p.rate = 0;
     if (pthread_cond_init(&p.wake, NULL) != 0)
         return;
     if (pthread_create(&p.thread, NULL, progress_thread, NULL) != 0) {
