@@ -11,6 +11,7 @@
  *   bench_daemon SOCKET bzip2-large FILE LEVEL ROUNDS
  *   bench_daemon SOCKET bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS
  *   bench_daemon SOCKET bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS
+ *   bench_daemon SOCKET whole FILE OUT c|d bzip2|rle LEVEL   one file, one request
  *
  * Data: short runs (mean run 8 bytes), the class the rle codec is for.
  * Every round trip is verified. Prints one markdown table row per run, plus
@@ -690,6 +691,66 @@ static void run_bzip2_dec_many(const char *path, int clients, size_t slice, int 
     free(args);
 }
 
+/*
+ * whole: all of FILE as one whole-buffer request (a memfd, as the library
+ * sends large inputs), compress (c) or decompress (d), the result written
+ * to OUT; scripts/stream-bench.sh compares this with gpucomp's streams.
+ * Prints "WHOLE <op> <bytes in> <bytes out> <seconds of the request>
+ * <backend>"; the copies from FILE and to OUT are outside the time.
+ */
+static void run_whole(const char *path, const char *out_path, const char *op, const char *codec, int level)
+{
+    int compress = strcmp(op, "c") == 0;
+    size_t len;
+    int file = open_input(path, &len);
+    int in = file_to_memfd(file, len, 0, len, "bench-whole-in");
+    close(file);
+    int out = gpucomp_memfd_create("bench-whole-out");
+    if (out < 0) {
+        perror("memfd");
+        exit(1);
+    }
+    gpucomp_options o;
+    gpucomp_options_init(&o, strcmp(codec, "rle") == 0 ? GPUCOMP_CODEC_RLE : GPUCOMP_CODEC_BZIP2);
+    o.level = level;
+    gpucomp_client *c = connect_client();
+    size_t out_len = 0;
+    double t = now_s();
+    int rc = compress ? gpucomp_compress_fd(c, &o, in, len, out, &out_len)
+                      : gpucomp_decompress_fd(c, &o, in, len, out, &out_len);
+    t = now_s() - t;
+    if (rc != GPUCOMP_OK)
+        die(compress ? "whole compress_fd" : "whole decompress_fd", c, rc);
+    close(in);
+    int f = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f < 0) {
+        fprintf(stderr, "bench_daemon: %s: %s\n", out_path, strerror(errno));
+        exit(1);
+    }
+    if (out_len > 0) {
+        const uint8_t *p = map_memfd(out, out_len, PROT_READ);
+        for (size_t done = 0; done < out_len;) {
+            ssize_t n = write(f, p + done, out_len - done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                fprintf(stderr, "bench_daemon: writing %s: %s\n", out_path, strerror(errno));
+                exit(1);
+            }
+            done += (size_t)n;
+        }
+        munmap((void *)p, out_len);
+    }
+    if (close(f) != 0) {
+        fprintf(stderr, "bench_daemon: %s: %s\n", out_path, strerror(errno));
+        exit(1);
+    }
+    printf("WHOLE %s %zu %zu %.6f %s\n", compress ? "compress" : "decompress", len, out_len, t,
+           backend_name(gpucomp_last_backend(c)));
+    close(out);
+    gpucomp_close(c);
+}
+
 static int gen_file(const char *path, size_t len)
 {
     uint8_t *buf = malloc(len);
@@ -709,7 +770,8 @@ int main(int argc, char **argv)
     if (argc < 4) {
         fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyreg CLIENTS SIZE_MIB ROUNDS | "
                         "small CLIENTS SIZE_BYTES ROUNDS | bzip2-large FILE LEVEL ROUNDS | "
-                        "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS\n");
+                        "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS | "
+                        "whole FILE OUT c|d bzip2|rle LEVEL\n");
         return 2;
     }
     socket_path = argv[1];
@@ -737,6 +799,9 @@ int main(int argc, char **argv)
     else if (strcmp(argv[2], "bzip2-dec-many") == 0 && argc >= 7 && atoi(argv[4]) > 0 && atol(argv[5]) > 0 &&
              atoi(argv[6]) > 0)
         run_bzip2_dec_many(argv[3], atoi(argv[4]), (size_t)atol(argv[5]) << 20, atoi(argv[6]));
+    else if (strcmp(argv[2], "whole") == 0 && argc >= 8 && (strcmp(argv[5], "c") == 0 || strcmp(argv[5], "d") == 0) &&
+             (strcmp(argv[6], "bzip2") == 0 || strcmp(argv[6], "rle") == 0))
+        run_whole(argv[3], argv[4], argv[5], argv[6], atoi(argv[7]));
     else
         return 2;
     return 0;
