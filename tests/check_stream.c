@@ -18,13 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_harness.h"
 #include "gpucomp.h"
+#include "wire.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -467,6 +470,169 @@ START_TEST(test_timeout)
 }
 END_TEST
 
+/* ---- a fake daemon: what the client accepts ----------------------------------- */
+
+typedef enum fake_kind {
+    FAKE_NO_STREAMS,      /* an older gpucompd: stream_window 0 */
+    FAKE_CONSUMED_AHEAD,  /* says it consumed more than was sent */
+    FAKE_WRONG_TOTAL,     /* ends the stream with a total_size that is not what it sent */
+    FAKE_OTHER_ID,        /* answers an id that is not in flight */
+    FAKE_KINDS
+} fake_kind;
+
+static bool fake_read(int fd, void *buf, size_t len)
+{
+    for (size_t got = 0; got < len;) {
+        ssize_t n = read(fd, (uint8_t *)buf + got, len - got);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return true;
+}
+
+static Gpucomp__Frame *fake_recv(int fd)
+{
+    uint8_t h[GC_WIRE_HEADER_SIZE];
+    if (!fake_read(fd, h, sizeof h))
+        return NULL;
+    uint32_t len = gc_wire_body_len(h);
+    uint8_t *body = malloc(len ? len : 1);
+    Gpucomp__Frame *f = NULL;
+    gc_error err;
+    if (body && fake_read(fd, body, len))
+        f = gc_wire_unpack(body, len, &err);
+    free(body);
+    return f;
+}
+
+static void fake_send(int fd, Gpucomp__Frame *f)
+{
+    size_t n = gc_wire_packed_size(f);
+    uint8_t *buf = malloc(n);
+    gc_wire_pack(f, buf);
+    if (write(fd, buf, n) != (ssize_t)n)
+        _exit(3);
+    free(buf);
+}
+
+static void fake_send_response(int fd, Gpucomp__Response *r)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
+    f.response = r;
+    fake_send(fd, &f);
+}
+
+/* The child's side: one connection, the handshake, then the misbehaviour of kind. */
+static void fake_serve(int lfd, fake_kind kind)
+{
+    int fd = accept(lfd, NULL, NULL);
+    Gpucomp__Frame *hello = fd >= 0 ? fake_recv(fd) : NULL;
+    if (!hello)
+        _exit(2);
+    Gpucomp__Welcome w = GPUCOMP__WELCOME__INIT;
+    w.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+    w.max_frame_size = GC_WIRE_DEFAULT_MAX_FRAME;
+    w.server_version = (char *)"0.1.0-fake";
+    w.stream_window = kind == FAKE_NO_STREAMS ? 0 : 1u << 20;
+    w.max_streams = kind == FAKE_NO_STREAMS ? 0 : 4;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
+    f.welcome = &w;
+    fake_send(fd, &f);
+    Gpucomp__Frame *open = kind == FAKE_NO_STREAMS ? NULL : fake_recv(fd);
+    if (open && open->body_case == GPUCOMP__FRAME__BODY_REQUEST) {
+        Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
+        r.id = open->request->id + (kind == FAKE_OTHER_ID ? 7 : 0);
+        r.stream = true;
+        r.consumed = kind == FAKE_CONSUMED_AHEAD ? 1u << 30 : 0;
+        r.payload.data = (uint8_t *)"abc";
+        r.payload.len = 3;
+        r.last = kind == FAKE_WRONG_TOTAL;
+        r.total_size = 5;
+        fake_send_response(fd, &r);
+    }
+    char drop[4096];
+    while (read(fd, drop, sizeof drop) > 0) /* until the client hangs up */
+        ;
+    _exit(0);
+}
+
+/* A listening fake at a fresh path, served by a child; returns its pid. */
+static pid_t fake_start(fake_kind kind, char *path, size_t path_size)
+{
+    char dir[] = "/tmp/gpucomp-fake-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, path_size, "%s/sock", dir);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        fake_serve(lfd, kind);
+    close(lfd);
+    return pid;
+}
+
+static void fake_stop(pid_t pid, const char *path)
+{
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fake daemon failed (%d)", st);
+    unlink(path);
+    char dir[108];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    rmdir(dir);
+}
+
+/* An older daemon: UNSUPPORTED, saying why, and nothing sent. */
+START_TEST(test_fake_no_streams)
+{
+    char path[108];
+    pid_t pid = fake_start(FAKE_NO_STREAMS, path, sizeof path);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(path, &c), GPUCOMP_OK);
+    gpucomp_stream *s = (gpucomp_stream *)1;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s), GPUCOMP_E_UNSUPPORTED);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "no streams") != NULL, "message: %s", gpucomp_last_error(c));
+    gpucomp_close(c);
+    fake_stop(pid, path);
+}
+END_TEST
+
+/* A daemon that breaks the stream rules: PROTOCOL, and the connection is closed. */
+START_TEST(test_fake_misbehaves)
+{
+    fake_kind kind = (fake_kind)(_i + 1);
+    char path[108];
+    pid_t pid = fake_start(kind, path, sizeof path);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(path, &c), GPUCOMP_OK);
+    gpucomp_set_reconnect(c, 0);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s), GPUCOMP_OK);
+    uint8_t in[10] = { 0 }, out[64];
+    gpucomp_inbuf ib = { in, sizeof in, 0 };
+    gpucomp_outbuf ob = { out, sizeof out, 0 };
+    size_t pending;
+    int rc = gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, &pending);
+    if (kind == FAKE_WRONG_TOTAL && rc == GPUCOMP_OK) /* the 3 bytes may come before the lie */
+        rc = gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, &pending);
+    ck_assert_msg(rc == GPUCOMP_E_PROTOCOL, "fake %d: %s (%s)", kind, gpucomp_strerror(rc), gpucomp_last_error(c));
+    ck_assert_uint_le(ob.pos, 3);
+    gpucomp_stream_free(s);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IO);
+    gpucomp_close(c);
+    fake_stop(pid, path);
+}
+END_TEST
+
 /* ---- the CLI: gigabytes through a pipe in bounded memory ----------------------------- */
 
 /*
@@ -641,6 +807,11 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_flush);
     tcase_add_test(api, test_timeout);
     suite_add_tcase(s, api);
+    TCase *fake = tcase_create("fake");
+    tcase_set_timeout(fake, 30);
+    tcase_add_test(fake, test_fake_no_streams);
+    tcase_add_loop_test(fake, test_fake_misbehaves, 0, FAKE_KINDS - 1);
+    suite_add_tcase(s, fake);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, setup, teardown);
     tcase_set_timeout(cli, 300);
