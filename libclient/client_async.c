@@ -400,8 +400,9 @@ static void drop_assembly(struct client_async *a)
  * The connection is finished: close it, complete everything outstanding
  * with status (and the request being reassembled too), msg saying why.
  */
-static void fail_all(gpucomp_client *c, struct client_async *a, int status, const char *msg, int *ran)
+static void fail_all(gpucomp_client *c, struct client_async *a, int fd, int status, const char *msg, int *ran)
 {
+    shutdown(fd, SHUT_RDWR); /* a submitter blocked in a write gives up send_mu */
     pthread_mutex_lock(&a->send_mu);
     pthread_mutex_lock(&a->mu);
     client_disconnect(c);
@@ -603,7 +604,7 @@ static int poll_locked(gpucomp_client *c, struct client_async *a, int timeout_ms
         if (n < 0) {
             char msg[128];
             snprintf(msg, sizeof msg, "waiting on the gpucompd socket: %s", strerror(errno));
-            fail_all(c, a, GPUCOMP_E_IO, msg, &ran);
+            fail_all(c, a, fd, GPUCOMP_E_IO, msg, &ran);
             return -GPUCOMP_E_IO;
         }
         if (n == 0)
@@ -618,7 +619,7 @@ static int poll_locked(gpucomp_client *c, struct client_async *a, int timeout_ms
             rc = handle_frame(c, a, f, &err, &conn_status, &ran);
         gc_wire_free(f);
         if (rc != GC_OK) {
-            fail_all(c, a, conn_status, err.msg, &ran);
+            fail_all(c, a, fd, conn_status, err.msg, &ran);
             return -GPUCOMP_E_IO;
         }
     }
@@ -639,6 +640,16 @@ int gpucomp_async_poll(gpucomp_client *c, int timeout_ms)
     polling_client = NULL;
     pthread_mutex_unlock(&a->poll_mu);
     return rc;
+}
+
+void client_async_connection_reset(gpucomp_client *c)
+{
+    struct client_async *a = get_async(c, false);
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->dead = false;
+    pthread_mutex_unlock(&a->mu);
 }
 
 void client_async_destroy(gpucomp_client *c)

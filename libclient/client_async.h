@@ -14,4 +14,10 @@
  */
 void client_async_destroy(gpucomp_client *c);
 
+/*
+ * A blocking call opened a new connection (client_reopen; nothing async is
+ * outstanding then): asynchronous requests may use it.
+ */
+void client_async_connection_reset(gpucomp_client *c);
+
 #endif

@@ -4,6 +4,7 @@
 #endif
 
 #include "client_internal.h"
+#include "client_async.h"
 #include "client_io.h"
 #include "size_parse.h"
 
@@ -211,7 +212,10 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
 int client_reopen(gpucomp_client *c, gc_error *err)
 {
     client_disconnect(c);
-    return open_and_shake_hands(c, c->timeout_ms ? c->timeout_ms : REOPEN_HANDSHAKE_MS, err);
+    int rc = open_and_shake_hands(c, c->timeout_ms ? c->timeout_ms : REOPEN_HANDSHAKE_MS, err);
+    if (rc == GC_OK)
+        client_async_connection_reset(c);
+    return rc;
 }
 
 void client_disconnect(gpucomp_client *c)

@@ -22,6 +22,8 @@
 
 static test_daemon dut;
 
+static void start_again(void);
+
 static void teardown(void)
 {
     if (dut.pid > 0)
@@ -366,10 +368,9 @@ END_TEST
 
 /* ---- reconnection ----------------------------------------------------------- */
 
-/* Stop the harness daemon and start a new one on the same socket path. */
-static void restart_daemon(void)
+/* Start a new daemon on the harness daemon's socket path (the old one is gone). */
+static void start_again(void)
 {
-    ck_assert_int_eq(test_daemon_stop(&dut), 0);
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);
     pid_t pid = fork();
@@ -390,6 +391,13 @@ static void restart_daemon(void)
         usleep(10 * 1000);
     }
     ck_abort_msg("the restarted gpucompd did not listen on %s", dut.socket_path);
+}
+
+/* Stop the harness daemon and start a new one on the same socket path. */
+static void restart_daemon(void)
+{
+    ck_assert_int_eq(test_daemon_stop(&dut), 0);
+    start_again();
 }
 
 static void round_trip_ok(gpucomp_client *c)
@@ -472,6 +480,17 @@ START_TEST(test_async_not_resent)
     ck_assert_int_eq(gpucomp_async_fd(c), -1);
     ck_assert_int_eq(gpucomp_async_poll(c, 0), -GPUCOMP_E_IO);
     ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, data, 10, note, &res, NULL), GPUCOMP_E_IO);
+    ck_assert_int_eq(res.calls, 1);
+    /* A blocking call reconnects; asynchronous requests then use the new connection. */
+    test_daemon_stop(&dut); /* reaps the killed daemon */
+    start_again();
+    ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping: %s", gpucomp_last_error(c));
+    simple again = { 0 };
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, data, 100000, note, &again, NULL), GPUCOMP_OK);
+    drain(c, 30000);
+    ck_assert_int_eq(again.calls, 1);
+    ck_assert_int_eq(again.status, GPUCOMP_OK);
+    ck_assert_int_ge(gpucomp_async_fd(c), 0);
     free(data);
     gpucomp_close(c);
 }
