@@ -19,6 +19,10 @@
 
 #include "daemon_harness.h"
 #include "gpucomp.h"
+#include "wire.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
 
 static test_daemon dut;
 
@@ -328,6 +332,154 @@ START_TEST(test_close_with_outstanding)
 }
 END_TEST
 
+/* ---- a daemon that breaks the protocol ------------------------------------- */
+
+/*
+ * A fake gpucompd on its own thread: handshake, read two requests, then send
+ * `answer` (a Response with an id nothing asked for, or a connection-level
+ * error), and hold the connection until the client closes it.
+ */
+typedef struct fake {
+    char dir[64], path[108];
+    int listen_fd;
+    pthread_t thread;
+    Gpucomp__Response answer;
+    int requests_seen;
+} fake;
+
+static void fake_send(int fd, const Gpucomp__Frame *f)
+{
+    size_t size = gc_wire_packed_size(f);
+    uint8_t *buf = malloc(size);
+    gc_wire_pack(f, buf);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = send(fd, buf + off, size - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    free(buf);
+}
+
+static void *fake_main(void *arg)
+{
+    fake *fk = arg;
+    int fd = accept(fk->listen_fd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    Gpucomp__Frame *hello = raw_recv(fd, 1 << 20);
+    gc_wire_free(hello);
+    Gpucomp__Welcome w = GPUCOMP__WELCOME__INIT;
+    w.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+    w.max_frame_size = 1 << 20;
+    w.server_version = (char *)"fake";
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
+    f.welcome = &w;
+    fake_send(fd, &f);
+    for (int i = 0; i < 2; i++) {
+        Gpucomp__Frame *req = raw_recv(fd, 1 << 20);
+        if (req && req->body_case == GPUCOMP__FRAME__BODY_REQUEST)
+            fk->requests_seen++;
+        gc_wire_free(req);
+    }
+    Gpucomp__Frame r = GPUCOMP__FRAME__INIT;
+    r.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
+    r.response = &fk->answer;
+    fake_send(fd, &r);
+    char sink[256];
+    while (recv(fd, sink, sizeof sink, 0) > 0)
+        ;
+    close(fd);
+    return NULL;
+}
+
+static void fake_start(fake *fk)
+{
+    snprintf(fk->dir, sizeof fk->dir, "/tmp/check_async.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(fk->dir));
+    snprintf(fk->path, sizeof fk->path, "%s/sock", fk->dir);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strcpy(sa.sun_path, fk->path);
+    fk->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fk->listen_fd, 0);
+    ck_assert_int_eq(bind(fk->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(fk->listen_fd, 4), 0);
+    ck_assert_int_eq(pthread_create(&fk->thread, NULL, fake_main, fk), 0);
+}
+
+static void fake_finish(fake *fk)
+{
+    pthread_join(fk->thread, NULL);
+    close(fk->listen_fd);
+    unlink(fk->path);
+    rmdir(fk->dir);
+}
+
+typedef struct failed_call {
+    int calls;
+    int status;
+    char msg[200];
+} failed_call;
+
+static void record_failure(void *arg, uint64_t id, int status, const char *msg, const void *out, size_t out_len)
+{
+    failed_call *fc = arg;
+    (void)id;
+    (void)out;
+    (void)out_len;
+    fc->calls++;
+    fc->status = status;
+    snprintf(fc->msg, sizeof fc->msg, "%s", msg);
+}
+
+/* Two requests outstanding, then the fake's answer: both complete with want_status, the connection closes. */
+static void expect_connection_failure(fake *fk, int want_status, const char *want_msg)
+{
+    fake_start(fk);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(fk->path, &c), GPUCOMP_OK);
+    failed_call a = { 0 }, b = { 0 };
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, "abc", 3, record_failure, &a, NULL), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, "def", 3, record_failure, &b, NULL), GPUCOMP_OK);
+    int rc, loops = 0;
+    while ((rc = gpucomp_async_poll(c, 5000)) == 0)
+        ck_assert_int_lt(++loops, 4);
+    ck_assert_int_eq(rc, -GPUCOMP_E_IO);
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(b.calls, 1);
+    ck_assert_int_eq(a.status, want_status);
+    ck_assert_int_eq(b.status, want_status);
+    ck_assert_msg(strstr(a.msg, want_msg) != NULL, "message: %s", a.msg);
+    ck_assert_uint_eq(gpucomp_async_pending(c), 0);
+    ck_assert_int_eq(gpucomp_async_fd(c), -1);
+    ck_assert_int_eq(gpucomp_async_poll(c, 0), -GPUCOMP_E_IO);
+    gpucomp_close(c);
+    fake_finish(fk);
+    ck_assert_int_eq(fk->requests_seen, 2);
+}
+
+START_TEST(test_answer_to_unknown_id)
+{
+    fake fk = { .answer = GPUCOMP__RESPONSE__INIT };
+    fk.answer.id = 999;
+    fk.answer.last = true;
+    expect_connection_failure(&fk, GPUCOMP_E_IO, "request id 999, which is not outstanding");
+}
+END_TEST
+
+START_TEST(test_connection_level_error)
+{
+    fake fk = { .answer = GPUCOMP__RESPONSE__INIT };
+    fk.answer.id = 0;
+    fk.answer.status = GPUCOMP__STATUS__STATUS_LIMIT;
+    fk.answer.message = (char *)"idle for too long";
+    fk.answer.last = true;
+    expect_connection_failure(&fk, GPUCOMP_E_LIMIT, "idle for too long");
+}
+END_TEST
+
 /* ---- cancellation ----------------------------------------------------------- */
 
 START_TEST(test_cancel_large_bzip2)
@@ -554,6 +706,8 @@ static Suite *async_suite(void)
     tcase_add_test(tc, test_blocking_call_is_busy_during_async);
     tcase_add_test(tc, test_close_with_outstanding);
     tcase_add_test(tc, test_async_not_resent);
+    tcase_add_test(tc, test_answer_to_unknown_id);
+    tcase_add_test(tc, test_connection_level_error);
     suite_add_tcase(s, tc);
 
     TCase *cancel = tcase_create("cancel");
