@@ -23,14 +23,44 @@ static int check(const gcd_request *r, gc_error *err)
     return rle_options_resolve(&in, &out, err);
 }
 
-/* An rle decompress moves the original size its header declares (docs/FORMAT.md). */
+/*
+ * Peek at the frame at p (avail bytes of the input from it): its length
+ * (header, index and the records the index adds up) and its declared
+ * original size. False when its header and index are not all there. A
+ * length past avail only says so (the sum stops there). Reads every byte
+ * once and validates nothing: the engine does (docs/FORMAT.md).
+ */
+static bool peek_frame(const uint8_t *p, uint64_t avail, uint64_t *len, uint64_t *original)
+{
+    if (avail < RLE_HEADER_FIXED)
+        return false;
+    uint64_t count = rle_get_le32(p + RLE_CHUNK_COUNT_OFFSET);
+    uint64_t total = rle_header_size_for(count);
+    if (total > avail)
+        return false;
+    for (uint64_t i = 0; i < count && total <= avail; i++) /* past avail it no longer matters */
+        total += rle_get_le32(p + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY);
+    *original = 0;
+    for (int i = 7; i >= 0; i--)
+        *original = *original << 8 | p[RLE_ORIGINAL_SIZE_OFFSET + i];
+    *len = total;
+    return true;
+}
+
+/*
+ * An rle decompress moves the original size its headers declare
+ * (docs/FORMAT.md): the sum over the frames back to back whose headers are
+ * there, as far as they go.
+ */
 static uint64_t work_bytes(const gcd_request *r)
 {
-    uint64_t bytes = r->total_size, declared = 0;
-    if (r->op != GPUCOMP__OP__OP_DECOMPRESS || r->total_size < RLE_HEADER_FIXED || !r->input)
+    uint64_t bytes = r->total_size, declared = 0, off = 0, len, original;
+    if (r->op != GPUCOMP__OP__OP_DECOMPRESS || !r->input)
         return bytes;
-    for (int i = 7; i >= 0; i--)
-        declared = declared << 8 | r->input[RLE_ORIGINAL_SIZE_OFFSET + i];
+    while (off < r->total_size && peek_frame(r->input + off, r->total_size - off, &len, &original)) {
+        declared = declared + original < declared ? UINT64_MAX : declared + original;
+        off += len; /* len >= a header: the walk ends */
+    }
     return declared > bytes ? declared : bytes;
 }
 
@@ -44,18 +74,31 @@ static int compress(gcd_request *r, unsigned threads)
     return rle_compress(r->input, r->total_size, &opt, r->output, cap, &r->output_len, &r->error);
 }
 
-/* The output size a frame declares, within the request's max_output; an error in r->error. */
+/*
+ * The output size the frames declare (one or more back to back:
+ * docs/FORMAT.md, "Concatenated frames"), within the request's max_output;
+ * an error in r->error.
+ */
 static int decoded_size(gcd_request *r, size_t *size)
 {
-    rle_frame_info info;
-    int rc = rle_frame_parse(r->input, r->total_size, &info, &r->error);
+    uint64_t total;
+    size_t frames;
+    int rc = rle_stream_decoded_size(r->input, r->total_size, &total, &frames, &r->error);
     if (rc != GC_OK)
         return rc;
-    if (info.original_size > r->max_output)
+    if (total > r->max_output) {
+        if (frames == 1)
+            return gc_fail(&r->error, GC_E_LIMIT,
+                           "rle: frame would decompress to %llu bytes, over the limit of %llu",
+                           (unsigned long long)total, (unsigned long long)r->max_output);
         return gc_fail(&r->error, GC_E_LIMIT,
-                       "rle: frame would decompress to %llu bytes, over the limit of %llu",
-                       (unsigned long long)info.original_size, (unsigned long long)r->max_output);
-    *size = (size_t)info.original_size;
+                       "rle: %zu frames would decompress to %llu bytes, over the limit of %llu", frames,
+                       (unsigned long long)total, (unsigned long long)r->max_output);
+    }
+    if (total > SIZE_MAX)
+        return gc_fail(&r->error, GC_E_LIMIT, "rle: output of %llu bytes does not fit in memory",
+                       (unsigned long long)total);
+    *size = (size_t)total;
     return GC_OK;
 }
 
@@ -76,9 +119,24 @@ static int run_cpu(gcd_request *r, unsigned threads)
     return r->op == GPUCOMP__OP__OP_COMPRESS ? compress(r, threads) : decompress(r, threads);
 }
 
+/*
+ * Compress, and a decompress of exactly one frame: the GPU decoder takes one
+ * frame per job, so input with more after its first frame (concatenated
+ * frames, or trailing bytes) runs on the CPU engine (docs/DECISIONS.md, "rle:
+ * concatenated frames"). A peek at the first frame's index: a frame the peek
+ * cannot size (no input yet, a short header) goes as before, and the
+ * engine's checks judge it.
+ */
 static bool gpu_takes(const gcd_request *r)
 {
-    return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS)
+        return true;
+    if (r->op != GPUCOMP__OP__OP_DECOMPRESS)
+        return false;
+    uint64_t len, original;
+    if (!r->input || !peek_frame(r->input, r->total_size, &len, &original))
+        return true;
+    return len >= r->total_size;
 }
 
 static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)

@@ -39,17 +39,18 @@ static int rle_compress_local(const gpucomp_options *o, const uint8_t *in, size_
 static int rle_decompress_local(const gpucomp_options *o, const uint8_t *in, size_t in_len, uint8_t **out,
                                 size_t *out_len, gc_error *err)
 {
-    rle_frame_info info;
-    int rc = rle_frame_parse(in, in_len, &info, err);
+    /* one or more frames back to back (docs/FORMAT.md, "Concatenated frames") */
+    uint64_t size;
+    int rc = rle_stream_decoded_size(in, in_len, &size, NULL, err);
     if (rc != GC_OK)
         return rc;
-    if (o->max_output && info.original_size > o->max_output)
+    if (o->max_output && size > o->max_output)
         return gc_fail(err, GC_E_LIMIT, "output of %llu bytes is over the limit of %llu",
-                       (unsigned long long)info.original_size, (unsigned long long)o->max_output);
-    if (info.original_size >= SIZE_MAX)
+                       (unsigned long long)size, (unsigned long long)o->max_output);
+    if (size >= SIZE_MAX)
         return gc_fail(err, GC_E_LIMIT, "output of %llu bytes does not fit in memory",
-                       (unsigned long long)info.original_size);
-    size_t cap = (size_t)info.original_size;
+                       (unsigned long long)size);
+    size_t cap = (size_t)size;
     *out = malloc(cap ? cap : 1);
     if (!*out)
         return gc_fail(err, GC_E_NOMEM, "out of memory (%zu bytes for the output)", cap);

@@ -1052,6 +1052,210 @@ START_TEST(test_same_buffer)
 }
 END_TEST
 
+/* ---- concatenated frames (docs/FORMAT.md, "Concatenated frames") -------- */
+
+typedef struct piece {
+    size_t len;
+    rle_options o;
+    unsigned mean; /* fill_runs' mean run length; 0: random bytes */
+} piece;
+
+/* A stream of one frame per piece (pieces[i] filled from seed i + 1), back to
+ * back, as a stream compressed in parts is. *data gets the pieces' bytes
+ * concatenated (what the stream decodes to), ends[i] where frame i ends. */
+static uint8_t *concat_frames(const piece *pieces, size_t n, uint8_t **data, size_t *data_len,
+                              size_t *stream_len, size_t *ends)
+{
+    size_t total = 0, cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += pieces[i].len;
+        cap += rle_compress_bound(pieces[i].len, &pieces[i].o);
+    }
+    uint8_t *in = xmalloc(total), *stream = xmalloc(cap);
+    size_t at = 0, out = 0;
+    for (size_t i = 0; i < n; i++) {
+        const piece *p = &pieces[i];
+        if (p->mean)
+            fill_runs(in + at, p->len, p->o.width ? p->o.width : 1, p->mean, i + 1);
+        else
+            fill_random(in + at, p->len, i + 1);
+        size_t frame_len;
+        uint8_t *frame = compress_or_fail(in + at, p->len, p->o, &frame_len);
+        memcpy(stream + out, frame, frame_len);
+        free(frame);
+        at += p->len;
+        out += frame_len;
+        if (ends)
+            ends[i] = out;
+    }
+    *data = in;
+    *data_len = total;
+    *stream_len = out;
+    return stream;
+}
+
+/* The stream decodes (1 and 4 threads) to data, sizes itself, and needs all of it. */
+static void check_stream_decodes(const uint8_t *stream, size_t stream_len, const uint8_t *data,
+                                 size_t data_len, size_t frames)
+{
+    gc_error err;
+    uint64_t size = 1;
+    size_t nframes = 0;
+    ck_assert_msg(rle_stream_decoded_size(stream, stream_len, &size, &nframes, &err) == GC_OK,
+                  "sizing: %s", err.msg);
+    ck_assert_uint_eq(size, data_len);
+    ck_assert_uint_eq(nframes, frames);
+    check_decodes_to(stream, stream_len, data, data_len, 1);
+    check_decodes_to(stream, stream_len, data, data_len, 4);
+    if (data_len) {
+        int rc = decode_status(stream, stream_len, data_len - 1, &err);
+        ck_assert_msg(rc == GC_E_LIMIT, "one byte short: rc %d (%s)", rc, err.msg);
+        ck_assert_msg(frames == 1 || strstr(err.msg, "frames decode to") != NULL, "%s", err.msg);
+    }
+}
+
+START_TEST(test_concat_two_and_three_frames)
+{
+    const piece pieces[] = {
+        { 1000, { 1, 64, 1 }, 5 },            /* 16 chunks, rle records */
+        { 10003, { 4, 4096, 4 }, 3 },         /* width 4, a 3-byte tail */
+        { 70001, { 8, 0, 0 }, 0 },            /* default chunks, random: stored, 1-byte tail */
+    };
+    for (size_t n = 2; n <= 3; n++) {
+        uint8_t *data;
+        size_t data_len, stream_len, ends[3];
+        uint8_t *stream = concat_frames(pieces, n, &data, &data_len, &stream_len, ends);
+        check_stream_decodes(stream, stream_len, data, data_len, n);
+        /* the first frame alone is still a frame, and is what the prefix parse finds */
+        rle_frame_info info;
+        size_t frame_len = 0;
+        gc_error err;
+        ck_assert_int_eq(rle_frame_parse_prefix(stream, stream_len, &info, &frame_len, &err), GC_OK);
+        ck_assert_uint_eq(frame_len, ends[0]);
+        ck_assert_uint_eq(info.original_size, pieces[0].len);
+        check_decodes_to(stream, ends[0], data, pieces[0].len, 1);
+        /* rle_frame_parse keeps its one-frame contract */
+        ck_assert_int_eq(rle_frame_parse(stream, stream_len, &info, &err), GC_E_CORRUPT);
+        ck_assert_ptr_nonnull(strstr(err.msg, "trailing"));
+        free(stream);
+        free(data);
+    }
+    /* the same pieces in the other order, and a piece split at a chunk boundary as a stream
+     * compressed in parts is: same output as the whole */
+    const piece split[] = { { 4096, { 2, 1024, 1 }, 4 }, { 5000, { 2, 1024, 1 }, 4 },
+                            { 1000, { 1, 64, 1 }, 5 } };
+    uint8_t *data;
+    size_t data_len, stream_len;
+    uint8_t *stream = concat_frames(split, 3, &data, &data_len, &stream_len, NULL);
+    check_stream_decodes(stream, stream_len, data, data_len, 3);
+    free(stream);
+    free(data);
+}
+END_TEST
+
+START_TEST(test_concat_empty_frames)
+{
+    const piece pieces[] = { { 0, { 1, 64, 1 }, 1 }, { 777, { 1, 64, 1 }, 4 }, { 0, { 2, 128, 1 }, 1 } };
+    uint8_t *data;
+    size_t data_len, stream_len, ends[3];
+    uint8_t *stream = concat_frames(pieces, 3, &data, &data_len, &stream_len, ends);
+    ck_assert_uint_eq(ends[0], 36);
+    check_stream_decodes(stream, stream_len, data, data_len, 3);     /* empty, frame, empty */
+    check_stream_decodes(stream, ends[1], data, data_len, 2);        /* empty, frame */
+    check_stream_decodes(stream + ends[0], stream_len - ends[0], data, data_len, 2); /* frame, empty */
+    /* two empty frames: nothing, and no output buffer needed */
+    uint8_t two[72];
+    memcpy(two, stream, 36);
+    memcpy(two + 36, stream + ends[1], 36);
+    gc_error err;
+    size_t out_len = 1;
+    ck_assert_int_eq(rle_decompress(two, sizeof two, 1, NULL, 0, &out_len, &err), GC_OK);
+    ck_assert_uint_eq(out_len, 0);
+    free(stream);
+    free(data);
+}
+END_TEST
+
+/* first then tail; decoding gives code and message parts, sizing gives size_code
+ * (it reads headers and indexes only: a chunk's CRC or the capacity pass it). */
+static void expect_stream_error(const uint8_t *first, size_t first_len, const uint8_t *tail,
+                                size_t tail_len, size_t cap, int code, int size_code,
+                                const char *part1, const char *part2)
+{
+    uint8_t *s = xmalloc(first_len + tail_len);
+    memcpy(s, first, first_len);
+    memcpy(s + first_len, tail, tail_len);
+    gc_error err;
+    int rc = decode_status(s, first_len + tail_len, cap, &err);
+    ck_assert_msg(rc == code, "rc %d, want %d (%s)", rc, code, err.msg);
+    ck_assert_msg(strstr(err.msg, part1) != NULL, "message '%s' lacks '%s'", err.msg, part1);
+    ck_assert_msg(!part2 || strstr(err.msg, part2) != NULL, "message '%s' lacks '%s'", err.msg, part2);
+    uint64_t size;
+    rc = rle_stream_decoded_size(s, first_len + tail_len, &size, NULL, &err);
+    ck_assert_msg(rc == size_code, "sizing: rc %d, want %d (%s)", rc, size_code, err.msg);
+    free(s);
+}
+
+START_TEST(test_concat_errors)
+{
+    const size_t cap = 2 * sizeof golden_input + 4096;
+    const uint8_t *g = golden_frame;
+    const size_t gl = sizeof golden_frame;
+    /* garbage after a frame: trailing bytes, named after the frame they would be */
+    expect_stream_error(g, gl, (const uint8_t *)"junk!", 5, cap, GC_E_CORRUPT, GC_E_CORRUPT,
+                        "rle: frame 2: ", "5 trailing bytes after frame 1");
+    uint8_t zeros[100] = { 0 };
+    expect_stream_error(g, gl, zeros, sizeof zeros, cap, GC_E_CORRUPT, GC_E_CORRUPT,
+                        "rle: frame 2: ", "trailing");
+    expect_stream_error(g, gl, zeros, 1, cap, GC_E_CORRUPT, GC_E_CORRUPT,
+                        "rle: frame 2: ", "1 trailing byte ");
+    /* a truncated second frame, at every length */
+    for (size_t len = 1; len < gl; len++) {
+        uint8_t *s = xmalloc(gl + len);
+        memcpy(s, g, gl);
+        memcpy(s + gl, g, len);
+        gc_error err;
+        int rc = decode_status(s, gl + len, cap, &err);
+        ck_assert_msg(rc == GC_E_TRUNCATED, "second frame cut at %zu: rc %d (%s)", len, rc, err.msg);
+        ck_assert_msg(strncmp(err.msg, "rle: frame 2: ", 14) == 0, "%s", err.msg);
+        free(s);
+    }
+    /* a second frame with a bad header CRC, with a bad chunk CRC */
+    uint8_t bad[sizeof golden_frame];
+    memcpy(bad, g, gl);
+    bad[40] ^= 1;
+    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_E_CRC,
+                        "rle: frame 2: header CRC32C mismatch", NULL);
+    memcpy(bad, g, gl);
+    bad[77] ^= 0x20;
+    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_OK,
+                        "rle: frame 2: chunk 1: CRC32C mismatch", NULL);
+    /* ... and the third frame's errors name it */
+    uint8_t two[2 * sizeof golden_frame];
+    memcpy(two, g, gl);
+    memcpy(two + gl, g, gl);
+    expect_stream_error(two, sizeof two, bad, gl, cap, GC_E_CRC, GC_OK,
+                        "rle: frame 3: chunk 1: CRC32C", NULL);
+    expect_stream_error(two, sizeof two, g, 20, cap, GC_E_TRUNCATED, GC_E_TRUNCATED,
+                        "rle: frame 3: 20 bytes", NULL);
+    /* the first frame's errors read as they always have, whatever follows */
+    memcpy(bad, g, gl);
+    bad[40] ^= 1;
+    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_E_CRC,
+                        "rle: frame: header CRC32C mismatch", NULL);
+    memcpy(bad, g, gl);
+    bad[77] ^= 0x20;
+    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_OK,
+                        "rle: chunk 1: CRC32C mismatch", NULL);
+    /* the output must hold both frames: one frame's worth is too small */
+    expect_stream_error(g, gl, g, gl, sizeof golden_input, GC_E_LIMIT, GC_OK,
+                        "2 frames decode to 138 bytes", NULL);
+    /* and an empty input is no frame at all */
+    gc_error err;
+    ck_assert_int_eq(decode_status(g, 0, cap, &err), GC_E_TRUNCATED);
+}
+END_TEST
+
 static Suite *rle_suite(void)
 {
     Suite *s = suite_create("rle");
@@ -1089,6 +1293,13 @@ static Suite *rle_suite(void)
     tcase_add_test(bad, test_dst_too_small);
     tcase_add_test(bad, test_invalid_options);
     suite_add_tcase(s, bad);
+
+    TCase *concat = tcase_create("concatenated frames");
+    tcase_set_timeout(concat, 120);
+    tcase_add_test(concat, test_concat_two_and_three_frames);
+    tcase_add_test(concat, test_concat_empty_frames);
+    tcase_add_test(concat, test_concat_errors);
+    suite_add_tcase(s, concat);
 
     TCase *hostile = tcase_create("changing input");
     tcase_set_timeout(hostile, 300); /* each case runs for a bounded time; sanitizers are slow */

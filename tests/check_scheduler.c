@@ -1012,6 +1012,83 @@ START_TEST(test_register_without_descriptor_is_protocol_error)
 }
 END_TEST
 
+/* rle compress of len bytes of fill_test_data(kind 1, seed) through c with width and chunk size. */
+static uint8_t *rle_packed(gpucomp_client *c, const uint8_t *data, size_t len, unsigned width, uint32_t chunk,
+                           size_t *packed_len)
+{
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    o.element_width = width;
+    o.chunk_size = chunk;
+    void *packed;
+    int rc = gpucomp_compress(c, &o, data, len, &packed, packed_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
+    return packed;
+}
+
+/* Decompress in[0..in_len) through c; it must give want[0..want_len). */
+static void rle_unpacks_to(gpucomp_client *c, const uint8_t *in, size_t in_len, const uint8_t *want,
+                           size_t want_len)
+{
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    void *out;
+    size_t out_len;
+    int rc = gpucomp_decompress(c, &o, in, in_len, &out, &out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "decompress: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(out_len, want_len);
+    ck_assert(memcmp(out, want, want_len) == 0);
+    gpucomp_free(out);
+}
+
+/*
+ * rle frames back to back (a stream compressed in parts: docs/FORMAT.md,
+ * "Concatenated frames") decode to the concatenation of their outputs. The
+ * device decoder takes one frame per job, so such a decompress runs on the
+ * CPU engine, while one frame of the same size goes to the device.
+ */
+START_TEST(test_rle_concatenated_frames_run_on_cpu)
+{
+    start_emulated("emulate"); /* rle to the device from 1 MiB */
+    gpucomp_client *c = connect_or_fail();
+    size_t a_len = 2u << 20, b_len = (3u << 20) + 5, a_packed, b_packed;
+    uint8_t *data = malloc(a_len + b_len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, a_len, 1, 41);
+    fill_test_data(data + a_len, b_len, 1, 42);
+    uint8_t *a = rle_packed(c, data, a_len, 1, 0, &a_packed);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    uint8_t *b = rle_packed(c, data + a_len, b_len, 4, 256u << 10, &b_packed);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    uint8_t *two = malloc(a_packed + b_packed + 4);
+    ck_assert_ptr_nonnull(two);
+    memcpy(two, a, a_packed);
+    memcpy(two + a_packed, b, b_packed);
+    /* one frame: the device */
+    rle_unpacks_to(c, a, a_packed, data, a_len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_GPU);
+    /* two frames: the concatenation, from the CPU engine */
+    rle_unpacks_to(c, two, a_packed + b_packed, data, a_len + b_len);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_CPU);
+    /* a frame and garbage: the CPU engine's verdict, naming the second frame */
+    memcpy(two + a_packed, "junk", 4);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    void *out = NULL;
+    size_t out_len;
+    ck_assert_int_eq(gpucomp_decompress(c, &o, two, a_packed + 4, &out, &out_len), GPUCOMP_E_CORRUPT);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "frame 2") != NULL, "%s", gpucomp_last_error(c));
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 3); /* the two compresses and the one-frame decompress */
+    gpucomp_free(a);
+    gpucomp_free(b);
+    free(two);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("scheduler");
@@ -1032,6 +1109,7 @@ int main(void)
     tcase_add_test(tc, test_bzip2_corrupt_stream_gets_cpu_verdict);
     tcase_add_test(tc, test_bzip2_decompress_max_output_on_device);
     tcase_add_test(tc, test_device_limit_reruns_on_cpu);
+    tcase_add_test(tc, test_rle_concatenated_frames_run_on_cpu);
     tcase_add_test(tc, test_memfd_transport);
     tcase_add_test(tc, test_memfd_refused_request_keeps_fds_in_step);
     tcase_add_test(tc, test_memfd_refuses_unsealable_fd);

@@ -3,7 +3,8 @@
  *
  * Layout of this file: byte helpers, chunk encoder, chunk decoder, frame
  * header, then the whole-frame compress/decompress that run the chunk
- * coders on gc_parallel_for.
+ * coders on gc_parallel_for, then streams of frames back to back (what
+ * rle_decompress takes: docs/FORMAT.md, "Concatenated frames").
  *
  * Speed: the encoder finds run boundaries 16 bytes at a time (SSE2 compare
  * of the data with itself shifted by one element, then movemask), counts
@@ -667,9 +668,11 @@ static int check_fixed_header(const uint8_t *src, rle_frame_info *info, gc_error
 
 /* Every index entry (read once each from index, which is either the frame or
  * a private copy) holds at least a record header; together they fill the rest
- * of the frame exactly. */
+ * of the frame exactly, or, when records_used is not NULL (a frame that may
+ * be followed by more frames), no more than the records_len bytes present:
+ * *records_used gets their sum. */
 static int check_index(const rle_frame_info *info, const uint8_t *index, size_t records_len,
-                       gc_error *err)
+                       size_t *records_used, gc_error *err)
 {
     uint64_t total = 0; /* < 2^32 entries of < 2^32 each: cannot overflow */
     for (uint32_t i = 0; i < info->chunk_count; i++) {
@@ -684,13 +687,19 @@ static int check_index(const rle_frame_info *info, const uint8_t *index, size_t 
         return gc_fail(err, GC_E_TRUNCATED,
                        "rle: frame: index needs %llu bytes of chunk records, %zu present",
                        (unsigned long long)total, records_len);
+    if (records_used) {
+        *records_used = (size_t)total;
+        return GC_OK;
+    }
     if (total < records_len)
         return gc_fail(err, GC_E_CORRUPT, "rle: frame: %llu trailing bytes after the last chunk",
                        (unsigned long long)(records_len - total));
     return GC_OK;
 }
 
-int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc_error *err)
+/* rle_frame_parse, or with frame_len not NULL rle_frame_parse_prefix. */
+static int parse_frame(const uint8_t *src, size_t src_len, rle_frame_info *info, size_t *frame_len,
+                       gc_error *err)
 {
     gc_error_clear(err);
     if (src_len < RLE_HEADER_FIXED)
@@ -711,7 +720,23 @@ int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc
         return gc_fail(err, GC_E_CRC,
                        "rle: frame: header CRC32C mismatch (stored 0x%08x, computed 0x%08x)",
                        (unsigned)stored, (unsigned)computed);
-    return check_index(info, src + RLE_HEADER_FIXED, src_len - info->header_size, err);
+    size_t records = 0;
+    rc = check_index(info, src + RLE_HEADER_FIXED, src_len - info->header_size,
+                     frame_len ? &records : NULL, err);
+    if (rc == GC_OK && frame_len)
+        *frame_len = info->header_size + records;
+    return rc;
+}
+
+int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc_error *err)
+{
+    return parse_frame(src, src_len, info, NULL, err);
+}
+
+int rle_frame_parse_prefix(const uint8_t *src, size_t src_len, rle_frame_info *info,
+                           size_t *frame_len, gc_error *err)
+{
+    return parse_frame(src, src_len, info, frame_len, err);
 }
 
 int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_info *info,
@@ -733,7 +758,7 @@ int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_inf
                        "rle: frame: header CRC32C mismatch (stored 0x%08x, computed 0x%08x): "
                        "the frame changed while it was read",
                        (unsigned)stored, (unsigned)computed);
-    return check_index(info, (const uint8_t *)index, src_len - info->header_size, err);
+    return check_index(info, (const uint8_t *)index, src_len - info->header_size, NULL, err);
 }
 
 /* ---- whole frames --------------------------------------------------------- */
@@ -818,7 +843,7 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
                        dst_cap, bound);
     /* src and dst may be the same memory: the tail is read before the header is written */
     rle_header_write_fixed(dst, o.width, o.chunk_size, src_len, (uint32_t)chunk_count,
-                           src + src_len - tail_len);
+                           tail_len ? src + src_len - tail_len : src);
     size_t header_size = (size_t)rle_header_size_for(chunk_count);
     encode_job job = { src, body_len, o, dst + header_size, dst + RLE_HEADER_FIXED, NULL };
     size_t records_len = encode_chunks(&job, (size_t)chunk_count);
@@ -898,23 +923,121 @@ static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_inf
     return job.err.code;
 }
 
+/* ---- streams: frames back to back (docs/FORMAT.md, "Concatenated frames") -- */
+
+/*
+ * Re-issue err (from frame number `frame`, counted from 1) named after its
+ * frame: "rle: frame: X" and "rle: X" become "rle: frame N: X". Frame 1's
+ * messages are left as they are, the single-frame decoder's own.
+ */
+static int name_frame(gc_error *err, size_t frame, int rc)
+{
+    if (!err || frame <= 1)
+        return rc;
+    const char *m = err->msg;
+    if (strncmp(m, "rle: frame: ", 12) == 0)
+        m += 12;
+    else if (strncmp(m, "rle: ", 5) == 0)
+        m += 5;
+    char msg[GC_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", m);
+    return gc_fail(err, (gc_status)rc, "rle: frame %zu: %s", frame, msg);
+}
+
+/*
+ * Parse frame number `frame` (from 1) at src, of which src_len bytes are
+ * present, it and any frames after it. After the first frame, bytes that do
+ * not start with the magic are trailing garbage (GC_E_CORRUPT).
+ */
+static int parse_nth(const uint8_t *src, size_t src_len, size_t frame, rle_frame_info *info,
+                     size_t *frame_len, gc_error *err)
+{
+    if (frame > 1 && memcmp(src, RLE_MAGIC, src_len < 4 ? src_len : 4) != 0)
+        return gc_fail(err, GC_E_CORRUPT,
+                       "rle: frame %zu: %zu trailing byte%s after frame %zu %s not an rle frame "
+                       "(bad magic)", frame, src_len, src_len == 1 ? "" : "s", frame - 1,
+                       src_len == 1 ? "is" : "are");
+    int rc = parse_frame(src, src_len, info, frame_len, err);
+    return rc == GC_OK ? rc : name_frame(err, frame, rc);
+}
+
+int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames,
+                            gc_error *err)
+{
+    gc_error_clear(err);
+    uint64_t total = 0;
+    size_t off = 0, n = 0;
+    do {
+        rle_frame_info info;
+        size_t frame_len;
+        int rc = parse_nth(src + off, src_len - off, n + 1, &info, &frame_len, err);
+        if (rc != GC_OK)
+            return rc;
+        n++;
+        if (__builtin_add_overflow(total, info.original_size, &total))
+            return gc_fail(err, GC_E_LIMIT, "rle: frame %zu: the frames decode to more than 2^64 "
+                                            "bytes", n);
+        off += frame_len;
+    } while (off < src_len);
+    *size = total;
+    if (frames)
+        *frames = n;
+    return GC_OK;
+}
+
+/* Decode the one frame src[0..frame_len) that parse_frame described in *info. */
+static int decode_frame(const uint8_t *src, size_t frame_len, const rle_frame_info *info,
+                        unsigned threads, uint8_t *dst, gc_error *err)
+{
+    int rc = decode_chunks(src, frame_len, info, threads, dst, err);
+    if (rc != GC_OK)
+        return rc;
+    size_t body_len = (size_t)(info->original_size - info->tail_len);
+    if (info->tail_len)
+        memcpy(dst + body_len, info->tail, info->tail_len);
+    return GC_OK;
+}
+
+/*
+ * One or more frames. Their sizes are summed first (rle_stream_decoded_size:
+ * every header is checked before anything is written), then each frame is
+ * parsed again as it is decoded, its output bounded by the room left: src
+ * may change in between, and only what this pass reads decides where bytes go.
+ */
 int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
                    uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
 {
-    rle_frame_info info;
-    int rc = rle_frame_parse(src, src_len, &info, err);
+    uint64_t total;
+    size_t frames;
+    int rc = rle_stream_decoded_size(src, src_len, &total, &frames, err);
     if (rc != GC_OK)
         return rc;
-    if (info.original_size > dst_cap)
-        return gc_fail(err, GC_E_LIMIT,
-                       "rle: frame decodes to %llu bytes, output buffer holds %zu",
-                       (unsigned long long)info.original_size, dst_cap);
-    rc = decode_chunks(src, src_len, &info, threads, dst, err);
-    if (rc != GC_OK)
-        return rc;
-    size_t body_len = (size_t)(info.original_size - info.tail_len);
-    if (info.tail_len)
-        memcpy(dst + body_len, info.tail, info.tail_len);
-    *dst_len = (size_t)info.original_size;
+    if (total > dst_cap) {
+        if (frames == 1)
+            return gc_fail(err, GC_E_LIMIT,
+                           "rle: frame decodes to %llu bytes, output buffer holds %zu",
+                           (unsigned long long)total, dst_cap);
+        return gc_fail(err, GC_E_LIMIT, "rle: %zu frames decode to %llu bytes, output buffer holds %zu",
+                       frames, (unsigned long long)total, dst_cap);
+    }
+    size_t off = 0, out = 0;
+    for (size_t n = 1; off < src_len || n == 1; n++) {
+        rle_frame_info info;
+        size_t frame_len;
+        rc = parse_nth(src + off, src_len - off, n, &info, &frame_len, err);
+        if (rc != GC_OK)
+            return rc;
+        if (info.original_size > dst_cap - out)
+            return name_frame(err, n, gc_fail(err, GC_E_LIMIT,
+                                              "rle: frame decodes to %llu bytes, output buffer "
+                                              "has %zu left", (unsigned long long)info.original_size,
+                                              dst_cap - out));
+        rc = decode_frame(src + off, frame_len, &info, threads, dst ? dst + out : dst, err);
+        if (rc != GC_OK)
+            return name_frame(err, n, rc);
+        off += frame_len;
+        out += (size_t)info.original_size;
+    }
+    *dst_len = out;
     return GC_OK;
 }

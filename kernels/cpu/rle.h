@@ -78,12 +78,38 @@ int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_inf
                          uint32_t *index, gc_error *err);
 
 /*
- * Decompress a whole frame into dst (capacity dst_cap; the original size is
- * known from rle_frame_parse). Validates everything (docs/FORMAT.md,
- * "Decoder checks"); GC_E_LIMIT if dst_cap is too small. src may change
- * while this runs, and src and dst may overlap (even be the same memory):
- * the result is then an error or garbage, never an access outside
- * src[0..src_len) and dst[0..dst_cap) (see rle.c).
+ * rle_frame_parse for a frame that may be followed by more bytes (the next
+ * frame of a stream): the same checks and messages, except that the chunk
+ * records may end before src_len; *frame_len is where they end (header_size
+ * plus the sum of the index entries). Reads src[0..*frame_len) at most.
+ */
+int rle_frame_parse_prefix(const uint8_t *src, size_t src_len, rle_frame_info *info,
+                           size_t *frame_len, gc_error *err);
+
+/*
+ * The output size of an rle stream: one or more frames back to back
+ * (docs/FORMAT.md, "Concatenated frames"). Walks the frames' headers and
+ * indexes, each validated as rle_frame_parse does (chunks are not decoded),
+ * and returns the sum of their original sizes in *size and the number of
+ * frames in *frames (may be NULL). Errors after the first frame name it
+ * ("rle: frame 2: ..."); bytes after a frame that do not start with the
+ * magic are GC_E_CORRUPT (trailing bytes), a frame cut short GC_E_TRUNCATED;
+ * GC_E_LIMIT if the sum overflows 64 bits. An empty src is GC_E_TRUNCATED.
+ */
+int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames,
+                            gc_error *err);
+
+/*
+ * Decompress one or more frames back to back (docs/FORMAT.md, "Concatenated
+ * frames") into dst (capacity dst_cap, which must hold the sum of their
+ * original sizes: rle_stream_decoded_size, or rle_frame_parse's
+ * original_size for a single frame), their outputs concatenated in order.
+ * Validates everything (docs/FORMAT.md, "Decoder checks"), every frame's
+ * header before any output is written; GC_E_LIMIT if dst_cap is too small.
+ * A single frame's errors are as they always were; a later frame's name it
+ * ("rle: frame 2: ..."). src may change while this runs, and src and dst may
+ * overlap (even be the same memory): the result is then an error or garbage,
+ * never an access outside src[0..src_len) and dst[0..dst_cap) (see rle.c).
  */
 int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
                    uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);

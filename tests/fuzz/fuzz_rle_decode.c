@@ -2,8 +2,10 @@
  * fuzz_rle_decode.c - libFuzzer target for the rle frame decoder.
  *
  * Any input must parse and decode without crashing or touching memory out
- * of bounds. When a frame decodes, its output is re-encoded with the frame's
- * own options and decoded again: that must give the same bytes back.
+ * of bounds. Input is one or more frames back to back (docs/FORMAT.md,
+ * "Concatenated frames"). When it decodes, each frame's output is re-encoded
+ * with that frame's own options and decoded again: that must give the same
+ * bytes back, and the frames' outputs in order must be the whole output.
  *
  * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
  *   tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c \
@@ -44,43 +46,81 @@ static void check_reencodes(const uint8_t *out, size_t out_len, const rle_frame_
 
 static void decode_one(const uint8_t *data, size_t size)
 {
-    rle_frame_info info;
     gc_error err;
-    if (rle_frame_parse(data, size, &info, &err) != GC_OK || info.original_size > FUZZ_MAX_OUTPUT)
+    uint64_t total;
+    size_t frames;
+    if (rle_stream_decoded_size(data, size, &total, &frames, &err) != GC_OK || total > FUZZ_MAX_OUTPUT)
         return;
-    size_t cap = (size_t)info.original_size, out_len;
+    size_t cap = (size_t)total, out_len;
     uint8_t *out = malloc(cap ? cap : 1);
     if (!out)
         abort();
     if (rle_decompress(data, size, 1, out, cap, &out_len, &err) == GC_OK) {
         if (out_len != cap)
             abort();
-        check_reencodes(out, out_len, &info);
+        /* frame by frame: each decodes alone to its part of the output */
+        size_t off = 0, at = 0, n = 0;
+        while (off < size) {
+            rle_frame_info info;
+            size_t frame_len, part_len;
+            if (rle_frame_parse_prefix(data + off, size - off, &info, &frame_len, &err) != GC_OK ||
+                info.original_size > cap - at)
+                abort();
+            uint8_t *part = malloc(info.original_size ? (size_t)info.original_size : 1);
+            if (!part)
+                abort();
+            if (rle_decompress(data + off, frame_len, 1, part, (size_t)info.original_size, &part_len,
+                               &err) != GC_OK ||
+                part_len != info.original_size || (part_len && memcmp(part, out + at, part_len) != 0))
+                abort();
+            free(part);
+            check_reencodes(out + at, part_len, &info);
+            off += frame_len;
+            at += part_len;
+            n++;
+        }
+        if (at != out_len || n != frames)
+            abort();
     }
     free(out);
 }
 
 /*
  * Mutated inputs almost never keep a valid header CRC, which would stop the
- * fuzzer at the header. Decoding a second copy with the CRC recomputed lets
- * it reach the index and chunk record checks (chunk CRCs are checked after
- * the expansion they protect, so those paths run regardless).
+ * fuzzer at the header. Decoding a second copy with every frame's header CRC
+ * recomputed (frames found by their index sums, as far as they go) lets it
+ * reach the index and chunk record checks, and the frames after the first
+ * (chunk CRCs are checked after the expansion they protect, so those paths
+ * run regardless).
  */
 static void decode_resealed(const uint8_t *data, size_t size)
 {
     if (size < RLE_HEADER_FIXED)
         return;
-    uint32_t chunk_count;
-    memcpy(&chunk_count, data + 20, 4);
-    uint64_t crc_at = RLE_HEADER_FIXED + 4 * (uint64_t)chunk_count;
-    if (crc_at + 4 > size)
-        return;
     uint8_t *copy = malloc(size);
     if (!copy)
         abort();
     memcpy(copy, data, size);
-    uint32_t crc = crc32c(copy, (size_t)crc_at);
-    memcpy(copy + crc_at, &crc, 4);
+    uint64_t off = 0;
+    while (size - off >= RLE_HEADER_FIXED) {
+        uint8_t *f = copy + off;
+        uint32_t chunk_count;
+        memcpy(&chunk_count, f + 20, 4);
+        uint64_t crc_at = RLE_HEADER_FIXED + 4 * (uint64_t)chunk_count;
+        if (crc_at + 4 > size - off)
+            break;
+        uint32_t crc = crc32c(f, (size_t)crc_at);
+        memcpy(f + crc_at, &crc, 4);
+        uint64_t len = crc_at + 4;
+        for (uint32_t i = 0; i < chunk_count; i++) {
+            uint32_t entry;
+            memcpy(&entry, f + RLE_HEADER_FIXED + 4 * (size_t)i, 4);
+            len += entry;
+        }
+        if (len > size - off)
+            break;
+        off += len;
+    }
     decode_one(copy, size);
     free(copy);
 }
