@@ -98,9 +98,22 @@ static int run_cpu(gcd_request *r, unsigned threads)
  */
 static bool gpu_takes(const gcd_request *r)
 {
-    if (r->stream && r->op == GPUCOMP__OP__OP_DECOMPRESS)
-        return false; /* the GPU decoder takes whole streams only (docs/DECISIONS.md) */
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
+}
+
+/* bz2_dstate <-> the GPU job's copy of it (gpu.h gc_gpu_bz2_resume: C++ cannot include bzip2.h). */
+static gc_gpu_bz2_resume resume_of(const bz2_dstate *d)
+{
+    return (gc_gpu_bz2_resume){ .bit = d->bit, .in_stream = d->in_stream, .level = d->level,
+                                .combined = d->combined, .stream_no = d->stream_no, .block_no = d->block_no,
+                                .garbage = d->garbage, .garbage_at = d->garbage_at, .seen_any = d->seen_any };
+}
+
+static bz2_dstate dstate_of(const gc_gpu_bz2_resume *p)
+{
+    return (bz2_dstate){ .bit = p->bit, .in_stream = p->in_stream, .level = p->level, .combined = p->combined,
+                         .stream_no = p->stream_no, .block_no = p->block_no, .garbage = p->garbage,
+                         .garbage_at = p->garbage_at, .seen_any = p->seen_any };
 }
 
 /*
@@ -181,8 +194,14 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
 {
     job->codec = GC_GPU_CODEC_BZIP2;
     if (r->op != GPUCOMP__OP__OP_COMPRESS) {
+        const bz2_part *part = r->part_state;
         job->op = GC_GPU_DECODE;
         job->grow = gpu_grow;
+        if (part) { /* a stream's part: the state goes back only if the device succeeds */
+            job->partial = 1;
+            job->part_more = !r->part_final;
+            job->part = resume_of(&part->ds);
+        }
         *out_cap = 0;
         return GC_OK;
     }
@@ -202,6 +221,10 @@ static int gpu_finish(gcd_request *r, gc_gpu_job *job)
     bz2_part *part = r->part_state;
     if (job->op == GC_GPU_ENCODE && part)
         part->blocks = job->blocks;
+    if (job->op == GC_GPU_DECODE && part && job->partial) {
+        part->ds = dstate_of(&job->part);
+        part->used = job->part_used;
+    }
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)
         return GC_OK;
     return gcd_request_alloc_output(r, 0, &r->error);

@@ -575,6 +575,8 @@ void gcd_stream_close_all(gcd_conn *c)
     gcd_stream *next;
     for (gcd_stream *s = c->streams; s; s = next) {
         next = s->next;
+        if (!s->answered) /* abandoned by its client: counted as a failed request */
+            c->server->counters.requests_failed++;
         s->answered = true;
         cancel_parts(s);
         if (s->in_flight == 0)

@@ -293,7 +293,8 @@ typedef enum gpucomp_direction {
 
 typedef enum gpucomp_end_op {
     GPUCOMP_CONTINUE = 0, /* take input, return whatever output is ready */
-    GPUCOMP_FLUSH = 1,    /* also: all output for the input given so far (compress: ends a block run) */
+    GPUCOMP_FLUSH = 1,    /* also: the daemon takes all input given so far now and sends its output
+                           * (compress: ends a block run); see gpucomp_stream_run */
     GPUCOMP_END = 2       /* no more input: finish the stream */
 } gpucomp_end_op;
 
@@ -322,9 +323,12 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
  * Move input in and output out, waiting only until one of them moved (or,
  * with a timeout set by gpucomp_set_timeout, failing with GPUCOMP_E_IO when
  * the daemon says nothing for that long). *pending (may be NULL) gets 0 once
- * everything op asked for is done: GPUCOMP_FLUSH: all output for the input
- * given so far is in out; GPUCOMP_END: the stream is complete (later calls
- * return GPUCOMP_OK with nothing). Any other status ends the stream:
+ * everything op asked for is done: GPUCOMP_FLUSH: all input given so far has
+ * gone out with the flush mark, the daemon has taken all of it, and the output
+ * that has arrived is in out (output the daemon is still producing for it
+ * comes with later calls: the protocol has no "flush done" answer);
+ * GPUCOMP_END: the stream is complete (later calls return GPUCOMP_OK with
+ * nothing). Any other status ends the stream:
  * gpucomp_last_error says why; output already returned stays valid up to
  * that point (decompression: it is the correct prefix).
  */

@@ -70,6 +70,7 @@ typedef struct answer {
     uint64_t total_size;
     bool garbage;
     uint64_t garbage_offset;
+    Gpucomp__Backend backend;
     bool done;
 } answer;
 
@@ -102,6 +103,7 @@ static bool read_answer(int fd, uint64_t id, answer *a)
         a->total_size = r->total_size;
         a->garbage = r->trailing_garbage;
         a->garbage_offset = r->garbage_offset;
+        a->backend = r->backend;
     }
     gc_wire_free(f);
     return true;
@@ -180,8 +182,7 @@ static uint8_t *rle_frames(const uint8_t *src, size_t len, size_t part, size_t *
 
 START_TEST(test_rle_stream_equals_frames_of_parts)
 {
-    static const char *const dbg[] = { "--log-level=debug", NULL };
-    start(getenv("STREAM_WIRE_LOG") ? dbg : NULL);
+    start(NULL);
     uint64_t window;
     int fd = hello(&window);
     size_t len = (size_t)70 << 20, part = (size_t)32 << 20;
@@ -210,10 +211,12 @@ START_TEST(test_rle_stream_equals_frames_of_parts)
 }
 END_TEST
 
+/* On the CPU engine (_i 0) and on an emulated device that takes every part (_i 1). */
 START_TEST(test_bzip2_stream_equals_whole_buffer)
 {
-    static const char *const dbg[] = { "--log-level=debug", NULL };
-    start(getenv("STREAM_WIRE_LOG") ? dbg : NULL);
+    static const char *const device[] = { "--gpu=emulate", "--gpu-min-bytes-bzip2=1", "--gpu-min-bytes-bzip2-decompress=1",
+                                          NULL };
+    start(_i ? device : NULL);
     uint64_t window;
     int fd = hello(&window);
     size_t len = (size_t)40 << 20; /* two segments: the splice across parts is exercised */
@@ -241,6 +244,9 @@ START_TEST(test_bzip2_stream_equals_whole_buffer)
     ck_assert_int_eq(memcmp(d.out, src, len), 0);
     ck_assert_msg(d.garbage, "trailing garbage not reported");
     ck_assert_uint_eq(d.garbage_offset, a.len);
+    Gpucomp__Backend want = _i ? GPUCOMP__BACKEND__BACKEND_GPU : GPUCOMP__BACKEND__BACKEND_CPU;
+    ck_assert_int_eq(a.backend, want);
+    ck_assert_int_eq(d.backend, want);
     free(d.out);
     /* A damaged stream fails after a correct prefix of the output. */
     in[a.len / 2] ^= 0x10;
@@ -639,7 +645,7 @@ static Suite *stream_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_rle_stream_equals_frames_of_parts);
-    tcase_add_test(tc, test_bzip2_stream_equals_whole_buffer);
+    tcase_add_loop_test(tc, test_bzip2_stream_equals_whole_buffer, 0, 2);
     tcase_add_test(tc, test_flush_returns_output_so_far);
     tcase_add_test(tc, test_empty_and_tiny_streams);
     tcase_add_test(tc, test_unstreamable_frame_fails_the_stream);

@@ -536,10 +536,30 @@ struct Decoder {
         return GC_OK;
     }
 
+    /* A stream's part resumes where the previous one stopped (gpu.h gc_gpu_bz2_resume). */
+    static void resume(JobRun &j)
+    {
+        j.w.len_bits = j.in.len * 8;
+        if (!j.job || !j.job->partial)
+            return;
+        const gc_gpu_bz2_resume &p = j.job->part;
+        j.w.partial = true;
+        j.w.more = j.job->part_more != 0;
+        j.w.pos = p.bit;
+        j.w.in_stream = p.in_stream != 0;
+        j.w.level = p.level ? p.level : 9;
+        j.w.combined = p.combined;
+        j.w.sno = p.stream_no;
+        j.w.bno = p.block_no;
+        j.w.seen_any = p.seen_any != 0;
+        if (p.garbage) /* nothing more is decoded: the rest is dropped */
+            j.w.done = j.w.garbage = true;
+    }
+
     int run(gc_error *err)
     {
         for (JobRun &j : jobs)
-            j.w.len_bits = j.in.len * 8;
+            resume(j);
         int rc = scan(err);
         if (rc != GC_OK)
             return rc;
@@ -590,6 +610,26 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
     return GC_OK;
 }
 
+/* Where a part's walk stopped, for the next part (gpu.h gc_gpu_bz2_resume). */
+void finish_part(const JobRun &r, gc_gpu_job &job)
+{
+    const DecWalk &w = r.w;
+    gc_gpu_bz2_resume &p = job.part;
+    bool was_garbage = p.garbage != 0;
+    job.part_used = w.stopped ? (size_t)(w.pos / 8) : job.src_len;
+    p.bit = w.stopped ? (unsigned)(w.pos % 8) : 0;
+    p.in_stream = w.in_stream;
+    p.level = w.level;
+    p.combined = w.combined;
+    p.stream_no = w.sno;
+    p.block_no = w.bno;
+    p.seen_any = w.seen_any || job.src_len > 0;
+    if (w.garbage && !was_garbage) {
+        p.garbage = 1;
+        p.garbage_at = w.garbage_at;
+    }
+}
+
 void finish_job(JobRun &r)
 {
     gc_gpu_job &job = *r.job;
@@ -597,6 +637,8 @@ void finish_job(JobRun &r)
     if (r.status != GC_OK)
         job.err = r.err;
     job.dst_len = r.status == GC_OK ? (size_t)r.total : 0;
+    if (r.status == GC_OK && job.partial)
+        finish_part(r, job);
 }
 
 /* Jobs [0, n) together (n <= kDecMaxJobs): inputs to the device, one decode. */

@@ -18,6 +18,8 @@ constexpr uint32_t kDecColumn = 900000; /* BZ2_MAX_BLOCK: the stride of the colu
 constexpr uint64_t kDecBlockMagic = 0x314159265359ull;
 constexpr uint64_t kDecEosMagic = 0x177245385090ull;
 constexpr int kDecMaxCodeLen = 20;
+/* BZ2_MAX_BLOCK_COMPRESSED: the most bytes a block may span (bzip2.h). */
+constexpr uint64_t kDecMaxBlockBytes = (uint64_t)3 << 20;
 
 /* What a kernel found wrong with a candidate or block (0 = nothing);
  * bz2_dec_error() words it. */

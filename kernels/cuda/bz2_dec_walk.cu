@@ -70,12 +70,21 @@ int bits_at(DecWalk &w, const DecPeek &peek, uint64_t pos, int n, uint64_t *v, g
     return GC_OK;
 }
 
+/* A piece cut by the end of the input: wait for the rest, if it may come. */
+bool stop_for_more(DecWalk &w)
+{
+    if (!w.more)
+        return false;
+    w.stopped = w.done = true;
+    return true;
+}
+
 /* A stream header at w.pos (byte aligned), or the end of the input. */
 int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
 {
     uint64_t left = (w.len_bits - w.pos) / 8;
     if (left == 0) {
-        if (w.sno == 0)
+        if (w.sno == 0 && !w.seen_any && !stop_for_more(w))
             return gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
         w.done = true;
         return GC_OK;
@@ -90,8 +99,15 @@ int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
     if (memcmp(b, "BZh", cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
         if (w.sno == 0)
             return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
+        if (w.partial) { /* the stream's answer says so; the output stands */
+            w.garbage = w.done = true;
+            w.garbage_at = w.pos / 8;
+            return GC_OK;
+        }
         return gc_fail(err, GC_E_CORRUPT, "bzip2: trailing garbage after stream %u", w.sno);
     }
+    if (left < 4 && stop_for_more(w))
+        return GC_OK;
     if (left < 4)
         return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream header", w.sno + 1);
     w.sno++;
@@ -106,6 +122,8 @@ int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
 /* The end-of-stream marker at w.pos: check the stream CRC. */
 int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
 {
+    if (w.pos + 80 > w.len_bits && stop_for_more(w))
+        return GC_OK;
     if (w.pos + 80 > w.len_bits)
         return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends inside the stream CRC", w.sno);
     uint64_t stored = 0;
@@ -120,10 +138,21 @@ int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
     return GC_OK;
 }
 
-/* Take candidate ci (decoded in res) as the stream's next block. */
+/*
+ * Take candidate ci (decoded in res) as the stream's next block. A block
+ * may use kDecMaxBlockBytes from the byte of its first bit, as in the CPU
+ * engine: one that needs more is corrupt wherever the input is cut.
+ */
 int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepted> &acc, gc_error *err)
 {
+    uint64_t cap_bits = (w.pos / 8 + kDecMaxBlockBytes) * 8;
+    bool too_long = cap_bits < w.len_bits && (r.status == kDecTruncated || (r.status == kDecOk && r.end_bit > cap_bits));
+    if (!too_long && r.status == kDecTruncated && stop_for_more(w))
+        return GC_OK;
     w.bno++;
+    if (too_long)
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %llu bytes", w.sno,
+                       w.bno, (unsigned long long)kDecMaxBlockBytes);
     w.skipped += w.last_cand == UINT32_MAX ? ci : ci - w.last_cand - 1;
     w.last_cand = ci;
     if (r.status != kDecOk)
@@ -155,7 +184,9 @@ int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, 
         if (!w.in_stream) {
             rc = walk_header(w, peek, err);
         } else if (w.pos + 48 > w.len_bits) {
-            rc = gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends before the end-of-stream marker", w.sno);
+            rc = stop_for_more(w) ? GC_OK
+                                  : gc_fail(err, GC_E_TRUNCATED,
+                                            "bzip2: stream %u: input ends before the end-of-stream marker", w.sno);
         } else {
             const uint64_t *at = std::lower_bound(cand, cand + ncand, w.pos);
             uint32_t ci = (uint32_t)(at - cand);

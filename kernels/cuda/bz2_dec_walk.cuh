@@ -38,6 +38,13 @@ struct DecWalk {
     /* bits known without asking the device: [known_at, known_at + 128) */
     uint64_t known_at = UINT64_MAX;
     uint8_t known[16];
+    /* A stream's part (bz2_decompress_part's rules, docs/BZIP2.md "Streaming"):
+     * trailing garbage ends the walk instead of failing it, and with more
+     * input to come, a piece cut by the end of the input stops the walk at
+     * its first bit (stopped) instead of failing it. */
+    bool partial = false, more = false, seen_any = false;
+    bool stopped = false, garbage = false;
+    uint64_t garbage_at = 0; /* byte */
 };
 
 /* Reads 16 bytes of the input from byte `at` (zeros past its end). */

@@ -91,6 +91,22 @@ typedef union gc_gpu_codec_options {
     gc_gpu_bzip2_options bzip2; /* GC_GPU_CODEC_BZIP2: level */
 } gc_gpu_codec_options;
 
+/*
+ * Where a bzip2 decode of a stream's part resumes and, after it, where it
+ * stopped: bz2_dstate's fields (kernels/cpu/bzip2.h, which C++ cannot
+ * include); the decode follows bz2_decompress_part's rules.
+ */
+typedef struct gc_gpu_bz2_resume {
+    unsigned bit;
+    int in_stream;
+    int level;
+    uint32_t combined;
+    unsigned stream_no, block_no;
+    int garbage;
+    uint64_t garbage_at;
+    int seen_any;
+} gc_gpu_bz2_resume;
+
 typedef struct gc_gpu_job {
     gc_gpu_codec codec;
     gc_gpu_op op;
@@ -135,6 +151,12 @@ typedef struct gc_gpu_job {
     /* bzip2 encode, result: blocks in the stream (a stream's parts are
      * spliced with their block counts: docs/BZIP2.md, "Streaming"). */
     uint32_t blocks;
+    /* bzip2 decode of a stream's part: partial set, part_more (more input
+     * follows), part (in: where to resume; out, on success: where it
+     * stopped) and part_used (out: input bytes wholly consumed). */
+    int partial, part_more;
+    gc_gpu_bz2_resume part;
+    size_t part_used;
 } gc_gpu_job;
 
 typedef struct gc_gpu_batch_stats {

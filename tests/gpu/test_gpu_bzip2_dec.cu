@@ -1550,6 +1550,144 @@ static bool selected(const char *only, const char *name)
     return false;
 }
 
+/* ---- stream parts (docs/BZIP2.md "Streaming"): partial jobs against bz2_decompress_part ---- */
+
+static gc_gpu_bz2_resume resume_of(const bz2_dstate &d)
+{
+    gc_gpu_bz2_resume p;
+    memset(&p, 0, sizeof p);
+    p.bit = d.bit, p.in_stream = d.in_stream, p.level = d.level, p.combined = d.combined;
+    p.stream_no = d.stream_no, p.block_no = d.block_no, p.garbage = d.garbage, p.garbage_at = d.garbage_at;
+    p.seen_any = d.seen_any;
+    return p;
+}
+
+static bool same_state(const bz2_dstate &d, const gc_gpu_bz2_resume &p)
+{
+    return p.bit == d.bit && !p.in_stream == !d.in_stream && (!d.in_stream || p.level == d.level) &&
+           p.combined == d.combined && p.stream_no == d.stream_no && p.block_no == d.block_no &&
+           !p.garbage == !d.garbage && (!d.garbage || p.garbage_at == d.garbage_at);
+}
+
+/*
+ * Cuts: the next piece ends at cuts[k]; the decoder sees the carried tail
+ * plus the piece. Both engines get the same cuts; after every call the GPU
+ * job's state must be the CPU's, its used bytes the same, its output equal.
+ */
+static void run_parts(const char *name, const Bytes &in, const std::vector<size_t> &cuts)
+{
+    bz2_dstate st;
+    memset(&st, 0, sizeof st);
+    Bytes carry;
+    size_t at = 0;
+    for (size_t k = 0; k <= cuts.size(); k++) {
+        size_t end = k < cuts.size() ? std::min(cuts[k], in.size()) : in.size();
+        bool more = k < cuts.size();
+        Bytes src = carry;
+        src.insert(src.end(), in.begin() + (long)at, in.begin() + (long)end);
+        at = end;
+        gc_gpu_job j;
+        memset(&j, 0, sizeof j);
+        GrowState gs;
+        j.codec = GC_GPU_CODEC_BZIP2;
+        j.op = GC_GPU_DECODE;
+        j.src = src.empty() ? (const uint8_t *)"" : src.data();
+        j.src_len = src.size();
+        j.grow = grow_cb;
+        j.user = &gs;
+        j.partial = 1;
+        j.part_more = more;
+        j.part = resume_of(st);
+        gc_error e;
+        memset(&e, 0, sizeof e);
+        int brc = gc_gpu_run_batch(g_ctx, &j, 1, nullptr, &e);
+        uint8_t *out = nullptr;
+        size_t out_len = 0, used = 0;
+        gc_error ce;
+        memset(&ce, 0, sizeof ce);
+        int crc = bz2_decompress_part(src.data(), src.size(), more, &st, 0, 1, nullptr, &out, &out_len, &used, &ce);
+        if (!batch_rc(brc, e, 1, "parts", name)) {
+            free(out);
+            free(j.dst);
+            return;
+        }
+        bool ok = true;
+        std::string why;
+        if (crc != GC_OK) {
+            ok = j.status != GC_OK; /* the daemon reruns a failed part on the CPU for its exact words */
+            why = fmt("CPU %s \"%s\", GPU %s", st_name(crc), ce.msg, st_name(j.status));
+        } else if (j.status != GC_OK) {
+            ok = false;
+            why = fmt("GPU %s \"%s\" where the CPU decoded", st_name(j.status), j.err.msg);
+        } else if (j.dst_len != out_len || (out_len && memcmp(j.dst, out, out_len) != 0)) {
+            ok = false;
+            why = fmt("output %zu bytes, CPU %zu (or different bytes)", j.dst_len, out_len);
+        } else if (j.part_used != used || !same_state(st, j.part)) {
+            ok = false;
+            why = fmt("used %zu (CPU %zu), bit %u (%u), stream %u (%u), block %u (%u), garbage %d (%d)", j.part_used,
+                      used, j.part.bit, st.bit, j.part.stream_no, st.stream_no, j.part.block_no, st.block_no,
+                      j.part.garbage, st.garbage);
+        }
+        free(out);
+        free(j.dst);
+        if (!ok || crc != GC_OK) {
+            result(ok, "%s [parts]: call %zu of %zu: %s", name, k + 1, cuts.size() + 1, ok ? "both failed" : why.c_str());
+            return;
+        }
+        carry.assign(src.begin() + (long)used, src.end());
+    }
+    result(true, "%s [parts]", name);
+}
+
+static std::vector<size_t> even_cuts(size_t len, size_t piece)
+{
+    std::vector<size_t> c;
+    for (size_t x = piece; x < len; x += piece)
+        c.push_back(x);
+    return c;
+}
+
+static std::vector<size_t> random_cuts(size_t len, size_t most, uint64_t seed)
+{
+    Rng r{seed};
+    std::vector<size_t> c;
+    for (size_t x = 1 + r.below(most); x < len; x += 1 + r.below(most))
+        c.push_back(x);
+    return c;
+}
+
+static void test_parts(void)
+{
+    Bytes e0 = empty_stream(), a, b, c, d;
+    compress(E_OUR9, gen(K_TEXT, 2500000, 81), a);  /* three blocks */
+    compress(E_LIB1, gen(K_RANDOM, 250000, 82), b); /* three blocks, little compression */
+    compress(E_LIB9, gen(K_R255, 3000000, 83), c);  /* runs: tiny blocks */
+    compress_ours(gen(K_TEXT, 5000, 84), 9, BZ2_ENC_RANDOMISE, d);
+    Bytes multi = cat({&a, &e0, &b, &d}), nl = {'\n'}, garbage = cat({&a, &nl}), bz = {'B', 'Z'};
+    Bytes cut_prefix = cat({&b, &bz});
+    struct {
+        const char *name;
+        const Bytes *in;
+    } inputs[] = {{"text 3 blocks", &a}, {"random 3 blocks", &b}, {"runs", &c}, {"randomised", &d},
+                  {"multi-stream", &multi}, {"trailing newline", &garbage}, {"trailing 'BZ'", &cut_prefix},
+                  {"empty stream", &e0}};
+    for (auto &x : inputs) {
+        size_t n = x.in->size();
+        run_parts(fmt("%s, whole", x.name).c_str(), *x.in, {});
+        run_parts(fmt("%s, halves", x.name).c_str(), *x.in, {n / 2});
+        run_parts(fmt("%s, 64 KiB pieces", x.name).c_str(), *x.in, even_cuts(n, 65536));
+        run_parts(fmt("%s, random pieces", x.name).c_str(), *x.in, random_cuts(n, n / 5 + 2, n));
+        if (n < 4000)
+            run_parts(fmt("%s, 1-byte pieces", x.name).c_str(), *x.in, even_cuts(n, 1));
+    }
+    /* a damaged block in the second part: the GPU must fail where the CPU does */
+    Bytes bad = a;
+    bad[bad.size() / 2] ^= 0x40;
+    run_parts("text with a flipped bit, random pieces", bad, random_cuts(bad.size(), 300000, 85));
+    Bytes cut(a.begin(), a.begin() + (long)(a.size() * 2 / 3));
+    run_parts("text truncated, halves", cut, {cut.size() / 2});
+}
+
 int main(int argc, char **argv)
 {
     const char *only = nullptr;
@@ -1597,6 +1735,7 @@ int main(int argc, char **argv)
         {"corrupt streams", test_corrupt, true},
         {"sizes x classes x encoders", test_matrix, true},
         {"waves (> 2048 blocks)", test_waves, false},
+        {"stream parts", test_parts, true},
     };
     for (auto &g : groups) {
         if (g_dead)
