@@ -245,8 +245,9 @@ static bool gpu_reruns_failures(const gcd_request *r)
 
 /* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
-/* Decompress parts: at least this much input (over BZ2_PART_PROGRESS_BYTES), at most twice it. */
-#define STREAM_DECOMPRESS_PART ((size_t)8 << 20)
+/* Decompress parts: at least this much input (far over BZ2_PART_PROGRESS_BYTES; the GPU's fixed
+ * cost per job wants large parts, docs/BENCHMARKS.md), at most twice it. */
+#define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
 
 typedef struct bz2_stream {
     int level;            /* compress */
@@ -283,6 +284,16 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
     return GC_OK;
 }
 
+/*
+ * A decompress part's output: the CPU engine stops at a block boundary from
+ * STREAM_PART_OUTPUT (the rest of the input goes to the next part), so a
+ * stream of zeros, which expands ~45000 times, still streams in bounded
+ * memory; the device has no such stop and fails a part over
+ * STREAM_PART_OUTPUT_MAX, which then reruns on the CPU engine.
+ */
+#define STREAM_PART_OUTPUT ((size_t)256 << 20)
+#define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)
+
 static int stream_prepare(void *state, gcd_request *r, gc_error *err)
 {
     bz2_stream *st = state;
@@ -290,6 +301,9 @@ static int stream_prepare(void *state, gcd_request *r, gc_error *err)
     if (!part)
         return gc_fail(err, GC_E_NOMEM, "out of memory");
     part->ds = st->ds;
+    part->ds.out_soft = STREAM_PART_OUTPUT;
+    if (r->op == GPUCOMP__OP__OP_DECOMPRESS && r->max_output > STREAM_PART_OUTPUT_MAX)
+        r->max_output = STREAM_PART_OUTPUT_MAX;
     r->part_state = part;
     return GC_OK;
 }

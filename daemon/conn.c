@@ -2,6 +2,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +30,10 @@
 #define OUTPUT_HIGH_WATER (64u << 20)
 /* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
 #define READ_CHUNK (1u << 20)
+/* The send queue asked of the kernel for each connection. */
+#define SOCKET_SEND_BUFFER (4 << 20)
+/* Streams held back by unread answers go on once they drain to this (conn.h, stream.h). */
+#define OUTPUT_LOW_WATER (16u << 20)
 /* A closing connection whose client does not read its last answers is dropped after this. */
 #define CLOSING_GRACE_NS (5ull * 1000000000u)
 
@@ -538,8 +543,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 static void on_write(struct bufferevent *bev, void *arg)
 {
     gcd_conn *c = arg;
-    if (c->state == GCD_CONN_CLOSING) {
-        gcd_conn_close(c);
+    if (c->state == GCD_CONN_CLOSING) { /* called from the low-water mark down: close once empty */
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            gcd_conn_close(c);
         return;
     }
     if (c->paused_for_output) {
@@ -590,6 +596,10 @@ void gcd_conn_update_reading(gcd_conn *c)
 gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
 {
     gcd_conn *c = calloc(1, sizeof *c);
+    /* Answers leave in large pieces: a deep send queue saves a wake-up per
+     * few hundred KiB (the kernel caps it at net.core.wmem_max). */
+    int sndbuf = SOCKET_SEND_BUFFER;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (c) {
         c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
@@ -618,6 +628,7 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
     c->last_active_ns = gc_now_ns();
     c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, c);
     bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
+    bufferevent_setwatermark(c->bev, EV_WRITE, OUTPUT_LOW_WATER, 0);
     bufferevent_enable(c->bev, EV_WRITE);
     gcd_conn_update_reading(c);
     return c;

@@ -16,6 +16,9 @@
 #include "stats.h"
 #include "wire.h"
 
+/* Output frames of a stream carry at most this: small enough that both ends
+ * reuse heap memory for them instead of faulting in fresh pages per frame. */
+#define STREAM_PIECE ((size_t)1 << 20)
 /* Stop taking parts while the client leaves this much of its answers unread (conn.c's limit). */
 #define STREAM_OUTPUT_HIGH_WATER ((size_t)64 << 20)
 
@@ -140,6 +143,8 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
         return false;
     }
     size_t piece = gc_wire_max_payload(s->conn->server->cfg.max_frame);
+    if (piece > STREAM_PIECE)
+        piece = STREAM_PIECE;
     const uint8_t *p = data;
     while (len) {
         size_t n = len < piece ? len : piece;

@@ -72,7 +72,12 @@ typedef struct answer {
     uint64_t garbage_offset;
     Gpucomp__Backend backend;
     bool done;
+    bool zeros_only;  /* count the output and check it is all zeros, do not keep it */
+    uint64_t counted;
 } answer;
+
+/* run_stream's answers count zeros instead of keeping the output. */
+static bool g_zeros_only;
 
 /* Take one Response frame of stream id into a; false if the connection ended. */
 static bool read_answer(int fd, uint64_t id, answer *a)
@@ -87,7 +92,12 @@ static bool read_answer(int fd, uint64_t id, answer *a)
     ck_assert_msg(r->stream, "a stream's answer without stream = true");
     ck_assert_uint_ge(r->consumed, a->consumed); /* never decreases */
     a->consumed = r->consumed;
-    if (r->payload.len) {
+    if (r->payload.len && a->zeros_only) {
+        for (size_t i = 0; i < r->payload.len; i++)
+            if (r->payload.data[i])
+                ck_abort_msg("a nonzero byte at output offset %llu", (unsigned long long)(a->counted + i));
+        a->counted += r->payload.len;
+    } else if (r->payload.len) {
         if (a->cap - a->len < r->payload.len) {
             a->cap = (a->len + r->payload.len) * 2;
             a->out = realloc(a->out, a->cap);
@@ -124,6 +134,7 @@ static void run_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec
                        const uint8_t *src, size_t len, size_t piece, uint64_t window, answer *a)
 {
     memset(a, 0, sizeof *a);
+    a->zeros_only = g_zeros_only;
     Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
     o.level = level;
     size_t sent = 0;
@@ -260,6 +271,35 @@ START_TEST(test_bzip2_stream_equals_whole_buffer)
     free(whole);
     free(a.out);
     free(src);
+    close(fd);
+}
+END_TEST
+
+/*
+ * A stream that expands ~45000 times (zeros) decodes in parts whose output
+ * is bounded, not in one part as large as the whole output.
+ */
+START_TEST(test_bzip2_zeros_decode_in_bounded_parts)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)600 << 20;
+    uint8_t *zeros = calloc(len, 1);
+    ck_assert_ptr_nonnull(zeros);
+    bz2_options o = { .level = 9, .threads = 0 };
+    uint8_t *bz;
+    size_t bz_len;
+    gc_error err = { 0 };
+    ck_assert_int_eq(bz2_compress(zeros, len, &o, &bz, &bz_len, &err), GC_OK);
+    free(zeros);
+    answer d;
+    g_zeros_only = true;
+    run_stream(fd, 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, bz, bz_len, 4096, window, &d);
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.counted, len);
+    ck_assert_uint_eq(d.total_size, len);
+    free(bz);
     close(fd);
 }
 END_TEST
@@ -646,6 +686,7 @@ static Suite *stream_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_rle_stream_equals_frames_of_parts);
     tcase_add_loop_test(tc, test_bzip2_stream_equals_whole_buffer, 0, 2);
+    tcase_add_test(tc, test_bzip2_zeros_decode_in_bounded_parts);
     tcase_add_test(tc, test_flush_returns_output_so_far);
     tcase_add_test(tc, test_empty_and_tiny_streams);
     tcase_add_test(tc, test_unstreamable_frame_fails_the_stream);

@@ -554,6 +554,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         st->combined = bz2_combine_crc(st->combined, r->stored_crc);
         st->block_no = bno;
         *pos = r->end_bit;
+        if (st->out_soft && d->out_len >= st->out_soft)
+            return WALK_WAIT; /* enough output for one call: the caller resumes here */
         /* Mostly false candidates (hostile input): stop speculating. */
         if (d->wasted > 16 + bno)
             d->batch = 1;

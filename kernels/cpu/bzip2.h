@@ -138,6 +138,11 @@ typedef struct bz2_dstate {
     int garbage;         /* set: trailing garbage found after stream stream_no; nothing more is decoded */
     uint64_t garbage_at; /* ... at this byte of that call's src */
     int seen_any;        /* any input at all (empty input is GC_E_TRUNCATED at the end) */
+    /* Set by the caller, not the decoder: a call stops at the first block
+     * boundary where its output has reached out_soft bytes (0: never), even
+     * with more == 0; *used says where. Bounds one call's output whatever the
+     * ratio (a stream of zeros expands ~45000 times). */
+    size_t out_soft;
 } bz2_dstate;
 
 /*
@@ -149,6 +154,7 @@ typedef struct bz2_dstate {
  * stream, is not an error: decoding stops before that piece, *used gets the
  * bytes wholly consumed and st->bit the bit within src[*used] where the next
  * call resumes (the caller keeps src[*used..len) and appends the next input).
+ * (st->out_soft may stop a call early at a block boundary, more or not.)
  * more == 0: src is the rest of the input; ending early is GC_E_TRUNCATED
  * exactly as bz2_decompress says it.
  *
