@@ -30,10 +30,11 @@ typedef struct gcd_stream_ops {
     void *(*open)(const gcd_request *proto, gc_error *err);
     /*
      * How many of the avail buffered input bytes at buf the next part takes;
-     * 0: wait for more input. final: no more input follows these avail bytes
-     * (the end of the input, or a flush mark). An error fails the stream.
+     * 0: wait for more input. final: no more input follows these avail bytes;
+     * flush: the client asked for the output of everything up to them (more
+     * input follows). An error fails the stream.
      */
-    int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
+    int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final, bool flush,
                size_t *take, gc_error *err);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */
     int (*prepare)(void *state, gcd_request *part, gc_error *err);

@@ -274,13 +274,14 @@ static bool stream_chained(const gcd_request *proto)
     return proto->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
+/* A flush ends a compress part early (a new segment) and decodes what is whole. */
 static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
-                      size_t *take, gc_error *err)
+                      bool flush, size_t *take, gc_error *err)
 {
     (void)state, (void)buf, (void)err;
     size_t part = proto->op == GPUCOMP__OP__OP_COMPRESS ? STREAM_COMPRESS_PART : STREAM_DECOMPRESS_PART;
     size_t most = proto->op == GPUCOMP__OP__OP_COMPRESS ? part : 2 * part;
-    *take = avail >= part || final ? (avail < most ? avail : most) : 0;
+    *take = avail >= part || final || flush ? (avail < most ? avail : most) : 0;
     return GC_OK;
 }
 

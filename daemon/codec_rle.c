@@ -224,14 +224,15 @@ static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_erro
  * they are, which says what is wrong with them.
  */
 static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
-                      size_t *take, gc_error *err)
+                      bool flush, size_t *take, gc_error *err)
 {
     rle_stream *st = state;
     *take = 0;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
-        *take = avail >= st->part ? st->part : final ? avail : 0;
+        *take = avail >= st->part ? st->part : final || flush ? avail : 0;
         return GC_OK;
     }
+    /* Decompress: a flush cannot end a frame early; only whole frames go. */
     if (avail >= 4 && memcmp(buf, RLE_MAGIC, 4) != 0) {
         *take = avail;
         return GC_OK;

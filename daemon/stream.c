@@ -395,18 +395,17 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     *take = 0;
     if (s->final_out)
         return GC_OK;
-    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended || flush, take, err);
+    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == s->len, flush, take, err);
     if (rc != GC_OK)
         return rc;
     if (*take > avail)
         return gc_fail(err, GC_E_INTERNAL, "stream codec cut %zu of %zu bytes", *take, avail);
+    /* A flush mark the codec cannot cut at (inside an rle frame) is dropped. */
+    if (flush && (*take == avail || *take == 0))
+        s->flush_at = 0;
     *final = ended && *take == s->len;
     if (ended && *take == 0 && s->len == 0 && (s->next_seq == 0 || chained(s)))
         *final = true; /* the empty last part */
-    else if (*take == 0)
-        return GC_OK;
-    if (flush && *take == avail)
-        s->flush_at = 0;
     return GC_OK;
 }
 

@@ -342,6 +342,33 @@ START_TEST(test_flush_returns_output_so_far)
     ck_assert_int_eq(memcmp(back, src, back_len), 0);
     free(back);
     free(a.out);
+    /* A flush inside an rle frame cannot cut it: the mark is dropped, the frame decodes whole. */
+    size_t frame_len;
+    uint8_t *frame = rle_frames(src, 300000, 1u << 20, &frame_len);
+    Gpucomp__Request d1 = GPUCOMP__REQUEST__INIT;
+    d1.id = 13;
+    d1.op = GPUCOMP__OP__OP_DECOMPRESS;
+    d1.codec = GPUCOMP__CODEC__CODEC_RLE;
+    d1.options = &o;
+    d1.stream = 1;
+    d1.payload.data = frame;
+    d1.payload.len = frame_len / 2;
+    d1.flush = 1;
+    send_frame(fd, &d1);
+    Gpucomp__Request d2 = GPUCOMP__REQUEST__INIT;
+    d2.id = 13;
+    d2.payload.data = frame + frame_len / 2;
+    d2.payload.len = frame_len - frame_len / 2;
+    d2.last = 1;
+    send_frame(fd, &d2);
+    answer d = { 0 };
+    while (!d.done)
+        ck_assert(read_answer(fd, 13, &d));
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, 300000);
+    ck_assert_int_eq(memcmp(d.out, src, d.len), 0);
+    free(d.out);
+    free(frame);
     free(src);
     close(fd);
 }
