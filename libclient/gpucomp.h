@@ -51,7 +51,7 @@ enum {
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
     GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
     GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (its allow-users/allow-groups) */
-    GPUCOMP_E_CANCELLED = 15   /* the request was cancelled (gpucomp_cancel, gpucomp_stream_cancel) */
+    GPUCOMP_E_CANCELLED = 15   /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
 };
 
 typedef enum gpucomp_codec {
