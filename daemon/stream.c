@@ -21,6 +21,8 @@
 #define STREAM_PIECE ((size_t)1 << 20)
 /* Stop taking parts while the client leaves this much of its answers unread (conn.c's limit). */
 #define STREAM_OUTPUT_HIGH_WATER ((size_t)64 << 20)
+/* ... and take none, even with no part out, while this much is unread. */
+#define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 
 struct gcd_stream {
     uint64_t id;
@@ -371,9 +373,19 @@ void gcd_stream_cancel(gcd_stream *s)
 
 /* ---- parts ------------------------------------------------------------- */
 
+/*
+ * Whether the client's unread answers hold the stream back. Above the
+ * high-water mark one part may still run while they drain, if none of the
+ * stream's is out: the engine then works during the drain instead of after
+ * it (a chained decode would otherwise idle for every part's output). The
+ * queue stays bounded: that part's output joins at most STREAM_OUTPUT_MOST.
+ */
 static bool output_backed_up(const gcd_stream *s)
 {
-    return evbuffer_get_length(bufferevent_get_output(s->conn->bev)) > STREAM_OUTPUT_HIGH_WATER;
+    size_t queued = evbuffer_get_length(bufferevent_get_output(s->conn->bev));
+    if (queued <= STREAM_OUTPUT_HIGH_WATER)
+        return false;
+    return s->next_seq != s->emit_seq || queued > STREAM_OUTPUT_MOST;
 }
 
 /*
