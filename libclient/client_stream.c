@@ -50,7 +50,9 @@ struct gpucomp_stream {
     /* output side */
     uint8_t rhdr[GC_WIRE_HEADER_SIZE];
     size_t rhdr_got;
-    uint8_t *rbody;             /* the frame body being read */
+    uint8_t *rbody;             /* the frame body being read (in rbuf), NULL between frames */
+    uint8_t *rbuf;              /* kept from frame to frame: fresh pages per frame cost more than the copy */
+    size_t rcap;
     uint32_t rlen;
     size_t rgot;
     Gpucomp__Frame *held;       /* a received frame whose payload is being handed out */
@@ -228,9 +230,14 @@ static int try_read_frame(gpucomp_stream *s, Gpucomp__Frame **out, bool *moved)
         if (s->rlen > s->c->max_frame)
             return gc_fail(&s->c->err, GC_E_LIMIT, "gpucompd sent a %u-byte frame, over the limit of %u",
                            s->rlen, s->c->max_frame);
-        s->rbody = malloc(s->rlen ? s->rlen : 1);
-        if (!s->rbody)
-            return gc_fail(&s->c->err, GC_E_NOMEM, "cannot allocate %u bytes for a frame", s->rlen);
+        if (s->rcap < s->rlen || !s->rbuf) {
+            uint8_t *nb = realloc(s->rbuf, s->rlen ? s->rlen : 1);
+            if (!nb)
+                return gc_fail(&s->c->err, GC_E_NOMEM, "cannot allocate %u bytes for a frame", s->rlen);
+            s->rbuf = nb;
+            s->rcap = s->rlen ? s->rlen : 1;
+        }
+        s->rbody = s->rbuf;
         s->rgot = 0;
     }
     size_t before = s->rgot;
@@ -239,7 +246,6 @@ static int try_read_frame(gpucomp_stream *s, Gpucomp__Frame **out, bool *moved)
     if (rc != 1)
         return rc;
     *out = gc_wire_unpack(s->rbody, s->rlen, &s->c->err);
-    free(s->rbody);
     s->rbody = NULL;
     s->rhdr_got = 0;
     return *out ? GC_OK : GC_E_PROTOCOL;
@@ -720,7 +726,7 @@ void gpucomp_stream_free(gpucomp_stream *s)
         c->err = keep;
     }
     gc_wire_free(s->held);
-    free(s->rbody);
+    free(s->rbuf);
     free(s->wbuf);
     if (c->stream == s)
         c->stream = NULL;
