@@ -246,8 +246,7 @@ static bool gpu_reruns_failures(const gcd_request *r)
 /* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
 /* Decompress parts: at least this much input (far over BZ2_PART_PROGRESS_BYTES; the GPU's fixed
- * cost per job wants large parts: 16 MiB parts took 2.7 times the kernel time of 64 MiB ones,
- * docs/DECISIONS.md), at most twice it. */
+ * cost per job wants large parts, docs/BENCHMARKS.md "Streams"), at most twice it. */
 #define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
 
 typedef struct bz2_stream {
