@@ -455,7 +455,8 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
     atomic_init(&r->cancelled, false);
     if (take)
         memcpy(in, s->buf, take);
-    memmove(s->buf, s->buf + take, s->len - take);
+    if (s->len > take)
+        memmove(s->buf, s->buf + take, s->len - take);
     s->len -= take;
     s->base += take;
     return r;
