@@ -155,7 +155,11 @@ t_start=$(now)
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 [ -n "$GPU_NAME" ] || GPU_NAME="no GPU (nvidia-smi: none)"
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+# A copy of a working tree (the device machine's) may carry a stale .git: say when files differ.
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$COMMIT" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]; then
+    COMMIT="$COMMIT with changes not committed there"
+fi
 echo "== $DATE; $GPU_NAME; $(nproc) CPUs; sizes $SIZES MiB; codecs $CODECS; gpucompd --gpu=$GPU_MODE; bin $BIN"
 fail=0
 notes=""
