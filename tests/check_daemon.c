@@ -614,7 +614,9 @@ END_TEST
  */
 START_TEST(test_cli_progress_only_on_a_terminal)
 {
-    static const char *const args[] = { "--codec-threads=1", NULL };
+    /* One worker, one thread: a stream's two parts would otherwise run at once and could
+     * finish inside the second the first line waits for. */
+    static const char *const args[] = { "--workers=1", "--codec-threads=1", NULL };
     test_daemon_cleanup(&daemon_under_test);
     memset(&daemon_under_test, 0, sizeof daemon_under_test);
     test_daemon_start(&daemon_under_test, args);
@@ -634,9 +636,11 @@ START_TEST(test_cli_progress_only_on_a_terminal)
     }
     ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' --socket %s -kf p.txt\" tty.log >/dev/null </dev/null",
                                d, cli(), s), 0);
-    /* The amount is what was handed over when the line was drawn: all 40 MiB, or less on a slow machine. */
-    ck_assert_msg(run_shell("grep -q \"$(printf '\\r')  p.txt: compressing [0-9.]* [KM]i\\{0,1\\}B on gpucompd, 0:0[0-9] so far\" %s/tty.log",
-                            d) == 0, "no progress line on a terminal");
+    /* Any progress line: reading, or compressing with whatever amount was handed over when it was drawn. */
+    if (run_shell("grep -q \"$(printf '\\r')  p.txt: \\(read\\|compressing\\) \" %s/tty.log", d) != 0) {
+        run_shell("echo 'tty.log:' >&2; od -c %s/tty.log | head -20 >&2", d);
+        ck_abort_msg("no progress line on a terminal");
+    }
     ck_assert_int_eq(run_shell("bunzip2 -c %s/p.txt.bz2 | cmp -s - %s/p.txt", d, d), 0);
     /* -q: nothing, even on a terminal */
     ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' -q --socket %s -kf p.txt\" q.log >/dev/null </dev/null",
