@@ -9,7 +9,8 @@ Writes to IMGDIR:
                    marker per tool and options (device-resident and nvCOMP rows hollow)
   scaling.png      aggregate MB/s against concurrent clients (log2 x), one line per
                    codec/backend (the rows whose corpus is "scaling")
-Rows whose MB/s or ratio is not a number (FAILED, empty) are left out.
+Rows whose MB/s or ratio is not a number (FAILED, empty) are left out, and so are corpora with
+fewer than two tools (bench_gpu_rle's own device-generated classes).
 """
 import csv
 import os
@@ -62,7 +63,7 @@ def main(argv):
             opts = re.sub(r";.*", "", r["options"]).strip()
             label = (r["tool"] + " " + opts).strip()
             pts.setdefault(label, (mb, ratio, "device-resident" in r["options"]))
-        if not pts:
+        if len(pts) < 2:  # a class only one bench measured (bench_gpu_rle's own data): no plot
             continue
         fig, ax = plt.subplots(figsize=(8, 5.5))
         for i, (label, (mb, ratio, dev)) in enumerate(sorted(pts.items())):
