@@ -65,7 +65,7 @@ def main(argv):
             pts.setdefault(label, (mb, ratio, "device-resident" in r["options"]))
         if len(pts) < 2:  # a class only one bench measured (bench_gpu_rle's own data): no plot
             continue
-        fig, ax = plt.subplots(figsize=(8, 5.5))
+        fig, ax = plt.subplots(figsize=(11, 5.5))
         for i, (label, (mb, ratio, dev)) in enumerate(sorted(pts.items())):
             m = markers[i % len(markers)]
             color = "C%d" % (i % 10)
@@ -79,7 +79,8 @@ def main(argv):
         ax.set_ylabel("ratio (uncompressed / compressed)")
         ax.set_title("%s: compress throughput against ratio" % c)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        # Beside the axes, not on them: a legend inside hid the points under it.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         fig.tight_layout()
         p = os.path.join(imgdir, "corpus-%s.png" % re.sub(r"[^A-Za-z0-9_.-]", "_", c))
         fig.savefig(p, dpi=110)
