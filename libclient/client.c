@@ -92,13 +92,12 @@ void gpucomp_set_reconnect(gpucomp_client *c, int on)
         c->reconnect = on != 0;
 }
 
-/* Options as the wire carries them; INVALID for what it cannot carry. */
-static int to_wire_options(gpucomp_client *c, const gpucomp_options *o, Gpucomp__CodecOptions *w)
+int client_wire_options(const gpucomp_options *o, Gpucomp__CodecOptions *w, gc_error *err)
 {
     if (o->codec != GPUCOMP_CODEC_RLE && o->codec != GPUCOMP_CODEC_BZIP2)
-        return gc_fail(&c->err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
+        return gc_fail(err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
     if (o->level < 0)
-        return gc_fail(&c->err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
+        return gc_fail(err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
     w->level = (uint32_t)o->level;
     w->element_width = o->element_width;
     w->chunk_size = o->chunk_size;
@@ -120,7 +119,7 @@ static int prepare(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, 
         gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
         o = &defaults;
     }
-    int rc = to_wire_options(c, o, wire);
+    int rc = client_wire_options(o, wire, &c->err);
     *req = (client_req){ .op = op, .codec = (Gpucomp__Codec)o->codec, .options = wire,
                          .max_output = op == GPUCOMP__OP__OP_DECOMPRESS ? o->max_output : 0 };
     return rc;

@@ -143,38 +143,12 @@ static bool has_pending(const struct client_async *a, uint64_t id)
 
 /* ---- submitting ----------------------------------------------------------- */
 
-static int wire_options(const gpucomp_options *o, Gpucomp__CodecOptions *w, gc_error *err)
-{
-    if (o->codec != GPUCOMP_CODEC_RLE && o->codec != GPUCOMP_CODEC_BZIP2)
-        return gc_fail(err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
-    if (o->level < 0)
-        return gc_fail(err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
-    w->level = (uint32_t)o->level;
-    w->element_width = o->element_width;
-    w->chunk_size = o->chunk_size;
-    return GC_OK;
-}
-
-static bool write_memfd(int fd, const uint8_t *src, size_t len)
-{
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = pwrite(fd, src + off, len - off, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        off += (size_t)n;
-    }
-    return true;
-}
-
 /* The memfd transport for e: a fresh input memfd holding src, a fresh output memfd. False: use the socket. */
 static bool stage_input(pending *e, const void *src, size_t len)
 {
     e->in_fd = gpucomp_memfd_create("gpucomp-async-in");
     e->out_fd = gpucomp_memfd_create("gpucomp-async-out");
-    if (e->in_fd >= 0 && e->out_fd >= 0 && write_memfd(e->in_fd, src, len))
+    if (e->in_fd >= 0 && e->out_fd >= 0 && client_memfd_fill(e->in_fd, src, len))
         return true;
     if (e->in_fd >= 0)
         close(e->in_fd);
@@ -253,7 +227,7 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
         o = &defaults;
     }
     Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
-    if (wire_options(o, &wire, &err) != GC_OK)
+    if (client_wire_options(o, &wire, &err) != GC_OK)
         return set_error(c, a, &err);
     if (c->max_request && src_len > c->max_request) {
         gc_fail(&err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
@@ -286,9 +260,7 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
         free_pending(e);
         return set_error(c, a, &(gc_error){ GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again" });
     }
-    e->id = c->next_id++;
-    if (c->next_id == 0) /* 0 names the connection itself */
-        c->next_id = 1;
+    e->id = client_take_id(c);
     uint64_t my_id = e->id;
     first.id = my_id;
     e->next = a->table;

@@ -97,6 +97,15 @@ static inline const char *client_frame_kind(const Gpucomp__Frame *f)
     }
 }
 
+/* o as the wire carries it; GC_E_INVALID (err) for what it cannot carry (client.c). */
+int client_wire_options(const gpucomp_options *o, Gpucomp__CodecOptions *w, gc_error *err);
+
+/* The next request id on c: a per-client counter that skips 0, which names the connection. */
+uint64_t client_take_id(gpucomp_client *c);
+
+/* Write all of buf at offset 0 of memfd fd; false on a write error (client_memfd.c). */
+bool client_memfd_fill(int fd, const uint8_t *buf, size_t len);
+
 /* Connect to path and shake hands; on failure *out is NULL and err says why. */
 int client_connect(const char *path, gpucomp_client **out, gc_error *err);
 

@@ -21,8 +21,7 @@
 
 #include "fdpass.h"
 
-/* Write all of buf at the start of the staging memfd. */
-static bool fill_memfd(int fd, const uint8_t *buf, size_t len)
+bool client_memfd_fill(int fd, const uint8_t *buf, size_t len)
 {
     size_t off = 0;
     while (off < len) {
@@ -80,7 +79,7 @@ void client_release_staging(gpucomp_client *c)
 int client_call_staged(gpucomp_client *c, client_req *req, const uint8_t *src, client_reply *rep)
 {
     /* No memfds (old kernel, seccomp, tmpfs full): the socket path still works. */
-    if (!staging_fds(c) || !fill_memfd(c->stage_in_fd, src, req->src_len)) {
+    if (!staging_fds(c) || !client_memfd_fill(c->stage_in_fd, src, req->src_len)) {
         client_release_staging(c);
         return CLIENT_STAGING_UNAVAILABLE;
     }

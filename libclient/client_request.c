@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static uint64_t take_id(gpucomp_client *c)
+uint64_t client_take_id(gpucomp_client *c)
 {
     uint64_t id = c->next_id++;
     if (c->next_id == 0) /* 0 names the connection itself */
@@ -332,7 +332,7 @@ static int reconnect(gpucomp_client *c, const char *why)
 static int call_once(gpucomp_client *c, const client_req *req, client_reply *rep, bool *answered)
 {
     *answered = false;
-    uint64_t id = take_id(c);
+    uint64_t id = client_take_id(c);
     int rc = send_request(c, req, id);
     if (rc != GC_OK) {
         rc = early_answer(c, id, rc);

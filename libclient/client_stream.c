@@ -407,33 +407,11 @@ static int wait_socket(gpucomp_stream *s, short events, uint64_t deadline_ms)
 
 /* ---- the stream's life --------------------------------------------------- */
 
-/* The wire options for o (NULL: bzip2 level 9, as gpucomp_compress). */
-static int wire_options(gpucomp_client *c, const gpucomp_options *o, Gpucomp__CodecOptions *w)
-{
-    if (o->codec != GPUCOMP_CODEC_RLE && o->codec != GPUCOMP_CODEC_BZIP2)
-        return gc_fail(&c->err, GC_E_INVALID, "unknown codec %d", (int)o->codec);
-    if (o->level < 0)
-        return gc_fail(&c->err, GC_E_INVALID, "level %d is out of range (1..9, or 0 for the default)", o->level);
-    w->level = (uint32_t)o->level;
-    w->element_width = o->element_width;
-    w->chunk_size = o->chunk_size;
-    return GC_OK;
-}
-
-/* Same rule as client_request.c's ids: a per-client counter that skips 0. */
-static uint64_t take_id(gpucomp_client *c)
-{
-    uint64_t id = c->next_id++;
-    if (c->next_id == 0)
-        c->next_id = 1;
-    return id;
-}
-
 /* The opening frame: op, codec, options, stream = true, no payload. */
 static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_options *o)
 {
     Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
-    int rc = wire_options(s->c, o, &wire);
+    int rc = client_wire_options(o, &wire, &s->c->err);
     if (rc != GC_OK)
         return rc;
     Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
@@ -479,7 +457,7 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
     s->c = c;
     s->decompress = dir == GPUCOMP_DECOMPRESS;
     s->max_output = s->decompress ? o->max_output : 0;
-    s->id = take_id(c);
+    s->id = client_take_id(c);
     int rc = send_open(s, dir, o);
     if (rc != GC_OK) {
         if (rc == GC_E_IO)
