@@ -2,9 +2,12 @@
 # bench_bzip2_cpu.sh - compare the bzip2 CPU codec with bzip2 -9, lbzip2 -9
 # and pbzip2 -9 on the same files in the same run; prints a markdown table.
 #
-# usage: scripts/bench_bzip2_cpu.sh [BENCH_BINARY] [THREADS...]
-#   BENCH_BINARY: build of tests/bench/bench_bzip2.c (default: built into
-#   $TMPDIR from the sources with gcc -O2), THREADS default "1 .. nproc".
+# usage: scripts/bench_bzip2_cpu.sh [BENCH_BINARY | BUILD_DIR] [THREADS...]
+#   BENCH_BINARY: tests/bench/bench_bzip2 of a build (`make` builds it), or
+#   BUILD_DIR, a build tree holding it; default: build/tests/bench/bench_bzip2
+#   when it exists, else built into $TMPDIR from the sources with gcc -O2.
+#   THREADS default "1 .. nproc". For the thread-count table against the
+#   daemon, lbzip2 and pbzip2 on large corpora: scripts/cpu-scaling-bench.sh.
 # Corpora (built in $TMPDIR, a few MB each): text from /usr/share/doc,
 # a tar of /usr/include, the largest files of /usr/bin.
 # MB/s = 10^6 uncompressed bytes per second, best of 3 runs;
@@ -16,6 +19,14 @@ mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 bench=${1:-}
 [ $# -gt 0 ] && shift
+[ -n "$bench" ] && [ -d "$bench" ] && bench=$bench/tests/bench/bench_bzip2
+if [ -z "$bench" ] && [ -x "$here/build/tests/bench/bench_bzip2" ]; then
+    bench=$here/build/tests/bench/bench_bzip2
+fi
+if [ -n "$bench" ] && [ ! -x "$bench" ]; then
+    echo "bench_bzip2_cpu.sh: $bench is not an executable (make tests/bench/bench_bzip2 in a build)" >&2
+    exit 2
+fi
 if [ -z "$bench" ]; then
     bench=$work/bench_bzip2
     gcc -std=c11 -O2 -D_GNU_SOURCE -pthread -I"$here/kernels" -I"$here/kernels/cpu" \
