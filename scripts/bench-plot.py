@@ -7,8 +7,9 @@ Needs matplotlib (pip install matplotlib); nothing else outside the standard lib
 Writes to IMGDIR:
   corpus-NAME.png  one per corpus: compress throughput (MB/s, log x) against ratio, one
                    marker per tool and options (device-resident and nvCOMP rows hollow)
-  scaling.png      aggregate MB/s against concurrent clients (log2 x), one line per
+  scaling.png      aggregate compress MB/s against concurrent clients (log2 x), one line per
                    codec/backend (the rows whose corpus is "scaling")
+  scaling-decompress.png  the same for decompression (when the CSV has such rows)
 Rows whose MB/s or ratio is not a number (FAILED, empty) are left out, and so are corpora with
 fewer than two tools (bench_gpu_rle's own device-generated classes).
 """
@@ -87,36 +88,11 @@ def main(argv):
         plt.close(fig)
         written.append(p)
 
-    # scaling with clients
-    lines = {}
-    for r in rows:
-        if r["corpus"] != "scaling":
-            continue
-        m = re.search(r"clients=(\d+)", r["options"])
-        mb = num(r["MBps"])
-        if not m or mb is None:
-            continue
-        lines.setdefault(r["tool"] + " " + r["direction"], []).append((int(m.group(1)), mb))
-    if lines:
-        fig, ax = plt.subplots(figsize=(8, 5.5))
-        for i, (label, pts) in enumerate(sorted(lines.items())):
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)], label=label)
-        ax.set_xscale("log", base=2)
-        ticks = sorted({p[0] for pts in lines.values() for p in pts})
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([str(t) for t in ticks])
-        ax.set_yscale("log")
-        ax.set_xlabel("concurrent clients")
-        ax.set_ylabel("aggregate MB/s (uncompressed)")
-        ax.set_title("gpucompd: scaling with concurrent clients")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(imgdir, "scaling.png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        written.append(p)
+    # scaling with clients, one plot per direction
+    for direction, name in (("compress", "scaling.png"), ("decompress", "scaling-decompress.png")):
+        p = scaling_plot(plt, rows, direction, os.path.join(imgdir, name), markers)
+        if p:
+            written.append(p)
 
     for p in written:
         print(p)
@@ -124,6 +100,40 @@ def main(argv):
         sys.stderr.write("bench-plot.py: nothing to plot in %s\n" % src)
         return 1
     return 0
+
+
+def scaling_plot(plt, rows, direction, path, markers):
+    """Aggregate MB/s against clients for the "scaling" rows of one direction; the path written,
+    or None when there are none."""
+    lines = {}
+    for r in rows:
+        if r["corpus"] != "scaling" or r["direction"] != direction:
+            continue
+        m = re.search(r"clients=(\d+)", r["options"])
+        mb = num(r["MBps"])
+        if not m or mb is None:
+            continue
+        lines.setdefault(r["tool"] + " " + r["direction"], []).append((int(m.group(1)), mb))
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for i, (label, pts) in enumerate(sorted(lines.items())):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)], label=label)
+    ax.set_xscale("log", base=2)
+    ticks = sorted({p[0] for pts in lines.values() for p in pts})
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_yscale("log")
+    ax.set_xlabel("concurrent clients")
+    ax.set_ylabel("aggregate MB/s (uncompressed)")
+    ax.set_title("gpucompd: %s scaling with concurrent clients" % direction)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@
 #  6. small requests: bench_daemon small 1 4096 2000 and small 8 4096 500 and small 1 65536 500
 #     (rle, short-run data: latency p50/p99), with the --gpu=auto daemon;
 #  7. scaling: bench_daemon bzip2-many (text corpus, SCALE_MIB-MiB slices, level 9) and
-#     manyfd (rle, mean-8 runs, SCALE_MIB MiB, memfds) for SCALE_CLIENTS clients, --gpu=auto.
+#     manyfd (rle, mean-8 runs, SCALE_MIB MiB, memfds) for SCALE_CLIENTS clients, --gpu=auto;
+#     decompression too: bzip2-dec-many (the same slices as CPU-engine -9 streams) and
+#     manyfd-dec (rle frames of the same data), MB/s of decompressed bytes.
 # CSV columns: corpus,tool,options,direction,MBps,ratio,cpu_s_per_GB,bytes (bytes: uncompressed
 # bytes per run). Exit status: 0, 1 if a round trip differed or a command failed, 2 bad usage.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
@@ -329,22 +331,36 @@ for mode in auto off; do
             r=$(echo "$line" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p')
             g=$(echo "$line" | sed -n 's/.*gpu \([0-9]* of [0-9]*\) requests.*/\1/p')
             [ -n "$v" ] || { echo "  bzip2-many $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; }
-            printf 'bzip2 -9 (%s)\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
+            printf 'bzip2 -9 (%s)\tcompress\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
             csv scaling "gpucompd bzip2 gpu=auto" "clients=$cl slice=${SCALE_MIB}MiB memfd" compress "$v" "${r:-}" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
             echo "  bzip2-many $cl clients: $v MB/s"
-            line=$("$BENCH_DAEMON" "$SOCK" manyfd "$cl" "$SCALE_MIB" "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
-                | tee -a "$LOG/bench_daemon.log" | grep '^| manyfd:')
-            # MB/s: from GB/s (two decimals), or from req/s (whole) when that is finer
-            g=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) GB\/s.*/\1/p')
-            v=$(echo "$line" | sed -n 's/.* \([0-9.]*\) req\/s.*/\1/p')
-            if [ -n "$v" ] && [ -n "$g" ]; then
-                v=$(awk -v g="$g" -v r="$v" -v m="$SCALE_MIB" 'BEGIN { b = r * m * 1048576 / 1e6
-                    printf "%.1f", (g >= 1 || r >= 100 ? g * 1000 : b) }')
-            else
-                echo "  manyfd $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; fi
-            printf 'rle (runs mean 8)\t%s\t%s\t%s\n' "$cl" "$v" "" >> "$SCALE"
-            csv scaling "gpucompd rle gpu=auto" "clients=$cl size=${SCALE_MIB}MiB memfd" compress "$v" "" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
-            echo "  manyfd (rle) $cl clients: $v MB/s"
+            # decompression: each client's slice as a CPU-engine -9 stream (made untimed), sent ROUNDS times
+            line=$("$BENCH_DAEMON" "$SOCK" bzip2-dec-many "$TEXT" "$cl" "$SCALE_MIB" "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
+                | tee -a "$LOG/bench_daemon.log" | grep '^| bzip2-dec-many:')
+            v=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) MB\/s.*/\1/p')
+            r=$(echo "$line" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p')
+            g=$(echo "$line" | sed -n 's/.*gpu \([0-9]* of [0-9]*\) requests.*/\1/p')
+            [ -n "$v" ] || { echo "  bzip2-dec-many $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; }
+            printf 'bzip2 -9 (%s)\tdecompress\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
+            csv scaling "gpucompd bzip2 gpu=auto" "clients=$cl slice=${SCALE_MIB}MiB memfd" decompress "$v" "${r:-}" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
+            echo "  bzip2-dec-many $cl clients: $v MB/s"
+            for dir in compress decompress; do
+                m=manyfd
+                [ "$dir" = decompress ] && m=manyfd-dec
+                line=$("$BENCH_DAEMON" "$SOCK" "$m" "$cl" "$SCALE_MIB" "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
+                    | tee -a "$LOG/bench_daemon.log" | grep "^| $m:")
+                # MB/s: from GB/s (two decimals), or from req/s (whole) when that is finer
+                g=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) GB\/s.*/\1/p')
+                v=$(echo "$line" | sed -n 's/.* \([0-9.]*\) req\/s.*/\1/p')
+                if [ -n "$v" ] && [ -n "$g" ]; then
+                    v=$(awk -v g="$g" -v r="$v" -v m="$SCALE_MIB" 'BEGIN { b = r * m * 1048576 / 1e6
+                        printf "%.1f", (g >= 1 || r >= 100 ? g * 1000 : b) }')
+                else
+                    echo "  $m $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; fi
+                printf 'rle (runs mean 8)\t%s\t%s\t%s\t%s\n' "$dir" "$cl" "$v" "" >> "$SCALE"
+                csv scaling "gpucompd rle gpu=auto" "clients=$cl size=${SCALE_MIB}MiB memfd" "$dir" "$v" "" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
+                echo "  $m (rle) $cl clients: $v MB/s"
+            done
         done
     elif [ "$mode" = auto ]; then
         notes="${notes}No small-request or scaling rows: no $BENCH_DAEMON. "
@@ -364,7 +380,7 @@ if [ -x "$BENCH_BZIP2" ]; then
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$corpus" "CPU engine in-process" "-9 -t$THREADS" "$cm" "$dm" "$r" "-" "-" >> "$ROWS"
     done
 else
-    notes="${notes}No in-process CPU engine rows: the build has no tests/bench/bench_bzip2 (autotools does not build it). "
+    notes="${notes}No in-process CPU engine rows: the build has no tests/bench/bench_bzip2 (a build older than its make target: make tests/bench/bench_bzip2). "
 fi
 
 # ---- device-resident (--gpu-bin) ----
@@ -477,11 +493,13 @@ elapsed=$(awk -v a="$t_start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
     fi
     if [ -s "$SCALE" ]; then
         echo
-        echo "### Scaling with clients (bench_daemon bzip2-many / manyfd, $SCALE_MIB MiB per client per request, memfds; gpucompd --gpu=auto)"
+        echo "### Scaling with clients (bench_daemon bzip2-many / bzip2-dec-many / manyfd / manyfd-dec, $SCALE_MIB MiB per client per request, memfds; gpucompd --gpu=auto)"
         echo
-        echo "| codec (data) | clients | aggregate MB/s | ratio; requests on the GPU |"
-        echo "|---|---|---|---|"
-        awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$SCALE"
+        echo "MB/s: 10^6 uncompressed bytes per second, all clients together (decompress: bytes out)."
+        echo
+        echo "| codec (data) | direction | clients | aggregate MB/s | ratio; requests on the GPU |"
+        echo "|---|---|---|---|---|"
+        sort -s -t "$(printf '\t')" -k1,2 "$SCALE" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'
     fi
 } > "$OUT/table.md"
 cat "$OUT/table.md"

@@ -6,6 +6,9 @@
  *   bench_daemon SOCKET manywarm CLIENTS SIZE_MIB ROUNDS the same after one untimed call each
  *   bench_daemon SOCKET manyfd CLIENTS SIZE_MIB ROUNDS   data in memfds, gpucomp_compress_fd
  *   bench_daemon SOCKET manyreg CLIENTS SIZE_MIB ROUNDS  the same with registered memfds
+ *   bench_daemon SOCKET manyfd-dec CLIENTS SIZE_MIB ROUNDS  manyfd's decompress twin: each client
+ *       compresses its data once (untimed), then times gpucomp_decompress_fd of that frame;
+ *       GB/s counts the decompressed bytes
  *   bench_daemon SOCKET small CLIENTS SIZE_BYTES ROUNDS   (latency percentiles)
  *   bench_daemon FILE gen SIZE_MIB              write the same data to FILE (for other tools)
  *   bench_daemon SOCKET bzip2-large FILE LEVEL ROUNDS
@@ -202,6 +205,7 @@ typedef struct worker_arg {
     double *latencies;          /* rounds entries */
     pthread_barrier_t *start;   /* every client connected and its data ready */
     pthread_barrier_t *stop;    /* every client done with its timed rounds */
+    int decompress;             /* memfd workers: time decompress_fd of one compressed frame */
 } worker_arg;
 
 static void verify(gpucomp_client *c, const gpucomp_options *o, const void *packed, size_t packed_len,
@@ -305,19 +309,28 @@ static void *many_fd_worker(void *p)
     size_t packed_len = 0, back_len = 0;
     if (a->use_fd == FD_REGISTERED)
         register_buffers(c, &o, in, a->size, packed);
-    pthread_barrier_wait(a->start);
-    for (int r = 0; r < a->rounds; r++) {
-        double t = now_s();
+    if (a->decompress) { /* the frame every timed round decodes, made untimed */
         int rc = gpucomp_compress_fd(c, &o, in, a->size, packed, &packed_len);
-        a->latencies[r] = now_s() - t;
         if (rc != GPUCOMP_OK)
             die("compress_fd", c, rc);
     }
+    pthread_barrier_wait(a->start);
+    for (int r = 0; r < a->rounds; r++) {
+        double t = now_s();
+        int rc = a->decompress ? gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len)
+                               : gpucomp_compress_fd(c, &o, in, a->size, packed, &packed_len);
+        a->latencies[r] = now_s() - t;
+        if (rc != GPUCOMP_OK)
+            die(a->decompress ? "decompress_fd" : "compress_fd", c, rc);
+    }
     pthread_barrier_wait(a->stop);
-    /* outside the timed section: the last result decodes to the input */
-    int rc = gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len);
-    if (rc != GPUCOMP_OK)
-        die("decompress_fd", c, rc);
+    /* outside the timed section: the last result decodes to the input (decompress: the last
+     * output is the input) */
+    if (!a->decompress) {
+        int rc = gpucomp_decompress_fd(c, &o, packed, packed_len, back, &back_len);
+        if (rc != GPUCOMP_OK)
+            die("decompress_fd", c, rc);
+    }
     uint8_t *out = map_memfd(back, back_len, PROT_READ);
     if (back_len != a->size || memcmp(out, src, a->size) != 0) {
         fprintf(stderr, "bench_daemon: round trip mismatch\n");
@@ -336,7 +349,7 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void run_clients(const char *mode, int clients, size_t size, int rounds, int use_fd)
+static void run_clients(const char *mode, int clients, size_t size, int rounds, int use_fd, int decompress)
 {
     pthread_t *threads = calloc((size_t)clients, sizeof *threads);
     worker_arg *args = calloc((size_t)clients, sizeof *args);
@@ -346,7 +359,7 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds, 
     pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
     pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
     for (int i = 0; i < clients; i++) {
-        args[i] = (worker_arg){ size, rounds, i, use_fd, lat + (size_t)i * (size_t)rounds, &start, &stop };
+        args[i] = (worker_arg){ size, rounds, i, use_fd, lat + (size_t)i * (size_t)rounds, &start, &stop, decompress };
         pthread_create(&threads[i], NULL, use_fd > 0 ? many_fd_worker : many_worker, &args[i]);
     }
     pthread_barrier_wait(&start);
@@ -361,8 +374,9 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds, 
     pthread_barrier_destroy(&stop);
     size_t n = (size_t)clients * (size_t)rounds;
     qsort(lat, n, sizeof *lat, compare_double);
-    printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s compress, %.0f req/s, latency p50 %.3f ms p99 %.3f ms |\n",
-           mode, clients, rounds, size, (double)size * (double)n / wall / 1e9, (double)n / wall,
+    printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s %s, %.0f req/s, latency p50 %.3f ms p99 %.3f ms |\n",
+           mode, clients, rounds, size, (double)size * (double)n / wall / 1e9, decompress ? "decompress" : "compress",
+           (double)n / wall,
            lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3);
     print_overlap(mode, t0, t1, wall);
     gpucomp_close(c);
@@ -768,7 +782,7 @@ static int gen_file(const char *path, size_t len)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyreg CLIENTS SIZE_MIB ROUNDS | "
+        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyfd-dec|manyreg CLIENTS SIZE_MIB ROUNDS | "
                         "small CLIENTS SIZE_BYTES ROUNDS | bzip2-large FILE LEVEL ROUNDS | "
                         "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS | "
                         "whole FILE OUT c|d bzip2|rle LEVEL\n");
@@ -782,15 +796,17 @@ int main(int argc, char **argv)
     if (strcmp(argv[2], "large") == 0)
         run_large((size_t)atol(argv[3]));
     else if (strcmp(argv[2], "many") == 0 && argc >= 6)
-        run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 0);
+        run_clients("many", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 0, 0);
     else if (strcmp(argv[2], "manywarm") == 0 && argc >= 6)
-        run_clients("manywarm", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), BUF_WARM);
+        run_clients("manywarm", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), BUF_WARM, 0);
     else if (strcmp(argv[2], "manyfd") == 0 && argc >= 6)
-        run_clients("manyfd", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 1);
+        run_clients("manyfd", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 1, 0);
+    else if (strcmp(argv[2], "manyfd-dec") == 0 && argc >= 6)
+        run_clients("manyfd-dec", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), 1, 1);
     else if (strcmp(argv[2], "manyreg") == 0 && argc >= 6)
-        run_clients("manyreg", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), FD_REGISTERED);
+        run_clients("manyreg", atoi(argv[3]), (size_t)atol(argv[4]) << 20, atoi(argv[5]), FD_REGISTERED, 0);
     else if (strcmp(argv[2], "small") == 0 && argc >= 6)
-        run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), 0);
+        run_clients("small", atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), 0, 0);
     else if (strcmp(argv[2], "bzip2-large") == 0 && argc >= 6 && atoi(argv[5]) > 0)
         run_bzip2_large(argv[3], atoi(argv[4]), atoi(argv[5]));
     else if (strcmp(argv[2], "bzip2-many") == 0 && argc >= 8 && atoi(argv[4]) > 0 && atol(argv[5]) > 0 &&
