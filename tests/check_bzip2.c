@@ -509,16 +509,16 @@ START_TEST(test_block_exactly_full)
     for (size_t i = 0; i < n + 5; i++)
         b[i] = (uint8_t)(i * 7 + i / 256);
     size_t *st;
-    ck_assert_uint_eq(bz2_rle1_plan(b, limit, limit, &st), 1);
+    ck_assert_uint_eq(bz2_rle1_plan(b, limit, limit, 1, &st), 1);
     free(st);
-    ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, &st), 2);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, 1, &st), 2);
     ck_assert_uint_eq(st[1], limit);
     free(st);
     roundtrip(b, limit, 1);
     roundtrip(b, n, 1);
     /* A run unit that straddles the limit goes whole to the next block. */
     memset(b + limit - 2, 'r', 7);
-    ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, &st), 2);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, 1, &st), 2);
     ck_assert_uint_eq(st[1], limit - 2);
     free(st);
     roundtrip(b, n + 5, 1);
@@ -535,7 +535,7 @@ START_TEST(test_segment_boundary)
     uint8_t *b = malloc(n);
     memset(b, 'z', n);
     size_t *st;
-    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), &st), 2);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), 1, &st), 2);
     ck_assert_uint_eq(st[0], 0);
     ck_assert_uint_eq(st[1], BZ2_SEGMENT_BYTES);
     ck_assert_uint_eq(st[2], n);
@@ -544,7 +544,7 @@ START_TEST(test_segment_boundary)
     /* literals across the cut: the block before it ends there, short */
     for (size_t i = 0; i < n; i++)
         b[i] = (uint8_t)(i * 7 + i / 256);
-    size_t limit = bz2_block_limit(1), nb = bz2_rle1_plan(b, n, limit, &st);
+    size_t limit = bz2_block_limit(1), nb = bz2_rle1_plan(b, n, limit, 1, &st);
     size_t k = BZ2_SEGMENT_BYTES / limit + 1; /* blocks of the first segment */
     ck_assert_uint_eq(st[k], BZ2_SEGMENT_BYTES);
     ck_assert_uint_eq(st[k - 1], (k - 1) * limit);
@@ -1179,7 +1179,7 @@ typedef struct staged {
 static void encode_by_stages(const uint8_t *src, size_t n, int level, unsigned flags, staged *s)
 {
     size_t limit = bz2_block_limit(level), *starts = NULL;
-    s->nb = bz2_rle1_plan(src, n, limit, &starts);
+    s->nb = bz2_rle1_plan(src, n, limit, 1, &starts);
     s->cols = calloc(s->nb + 1, sizeof *s->cols);
     bz2_bitwriter w;
     bz2_bw_init(&w, 1024);
@@ -2231,6 +2231,75 @@ START_TEST(test_part_long_block_bound)
 }
 END_TEST
 
+/* ---- parallel planning and decoding ahead (kernels/cpu/parallel.h, bz2_spec.c) ---- */
+
+START_TEST(test_plan_threads_agree)
+{
+    /* Three segments and a tail, with runs that cross the segment cuts. */
+    size_t n = 3 * BZ2_SEGMENT_BYTES + 123457;
+    uint8_t *b = malloc(n);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (i / 1000) % 7 == 0 ? 'r' : (uint8_t)(i * 7 + i / 256);
+    size_t limit = bz2_block_limit(9), *ref, *st;
+    size_t nb = bz2_rle1_plan(b, n, limit, 1, &ref);
+    ck_assert_uint_gt(nb, 3);
+    static const unsigned threads[] = { 2, 3, 0 };
+    for (size_t t = 0; t < 3; t++) {
+        ck_assert_uint_eq(bz2_rle1_plan(b, n, limit, threads[t], &st), nb);
+        ck_assert_msg(memcmp(st, ref, (nb + 1) * sizeof *st) == 0, "plan differs with %u threads", threads[t]);
+        free(st);
+    }
+    free(ref);
+    free(b);
+}
+END_TEST
+
+/* Decode with a thread count; returns the status, *msg the error text. */
+static int decode_threads(const uint8_t *bz, size_t len, unsigned threads, uint8_t **out, size_t *out_len,
+                          char *msg, size_t msg_size)
+{
+    gc_error err;
+    int rc = bz2_decompress(bz, len, 0, threads, out, out_len, &err);
+    snprintf(msg, msg_size, "%s", rc == GC_OK ? "" : err.msg);
+    return rc;
+}
+
+START_TEST(test_decode_ahead_equals_sequential)
+{
+    /* About 60 blocks at level 1: the window (2 x threads) wraps many times. */
+    size_t n = 6u << 20, clen;
+    uint8_t *src = make_text(n);
+    uint8_t *bz = ours_compress(src, n, 1, 0, &clen);
+    static const unsigned threads[] = { 2, 3, 8, 16, 0 };
+    for (size_t t = 0; t < 5; t++)
+        check_ours_decodes(bz, clen, src, n, threads[t]);
+    /* A corrupt block in the middle and a cut stream: every thread count
+     * reports what the sequential decoder reports. */
+    uint8_t *bad = malloc(clen);
+    memcpy(bad, bz, clen);
+    bad[clen / 2] ^= 0x10;
+    size_t cuts[2] = { clen, clen * 2 / 3 };
+    for (size_t c = 0; c < 2; c++) {
+        char ref_msg[256], msg[256];
+        uint8_t *out = NULL;
+        size_t out_len;
+        int ref = decode_threads(bad, cuts[c], 1, &out, &out_len, ref_msg, sizeof ref_msg);
+        ck_assert_int_ne(ref, GC_OK);
+        for (size_t t = 0; t < 5; t++) {
+            out = NULL;
+            int rc = decode_threads(bad, cuts[c], threads[t], &out, &out_len, msg, sizeof msg);
+            ck_assert_msg(rc == ref && strcmp(msg, ref_msg) == 0, "threads %u: %d \"%s\", sequential %d \"%s\"",
+                          threads[t], rc, msg, ref, ref_msg);
+            ck_assert_ptr_null(out);
+        }
+    }
+    free(bad);
+    free(bz);
+    free(src);
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -2289,6 +2358,11 @@ static Suite *bzip2_suite(void)
     tcase_add_test(hostile, test_compress_input_changes);
     tcase_add_test(hostile, test_decompress_input_changes);
     suite_add_tcase(s, hostile);
+    TCase *par = tcase_create("parallel");
+    tcase_set_timeout(par, 300);
+    tcase_add_test(par, test_plan_threads_agree);
+    tcase_add_test(par, test_decode_ahead_equals_sequential);
+    suite_add_tcase(s, par);
     return s;
 }
 

@@ -72,13 +72,14 @@ static inline uint8_t bz2_rand_next(bz2_rand *r)
  * thread or a stream chunk of whole segments needs nothing from the others. */
 #define BZ2_SEGMENT_BYTES ((size_t)32 << 20)
 /* Split src into blocks whose RLE1 output is <= limit bytes, each segment of
- * BZ2_SEGMENT_BYTES on its own. Returns the
+ * BZ2_SEGMENT_BYTES on its own (segments in parallel on up to threads
+ * threads, 0 = every CPU; the plan is the same for any count). Returns the
  * number of blocks and a malloc'd array of n+1 input offsets in *starts
  * (block i is src[starts[i] .. starts[i+1])); 0 blocks for empty input.
  * Returns (size_t)-1 when out of memory. src may change while this runs (a
  * client's memory): the plan is then garbage but stays inside its array, and
  * bz2_encode_block checks each block against the limit again. */
-size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts);
+size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts);
 /* RLE1-encode src[0..n) (one block's input) into dst; returns bytes written.
  * dst must hold n + n / 4 + 1 bytes. */
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bz2_internal.h"
+#include "parallel.h"
 
 /* Length of the run of src[i] starting at i, capped at 255 and at n. */
 static size_t run_length(const uint8_t *src, size_t i, size_t n)
@@ -110,20 +111,65 @@ static void plan_segment(const uint8_t *src, size_t a, size_t end, size_t limit,
     }
 }
 
-size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts)
+/* Every block but the last of a segment holds >= limit - 4 output bytes,
+ * and 5 output bytes cost >= 4 input bytes, so this bounds a segment's
+ * block count (plus one for the end entry). */
+static size_t segment_cap(size_t len, size_t limit)
 {
-    /* Every block but the last of a segment holds >= limit - 4 output bytes,
-     * and 5 output bytes cost >= 4 input bytes, so this bounds the count. */
-    size_t cap = n / ((limit - 4) / 2) + n / BZ2_SEGMENT_BYTES + 3;
-    size_t *st = malloc(cap * sizeof *st);
+    return len / ((limit - 4) / 2) + 3;
+}
+
+typedef struct plan_job {
+    const uint8_t *src;
+    size_t n, limit;
+    size_t **st; /* per segment: its block starts, or NULL (out of memory) */
+    size_t *nb;  /* per segment: its block count */
+} plan_job;
+
+static void plan_one(void *ctx, size_t k)
+{
+    plan_job *j = ctx;
+    size_t a = k * BZ2_SEGMENT_BYTES;
+    size_t end = j->n - a > BZ2_SEGMENT_BYTES ? a + BZ2_SEGMENT_BYTES : j->n;
+    size_t cap = segment_cap(end - a, j->limit);
+    j->st[k] = malloc(cap * sizeof *j->st[k]);
+    if (j->st[k])
+        plan_segment(j->src, a, end, j->limit, j->st[k], cap, &j->nb[k]);
+}
+
+/* Segments do not share blocks, so they are planned in parallel. */
+size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts)
+{
+    size_t segs = n ? (n - 1) / BZ2_SEGMENT_BYTES + 1 : 0;
+    plan_job j = { .src = src, .n = n, .limit = limit };
+    j.st = calloc(segs + 1, sizeof *j.st);
+    j.nb = calloc(segs + 1, sizeof *j.nb);
+    size_t total = 0, *st = NULL;
+    int oom = !j.st || !j.nb;
+    if (!oom)
+        gc_parallel_for(segs, threads, plan_one, &j);
+    for (size_t k = 0; !oom && k < segs; k++) {
+        oom = !j.st[k];
+        total += j.nb[k];
+    }
+    if (!oom)
+        st = malloc((total + 1) * sizeof *st);
+    if (st) {
+        size_t at = 0;
+        for (size_t k = 0; k < segs; k++) {
+            memcpy(st + at, j.st[k], j.nb[k] * sizeof *st);
+            at += j.nb[k];
+        }
+        st[total] = n;
+    }
+    for (size_t k = 0; j.st && k < segs; k++)
+        free(j.st[k]);
+    free(j.st);
+    free(j.nb);
     if (!st)
         return (size_t)-1;
-    size_t nb = 0;
-    for (size_t a = 0; a < n; a += BZ2_SEGMENT_BYTES)
-        plan_segment(src, a, n - a > BZ2_SEGMENT_BYTES ? a + BZ2_SEGMENT_BYTES : n, limit, st, cap, &nb);
-    st[nb] = n;
     *starts = st;
-    return nb;
+    return total;
 }
 
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)

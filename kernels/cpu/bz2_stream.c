@@ -1,18 +1,18 @@
 /*
  * bz2_stream.c - stream framing and the bzip2.h API.
  *
- * Compression: split the input into blocks (bz2_rle1_plan, sequential and
- * cheap), encode every block into its own bit buffer in parallel, then
+ * Compression: split the input into blocks (bz2_rle1_plan, cheap, in
+ * parallel over 32 MiB segments), encode every block into its own bit buffer in parallel, then
  * concatenate at bit granularity between the stream header and the
  * end-of-stream marker. Blocks do not depend on each other, so the bytes
  * are the same for every thread count.
  *
  * Decompression: blocks are found by scanning for the 48-bit block magic
- * at every bit offset. Candidates are decoded speculatively in parallel
- * batches; a walk from the stream header then accepts a candidate only
- * where the previous block ended, so false positives inside compressed
- * data are discarded and the result equals sequential decoding. If too
- * many candidates turn out false, speculation stops (bounded waste).
+ * at every bit offset. The pool decodes candidates ahead of a walk from the
+ * stream header (bz2_spec.c), which accepts a candidate only where the
+ * previous block ended, so false positives inside compressed data are
+ * discarded and the result equals sequential decoding. If too many
+ * candidates turn out false, speculation stops (bounded waste).
  * The walk is written once, for the streamed decode (bz2_decompress_part:
  * stop before a piece the input cuts, resume from bz2_dstate);
  * bz2_decompress is its single call with more = 0.
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bz2_spec.h"
 #include "bz2_stages.h"
 #include "bzip2.h"
 #include "parallel.h"
@@ -84,7 +85,7 @@ static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *
 
     size_t *starts = NULL;
     size_t limit = bz2_block_limit(level);
-    size_t nb = bz2_rle1_plan(src, src_len, limit, &starts);
+    size_t nb = bz2_rle1_plan(src, src_len, limit, threads, &starts);
     if (nb == (size_t)-1)
         return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
     cjob job = { .src = src, .starts = starts, .limit = limit, .flags = flags, .job = opt ? opt->job : NULL };
@@ -93,7 +94,6 @@ static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *
     job.rcs = calloc(nb + 1, sizeof *job.rcs);
     uint64_t *nbits = calloc(nb + 1, sizeof *nbits);
     job.nbits = nbits;
-    bz2_bitwriter w = { 0 };
     int rc = GC_E_NOMEM;
     if (!job.bits || !job.crcs || !job.rcs || !nbits)
         goto out;
@@ -106,30 +106,27 @@ static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *
         }
         total_bits += nbits[i];
     }
-    bz2_bw_init(&w, (size_t)(total_bits / 8) + 16);
-    bz2_bw_put(&w, 24, 0x425a68); /* "BZh" */
-    bz2_bw_put(&w, 8, (uint32_t)('0' + level));
+    /* One word-at-a-time pass (bz2_splice) into a buffer of the exact size. */
+    size_t cap = (size_t)(total_bits / 8) + 16, o;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        goto out;
+    bz2_splicer sp = { 0 };
+    o = bz2_splice_header(&sp, level, buf);
     uint32_t combined = 0;
     for (size_t i = 0; i < nb; i++) {
-        bz2_bw_append(&w, job.bits[i].buf, nbits[i]);
+        o += bz2_splice(&sp, job.bits[i].buf, nbits[i], buf + o);
         combined = bz2_combine_crc(combined, job.crcs[i]);
     }
-    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24));
-    bz2_bw_put(&w, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff));
-    bz2_bw_put(&w, 32, combined);
-    bz2_bw_flush(&w);
-    if (w.oom)
-        goto out;
-    *dst = w.buf;
-    *dst_len = w.len;
-    w.buf = NULL;
+    o += bz2_splice_finish(&sp, combined, buf + o);
+    *dst = buf;
+    *dst_len = o;
     if (blocks)
         *blocks = (uint32_t)nb;
     rc = GC_OK;
 out:
     for (size_t i = 0; job.bits && i < nb; i++)
         bz2_bw_free(&job.bits[i]);
-    bz2_bw_free(&w);
     free(job.bits);
     free(job.crcs);
     free(job.rcs);
@@ -386,7 +383,7 @@ static int find_candidates(const uint8_t *src, size_t len, unsigned threads, u64
 }
 
 /* ------------------------------------------------------------------ */
-/* decompression: speculative batches and the walk                     */
+/* decompression: the walk                                             */
 
 typedef struct dctx {
     const uint8_t *src;
@@ -396,64 +393,31 @@ typedef struct dctx {
     size_t max_out;
     unsigned threads;
     u64vec cand;
-    size_t b0, b1;   /* candidates [b0, b1) are decoded into res[] */
-    bz2_dblock *res; /* capacity: batch */
-    size_t batch;    /* candidates per batch (1 = no speculation) */
-    size_t wasted;   /* decoded candidates that were not blocks */
+    bz2_spec spec;   /* the candidates, decoded ahead of the walk */
+    size_t blocks;   /* accepted by this call */
     uint8_t *out;
     size_t out_len, out_cap;
     const gc_job *job;
 } dctx;
 
-/* What a block at bit pos may read: up to BZ2_MAX_BLOCK_COMPRESSED bytes
- * from the byte holding its first bit. A block that is cut by this (and not
- * by the end of the input) is too long, whoever decodes it and however the
- * input is split into parts. */
+/* A block that is cut by bz2_block_len_cap (and not by the end of the
+ * input) is too long, whoever decodes it and however the input is split
+ * into parts. */
 static size_t block_len_cap(const dctx *d, uint64_t pos)
 {
-    uint64_t cap = pos / 8 + BZ2_MAX_BLOCK_COMPRESSED;
-    return cap < d->len ? (size_t)cap : d->len;
+    return bz2_block_len_cap(d->len, pos);
 }
 
-static void decode_at(const dctx *d, uint64_t pos, bz2_dblock *r)
-{
-    bz2_decode_block(d->src, block_len_cap(d, pos), pos, d->max_out, r);
-}
-
-static void decode_one(void *ctx, size_t i)
-{
-    dctx *d = ctx;
-    decode_at(d, d->cand.v[d->b0 + i], &d->res[i]);
-}
-
-static void drop_batch(dctx *d)
-{
-    for (size_t i = d->b0; i < d->b1; i++)
-        free(d->res[i - d->b0].out);
-    d->b0 = d->b1 = 0;
-}
-
-/* The decoded block whose magic is at bit pos (decoding a new batch from
- * there if needed). Candidates before pos were false positives. */
+/* The decoded block whose magic is at bit pos, or NULL when the scan did
+ * not find that magic (cannot happen). Candidates before pos were chance
+ * matches. *ci becomes pos's candidate. */
 static bz2_dblock *block_at(dctx *d, uint64_t pos, size_t *ci)
 {
-    while (*ci < d->cand.n && d->cand.v[*ci] < pos) {
-        if (*ci >= d->b0 && *ci < d->b1) {
-            d->wasted++;
-            free(d->res[*ci - d->b0].out);
-            d->res[*ci - d->b0].out = NULL;
-        }
+    while (*ci < d->cand.n && d->cand.v[*ci] < pos)
         (*ci)++;
-    }
     if (*ci >= d->cand.n || d->cand.v[*ci] != pos)
-        return NULL; /* the scan missed it: cannot happen */
-    if (*ci < d->b0 || *ci >= d->b1) {
-        drop_batch(d);
-        d->b0 = *ci;
-        d->b1 = *ci + d->batch < d->cand.n ? *ci + d->batch : d->cand.n;
-        gc_parallel_for(d->b1 - d->b0, d->threads, decode_one, d);
-    }
-    return &d->res[*ci - d->b0];
+        return NULL;
+    return bz2_spec_get(&d->spec, *ci);
 }
 
 static int append_out(dctx *d, const uint8_t *p, size_t n)
@@ -524,7 +488,7 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", sno, bno);
         bz2_dblock local, *r = block_at(d, *pos, ci);
         if (!r) {
-            decode_at(d, *pos, &local);
+            bz2_decode_block(d->src, block_len_cap(d, *pos), *pos, d->max_out, &local);
             r = &local;
         }
         int rc = r->status;
@@ -547,18 +511,26 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             rc = rc == -2 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
                                     "the memory it may use (%zu bytes so far)", sno, bno, d->out_len)
                           : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-        free(r->out);
-        r->out = NULL;
+        uint32_t block_crc = r->stored_crc;
+        uint64_t end_bit = r->end_bit;
+        if (r == &local)
+            free(local.out);
+        else
+            bz2_spec_consumed(&d->spec, *ci);
         if (rc != GC_OK)
             return rc;
-        st->combined = bz2_combine_crc(st->combined, r->stored_crc);
+        st->combined = bz2_combine_crc(st->combined, block_crc);
         st->block_no = bno;
-        *pos = r->end_bit;
+        *pos = end_bit;
         if (st->out_soft && d->out_len >= st->out_soft)
             return WALK_WAIT; /* enough output for one call: the caller resumes here */
+        if (st->out_soft) { /* decode ahead only the blocks this call should still need */
+            size_t per_block = d->out_len / ++d->blocks + 1;
+            bz2_spec_limit(&d->spec, (st->out_soft - d->out_len) / per_block + 1);
+        }
         /* Mostly false candidates (hostile input): stop speculating. */
-        if (d->wasted > 16 + bno)
-            d->batch = 1;
+        if (d->spec.wasted > 16 + bno)
+            bz2_spec_stop(&d->spec);
     }
 }
 
@@ -623,26 +595,27 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
         st->seen_any = 1;
     dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job };
     d.threads = threads ? threads : gc_cpu_count();
-    d.batch = d.threads;
+    bool spec_open = false;
     int rc = GC_OK;
     uint64_t pos = st->bit;
     if (st->garbage) { /* everything after the garbage is dropped */
         pos = (uint64_t)len * 8;
         goto out;
     }
-    d.res = calloc(d.batch, sizeof *d.res);
-    if (!d.res || find_candidates(src, len, d.threads, &d.cand)) {
+    if (find_candidates(src, len, d.threads, &d.cand) ||
+        bz2_spec_open(&d.spec, src, len, max_output, d.cand.v, d.cand.n, d.threads)) {
         rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
         goto out;
     }
+    spec_open = true;
     rc = walk(&d, &pos, err);
     if (rc == WALK_WAIT)
         rc = GC_OK;
     if (st->garbage)
         pos = (uint64_t)len * 8;
 out:
-    drop_batch(&d);
-    free(d.res);
+    if (spec_open)
+        bz2_spec_close(&d.spec);
     free(d.cand.v);
     if (rc != GC_OK) {
         free(d.out);

@@ -1,52 +1,183 @@
-/* parallel.c - fork-join parallel for; see parallel.h for why it is this simple. */
+/* parallel.c - the process-wide pool of parallel.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <unistd.h>
 
-typedef struct parallel_job {
-    atomic_size_t next;
-    size_t n_items;
-    gc_item_fn fn;
-    void *ctx;
-} parallel_job;
+/*
+ * One lock guards the list of open works and the helper counts; items are
+ * handed out without it (an atomic compare-and-swap on next), so the lock
+ * is taken once per work a thread joins, not once per item.
+ *
+ * A free thread joins the oldest open work that wants one: first come,
+ * first served, so that an older request (a stream's earlier part) finishes
+ * first rather than all of them finishing late together.
+ */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* a work was opened or its limit raised */
+    pthread_cond_t left; /* a helper left a work */
+    gc_work *head, *tail;
+    unsigned threads;    /* started */
+    bool started;
+    bool atfork;
+} pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+           NULL, NULL, 0, false, false };
 
 unsigned gc_cpu_count(void)
 {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1u;
 }
 
-static void *parallel_worker(void *arg)
+bool gc_work_take(gc_work *w, size_t *index)
 {
-    parallel_job *job = arg;
+    size_t i = atomic_load(&w->next);
+    do {
+        if (i >= atomic_load(&w->limit))
+            return false;
+    } while (!atomic_compare_exchange_weak(&w->next, &i, i + 1));
+    *index = i;
+    return true;
+}
+
+static bool joinable(const gc_work *w)
+{
+    return w->helpers < w->max_helpers && atomic_load(&w->next) < atomic_load(&w->limit);
+}
+
+static void *pool_thread(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&pool.lock);
     for (;;) {
-        size_t i = atomic_fetch_add(&job->next, 1);
-        if (i >= job->n_items)
-            break;
-        job->fn(job->ctx, i);
+        gc_work *w = pool.head;
+        while (w && !joinable(w))
+            w = w->after;
+        if (!w) {
+            pthread_cond_wait(&pool.wake, &pool.lock);
+            continue;
+        }
+        w->helpers++;
+        pthread_mutex_unlock(&pool.lock);
+        size_t i;
+        while (gc_work_take(w, &i))
+            w->fn(w->ctx, i);
+        pthread_mutex_lock(&pool.lock);
+        if (--w->helpers == 0 && !w->listed)
+            pthread_cond_broadcast(&pool.left);
     }
     return NULL;
 }
 
-void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx)
+/* The child of a fork has none of the parent's threads: start afresh. */
+static void pool_after_fork(void)
 {
-    parallel_job job = { .n_items = n_items, .fn = fn, .ctx = ctx };
-    atomic_init(&job.next, 0);
+    pthread_mutex_t fresh_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    pool.lock = fresh_lock;
+    pool.wake = fresh_cond;
+    pool.left = fresh_cond;
+    pool.head = pool.tail = NULL;
+    pool.threads = 0;
+    pool.started = false;
+}
+
+/* Under the lock. A thread that cannot be created leaves the pool smaller. */
+static void pool_start(void)
+{
+    if (pool.started)
+        return;
+    pool.started = true;
+    if (!pool.atfork && pthread_atfork(NULL, NULL, pool_after_fork) == 0)
+        pool.atfork = true;
+    unsigned n = gc_cpu_count();
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (unsigned k = 0; k < n; k++) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, pool_thread, NULL) != 0)
+            break;
+        pool.threads++;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+void gc_work_open(gc_work *w, unsigned max_threads, gc_item_fn fn, void *ctx)
+{
+    *w = (gc_work){ .fn = fn, .ctx = ctx };
+    atomic_init(&w->next, 0);
+    atomic_init(&w->limit, 0);
     if (max_threads == 0)
         max_threads = gc_cpu_count();
-    size_t extra = n_items < max_threads ? n_items : max_threads;
-    extra = extra > 0 ? extra - 1 : 0; /* the caller is one of the threads */
+    w->max_helpers = max_threads - 1; /* the caller is one of the threads */
+    if (w->max_helpers == 0)
+        return;
+    pthread_mutex_lock(&pool.lock);
+    pool_start();
+    w->listed = true;
+    w->prev = pool.tail;
+    if (pool.tail)
+        pool.tail->after = w;
+    else
+        pool.head = w;
+    pool.tail = w;
+    pthread_mutex_unlock(&pool.lock);
+}
 
-    pthread_t *tids = extra ? calloc(extra, sizeof *tids) : NULL;
-    size_t started = 0;
-    for (; tids && started < extra; started++)
-        if (pthread_create(&tids[started], NULL, parallel_worker, &job) != 0)
-            break;
-    parallel_worker(&job);
-    for (size_t t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    free(tids);
+void gc_work_allow(gc_work *w, size_t limit)
+{
+    size_t old = atomic_load(&w->limit);
+    while (old < limit && !atomic_compare_exchange_weak(&w->limit, &old, limit))
+        ;
+    if (old >= limit || !w->listed)
+        return;
+    pthread_mutex_lock(&pool.lock);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void gc_work_close(gc_work *w)
+{
+    atomic_store(&w->limit, 0); /* takes fail from here on */
+    if (!w->listed)
+        return;
+    pthread_mutex_lock(&pool.lock);
+    if (w->prev)
+        w->prev->after = w->after;
+    else
+        pool.head = w->after;
+    if (w->after)
+        w->after->prev = w->prev;
+    else
+        pool.tail = w->prev;
+    w->listed = false;
+    while (w->helpers > 0)
+        pthread_cond_wait(&pool.left, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx)
+{
+    if (max_threads == 0)
+        max_threads = gc_cpu_count();
+    if (n_items < max_threads)
+        max_threads = n_items > 0 ? (unsigned)n_items : 1u;
+    gc_work w;
+    gc_work_open(&w, max_threads, fn, ctx);
+    gc_work_allow(&w, n_items);
+    size_t i;
+    while (gc_work_take(&w, &i))
+        fn(ctx, i);
+    gc_work_close(&w); /* every item is taken: this waits for the helpers' last ones */
 }

@@ -1,27 +1,64 @@
 /*
- * parallel.h - a minimal fork-join "parallel for" over independent items.
+ * parallel.h - one process-wide pool of threads for the CPU codecs.
  *
- * Why not a persistent pool: codec calls already run on the daemon's worker
- * threads, and the work items (bzip2 blocks, RLE chunks) cost far more than
- * a pthread_create. Spawning per call keeps nesting deadlock-free and the
- * code obvious. The calling thread takes part in the work.
+ * Why a persistent pool: the daemon runs many requests at once, each of
+ * which wants every core for its blocks. Threads spawned per call made N
+ * requests run N x cores threads, paid a spawn per call (per speculative
+ * batch when decoding), and could not start a block of the next request
+ * while the last blocks of this one ran. The pool runs items of every
+ * open work on the same gc_cpu_count() threads, oldest work first.
+ *
+ * Why it cannot deadlock: the thread that opens a work runs its items too
+ * (gc_work_take), so a work finishes even when every pool thread is busy,
+ * and nesting is safe. Items must not wait for one another.
+ *
+ * After fork() the child starts a fresh pool on first use.
  */
 #ifndef GC_PARALLEL_H
 #define GC_PARALLEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef void (*gc_item_fn)(void *ctx, size_t index);
 
-/* Number of online CPUs (at least 1). */
+/* CPUs this process may run on (its affinity mask; at least 1). */
 unsigned gc_cpu_count(void);
 
 /*
  * Call fn(ctx, i) for every i in [0, n_items), on up to max_threads threads
- * (0 = gc_cpu_count()). Items are handed out dynamically in index order.
- * Returns when every call has finished. If threads cannot be created the
- * remaining work runs on the calling thread, so this cannot fail.
+ * (0 = gc_cpu_count()), the caller being one of them. Items are handed out
+ * dynamically in index order. Returns when every call has finished. Cannot
+ * fail: without pool threads the caller runs every item.
  */
 void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx);
+
+/*
+ * Open-ended work, for a caller that decides as it goes how far ahead the
+ * pool may run (speculative decoding): items [0, limit) may be handed out,
+ * in index order, to up to max_threads - 1 pool threads and to the caller.
+ *
+ *   gc_work_open(&w, max_threads, fn, ctx);   w lives in the caller
+ *   gc_work_allow(&w, limit);                 raise the limit (never lowers it)
+ *   gc_work_take(&w, &i)                      the caller takes the next item itself
+ *   gc_work_close(&w);                        hand out no more; wait for running ones
+ *
+ * The fields are the pool's (parallel.c); the struct is public only so that
+ * opening a work needs no allocation and so cannot fail.
+ */
+typedef struct gc_work {
+    gc_item_fn fn;
+    void *ctx;
+    _Atomic size_t next, limit;
+    unsigned max_helpers; /* pool threads it may have */
+    unsigned helpers;     /* pool threads in it (under the pool's lock) */
+    bool listed;          /* on the pool's list of open works */
+    struct gc_work *prev, *after;
+} gc_work;
+
+void gc_work_open(gc_work *w, unsigned max_threads, gc_item_fn fn, void *ctx);
+void gc_work_allow(gc_work *w, size_t limit);
+bool gc_work_take(gc_work *w, size_t *index);
+void gc_work_close(gc_work *w);
 
 #endif

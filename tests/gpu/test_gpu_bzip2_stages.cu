@@ -22,7 +22,7 @@
 #include "gpu_pipeline.cuh"
 
 extern "C" {
-size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, size_t **starts);
+size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts);
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst);
 int32_t bz2_bwt(const uint8_t *blk, int32_t n, uint8_t *out);
 size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use, uint16_t *sym, uint32_t *freq);
@@ -73,7 +73,7 @@ static int check(const std::string &kind, size_t n, int level, gc_gpu_ctx *ctx, 
         CK(cudaDeviceSynchronize());
         std::vector<Bz2Block> blk(nb);
         CK(cudaMemcpy(blk.data(), s.blk, nb * sizeof(Bz2Block), cudaMemcpyDeviceToHost));
-        size_t *starts; size_t cnb = bz2_rle1_plan(src.data(), n, limit, &starts);
+        size_t *starts; size_t cnb = bz2_rle1_plan(src.data(), n, limit, 0, &starts);
         if (cnb != nb) { printf("  PLAN blocks gpu %u cpu %zu\n", nb, cnb); bad++; }
         std::vector<uint8_t> rle(rle_total);
         CK(cudaMemcpy(rle.data(), s.rle, rle_total, cudaMemcpyDeviceToHost));

@@ -1,0 +1,195 @@
+/*
+ * check_parallel.c - the CPU codecs' thread pool (kernels/cpu/parallel.h):
+ * every item runs exactly once, nesting and concurrent callers finish,
+ * open-ended works hand out only what was allowed, a forked child gets a
+ * pool of its own, and the CPU count follows the affinity mask.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "parallel.h"
+
+typedef struct counts {
+    _Atomic unsigned *hits;
+    size_t n;
+    unsigned threads;
+} counts;
+
+static void hit(void *ctx, size_t i)
+{
+    counts *c = ctx;
+    atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void check_each_once(size_t n, unsigned threads)
+{
+    counts c = { .hits = calloc(n ? n : 1, sizeof *c.hits), .n = n, .threads = threads };
+    ck_assert_ptr_nonnull(c.hits);
+    gc_parallel_for(n, threads, hit, &c);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(atomic_load(&c.hits[i]) == 1, "n %zu threads %u: item %zu ran %u times", n, threads, i,
+                      atomic_load(&c.hits[i]));
+    free(c.hits);
+}
+
+START_TEST(test_every_item_once)
+{
+    static const size_t sizes[] = { 0, 1, 2, 5, 1000, 100000 };
+    static const unsigned threads[] = { 0, 1, 2, 3, 64 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+            check_each_once(sizes[s], threads[t]);
+}
+END_TEST
+
+/* An item that itself runs a parallel for: the inner caller takes part, so
+ * this finishes even when every pool thread is inside an outer item. */
+static void outer_item(void *ctx, size_t i)
+{
+    counts *c = ctx;
+    counts inner = { .hits = c->hits + i * 100, .n = 100, .threads = 0 };
+    gc_parallel_for(100, 0, hit, &inner);
+}
+
+START_TEST(test_nested)
+{
+    size_t outer = 4 * gc_cpu_count() + 3;
+    counts c = { .hits = calloc(outer * 100, sizeof *c.hits) };
+    ck_assert_ptr_nonnull(c.hits);
+    gc_parallel_for(outer, 0, outer_item, &c);
+    for (size_t i = 0; i < outer * 100; i++)
+        ck_assert_uint_eq(atomic_load(&c.hits[i]), 1);
+    free(c.hits);
+}
+END_TEST
+
+static void *caller_thread(void *arg)
+{
+    for (int round = 0; round < 20; round++)
+        check_each_once(2000 + (size_t)round, (unsigned)(uintptr_t)arg);
+    return NULL;
+}
+
+START_TEST(test_concurrent_callers)
+{
+    pthread_t t[8];
+    for (uintptr_t k = 0; k < 8; k++)
+        ck_assert_int_eq(pthread_create(&t[k], NULL, caller_thread, (void *)(k % 4)), 0);
+    for (int k = 0; k < 8; k++)
+        pthread_join(t[k], NULL);
+}
+END_TEST
+
+START_TEST(test_work_runs_only_what_is_allowed)
+{
+    size_t n = 10000;
+    counts c = { .hits = calloc(n, sizeof *c.hits), .n = n };
+    ck_assert_ptr_nonnull(c.hits);
+    gc_work w;
+    gc_work_open(&w, 4, hit, &c);
+    size_t taken = 0, i;
+    for (size_t limit = 100; limit <= 5000; limit += 100) {
+        gc_work_allow(&w, limit);
+        gc_work_allow(&w, limit / 2); /* never lowers it */
+        if (gc_work_take(&w, &i)) {
+            ck_assert_uint_lt(i, limit);
+            hit(&c, i);
+            taken++;
+        }
+    }
+    gc_work_close(&w);
+    ck_assert(!gc_work_take(&w, &i)); /* closed: nothing more */
+    size_t ran = 0;
+    for (size_t k = 0; k < n; k++) {
+        unsigned h = atomic_load(&c.hits[k]);
+        ck_assert_uint_le(h, 1);
+        ck_assert_msg(k < 5000 || h == 0, "item %zu ran past the limit", k);
+        ran += h;
+    }
+    ck_assert_uint_ge(ran, taken);
+    free(c.hits);
+}
+END_TEST
+
+START_TEST(test_one_thread_is_the_caller)
+{
+    /* max_threads 1: the caller runs everything, in order. */
+    static size_t order[64];
+    static size_t seen;
+    seen = 0;
+    gc_work w;
+    gc_work_open(&w, 1, hit, NULL);
+    gc_work_allow(&w, 64);
+    size_t i;
+    while (gc_work_take(&w, &i))
+        order[seen++] = i;
+    gc_work_close(&w);
+    ck_assert_uint_eq(seen, 64);
+    for (size_t k = 0; k < 64; k++)
+        ck_assert_uint_eq(order[k], k);
+}
+END_TEST
+
+START_TEST(test_fork_child_has_a_pool)
+{
+    check_each_once(1000, 0); /* the parent's pool is running */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        counts c = { .hits = calloc(5000, sizeof *c.hits) };
+        gc_parallel_for(5000, 0, hit, &c);
+        for (size_t i = 0; i < 5000; i++)
+            if (atomic_load(&c.hits[i]) != 1)
+                _exit(1);
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+END_TEST
+
+START_TEST(test_cpu_count_follows_affinity)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET((int)sched_getcpu(), &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0)
+            _exit(2);
+        _exit(gc_cpu_count() == 1 ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "gc_cpu_count ignored the affinity mask");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("parallel");
+    TCase *tc = tcase_create("pool");
+    tcase_add_test(tc, test_every_item_once);
+    tcase_add_test(tc, test_nested);
+    tcase_add_test(tc, test_concurrent_callers);
+    tcase_add_test(tc, test_work_runs_only_what_is_allowed);
+    tcase_add_test(tc, test_one_thread_is_the_caller);
+    tcase_add_test(tc, test_fork_child_has_a_pool);
+    tcase_add_test(tc, test_cpu_count_follows_affinity);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
