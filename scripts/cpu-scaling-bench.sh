@@ -157,6 +157,8 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 STAT=best
 [ "$MEDIAN" = 1 ] && STAT=median
+# other work on the host skews every figure: its load is in the table
+LOAD0=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)
 echo "== $DATE; $HOST; $SIZE MiB per corpus; threads:$THREADS; $STAT of $REPS; bin $BIN; commit $COMMIT; out $OUT"
 
 fail=0
@@ -322,6 +324,7 @@ done
     echo "level 9; each tool decompresses its own output; at N every command (daemon and client too)"
     echo "runs under taskset on N CPUs; daemon: gpucompd --gpu=off --workers=N --codec-threads=N,"
     echo "gpucomp -9 -c FILE and gpucomp -dc on files. Every round trip compared with the input."
+    echo "Load average (1 min) at the start / end: ${LOAD0:-?} / $(cut -d' ' -f1 /proc/loadavg 2>/dev/null)."
     for corpus in $ONLY; do
         F=$CORPORA/$corpus.dat
         [ -s "$F" ] || continue
