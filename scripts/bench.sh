@@ -4,7 +4,7 @@
 # nvCOMP when given) on the same deterministic corpora, in the same run; Markdown tables last,
 # every row in OUT/results.csv (plot it with scripts/bench-plot.py OUT/results.csv IMGDIR).
 #
-#   scripts/bench.sh [--quick] [--bin DIR] [--gpu-bin DIR] [--nvcomp DIR] [--env FILE]
+#   scripts/bench.sh [--quick] [--bin DIR] [--gpu-bin DIR] [--nvcomp DIR] [--competitors DIR] [--env FILE]
 #                    [--out DIR] [--with-bzip2] [--corpora "text tar ..."] [--workdir DIR]
 #
 #   --quick       64 MiB per corpus (a few minutes on a 16-core host); default 1 GiB per corpus
@@ -40,6 +40,9 @@
 #  5. --nvcomp: bench_nvcomp NVCOMP_ARGS --type T FILE per corpus (T = i32 for int32, f32 for
 #     float32, u8 otherwise); lines "nvcomp ALGO type=.. chunk=.. bytes=N comp_GBps=X
 #     decomp_GBps=Y ratio=Z ok" parsed (device-resident GB/s, so cpu_s_per_GB is empty);
+#  5b. --competitors DIR (scripts/build-competitors.sh's output; build-comp/ beside --bin's
+#     folder is used by itself when it exists): scripts/bench-gpu-libs.sh, libcubwt's BWT and
+#     bzip2gpu's decoder (on bzip2 -9 copies) per corpus, where they built; its table is appended;
 #  6. small requests: bench_daemon small 1 4096 2000 and small 8 4096 500 and small 1 65536 500
 #     (rle, short-run data: latency p50/p99), with the --gpu=auto daemon;
 #  7. scaling: bench_daemon bzip2-many (text corpus, SCALE_MIB-MiB slices, level 9) and
@@ -56,6 +59,7 @@ usage() { sed -n '7,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BIN=${BIN:-}
 GPU_BIN=""
 NVCOMP=""
+COMPETITORS=""
 ENVFILE=""
 OUT=""
 QUICK=0
@@ -71,6 +75,8 @@ while [ $# -gt 0 ]; do
     --gpu-bin=*) GPU_BIN=${1#*=} ;;
     --nvcomp) NVCOMP=${2:?--nvcomp DIR}; shift ;;
     --nvcomp=*) NVCOMP=${1#*=} ;;
+    --competitors) COMPETITORS=${2:?--competitors DIR}; shift ;;
+    --competitors=*) COMPETITORS=${1#*=} ;;
     --env) ENVFILE=${2:?--env FILE}; shift ;;
     --env=*) ENVFILE=${1#*=} ;;
     --out) OUT=${2:?--out DIR}; shift ;;
@@ -447,6 +453,15 @@ if [ -n "$NVCOMP" ]; then
     done < "$NV"
 fi
 
+# ---- GPU library competitors (--competitors DIR, else build-comp/ beside --bin's folder) ----
+[ -z "$COMPETITORS" ] && [ -d "$(dirname "$BIN")/build-comp" ] && COMPETITORS=$(dirname "$BIN")/build-comp
+if [ -n "$COMPETITORS" ]; then
+    echo "== GPU library competitors: scripts/bench-gpu-libs.sh --bin $COMPETITORS"
+    "$HERE/bench-gpu-libs.sh" --bin "$COMPETITORS" --corpora "$C" --out "$OUT" > "$LOG/gpu-libs.log" 2>&1 \
+        || { echo "  bench-gpu-libs.sh: exit $? (see $LOG/gpu-libs.log)" >&2; fail=1; }
+    grep '^  .* MB/s, correct ' "$LOG/gpu-libs.log"
+fi
+
 # ---- tables ----
 [ -n "$skipped" ] && echo "note: not installed here, skipped:$skipped"
 elapsed=$(awk -v a="$t_start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
@@ -502,6 +517,7 @@ elapsed=$(awk -v a="$t_start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }')
         sort -s -t "$(printf '\t')" -k1,2 "$SCALE" | awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }'
     fi
 } > "$OUT/table.md"
+if [ -n "$COMPETITORS" ] && [ -s "$OUT/gpu-libs.md" ]; then cat "$OUT/gpu-libs.md" >> "$OUT/table.md"; fi
 cat "$OUT/table.md"
 echo
 echo "results: $CSV; plots: python3 $HERE/bench-plot.py $CSV IMGDIR; exit $fail"
