@@ -290,7 +290,9 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
  * STREAM_PART_OUTPUT (the rest of the input goes to the next part), so a
  * stream of zeros, which expands ~45000 times, still streams in bounded
  * memory; the device has no such stop and fails a part over
- * STREAM_PART_OUTPUT_MAX, which then reruns on the CPU engine.
+ * STREAM_PART_OUTPUT_MAX, which then reruns on the CPU engine. Smaller stops
+ * (32 and 64 MiB) were slower on the CPU engine: each chained part copies
+ * the input it does not use back for the next (docs/DECISIONS.md).
  */
 #define STREAM_PART_OUTPUT ((size_t)256 << 20)
 #define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)
@@ -342,7 +344,7 @@ static int stream_emit(void *state, gcd_stream *s, gcd_request *r, size_t *carry
     *carry = r->total_size - part->used;
     if (part->ds.garbage)
         gcd_stream_mark_garbage(s, r->part_offset + part->ds.garbage_at);
-    gcd_stream_put(s, r->output, r->output_len);
+    gcd_stream_put_output(s, r);
     return GC_OK;
 }
 

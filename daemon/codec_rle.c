@@ -253,7 +253,7 @@ static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *ca
     (void)state;
     (void)err;
     *carry = 0;
-    gcd_stream_put(s, part->output, part->output_len);
+    gcd_stream_put_output(s, part);
     return GC_OK;
 }
 

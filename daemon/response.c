@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <event2/buffer.h>
 
@@ -33,6 +34,63 @@ static void queue_response(gcd_conn *c, Gpucomp__Response *resp)
     f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
     f.response = resp;
     queue_frame(c, &f);
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+/* Protobuf tag of a length-delimited field. */
+#define LEN_TAG(field) ((uint8_t)((field) << 3 | 2))
+
+/*
+ * The frame is written by hand around the payload, which protobuf allows:
+ * fields may come in any order, so the payload field (Response.payload, 5)
+ * follows the packed rest of the Response inside Frame.response (4). The
+ * frame is the one gc_wire_pack would write but for the field order.
+ */
+bool gcd_send_response_ref(gcd_conn *c, Gpucomp__Response *resp, const uint8_t *payload, size_t len,
+                           gcd_payload_done_fn done, void *arg)
+{
+    resp->payload.data = NULL;
+    resp->payload.len = 0;
+    size_t meta = gpucomp__response__get_packed_size(resp);
+    uint8_t head[GC_WIRE_HEADER_SIZE + 2 * 10 + 2 + 256];
+    if (meta > 256) { /* cannot happen: a stream piece has no message */
+        done(payload, len, arg);
+        return false;
+    }
+    uint8_t field[11];
+    size_t field_len = 0;
+    field[field_len++] = LEN_TAG(5);
+    field_len += put_varint(field + field_len, len);
+    uint64_t resp_len = meta + field_len + len;
+    size_t h = GC_WIRE_HEADER_SIZE;
+    head[h++] = LEN_TAG(4);
+    h += put_varint(head + h, resp_len);
+    uint64_t body = (h - GC_WIRE_HEADER_SIZE) + resp_len;
+    for (int k = 0; k < 4; k++)
+        head[k] = (uint8_t)(body >> (8 * k));
+    h += gpucomp__response__pack(resp, head + h);
+    memcpy(head + h, field, field_len);
+    h += field_len;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (evbuffer_add(out, head, h) != 0 ||
+        (len && evbuffer_add_reference(out, payload, len, (evbuffer_ref_cleanup_cb)done, arg) != 0)) {
+        gcd_log(LOG_ERR, "cannot queue %zu bytes of output: closing connection", len);
+        c->state = GCD_CONN_CLOSING;
+        done(payload, len, arg);
+        return false;
+    }
+    if (!len)
+        done(payload, len, arg);
+    return true;
 }
 
 void gcd_send_welcome(gcd_conn *c, gc_status status, const char *message)

@@ -26,6 +26,16 @@ void gcd_send_result(gcd_conn *c, const gcd_request *r);
 /* Queue one Response frame as it is (streams build their own). */
 void gcd_send_response(gcd_conn *c, Gpucomp__Response *resp);
 
+/*
+ * Queue one Response frame whose payload is referenced, not copied: resp
+ * (its payload unset) is packed, and the frame's payload field is payload.
+ * done(payload, len, arg) runs once the frame has been written or dropped,
+ * also when queueing fails (false: the connection is closing).
+ */
+typedef void (*gcd_payload_done_fn)(const void *payload, size_t len, void *arg);
+bool gcd_send_response_ref(gcd_conn *c, Gpucomp__Response *resp, const uint8_t *payload, size_t len,
+                           gcd_payload_done_fn done, void *arg);
+
 /* A one-frame error answer; stream: it ends a stream (Response.stream set). */
 void gcd_send_error_frame(gcd_conn *c, uint64_t id, gc_status status, bool stream, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

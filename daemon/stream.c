@@ -1,6 +1,7 @@
 /* stream.c - stream sessions (see stream.h). */
 #include "stream.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,12 +113,18 @@ static bool can_send(const gcd_stream *s)
     return s->conn->state == GCD_CONN_SERVING && !s->answered;
 }
 
+static void piece_response(const gcd_stream *s, Gpucomp__Response *resp)
+{
+    *resp = (Gpucomp__Response)GPUCOMP__RESPONSE__INIT;
+    resp->id = s->id;
+    resp->stream = 1;
+    resp->consumed = s->consumed;
+}
+
 static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
 {
-    Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
-    resp.id = s->id;
-    resp.stream = 1;
-    resp.consumed = s->consumed;
+    Gpucomp__Response resp;
+    piece_response(s, &resp);
     resp.payload.data = (uint8_t *)data;
     resp.payload.len = len;
     gcd_send_response(s->conn, &resp);
@@ -132,7 +139,8 @@ static void send_credit(gcd_stream *s)
 
 static void fail(gcd_stream *s, const gc_error *err);
 
-bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
+/* Whether len more bytes may go out; if not, the stream has failed. */
+static bool may_put(gcd_stream *s, size_t len)
 {
     if (!can_send(s))
         return false;
@@ -144,15 +152,77 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
         fail(s, &err);
         return false;
     }
+    return true;
+}
+
+static size_t piece_size(const gcd_stream *s)
+{
     size_t piece = gc_wire_max_payload(s->conn->server->cfg.max_frame);
-    if (piece > STREAM_PIECE)
-        piece = STREAM_PIECE;
+    return piece < STREAM_PIECE ? piece : STREAM_PIECE;
+}
+
+bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
+{
+    if (!may_put(s, len))
+        return false;
+    size_t piece = piece_size(s);
     const uint8_t *p = data;
     while (len) {
         size_t n = len < piece ? len : piece;
         send_piece(s, p, n);
         p += n;
         len -= n;
+        s->out_total += n;
+    }
+    return true;
+}
+
+/* A part's output, referred to by the frames that carry it. */
+typedef struct shared_output {
+    uint8_t *buf;
+    _Atomic size_t refs; /* frames not yet written */
+} shared_output;
+
+static void output_unref(const void *data, size_t len, void *arg)
+{
+    (void)data, (void)len;
+    shared_output *o = arg;
+    if (atomic_fetch_sub(&o->refs, 1) == 1) {
+        free(o->buf);
+        free(o);
+    }
+}
+
+/*
+ * Sending a whole part's output by reference keeps the event loop from
+ * copying every byte of a decompressed stream (and faulting in fresh pages
+ * for the copies) while the next part waits for it.
+ */
+bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
+{
+    size_t len = r->output_len;
+    if (len == 0)
+        return can_send(s);
+    if (!may_put(s, len))
+        return false;
+    shared_output *o = malloc(sizeof *o);
+    if (!o)
+        return gcd_stream_put(s, r->output, len);
+    size_t piece = piece_size(s), pieces = (len + piece - 1) / piece;
+    o->buf = r->output;
+    r->output = NULL;
+    atomic_init(&o->refs, pieces);
+    size_t at = 0;
+    for (size_t k = 0; k < pieces; k++) {
+        size_t n = len - at < piece ? len - at : piece;
+        Gpucomp__Response resp;
+        piece_response(s, &resp);
+        if (!gcd_send_response_ref(s->conn, &resp, o->buf + at, n, output_unref, o)) {
+            while (++k < pieces) /* the pieces never queued give their references back */
+                output_unref(NULL, 0, o);
+            return false;
+        }
+        at += n;
         s->out_total += n;
     }
     return true;
