@@ -96,10 +96,17 @@ bz2_dblock *bz2_spec_get(bz2_spec *s, size_t ci)
     for (; s->floor < ci; s->floor++)
         release(s, s->floor, false);
     run_ahead(s);
-    if (claim(s, ci))
+    if (claim(s, ci)) {
         decode_into(s, ci);
-    else
-        wait_done(s, ci);
+        return &s->slot[ci % s->window];
+    }
+    /* A helper has it: decode the next ones meanwhile rather than wait, so
+     * that the walk's thread is one of the decoders (with 2 threads the
+     * only other one). */
+    size_t next;
+    while (atomic_load(&s->state[ci]) == SPEC_RUNNING && gc_work_take(&s->work, &next))
+        decode_ahead(s, next);
+    wait_done(s, ci);
     return &s->slot[ci % s->window];
 }
 

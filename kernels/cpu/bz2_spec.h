@@ -14,8 +14,9 @@
  * helper starts no decode while the held output passes BZ2_SPEC_HELD_MAX
  * (the walk decodes that candidate itself when it gets there), and
  * bz2_spec_stop ends speculation on input whose candidates are mostly
- * false. The walk always decodes a candidate itself when no helper has
- * taken it, so progress never depends on the pool.
+ * false. The walk decodes a candidate itself when no helper has taken it,
+ * so progress never depends on the pool, and while a helper decodes the one
+ * it waits for, it decodes the next ones of the window.
  */
 #ifndef GC_BZ2_SPEC_H
 #define GC_BZ2_SPEC_H
