@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bz2_resume.h"
 #include "bzip2.h"
 #include "fd_payload.h"
 #include "gpu.h"
@@ -101,21 +102,6 @@ static bool gpu_takes(const gcd_request *r)
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
-/* bz2_dstate <-> the GPU job's copy of it (gpu.h gc_gpu_bz2_resume: C++ cannot include bzip2.h). */
-static gc_gpu_bz2_resume resume_of(const bz2_dstate *d)
-{
-    return (gc_gpu_bz2_resume){ .bit = d->bit, .in_stream = d->in_stream, .level = d->level,
-                                .combined = d->combined, .stream_no = d->stream_no, .block_no = d->block_no,
-                                .garbage = d->garbage, .garbage_at = d->garbage_at, .seen_any = d->seen_any };
-}
-
-static bz2_dstate dstate_of(const gc_gpu_bz2_resume *p)
-{
-    return (bz2_dstate){ .bit = p->bit, .in_stream = p->in_stream, .level = p->level, .combined = p->combined,
-                         .stream_no = p->stream_no, .block_no = p->block_no, .garbage = p->garbage,
-                         .garbage_at = p->garbage_at, .seen_any = p->seen_any };
-}
-
 /*
  * The device's break-even, one per operation: the decoder has a larger fixed
  * latency per request than the encoder (docs/DECISIONS.md). A decompress
@@ -200,7 +186,7 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
         if (part) { /* a stream's part: the state goes back only if the device succeeds */
             job->partial = 1;
             job->part_more = !r->part_final;
-            job->part = resume_of(&part->ds);
+            job->part = gcd_bz2_resume_of(&part->ds);
         }
         *out_cap = 0;
         return GC_OK;
@@ -222,7 +208,7 @@ static int gpu_finish(gcd_request *r, gc_gpu_job *job)
     if (job->op == GC_GPU_ENCODE && part)
         part->blocks = job->blocks;
     if (job->op == GC_GPU_DECODE && part && job->partial) {
-        part->ds = dstate_of(&job->part);
+        part->ds = gcd_bz2_dstate_of(&job->part);
         part->used = job->part_used;
     }
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bz2_resume.h"
 #include "bzip2.h"
 #include "codec.h"
 #include "device.h"
@@ -64,16 +65,10 @@ static int device_decode(gc_gpu_job *job, gcd_request *r, uint8_t **out, size_t 
     gc_error why = { 0 };
     int rc;
     if (job->partial) { /* a stream's part, as the CUDA decoder runs it (gpu.h) */
-        bz2_dstate ds = { .bit = job->part.bit, .in_stream = job->part.in_stream, .level = job->part.level,
-                          .combined = job->part.combined, .stream_no = job->part.stream_no,
-                          .block_no = job->part.block_no, .garbage = job->part.garbage,
-                          .garbage_at = job->part.garbage_at, .seen_any = job->part.seen_any };
+        bz2_dstate ds = gcd_bz2_dstate_of(&job->part);
         rc = bz2_decompress_part(job->src, job->src_len, job->part_more, &ds, 0, 1, &ask, out, out_len,
                                  &job->part_used, &why);
-        job->part = (gc_gpu_bz2_resume){ .bit = ds.bit, .in_stream = ds.in_stream, .level = ds.level,
-                                         .combined = ds.combined, .stream_no = ds.stream_no,
-                                         .block_no = ds.block_no, .garbage = ds.garbage,
-                                         .garbage_at = ds.garbage_at, .seen_any = ds.seen_any };
+        job->part = gcd_bz2_resume_of(&ds);
     } else {
         rc = bz2_decompress_job(job->src, job->src_len, 0, 1, &ask, out, out_len, &why);
     }
