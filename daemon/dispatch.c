@@ -17,8 +17,8 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
     case GCD_GPU_EMULATE:
         rc = gcd_device_emulated_open(dev, index, 0, false, &err);
         break;
-    case GCD_GPU_EMULATE_FAILING:
-        rc = gcd_device_emulated_open(dev, index, 2, false, &err); /* the second batch fails */
+    case GCD_GPU_EMULATE_FAILING: /* the first device's second batch fails; the others serve on */
+        rc = gcd_device_emulated_open(dev, index, index == 0 ? 2 : 0, false, &err);
         break;
     case GCD_GPU_EMULATE_LIMIT:
         rc = gcd_device_emulated_open(dev, index, 0, true, &err); /* compress, bzip2 decompress handed back */
@@ -46,7 +46,7 @@ bool gcd_dispatch_init(gcd_server *s)
         wanted = gcd_device_gpu_count();
     else if (s->cfg.gpu == GCD_GPU_EMULATE || s->cfg.gpu == GCD_GPU_EMULATE_FAILING ||
              s->cfg.gpu == GCD_GPU_EMULATE_LIMIT)
-        wanted = 1;
+        wanted = s->cfg.emulated_devices;
     if (wanted > GCD_MAX_LANES)
         wanted = GCD_MAX_LANES;
     gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
@@ -72,17 +72,23 @@ bool gcd_dispatch_init(gcd_server *s)
     return true;
 }
 
+/*
+ * The lane with the least work: fewest input bytes submitted and not yet
+ * completed, then fewest such requests. Bytes first: one 4 GiB request is
+ * more load than sixty 16 MiB ones, and a slow device keeps its bytes longer.
+ */
 static gcd_lane *least_loaded_device(gcd_server *s)
 {
     gcd_lane *best = NULL;
-    unsigned best_depth = 0;
+    gcd_lane_load best_load = { 0 };
     for (unsigned i = 0; i < s->n_lanes; i++) {
         if (gcd_lane_retired(s->lanes[i]))
             continue;
-        unsigned depth = gcd_lane_queue_depth(s->lanes[i]);
-        if (!best || depth < best_depth) {
+        gcd_lane_load load = gcd_lane_get_load(s->lanes[i]);
+        if (!best || load.bytes < best_load.bytes ||
+            (load.bytes == best_load.bytes && load.requests < best_load.requests)) {
             best = s->lanes[i];
-            best_depth = depth;
+            best_load = load;
         }
     }
     return best;

@@ -24,6 +24,7 @@ struct gcd_lane {
     pthread_cond_t wake;
     gcd_request_queue queue;
     unsigned queued;
+    gcd_lane_load load;     /* under lock */
     bool stopping;
     gcd_lane_stats stats;   /* under lock */
 };
@@ -49,8 +50,9 @@ static void wait_for_batch(gcd_lane *b)
     }
 }
 
-/* Take requests off the queue (lock held) up to max_batch_bytes; always at least one. */
-static size_t take_batch(gcd_lane *b, gcd_request ***out)
+/* Take requests off the queue (lock held) up to max_batch_bytes; always at least one.
+ * *batch_bytes: their input bytes, given back to the load once they complete. */
+static size_t take_batch(gcd_lane *b, gcd_request ***out, uint64_t *batch_bytes)
 {
     size_t n = 0, cap = 16;
     uint64_t bytes = 0;
@@ -70,6 +72,7 @@ static size_t take_batch(gcd_lane *b, gcd_request ***out)
         b->queued--;
     }
     *out = reqs;
+    *batch_bytes = bytes;
     return n;
 }
 
@@ -204,12 +207,15 @@ static void *lane_main(void *arg)
         if (!b->queue.head && b->stopping)
             break;
         gcd_request **reqs;
-        size_t n = take_batch(b, &reqs);
+        uint64_t bytes;
+        size_t n = take_batch(b, &reqs, &bytes);
         pthread_mutex_unlock(&b->lock);
         if (n)
             run_batch(b, reqs, n);
         free(reqs);
         pthread_mutex_lock(&b->lock);
+        b->load.bytes -= bytes;
+        b->load.requests -= (unsigned)n;
     }
     pthread_mutex_unlock(&b->lock);
     return NULL;
@@ -244,6 +250,8 @@ void gcd_lane_submit(gcd_lane *b, gcd_request *r)
     pthread_mutex_lock(&b->lock);
     gcd_queue_push(&b->queue, r);
     b->queued++;
+    b->load.bytes += r->total_size;
+    b->load.requests++;
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->lock);
 }
@@ -256,12 +264,12 @@ bool gcd_lane_retired(gcd_lane *b)
     return retired;
 }
 
-unsigned gcd_lane_queue_depth(gcd_lane *b)
+gcd_lane_load gcd_lane_get_load(gcd_lane *b)
 {
     pthread_mutex_lock(&b->lock);
-    unsigned depth = b->queued;
+    gcd_lane_load load = b->load;
     pthread_mutex_unlock(&b->lock);
-    return depth;
+    return load;
 }
 
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out)

@@ -53,7 +53,13 @@ void gcd_lane_submit(gcd_lane *b, gcd_request *r);
 /* True once the device failed; route new work elsewhere. */
 bool gcd_lane_retired(gcd_lane *b);
 
-unsigned gcd_lane_queue_depth(gcd_lane *b);
+/* A lane's load: requests and their input bytes submitted and not yet
+ * completed (queued or in the running batch). */
+typedef struct gcd_lane_load {
+    uint64_t bytes;
+    unsigned requests;
+} gcd_lane_load;
+gcd_lane_load gcd_lane_get_load(gcd_lane *b);
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);
 const char *gcd_lane_name(const gcd_lane *b);
 

@@ -106,6 +106,7 @@ static bool set_gpu_min_bytes_bzip2(gcd_config *c, const char *v) { return gc_pa
 static bool set_gpu_min_bytes_bzip2_decompress(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2_decompress); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
+static bool set_emulated_devices(gcd_config *c, const char *v) { return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8; }
 static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
 
 static bool set_max_frame(gcd_config *c, const char *v)
@@ -239,6 +240,7 @@ static const setting settings[] = {
     { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
+    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
     { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
@@ -290,6 +292,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;
+    cfg->emulated_devices = 1;
     cfg->log_level = LOG_INFO;
     cfg->register_limit = default_register_limit();
 }

@@ -45,6 +45,7 @@ typedef struct gcd_config {
     uint64_t batch_bytes;     /* most input bytes in one device batch */
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     unsigned device_lanes;    /* scheduler threads (each with its own context) per device */
+    unsigned emulated_devices; /* stand-in devices of --gpu=emulate* (testing several GPUs) */
     uint64_t register_limit;  /* most client memory registered (OP_REGISTER) at once */
     int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */
 

@@ -172,6 +172,55 @@ START_TEST(test_device_failure_falls_back_to_cpu)
 }
 END_TEST
 
+/* ---- several devices (issue 19, on stand-in devices) ------------------------ */
+
+static void start_devices(const char *mode, const char *count)
+{
+    const char *args[] = { "--gpu", mode, "--emulated-devices", count, "--gpu-min-bytes", "1M",
+                           "--batch-wait-us", "100000", "--device-lanes", "1", NULL };
+    test_daemon_start(&dut, args);
+}
+
+START_TEST(test_devices_share_the_work)
+{
+    start_devices("emulate", "2");
+    enum { N = 8 };
+    run_concurrent_clients(N);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.gpu_devices, 2);
+    ck_assert_str_eq(st.devices[0].name, "emulated0");
+    ck_assert_str_eq(st.devices[1].name, "emulated1");
+    /* a request waits up to 100 ms for its batch: meanwhile the next goes to the idler device */
+    ck_assert_uint_gt(st.devices[0].requests, 0);
+    ck_assert_uint_gt(st.devices[1].requests, 0);
+    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests, 2 * N);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
+START_TEST(test_failed_device_retired_others_serve)
+{
+    start_devices("emulate-failing", "2"); /* the first device's second batch fails */
+    gpucomp_client *c = connect_or_fail();
+    for (int i = 0; i < 4; i++) /* one at a time: each goes to the first device while it serves */
+        round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, (uint64_t)i); /* every request still succeeds */
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_int_ne(st.devices[0].retired, 0);
+    ck_assert_uint_ge(st.devices[0].fallbacks, 1);
+    ck_assert_int_eq(st.devices[1].retired, 0);
+    ck_assert_uint_gt(st.devices[1].requests, 0); /* the work after the failure */
+    ck_assert_str_eq(st.backend, "gpu");
+    ck_assert_uint_eq(st.requests_failed, 0);
+    /* new work still goes to a GPU, the one left */
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 9), GPUCOMP_BACKEND_GPU);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- bzip2 on the device --------------------------------------------------- */
 
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
@@ -1100,6 +1149,8 @@ int main(void)
     tcase_add_test(tc, test_concurrent_requests_are_batched);
     tcase_add_test(tc, test_two_lanes_share_the_work);
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
+    tcase_add_test(tc, test_devices_share_the_work);
+    tcase_add_test(tc, test_failed_device_retired_others_serve);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
