@@ -81,6 +81,12 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
     abort();
 }
 
+bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
+{
+    (void)s, (void)r;
+    abort();
+}
+
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
 {
     (void)s, (void)offset;
