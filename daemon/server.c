@@ -187,16 +187,22 @@ static int create_socket(gcd_server *s)
         s->owns_socket_file = true;
     else
         errno = bind_errno;
-    if (!bound || chmod(addr.sun_path, 0660) != 0 || listen(fd, 256) != 0) {
+    if (!bound || chmod(addr.sun_path, 0660) != 0) {
         gcd_log(LOG_ERR, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
+    /* The group before listen(): a client that connects finds the socket as it stays. */
     gid_t gid;
     if (socket_group(s, &gid) && chown(addr.sun_path, (uid_t)-1, gid) != 0)
         gcd_log(LOG_WARNING, "cannot give %s to group %u: %s; it keeps the daemon's group",
                 addr.sun_path, (unsigned)gid, strerror(errno));
+    if (listen(fd, 256) != 0) {
+        gcd_log(LOG_ERR, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
