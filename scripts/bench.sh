@@ -331,25 +331,21 @@ for mode in auto off; do
         TEXT=$C/text.dat
         [ -f "$TEXT" ] || TEXT=$C/$(echo "$CORPUS_LIST" | head -1).dat
         for cl in $SCALE_CLIENTS; do
-            line=$("$BENCH_DAEMON" "$SOCK" bzip2-many "$TEXT" "$cl" "$SCALE_MIB" 9 "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
-                | tee -a "$LOG/bench_daemon.log" | grep '^| bzip2-many:')
-            v=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) MB\/s.*/\1/p')
-            r=$(echo "$line" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p')
-            g=$(echo "$line" | sed -n 's/.*gpu \([0-9]* of [0-9]*\) requests.*/\1/p')
-            [ -n "$v" ] || { echo "  bzip2-many $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; }
-            printf 'bzip2 -9 (%s)\tcompress\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
-            csv scaling "gpucompd bzip2 gpu=auto" "clients=$cl slice=${SCALE_MIB}MiB memfd" compress "$v" "${r:-}" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
-            echo "  bzip2-many $cl clients: $v MB/s"
             # decompression: each client's slice as a CPU-engine -9 stream (made untimed), sent ROUNDS times
-            line=$("$BENCH_DAEMON" "$SOCK" bzip2-dec-many "$TEXT" "$cl" "$SCALE_MIB" "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
-                | tee -a "$LOG/bench_daemon.log" | grep '^| bzip2-dec-many:')
-            v=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) MB\/s.*/\1/p')
-            r=$(echo "$line" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p')
-            g=$(echo "$line" | sed -n 's/.*gpu \([0-9]* of [0-9]*\) requests.*/\1/p')
-            [ -n "$v" ] || { echo "  bzip2-dec-many $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; }
-            printf 'bzip2 -9 (%s)\tdecompress\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
-            csv scaling "gpucompd bzip2 gpu=auto" "clients=$cl slice=${SCALE_MIB}MiB memfd" decompress "$v" "${r:-}" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
-            echo "  bzip2-dec-many $cl clients: $v MB/s"
+            for dir in compress decompress; do
+                m=bzip2-many level=9
+                [ "$dir" = decompress ] && m=bzip2-dec-many level=
+                # shellcheck disable=SC2086 # level: one word or none
+                line=$("$BENCH_DAEMON" "$SOCK" "$m" "$TEXT" "$cl" "$SCALE_MIB" $level "$ROUNDS" 2>> "$LOG/bench_daemon.err" \
+                    | tee -a "$LOG/bench_daemon.log" | grep "^| $m:")
+                v=$(echo "$line" | sed -n 's/.*aggregate \([0-9.]*\) MB\/s.*/\1/p')
+                r=$(echo "$line" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p')
+                g=$(echo "$line" | sed -n 's/.*gpu \([0-9]* of [0-9]*\) requests.*/\1/p')
+                [ -n "$v" ] || { echo "  $m $cl: failed (see $LOG/bench_daemon.err)" >&2; fail=1; v=FAILED; }
+                printf 'bzip2 -9 (%s)\t%s\t%s\t%s\t%s\n' "$(basename "$TEXT" .dat)" "$dir" "$cl" "$v" "${r:-}; gpu ${g:-?}" >> "$SCALE"
+                csv scaling "gpucompd bzip2 gpu=auto" "clients=$cl slice=${SCALE_MIB}MiB memfd" "$dir" "$v" "${r:-}" "" "$((cl * ROUNDS * SCALE_MIB << 20))"
+                echo "  $m $cl clients: $v MB/s"
+            done
             for dir in compress decompress; do
                 m=manyfd
                 [ "$dir" = decompress ] && m=manyfd-dec

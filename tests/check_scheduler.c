@@ -135,21 +135,27 @@ START_TEST(test_concurrent_requests_are_batched)
 }
 END_TEST
 
+/* n concurrent clients' round trips, then STATS: two lanes named name0 and
+ * name1 served all 2n requests between them, none failed. */
+static void check_two_lanes_serve(unsigned n, const char *name0, const char *name1, gpucomp_stats *st)
+{
+    run_concurrent_clients(n);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(gpucomp_stats_get(c, st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st->gpu_devices, 2);
+    ck_assert_str_eq(st->devices[0].name, name0);
+    ck_assert_str_eq(st->devices[1].name, name1);
+    ck_assert_uint_eq(st->devices[0].requests + st->devices[1].requests, 2 * n);
+    ck_assert_uint_eq(st->requests_failed, 0);
+}
+
 START_TEST(test_two_lanes_share_the_work)
 {
     const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--device-lanes", "2", NULL };
     test_daemon_start(&dut, args);
-    enum { N = 8 };
-    run_concurrent_clients(N);
-    gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
-    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    ck_assert_uint_eq(st.gpu_devices, 2);
-    ck_assert_str_eq(st.devices[0].name, "emulated0.0");
-    ck_assert_str_eq(st.devices[1].name, "emulated0.1");
-    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests, 2 * N);
-    ck_assert_uint_eq(st.requests_failed, 0);
-    gpucomp_close(c);
+    check_two_lanes_serve(8, "emulated0.0", "emulated0.1", &st);
 }
 END_TEST
 
@@ -184,20 +190,11 @@ static void start_devices(const char *mode, const char *count)
 START_TEST(test_devices_share_the_work)
 {
     start_devices("emulate", "2");
-    enum { N = 8 };
-    run_concurrent_clients(N);
-    gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
-    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    ck_assert_uint_eq(st.gpu_devices, 2);
-    ck_assert_str_eq(st.devices[0].name, "emulated0");
-    ck_assert_str_eq(st.devices[1].name, "emulated1");
+    check_two_lanes_serve(8, "emulated0", "emulated1", &st);
     /* a request waits up to 100 ms for its batch: meanwhile the next goes to the idler device */
     ck_assert_uint_gt(st.devices[0].requests, 0);
     ck_assert_uint_gt(st.devices[1].requests, 0);
-    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests, 2 * N);
-    ck_assert_uint_eq(st.requests_failed, 0);
-    gpucomp_close(c);
 }
 END_TEST
 

@@ -641,10 +641,10 @@ END_TEST
  * ~35 MiB plus the program; 37 MiB measured. gpucompd holds per stream at
  * most the window (64 MiB) and two parts at the engines, each up to 32 MiB
  * in and 32 MiB out: ~192 MiB, two streams here, plus the answers queued
- * for each connection (64 MiB and the part being drained) and the
- * allocator's slack; 382-436 MiB measured while answers were copied, 527-547
- * MiB since a part's output is sent by reference and stays whole until its
- * last frame is written (docs/DECISIONS.md).
+ * for each connection (64 MiB and the part being drained; a part's output
+ * is sent by reference and stays whole until its last frame is written)
+ * and the allocator's slack (docs/DECISIONS.md, "The CPU engine shares one
+ * thread pool").
  */
 #define CLI_RSS_LIMIT_KB (64 * 1024)
 #if defined(__SANITIZE_ADDRESS__)

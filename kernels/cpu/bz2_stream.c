@@ -400,14 +400,6 @@ typedef struct dctx {
     const gc_job *job;
 } dctx;
 
-/* A block that is cut by bz2_block_len_cap (and not by the end of the
- * input) is too long, whoever decodes it and however the input is split
- * into parts. */
-static size_t block_len_cap(const dctx *d, uint64_t pos)
-{
-    return bz2_block_len_cap(d->len, pos);
-}
-
 /* The decoded block whose magic is at bit pos, or NULL when the scan did
  * not find that magic (cannot happen). Candidates before pos were chance
  * matches. *ci becomes pos's candidate. */
@@ -488,11 +480,13 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", sno, bno);
         bz2_dblock local, *r = block_at(d, *pos, ci);
         if (!r) {
-            bz2_decode_block(d->src, block_len_cap(d, *pos), *pos, d->max_out, &local);
+            bz2_decode_block(d->src, bz2_block_len_cap(d->len, *pos), *pos, d->max_out, &local);
             r = &local;
         }
         int rc = r->status;
-        if (rc == GC_E_TRUNCATED && block_len_cap(d, *pos) < d->len)
+        /* cut by the cap, not by the end of the input: too long, whoever decodes it and
+         * however the input is split into parts */
+        if (rc == GC_E_TRUNCATED && bz2_block_len_cap(d->len, *pos) < d->len)
             rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %zu bytes",
                          sno, bno, BZ2_MAX_BLOCK_COMPRESSED);
         else if (rc == GC_E_TRUNCATED && d->more)

@@ -143,7 +143,8 @@ void gc_work_allow(gc_work *w, size_t limit)
     if (old >= limit || !w->listed)
         return;
     pthread_mutex_lock(&pool.lock);
-    pthread_cond_broadcast(&pool.wake);
+    if (w->helpers < w->max_helpers) /* else no sleeping thread may join it */
+        pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
 }
 
