@@ -705,6 +705,59 @@ START_TEST(test_vanished_stream_client_frees_everything)
 }
 END_TEST
 
+/*
+ * A reader that goes silent: its stream's output is held by reference until
+ * written (stream.c gcd_stream_put_output), so the daemon must stop decoding
+ * at its output bound, keep serving others, and free the held parts when the
+ * client vanishes without reading a byte.
+ */
+START_TEST(test_silent_reader_then_vanished)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)1536 << 20;
+    uint8_t *zeros = calloc(len, 1);
+    ck_assert_ptr_nonnull(zeros);
+    bz2_options bo = { .level = 9, .threads = 0 };
+    uint8_t *bz;
+    size_t bz_len;
+    gc_error err = { 0 };
+    ck_assert_int_eq(bz2_compress(zeros, len, &bo, &bz, &bz_len, &err), GC_OK);
+    free(zeros);
+    ck_assert_uint_lt(bz_len, window); /* the whole input goes without reading a credit */
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 3;
+    req.op = GPUCOMP__OP__OP_DECOMPRESS;
+    req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+    req.options = &o;
+    req.stream = 1;
+    req.last = 1;
+    req.payload.data = bz;
+    req.payload.len = bz_len;
+    send_frame(fd, &req);
+    /* wait for the held output to stop growing, then bound it */
+    uint64_t used = 0, last = UINT64_MAX;
+    for (int i = 0; i < 100 && used != last; i++) {
+        last = used;
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        used = memory_in_use(); /* a second client is served meanwhile */
+    }
+    fprintf(stderr, "silent reader of a %zu-byte stream: the daemon holds %llu bytes\n", len,
+            (unsigned long long)used);
+    ck_assert_uint_gt(used, 0);
+    /* stream.c: no new part once 512 MiB of answers wait, a part stops from 256 MiB of
+     * output (codec_bzip2.c), and the window's input: 832 MiB; 767 MiB measured */
+    ck_assert_msg(used <= (uint64_t)832 << 20, "a silent reader made the daemon hold %llu bytes of %zu",
+                  (unsigned long long)used, len);
+    close(fd);
+    wait_memory_free();
+    free(bz);
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream_wire");
@@ -722,6 +775,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_streams_per_connection_are_bounded);
     tcase_add_test(tc, test_stream_without_input_times_out);
     tcase_add_test(tc, test_vanished_stream_client_frees_everything);
+    tcase_add_test(tc, test_silent_reader_then_vanished);
     suite_add_tcase(s, tc);
     return s;
 }
