@@ -6,9 +6,11 @@
 
 #include "bz2_resume.h"
 #include "bzip2.h"
+#include "completions.h"
 #include "fd_payload.h"
 #include "gpu.h"
 #include "settings.h"
+#include "shared_output.h"
 #include "stream.h"
 
 /* What a stream's part carries to its engine and back (r->part_state). */
@@ -56,6 +58,42 @@ static int compress(gcd_request *r, unsigned threads, const gc_job *job, uint8_t
     return rc;
 }
 
+static void announce(void *ctx, size_t final)
+{
+    gcd_completions_announce(ctx, final);
+}
+
+/* Whether a decompress part may send its output while it decodes (stream.c sets progress_to). */
+static bool shares_output(const gcd_request *r)
+{
+    const bz2_part *part = r->part_state;
+    return r->op == GPUCOMP__OP__OP_DECOMPRESS && part && r->progress_to && r->out_fd < 0 && part->ds.out_soft;
+}
+
+/*
+ * Such a part decodes into a buffer that never moves, shared with the
+ * frames that carry it, so the loop sends each block's output while the
+ * next blocks decode (gcd_stream_part_progress). The buffer is reserved
+ * whole: pages never written cost nothing, and the budget is charged block
+ * by block as it fills.
+ */
+static int decompress_part_shared(gcd_request *r, unsigned threads, gc_job *job, size_t *out_len)
+{
+    bz2_part *part = r->part_state;
+    size_t cap = part->ds.out_soft + BZ2_MAX_BLOCK_OUTPUT;
+    if (r->max_output && r->max_output < cap)
+        cap = (size_t)r->max_output;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf || !(r->shared = gcd_shared_output_wrap(buf))) {
+        free(buf);
+        return gc_fail(&r->error, GC_E_NOMEM, "out of memory for a stream part's output");
+    }
+    r->output = buf;
+    job->progress = announce;
+    return bz2_decompress_part_into(r->input, r->total_size, !r->part_final, &part->ds, r->max_output, buf, cap,
+                                    threads, job, out_len, &part->used, &r->error);
+}
+
 /*
  * The bzip2 codec allocates its own output (charged as it grows when
  * decompressing, once made when compressing); an fd request gets it copied
@@ -68,6 +106,11 @@ static int run_cpu(gcd_request *r, unsigned threads)
     size_t out_len = 0;
     bz2_part *part = r->part_state;
     int rc;
+    if (shares_output(r)) {
+        rc = decompress_part_shared(r, threads, &job, &out_len);
+        r->output_len = rc == GC_OK ? out_len : 0;
+        return rc;
+    }
     if (r->op == GPUCOMP__OP__OP_COMPRESS)
         rc = compress(r, threads, &job, &out, &out_len);
     else if (part) /* a stream's part: decode what is whole, say where it stopped */

@@ -5,6 +5,12 @@
  * push finished requests from their own threads; the loop is woken (an
  * event made active, which libevent's pthread support makes safe) and
  * hands each request to the deliver callback on the loop thread.
+ *
+ * An engine may also announce that more of a running request's output is
+ * final (gcd_completions_announce): the loop hands the request to the
+ * progress callback while the engine goes on. A drain hands out every
+ * announcement it takes before any finished request, so a request is
+ * never announced after it was delivered (and freed).
  */
 #ifndef GCD_COMPLETIONS_H
 #define GCD_COMPLETIONS_H
@@ -17,8 +23,12 @@ typedef struct gcd_completions gcd_completions;
 
 typedef void (*gcd_deliver_fn)(gcd_request *r, void *ctx); /* on the loop thread */
 
-/* NULL if out of memory. */
-gcd_completions *gcd_completions_new(struct event_base *base, gcd_deliver_fn deliver, void *ctx);
+/* NULL if out of memory. progress may be NULL: announcements are then dropped. */
+gcd_completions *gcd_completions_new(struct event_base *base, gcd_deliver_fn deliver, gcd_deliver_fn progress,
+                                     void *ctx);
+
+/* The first `final` bytes of r's output are final (the engine's thread; r->progress_to is the queue). */
+void gcd_completions_announce(gcd_request *r, size_t final);
 
 /* A finished request (any thread). */
 void gcd_completions_push(gcd_completions *q, gcd_request *r);

@@ -707,6 +707,13 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     conn_free_if_idle(c);
 }
 
+void gcd_conn_request_progress(gcd_request *r, void *server)
+{
+    (void)server;
+    if (r->stream)
+        gcd_stream_part_progress(r);
+}
+
 static void wake_now(evutil_socket_t fd, short what, void *arg)
 {
     gcd_server *s = arg;

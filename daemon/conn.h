@@ -64,6 +64,9 @@ void gcd_conn_submit(gcd_conn *c, gcd_request *r);
 /* A request came back from the workers (loop thread). */
 void gcd_conn_request_done(gcd_request *r, void *server);
 
+/* More of a running request's output is final (completions.h: loop thread). */
+void gcd_conn_request_progress(gcd_request *r, void *server);
+
 /* Stop reading new requests (shutdown); in-flight ones still complete. */
 void gcd_conn_stop_reading(gcd_conn *c);
 

@@ -2,6 +2,7 @@
 #include "fd_payload.h"
 
 #include "fd_map_cache.h"
+#include "shared_output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -122,6 +123,9 @@ void gcd_request_drop_output(gcd_request *r)
     if (r->out_map) {
         gcd_fd_map_release(r->out_map);
         r->out_map = NULL;
+    } else if (r->shared) {
+        gcd_shared_output_unref(r->shared);
+        r->shared = NULL;
     } else {
         free(r->output);
     }

@@ -5,6 +5,7 @@
 
 #include "budget.h"
 #include "fd_payload.h"
+#include "shared_output.h"
 
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first)
 {
@@ -25,6 +26,7 @@ gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *firs
     r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
     r->in_fd = r->out_fd = -1;
     atomic_init(&r->cancelled, false);
+    atomic_init(&r->output_final, 0);
     return r;
 }
 
@@ -65,7 +67,10 @@ void gcd_request_free(gcd_request *r)
         return;
     gcd_fd_payload_release(r);
     free(r->input);
-    free(r->output);
+    if (r->shared) /* the frames that carry it may outlive the request */
+        gcd_shared_output_unref(r->shared);
+    else
+        free(r->output);
     free(r->part_state);
     gcd_request_uncharge(r, r->charged);
     free(r);

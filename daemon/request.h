@@ -20,6 +20,8 @@
 
 struct gcd_conn;
 struct gcd_budget;
+struct gcd_completions;
+struct gcd_shared_output;
 
 typedef struct gcd_request {
     uint64_t id;
@@ -62,6 +64,15 @@ typedef struct gcd_request {
     uint64_t part_offset;     /* input offset of input[0] in the stream */
     bool part_final;          /* no input follows this part */
     void *part_state;         /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
+    /* A part whose output goes out while its engine still writes it (stream.c): output is
+     * shared->buf, freed through shared; the engine announces each final prefix to
+     * progress_to (completions.h), and the loop sends it. */
+    struct gcd_shared_output *shared;
+    struct gcd_completions *progress_to;
+    atomic_size_t output_final;   /* engine: bytes of output that are final */
+    size_t output_sent;           /* loop: bytes of output queued to the client */
+    bool progress_queued;         /* in progress_to's list (under its lock) */
+    struct gcd_request *progress_next;
 
     struct gcd_conn *conn;
     struct gcd_request *next; /* in the connection's assembly list or a queue */

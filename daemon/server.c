@@ -481,7 +481,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
     }
     evconnlistener_set_error_cb(s->listener, on_accept_error);
     unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-    s->completions = gcd_completions_new(s->base, gcd_conn_request_done, s);
+    s->completions = gcd_completions_new(s->base, gcd_conn_request_done, gcd_conn_request_progress, s);
     if (!s->completions) {
         gcd_log(LOG_ERR, "cannot create the completion queue");
         return false;

@@ -14,6 +14,7 @@
 #include "gc_clock.h"
 #include "log.h"
 #include "response.h"
+#include "shared_output.h"
 #include "stats.h"
 #include "wire.h"
 
@@ -177,55 +178,66 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
     return true;
 }
 
-/* A part's output, referred to by the frames that carry it. */
-typedef struct shared_output {
-    uint8_t *buf;
-    _Atomic size_t refs; /* frames not yet written */
-} shared_output;
-
-static void output_unref(const void *data, size_t len, void *arg)
+/* Output [from, to) of o's buffer, in frames that refer to it. False: the connection is closing. */
+static bool send_shared(gcd_stream *s, gcd_shared_output *o, size_t from, size_t to)
 {
-    (void)data, (void)len;
-    shared_output *o = arg;
-    if (atomic_fetch_sub(&o->refs, 1) == 1) {
-        free(o->buf);
-        free(o);
-    }
-}
-
-/*
- * Sending a whole part's output by reference keeps the event loop from
- * copying every byte of a decompressed stream (and faulting in fresh pages
- * for the copies) while the next part waits for it.
- */
-bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
-{
-    size_t len = r->output_len;
-    if (len == 0)
-        return can_send(s);
-    if (!may_put(s, len))
-        return false;
-    shared_output *o = malloc(sizeof *o);
-    if (!o)
-        return gcd_stream_put(s, r->output, len);
-    size_t piece = piece_size(s), pieces = (len + piece - 1) / piece;
-    o->buf = r->output;
-    r->output = NULL;
-    atomic_init(&o->refs, pieces);
-    size_t at = 0;
+    size_t piece = piece_size(s), pieces = (to - from + piece - 1) / piece;
+    gcd_shared_output_ref(o, pieces);
     for (size_t k = 0; k < pieces; k++) {
-        size_t n = len - at < piece ? len - at : piece;
+        size_t n = to - from < piece ? to - from : piece;
         Gpucomp__Response resp;
         piece_response(s, &resp);
-        if (!gcd_send_response_ref(s->conn, &resp, o->buf + at, n, output_unref, o)) {
+        if (!gcd_send_response_ref(s->conn, &resp, o->buf + from, n, gcd_shared_output_done, o)) {
             while (++k < pieces) /* the pieces never queued give their references back */
-                output_unref(NULL, 0, o);
+                gcd_shared_output_unref(o);
             return false;
         }
-        at += n;
+        from += n;
         s->out_total += n;
     }
     return true;
+}
+
+/* A part's output from what it has sent already to `to`, if the stream is at its turn. */
+static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
+{
+    if (to <= r->output_sent)
+        return can_send(s);
+    if (!may_put(s, to - r->output_sent))
+        return false;
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+        bool ok = gcd_stream_put(s, r->output + r->output_sent, to - r->output_sent);
+        r->output_sent = to;
+        return ok;
+    }
+    size_t from = r->output_sent;
+    r->output_sent = to;
+    return send_shared(s, r->shared, from, to);
+}
+
+/*
+ * Sending a part's output by reference keeps the event loop from copying
+ * every byte of a decompressed stream (and faulting in fresh pages for the
+ * copies) while the next part waits for it.
+ */
+bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
+{
+    return put_part_output(s, r, r->output_len);
+}
+
+/*
+ * A part that is the next to emit sends what its engine says is final
+ * while the rest decodes, so the client writes it meanwhile; its
+ * completion sends the rest. Another part's announcements wait for its
+ * completion: output goes out in part order.
+ */
+void gcd_stream_part_progress(gcd_request *r)
+{
+    gcd_stream *s = r->stream;
+    if (!s || !can_send(s) || r->part_seq != s->emit_seq || !r->shared)
+        return;
+    size_t final = atomic_load_explicit(&r->output_final, memory_order_acquire);
+    put_part_output(s, r, final);
 }
 
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
@@ -519,6 +531,7 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
     r->part_seq = s->next_seq++;
     r->part_offset = s->base;
     r->part_final = final;
+    r->progress_to = s->conn->server->completions;
     r->max_output = s->proto.max_output ? s->proto.max_output - s->out_total : s->conn->server->cfg.max_output;
     if (r->max_output > s->conn->server->cfg.max_output)
         r->max_output = s->conn->server->cfg.max_output;

@@ -64,10 +64,13 @@ bool gcd_stream_overdue(const struct gcd_conn *c, uint64_t now_ns, uint64_t requ
  */
 bool gcd_stream_put(gcd_stream *s, const void *data, size_t len);
 
-/* The same for a part's whole output, without copying it: the frames refer to
- * r->output, which the stream takes from r (r->output becomes NULL) and frees
- * once the client has been sent the last of it. */
+/* The same for a part's output (what is not sent yet of it), without copying
+ * it: the frames refer to r->output, shared with r (r->shared), freed once
+ * the request is freed and the client has been sent the last of it. */
 bool gcd_stream_put_output(gcd_stream *s, struct gcd_request *r);
+
+/* A part at an engine has announced more final output (completions.h; loop thread). */
+void gcd_stream_part_progress(struct gcd_request *r);
 
 /* For a codec's stream hooks: the input offset where ignored trailing bytes begin (decompress). */
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset);

@@ -32,7 +32,7 @@ declare -A sources=(
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
     [frame]="tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
              daemon/codec.c daemon/codec_rle.c daemon/codec_bzip2.c
-             daemon/fd_payload.c daemon/fd_map_cache.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
+             daemon/fd_payload.c daemon/fd_map_cache.c daemon/shared_output.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
 )
 # The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
 # with the CPU engine's first stage standing in for the device's.

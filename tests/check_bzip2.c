@@ -2300,6 +2300,113 @@ START_TEST(test_decode_ahead_equals_sequential)
 }
 END_TEST
 
+/* What a decode into the caller's buffer told its job. */
+typedef struct heard {
+    const uint8_t *dst;    /* the call's buffer */
+    const uint8_t *want;   /* the whole decode's bytes from this call's first */
+    size_t last, calls;
+    size_t charged;
+    size_t refuse_after;   /* may_grow says no once this much is charged (0: never) */
+} heard;
+
+static void heard_progress(void *ctx, size_t final)
+{
+    heard *h = ctx;
+    ck_assert_uint_gt(final, h->last); /* ascending: every block accepted has output here */
+    ck_assert_uint_le(final, h->charged);
+    ck_assert(memcmp(h->dst, h->want, final) == 0); /* final means final: these are the right bytes */
+    h->last = final;
+    h->calls++;
+}
+
+static bool heard_grow(void *ctx, size_t more)
+{
+    heard *h = ctx;
+    if (h->refuse_after && h->charged + more > h->refuse_after)
+        return false;
+    h->charged += more;
+    return true;
+}
+
+/* Chained calls with out_soft, each into a fresh buffer of out_soft + one block's most. */
+static void check_part_into(const uint8_t *bz, size_t len, const uint8_t *want, size_t want_len, size_t soft,
+                            unsigned threads)
+{
+    bz2_dstate st = { .out_soft = soft }, ref = { .out_soft = soft };
+    size_t at = 0, out_at = 0, ref_at = 0;
+    unsigned calls = 0;
+    while (at < len || calls == 0) {
+        size_t cap = soft + BZ2_MAX_BLOCK_OUTPUT;
+        uint8_t *buf = malloc(cap);
+        heard h = { .dst = buf, .want = want + out_at };
+        gc_job job = { .may_grow = heard_grow, .progress = heard_progress, .ctx = &h };
+        size_t got = 0, used = 0, ref_used = 0, ref_len = 0;
+        uint8_t *ref_out = NULL;
+        gc_error err, ref_err;
+        int rc = bz2_decompress_part_into(bz + at, len - at, 0, &st, 0, buf, cap, threads, &job, &got, &used, &err);
+        ck_assert_msg(rc == GC_OK, "into: %s", err.msg);
+        ck_assert_int_eq(bz2_decompress_part(bz + ref_at, len - ref_at, 0, &ref, 0, threads, NULL, &ref_out,
+                                             &ref_len, &ref_used, &ref_err), GC_OK);
+        /* the same call as bz2_decompress_part: bytes, where it stopped, its state */
+        ck_assert_uint_eq(got, ref_len);
+        ck_assert_uint_eq(used, ref_used);
+        ck_assert_uint_eq(st.bit, ref.bit);
+        ck_assert_uint_eq(st.block_no, ref.block_no);
+        ck_assert(memcmp(buf, ref_out, got) == 0);
+        /* the job heard every byte, charged as written */
+        ck_assert_uint_eq(h.last, got);
+        ck_assert_uint_eq(h.charged, got);
+        ck_assert_uint_le(out_at + got, want_len);
+        free(ref_out);
+        free(buf);
+        at += used;
+        ref_at += ref_used;
+        out_at += got;
+        ck_assert_uint_lt(++calls, 1000);
+        if (got == 0 && used == 0)
+            break;
+    }
+    ck_assert_uint_eq(out_at, want_len);
+    ck_assert_uint_gt(calls, 1);
+}
+
+START_TEST(test_part_into_caller_buffer)
+{
+    /* Level 1, about 30 blocks; stops every 1 MiB: several calls, several blocks each. */
+    size_t n = 3u << 20, clen;
+    uint8_t *src = make_text(n);
+    uint8_t *bz = ours_compress(src, n, 1, 0, &clen);
+    check_part_into(bz, clen, src, n, 1u << 20, 1);
+    check_part_into(bz, clen, src, n, 1u << 20, 4);
+    /* A buffer too small for the next block: LIMIT, the caller's buffer still the caller's (ASan: not freed). */
+    uint8_t *small = malloc(150000);
+    bz2_dstate st = { 0 };
+    heard h = { .dst = small, .want = src };
+    gc_job job = { .may_grow = heard_grow, .progress = heard_progress, .ctx = &h };
+    size_t got = 1, used = 1;
+    gc_error err;
+    ck_assert_int_eq(bz2_decompress_part_into(bz, clen, 0, &st, 0, small, 150000, 2, &job, &got, &used, &err),
+                     GC_E_LIMIT);
+    ck_assert_msg(strstr(err.msg, "does not fit its buffer of 150000 bytes"), "%s", err.msg);
+    ck_assert_uint_eq(got, 0);
+    ck_assert_uint_eq(h.calls, 1); /* the first block (about 100 kB at level 1) was final */
+    ck_assert_uint_gt(h.last, 90000);
+    /* may_grow refusing: LIMIT, as the growing decoder says it */
+    memset(&st, 0, sizeof st);
+    uint8_t *roomy = malloc(1u << 20);
+    heard h2 = { .dst = roomy, .want = src, .refuse_after = 150000 };
+    job.ctx = &h2;
+    ck_assert_int_eq(bz2_decompress_part_into(bz, clen, 0, &st, 0, roomy, 1u << 20, 2, &job, &got, &used, &err),
+                     GC_E_LIMIT);
+    ck_assert_msg(strstr(err.msg, "does not fit the memory it may use"), "%s", err.msg);
+    ck_assert_uint_eq(h2.calls, 1);
+    free(roomy);
+    free(small);
+    free(bz);
+    free(src);
+}
+END_TEST
+
 static Suite *bzip2_suite(void)
 {
     Suite *s = suite_create("bzip2");
@@ -2362,6 +2469,7 @@ static Suite *bzip2_suite(void)
     tcase_set_timeout(par, 300);
     tcase_add_test(par, test_plan_threads_agree);
     tcase_add_test(par, test_decode_ahead_equals_sequential);
+    tcase_add_test(par, test_part_into_caller_buffer);
     suite_add_tcase(s, par);
     return s;
 }

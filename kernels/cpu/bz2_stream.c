@@ -397,6 +397,7 @@ typedef struct dctx {
     size_t blocks;   /* accepted by this call */
     uint8_t *out;
     size_t out_len, out_cap;
+    int fixed;       /* out is the caller's: never moved or freed (bz2_decompress_part_into) */
     const gc_job *job;
 } dctx;
 
@@ -412,9 +413,15 @@ static bz2_dblock *block_at(dctx *d, uint64_t pos, size_t *ci)
     return bz2_spec_get(&d->spec, *ci);
 }
 
+/* 0, or -1 out of memory, -2 refused by may_grow, -3 past the caller's buffer. */
 static int append_out(dctx *d, const uint8_t *p, size_t n)
 {
-    if (d->out_cap - d->out_len < n) {
+    if (d->fixed) {
+        if (d->out_cap - d->out_len < n)
+            return -3;
+        if (!gc_job_may_grow(d->job, n))
+            return -2;
+    } else if (d->out_cap - d->out_len < n) {
         size_t cap = d->out_cap ? d->out_cap : 1u << 16;
         while (cap - d->out_len < n)
             cap *= 2;
@@ -504,6 +511,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         else if ((rc = append_out(d, r->out, r->out_len)) != 0)
             rc = rc == -2 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
                                     "the memory it may use (%zu bytes so far)", sno, bno, d->out_len)
+               : rc == -3 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
+                                    "its buffer of %zu bytes", sno, bno, d->out_cap)
                           : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
         uint32_t block_crc = r->stored_crc;
         uint64_t end_bit = r->end_bit;
@@ -516,6 +525,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         st->combined = bz2_combine_crc(st->combined, block_crc);
         st->block_no = bno;
         *pos = end_bit;
+        if (d->fixed)
+            gc_job_progress(d->job, d->out_len);
         if (st->out_soft && d->out_len >= st->out_soft)
             return WALK_WAIT; /* enough output for one call: the caller resumes here */
         if (st->out_soft) { /* decode ahead only the blocks this call should still need */
@@ -576,54 +587,91 @@ static int walk(dctx *d, uint64_t *pos, gc_error *err)
     }
 }
 
-int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
-                        size_t max_output, unsigned threads, const gc_job *job,
-                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err)
+/* Both entry points, with d's output (the caller's buffer or none yet) set. */
+static int decompress_part(dctx *d, size_t *used, gc_error *err)
 {
-    if (!dst || !dst_len || !used || !st || (!src && len) || st->bit > 7)
-        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
-    *dst = NULL;
-    *dst_len = 0;
-    *used = 0;
-    if (len)
+    bz2_dstate *st = d->st;
+    if (d->len)
         st->seen_any = 1;
-    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job };
-    d.threads = threads ? threads : gc_cpu_count();
+    d->threads = d->threads ? d->threads : gc_cpu_count();
     bool spec_open = false;
     int rc = GC_OK;
     uint64_t pos = st->bit;
     if (st->garbage) { /* everything after the garbage is dropped */
-        pos = (uint64_t)len * 8;
+        pos = (uint64_t)d->len * 8;
         goto out;
     }
-    if (find_candidates(src, len, d.threads, &d.cand) ||
-        bz2_spec_open(&d.spec, src, len, max_output, d.cand.v, d.cand.n, d.threads)) {
+    if (find_candidates(d->src, d->len, d->threads, &d->cand) ||
+        bz2_spec_open(&d->spec, d->src, d->len, d->max_out, d->cand.v, d->cand.n, d->threads)) {
         rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
         goto out;
     }
     spec_open = true;
-    rc = walk(&d, &pos, err);
+    rc = walk(d, &pos, err);
     if (rc == WALK_WAIT)
         rc = GC_OK;
     if (st->garbage)
-        pos = (uint64_t)len * 8;
+        pos = (uint64_t)d->len * 8;
 out:
     if (spec_open)
-        bz2_spec_close(&d.spec);
-    free(d.cand.v);
-    if (rc != GC_OK) {
-        free(d.out);
+        bz2_spec_close(&d->spec);
+    free(d->cand.v);
+    if (rc != GC_OK)
         return rc;
-    }
-    if (!d.out)
-        d.out = malloc(1);
-    if (!d.out)
-        return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-    *dst = d.out;
-    *dst_len = d.out_len;
     *used = (size_t)(pos / 8);
     st->bit = (unsigned)(pos % 8);
     gc_error_clear(err);
+    return GC_OK;
+}
+
+static int check_part_args(const uint8_t *src, size_t len, const bz2_dstate *st, const void *dst,
+                           const size_t *dst_len, const size_t *used, gc_error *err)
+{
+    if (!dst || !dst_len || !used || !st || (!src && len) || st->bit > 7)
+        return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");
+    return GC_OK;
+}
+
+int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
+                        size_t max_output, unsigned threads, const gc_job *job,
+                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err)
+{
+    if (check_part_args(src, len, st, dst, dst_len, used, err) != GC_OK)
+        return GC_E_INVALID;
+    *dst = NULL;
+    *dst_len = 0;
+    *used = 0;
+    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job,
+               .threads = threads };
+    int rc = decompress_part(&d, used, err);
+    if (rc == GC_OK && !d.out && !(d.out = malloc(1)))
+        rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+    if (rc != GC_OK) {
+        free(d.out);
+        *used = 0;
+        return rc;
+    }
+    *dst = d.out;
+    *dst_len = d.out_len;
+    return GC_OK;
+}
+
+int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
+                             size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
+                             const gc_job *job, size_t *dst_len, size_t *used, gc_error *err)
+{
+    if (check_part_args(src, len, st, dst, dst_len, used, err) != GC_OK)
+        return GC_E_INVALID;
+    *dst_len = 0;
+    *used = 0;
+    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job,
+               .threads = threads, .out = dst, .out_cap = dst_cap, .fixed = 1 };
+    int rc = decompress_part(&d, used, err);
+    if (rc != GC_OK) {
+        *used = 0;
+        return rc;
+    }
+    *dst_len = d.out_len;
     return GC_OK;
 }
 

@@ -175,4 +175,22 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
                         size_t max_output, unsigned threads, const gc_job *job,
                         uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err);
 
+/* The most one block can decode to: 900000 bytes of RLE1 runs, 5 bytes
+ * ("aaaa" and a count of 255) becoming 259. */
+#define BZ2_MAX_BLOCK_OUTPUT ((size_t)900000 / 5 * 259)
+
+/*
+ * bz2_decompress_part into the caller's buffer dst[0..dst_cap), which the
+ * call never moves or frees, success or not: after each block it accepts,
+ * job->progress hears how many bytes of dst are final, so the caller may
+ * send them on while the call decodes the rest. Growth is charged to
+ * job->may_grow block by block (the bytes written, not dst_cap). A block
+ * that would pass dst_cap fails GC_E_LIMIT; with st->out_soft set, a
+ * dst_cap of out_soft + BZ2_MAX_BLOCK_OUTPUT (or max_output, if less)
+ * never does. Otherwise exactly bz2_decompress_part.
+ */
+int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
+                             size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
+                             const gc_job *job, size_t *dst_len, size_t *used, gc_error *err);
+
 #endif

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "daemon/budget.h"
+#include "daemon/completions.h"
 #include "daemon/engine.h"
 #include "daemon/request.h"
 #include "daemon/stream.h"
@@ -84,6 +85,12 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
 bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
 {
     (void)s, (void)r;
+    abort();
+}
+
+void gcd_completions_announce(gcd_request *r, size_t final)
+{
+    (void)r, (void)final;
     abort();
 }
 
