@@ -30,8 +30,12 @@ typedef struct gcd_stream gcd_stream;
 #define GCD_STREAM_WINDOW ((uint64_t)64 << 20)
 /* Streams open at once on one connection (announced in Welcome). */
 #define GCD_STREAM_MAX_PER_CONN 4
-/* Parts of one stream at the engines at once. */
-#define GCD_STREAM_DEPTH 2
+/* Parts of one stream at the engines at once: with four, the pool starts a
+ * part's blocks while the last blocks of earlier parts run (docs/DECISIONS.md).
+ * A tuning build may set it. */
+#ifndef GCD_STREAM_DEPTH
+#define GCD_STREAM_DEPTH 4
+#endif
 
 /* The stream id names on c, or NULL. */
 gcd_stream *gcd_stream_find(struct gcd_conn *c, uint64_t id);
