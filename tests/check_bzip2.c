@@ -2267,8 +2267,8 @@ static int decode_threads(const uint8_t *bz, size_t len, unsigned threads, uint8
 
 START_TEST(test_decode_ahead_equals_sequential)
 {
-    /* About 60 blocks at level 1: the window (2 x threads) wraps many times. */
-    size_t n = 6u << 20, clen;
+    /* About 80 blocks at level 1: the window (4 x threads, 64 at 16) wraps for every count. */
+    size_t n = 8u << 20, clen;
     uint8_t *src = make_text(n);
     uint8_t *bz = ours_compress(src, n, 1, 0, &clen);
     static const unsigned threads[] = { 2, 3, 8, 16, 0 };

@@ -485,7 +485,7 @@ START_TEST(test_window_is_enforced)
     Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
     o.level = 1;
     answer a = { 0 };
-    /* Credit moves only as parts are taken (two at the engines at most): a client that never
+    /* Credit moves only as parts are taken (four at the engines at most): a client that never
      * waits for it passes the window soon after. */
     uint64_t sent = 0;
     for (uint64_t id_piece = 0; sent <= ((uint64_t)512 << 20) && !a.done; id_piece++) {

@@ -73,7 +73,7 @@ int bz2_spec_open(bz2_spec *s, const uint8_t *src, size_t len, size_t max_out, c
                   size_t n_cand, unsigned threads)
 {
     *s = (bz2_spec){ .src = src, .len = len, .max_out = max_out, .cand = cand, .n_cand = n_cand };
-    s->window = 2 * (size_t)(threads ? threads : 1);
+    s->window = BZ2_SPEC_WINDOW_PER_THREAD * (size_t)(threads ? threads : 1);
     s->ahead = s->window;
     s->speculate = threads > 1;
     s->slot = calloc(s->window, sizeof *s->slot);

@@ -29,6 +29,12 @@
 #include "parallel.h"
 
 #define BZ2_SPEC_HELD_MAX ((size_t)256 << 20)
+/* Candidates decoded ahead of the walk, per decoding thread: room for the
+ * others to go on while one decodes a block that expands much more than
+ * theirs (docs/DECISIONS.md). A tuning build may set it. */
+#ifndef BZ2_SPEC_WINDOW_PER_THREAD
+#define BZ2_SPEC_WINDOW_PER_THREAD 4
+#endif
 
 typedef struct bz2_spec {
     const uint8_t *src;
