@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "parallel.h"
@@ -50,8 +51,8 @@ START_TEST(test_every_item_once)
 }
 END_TEST
 
-/* An item that itself runs a parallel for: the inner caller takes part, so
- * this finishes even when every pool thread is inside an outer item. */
+/* An item that itself runs a parallel for: the inner caller, a pool thread,
+ * takes part, so this finishes even when every pool thread is inside an outer item. */
 static void outer_item(void *ctx, size_t i)
 {
     counts *c = ctx;
@@ -85,6 +86,47 @@ START_TEST(test_concurrent_callers)
         ck_assert_int_eq(pthread_create(&t[k], NULL, caller_thread, (void *)(k % 4)), 0);
     for (int k = 0; k < 8; k++)
         pthread_join(t[k], NULL);
+}
+END_TEST
+
+/* Items running at once, and the most ever seen. */
+static _Atomic unsigned running, most_running;
+
+static void busy_item(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    unsigned now = atomic_fetch_add(&running, 1) + 1;
+    unsigned seen = atomic_load(&most_running);
+    while (now > seen && !atomic_compare_exchange_weak(&most_running, &seen, now))
+        ;
+    struct timespec ts = { 0, 200 * 1000 };
+    nanosleep(&ts, NULL);
+    atomic_fetch_sub(&running, 1);
+}
+
+static void *busy_caller(void *arg)
+{
+    (void)arg;
+    for (int round = 0; round < 10; round++)
+        gc_parallel_for(64, 0, busy_item, NULL);
+    return NULL;
+}
+
+START_TEST(test_callers_add_no_threads)
+{
+    /* Eight callers at once (the daemon's workers): the pool's threads run
+     * every item, so no more than the CPU count run at once. Callers that
+     * ran items beside the pool made it CPUs + 8. */
+    atomic_store(&running, 0);
+    atomic_store(&most_running, 0);
+    pthread_t t[8];
+    for (int k = 0; k < 8; k++)
+        ck_assert_int_eq(pthread_create(&t[k], NULL, busy_caller, NULL), 0);
+    for (int k = 0; k < 8; k++)
+        pthread_join(t[k], NULL);
+    ck_assert_uint_ge(atomic_load(&most_running), 1);
+    ck_assert_msg(atomic_load(&most_running) <= gc_cpu_count(), "%u items ran at once on %u CPUs",
+                  atomic_load(&most_running), gc_cpu_count());
 }
 END_TEST
 
@@ -182,6 +224,7 @@ int main(void)
     tcase_add_test(tc, test_every_item_once);
     tcase_add_test(tc, test_nested);
     tcase_add_test(tc, test_concurrent_callers);
+    tcase_add_test(tc, test_callers_add_no_threads);
     tcase_add_test(tc, test_work_runs_only_what_is_allowed);
     tcase_add_test(tc, test_one_thread_is_the_caller);
     tcase_add_test(tc, test_fork_child_has_a_pool);

@@ -54,9 +54,13 @@ static bool joinable(const gc_work *w)
     return w->helpers < w->max_helpers && atomic_load(&w->next) < atomic_load(&w->limit);
 }
 
+/* Set in the pool's threads: a work they open runs on them (nesting), not beside them. */
+static _Thread_local bool in_pool;
+
 static void *pool_thread(void *arg)
 {
     (void)arg;
+    in_pool = true;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
         gc_work *w = pool.head;
@@ -72,7 +76,7 @@ static void *pool_thread(void *arg)
         while (gc_work_take(w, &i))
             w->fn(w->ctx, i);
         pthread_mutex_lock(&pool.lock);
-        if (--w->helpers == 0 && !w->listed)
+        if (--w->helpers == 0) /* gc_work_close, or a waiting caller (run_by_pool), may be waiting */
             pthread_cond_broadcast(&pool.left);
     }
     return NULL;
@@ -113,14 +117,13 @@ static void pool_start(void)
     pthread_attr_destroy(&attr);
 }
 
-void gc_work_open(gc_work *w, unsigned max_threads, gc_item_fn fn, void *ctx)
+/* Open w with up to max_helpers pool threads. */
+static void work_open(gc_work *w, unsigned max_helpers, gc_item_fn fn, void *ctx)
 {
     *w = (gc_work){ .fn = fn, .ctx = ctx };
     atomic_init(&w->next, 0);
     atomic_init(&w->limit, 0);
-    if (max_threads == 0)
-        max_threads = gc_cpu_count();
-    w->max_helpers = max_threads - 1; /* the caller is one of the threads */
+    w->max_helpers = max_helpers;
     if (w->max_helpers == 0)
         return;
     pthread_mutex_lock(&pool.lock);
@@ -133,6 +136,13 @@ void gc_work_open(gc_work *w, unsigned max_threads, gc_item_fn fn, void *ctx)
         pool.head = w;
     pool.tail = w;
     pthread_mutex_unlock(&pool.lock);
+}
+
+void gc_work_open(gc_work *w, unsigned max_threads, gc_item_fn fn, void *ctx)
+{
+    if (max_threads == 0)
+        max_threads = gc_cpu_count();
+    work_open(w, max_threads - 1, fn, ctx); /* the caller is one of the threads */
 }
 
 void gc_work_allow(gc_work *w, size_t limit)
@@ -168,6 +178,33 @@ void gc_work_close(gc_work *w)
     pthread_mutex_unlock(&pool.lock);
 }
 
+/*
+ * Whether the caller of a parallel_for leaves its items to the pool: a
+ * thread outside the pool does, when the pool has threads, so that however
+ * many callers there are (the daemon's workers, a stream's parts) at most
+ * gc_cpu_count() threads run items; a pool thread (nested) runs its own.
+ */
+static bool leave_to_pool(void)
+{
+    if (in_pool)
+        return false;
+    pthread_mutex_lock(&pool.lock);
+    pool_start();
+    bool threads = pool.threads > 0;
+    pthread_mutex_unlock(&pool.lock);
+    return threads;
+}
+
+/* Wait until the pool has run all n items of w, then close it. */
+static void wait_for_pool(gc_work *w, size_t n)
+{
+    pthread_mutex_lock(&pool.lock);
+    while (atomic_load(&w->next) < n || w->helpers > 0)
+        pthread_cond_wait(&pool.left, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    gc_work_close(w);
+}
+
 void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx)
 {
     if (max_threads == 0)
@@ -175,6 +212,12 @@ void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *
     if (n_items < max_threads)
         max_threads = n_items > 0 ? (unsigned)n_items : 1u;
     gc_work w;
+    if (max_threads > 1 && leave_to_pool()) {
+        work_open(&w, max_threads, fn, ctx);
+        gc_work_allow(&w, n_items);
+        wait_for_pool(&w, n_items);
+        return;
+    }
     gc_work_open(&w, max_threads, fn, ctx);
     gc_work_allow(&w, n_items);
     size_t i;

@@ -8,9 +8,17 @@
  * while the last blocks of this one ran. The pool runs items of every
  * open work on the same gc_cpu_count() threads, oldest work first.
  *
- * Why it cannot deadlock: the thread that opens a work runs its items too
- * (gc_work_take), so a work finishes even when every pool thread is busy,
- * and nesting is safe. Items must not wait for one another.
+ * Why at most gc_cpu_count() threads run items: a thread outside the pool
+ * that calls gc_parallel_for leaves its items to the pool and waits, so
+ * the daemon's workers and a stream's parts in flight add no threads to
+ * the pool's (each used to run items beside it: N + workers threads on N
+ * CPUs). Only a gc_work's caller (the bzip2 decoder's walk) runs items
+ * beside the pool.
+ *
+ * Why it cannot deadlock: a pool thread that opens a work (nesting) runs
+ * its items itself, as does every caller when the pool has no threads, so
+ * a work waits only for pool threads that are running items, and items
+ * must not wait for one another.
  *
  * After fork() the child starts a fresh pool on first use.
  */
@@ -27,9 +35,10 @@ unsigned gc_cpu_count(void);
 
 /*
  * Call fn(ctx, i) for every i in [0, n_items), on up to max_threads threads
- * (0 = gc_cpu_count()), the caller being one of them. Items are handed out
- * dynamically in index order. Returns when every call has finished. Cannot
- * fail: without pool threads the caller runs every item.
+ * (0 = gc_cpu_count()): pool threads, or the caller itself when it is a
+ * pool thread, when there is one item, or when the pool has no threads.
+ * Items are handed out dynamically in index order. Returns when every call
+ * has finished. Cannot fail.
  */
 void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx);
 
