@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "log.h"
 #include "request_queue.h"
+#include "scratch.h"
 
 struct gcd_workers {
     pthread_mutex_t lock;
@@ -31,6 +32,12 @@ static void *worker_main(void *arg)
         if (!r) {
             if (w->stopping)
                 break;
+            if (gc_scratch_held()) { /* a request it ran on its own thread (scratch.h): idle now */
+                pthread_mutex_unlock(&w->lock);
+                gc_scratch_release();
+                pthread_mutex_lock(&w->lock);
+                continue;
+            }
             pthread_cond_wait(&w->wake, &w->lock);
             continue;
         }

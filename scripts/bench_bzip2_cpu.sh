@@ -31,7 +31,7 @@ if [ -z "$bench" ]; then
     bench=$work/bench_bzip2
     gcc -std=c11 -O2 -D_GNU_SOURCE -pthread -I"$here/kernels" -I"$here/kernels/cpu" \
         "$here/tests/bench/bench_bzip2.c" "$here"/kernels/cpu/bz2_*.c \
-        "$here/kernels/gc_status.c" "$here/kernels/cpu/parallel.c" -o "$bench"
+        "$here/kernels/gc_status.c" "$here/kernels/cpu/parallel.c" "$here/kernels/cpu/scratch.c" -o "$bench"
 fi
 threads=${*:-$(seq 1 "$(nproc)")}
 

@@ -32,7 +32,7 @@ pids=""
 # what the CUDA bzip2 encoder may share with the CPU)
 ENGINE=""
 cpids=""
-for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/crc32c.c kernels/cpu/rle.c kernels/cpu/bz2_*.c; do
+for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/scratch.c kernels/cpu/crc32c.c kernels/cpu/rle.c kernels/cpu/bz2_*.c; do
     gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o" &
     cpids="$cpids $!"
     ENGINE="$ENGINE $O/$(basename "$f" .c).o"

@@ -13,7 +13,7 @@ secs=${1:-30}
 out="$top/build-fuzz"
 mkdir -p "$out"
 cd "$top"
-common="kernels/gc_status.c kernels/cpu/parallel.c"
+common="kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/scratch.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernels -Ikernels/cpu -Ikernels/cuda -pthread"
 bz2="$(ls kernels/cpu/bz2_*.c 2>/dev/null | tr '\n' ' ')"
 # The frame target needs the protobuf-c sources that the build makes with

@@ -1,8 +1,10 @@
 /*
- * check_parallel.c - the CPU codecs' thread pool (kernels/cpu/parallel.h):
- * every item runs exactly once, nesting and concurrent callers finish,
- * open-ended works hand out only what was allowed, a forked child gets a
- * pool of its own, and the CPU count follows the affinity mask.
+ * check_parallel.c - the CPU codecs' thread pool (kernels/cpu/parallel.h)
+ * and their per-thread stage buffers (scratch.h): every item runs exactly
+ * once, nesting and concurrent callers finish, callers add no threads,
+ * idle threads give their buffers back, open-ended works hand out only
+ * what was allowed, a forked child gets a pool of its own, and the CPU
+ * count follows the affinity mask.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "parallel.h"
+#include "scratch.h"
 
 typedef struct counts {
     _Atomic unsigned *hits;
@@ -130,6 +133,40 @@ START_TEST(test_callers_add_no_threads)
 }
 END_TEST
 
+static void take_scratch(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    uint8_t *a = gc_scratch(GC_SCRATCH_BZ2_COPY, 1u << 20);
+    ck_assert_ptr_nonnull(a);
+    a[0] = a[(1u << 20) - 1] = 1;
+    ck_assert(gc_scratch(GC_SCRATCH_BZ2_COPY, 1000) == a); /* kept: no smaller buffer made */
+}
+
+static _Atomic unsigned held_seen;
+
+static void see_held(void *ctx, size_t i)
+{
+    (void)ctx, (void)i;
+    if (gc_scratch_held())
+        atomic_fetch_add(&held_seen, 1);
+    struct timespec ts = { 0, 500 * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+START_TEST(test_idle_threads_release_scratch)
+{
+    /* Threads keep their stage buffers from item to item, and give them back
+     * once idle: after 1.5 s without work no pool thread holds any. */
+    gc_parallel_for(256, 0, take_scratch, NULL);
+    gc_scratch_release(); /* the caller's own, had it run items (one CPU) */
+    struct timespec idle = { 1, 500 * 1000000 };
+    nanosleep(&idle, NULL);
+    atomic_store(&held_seen, 0);
+    gc_parallel_for(256, 0, see_held, NULL);
+    ck_assert_uint_eq(atomic_load(&held_seen), 0);
+}
+END_TEST
+
 START_TEST(test_work_runs_only_what_is_allowed)
 {
     size_t n = 10000;
@@ -225,6 +262,7 @@ int main(void)
     tcase_add_test(tc, test_nested);
     tcase_add_test(tc, test_concurrent_callers);
     tcase_add_test(tc, test_callers_add_no_threads);
+    tcase_add_test(tc, test_idle_threads_release_scratch);
     tcase_add_test(tc, test_work_runs_only_what_is_allowed);
     tcase_add_test(tc, test_one_thread_is_the_caller);
     tcase_add_test(tc, test_fork_child_has_a_pool);

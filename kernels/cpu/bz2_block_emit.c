@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "bz2_stages.h"
+#include "scratch.h"
 
 /* Selectors are sent move-to-front coded, each MTF index j in unary
  * (j one-bits, then a zero). */
@@ -109,13 +110,12 @@ int bz2_emit_block(const bz2_column *c, bz2_bitwriter *w)
     for (int b = 0; b < 256; b++)
         if (in_use[b])
             seq[b] = (uint8_t)n_in_use++;
-    uint16_t *sym = malloc(((size_t)c->n + 1) * sizeof *sym);
+    uint16_t *sym = gc_scratch(GC_SCRATCH_BZ2_SYM, ((size_t)c->n + 1) * sizeof *sym);
     uint32_t freq[BZ2_MAX_ALPHA];
     if (!sym)
         return GC_E_NOMEM;
     size_t n_sym = bz2_mtf_encode(c->bwt, c->n, seq, n_in_use, sym, freq);
     put_header(w, c, in_use);
     int rc = put_coded(w, sym, n_sym, freq, n_in_use + 2);
-    free(sym);
     return rc == GC_OK && w->oom ? GC_E_NOMEM : rc;
 }

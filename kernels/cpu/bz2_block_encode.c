@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bz2_stages.h"
+#include "scratch.h"
 
 /* xor the format's mask into a block's RLE1 bytes (randomised blocks). */
 static void randomise(uint8_t *b, size_t m)
@@ -43,26 +44,21 @@ static int make_column(uint8_t *rle, size_t m, uint8_t *bwt, bz2_column *c)
 int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
                      bz2_bitwriter *w, uint32_t *crc)
 {
-    uint8_t *copy = malloc(n ? n : 1);
-    uint8_t *rle = malloc(n + n / 4 + 1);
+    uint8_t *copy = gc_scratch(GC_SCRATCH_BZ2_COPY, n);
+    uint8_t *rle = gc_scratch(GC_SCRATCH_BZ2_RLE1, n + n / 4 + 1);
     uint8_t *bwt = NULL;
     int rc = GC_E_NOMEM;
     if (!copy || !rle)
-        goto out;
+        return rc;
     memcpy(copy, src, n);
     *crc = bz2_crc(copy, n);
     size_t m = bz2_rle1_encode(copy, n, rle); /* <= n + n / 4 for any bytes */
     if (m > limit) {
-        rc = GC_E_INVALID;
-        goto out;
+        return GC_E_INVALID;
     }
     bz2_column c = { .crc = *crc, .randomised = (flags & BZ2_ENC_RANDOMISE) != 0 };
-    bwt = malloc(m ? m : 1);
+    bwt = gc_scratch(GC_SCRATCH_BZ2_BWT, m);
     if (bwt && (rc = make_column(rle, m, bwt, &c)) == GC_OK)
         rc = bz2_emit_block(&c, w);
-out:
-    free(copy);
-    free(rle);
-    free(bwt);
     return rc;
 }

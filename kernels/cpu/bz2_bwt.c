@@ -24,6 +24,7 @@
 
 #include "bz2_bwt_sort.h"
 #include "bz2_internal.h"
+#include "scratch.h"
 
 /* Blocks whose LMS substrings tied, i.e. that needed the reduced-string
  * stage (text and source nearly always; compressed data rarely). */
@@ -63,10 +64,10 @@ static int32_t lms_start(const uint8_t *blk, int32_t n)
     return -1;
 }
 
-/* t = blk rotated left by r, followed by BWT_PAD bytes of its start. */
+/* t = blk rotated left by r, followed by BWT_PAD bytes of its start (this thread's scratch). */
 static uint8_t *rotated_copy(const uint8_t *blk, int32_t n, int32_t r)
 {
-    uint8_t *t = malloc((size_t)n + BWT_PAD);
+    uint8_t *t = gc_scratch(GC_SCRATCH_BZ2_TEXT, (size_t)n + BWT_PAD);
     if (!t)
         return NULL;
     memcpy(t, blk + r, (size_t)(n - r));
@@ -102,7 +103,7 @@ static int32_t bwt_primitive(const uint8_t *blk, int32_t n, uint8_t *out)
     if (r < 0)
         return BWT_NOT_PRIMITIVE;
     uint8_t *t = rotated_copy(blk, n, r);
-    int32_t *sa = malloc((size_t)n * sizeof *sa);
+    int32_t *sa = gc_scratch(GC_SCRATCH_BZ2_SA, (size_t)n * sizeof *sa);
     bwt_lms l = { 0 };
     int32_t rc = -1;
     if (t && sa && bwt_lms_find(t, n, &l) == 0)
@@ -110,8 +111,6 @@ static int32_t bwt_primitive(const uint8_t *blk, int32_t n, uint8_t *out)
     if (rc == 0) /* original rotation 0 is rotation n - r of t */
         rc = bwt_induce(t, n, sa, l.m, r ? n - r : 0, out);
     bwt_lms_free(&l);
-    free(t);
-    free(sa);
     return rc;
 }
 

@@ -4,10 +4,17 @@
 #endif
 #include "parallel.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "scratch.h"
+
+/* A pool thread gives its stage buffers back after this long without work (scratch.h). */
+#define IDLE_RELEASE_SECONDS 1
 
 /*
  * One lock guards the list of open works and the helper counts; items are
@@ -57,6 +64,23 @@ static bool joinable(const gc_work *w)
 /* Set in the pool's threads: a work they open runs on them (nesting), not beside them. */
 static _Thread_local bool in_pool;
 
+/* Under the lock: wait for work; a thread holding stage buffers frees them if none comes soon. */
+static void idle_wait(void)
+{
+    if (!gc_scratch_held()) {
+        pthread_cond_wait(&pool.wake, &pool.lock);
+        return;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += IDLE_RELEASE_SECONDS;
+    if (pthread_cond_timedwait(&pool.wake, &pool.lock, &until) == ETIMEDOUT) {
+        pthread_mutex_unlock(&pool.lock);
+        gc_scratch_release();
+        pthread_mutex_lock(&pool.lock);
+    }
+}
+
 static void *pool_thread(void *arg)
 {
     (void)arg;
@@ -67,7 +91,7 @@ static void *pool_thread(void *arg)
         while (w && !joinable(w))
             w = w->after;
         if (!w) {
-            pthread_cond_wait(&pool.wake, &pool.lock);
+            idle_wait();
             continue;
         }
         w->helpers++;
