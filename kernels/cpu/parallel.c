@@ -100,7 +100,7 @@ static void *pool_thread(void *arg)
         while (gc_work_take(w, &i))
             w->fn(w->ctx, i);
         pthread_mutex_lock(&pool.lock);
-        if (--w->helpers == 0) /* gc_work_close, or a waiting caller (run_by_pool), may be waiting */
+        if (--w->helpers == 0) /* gc_work_close, or a caller in wait_for_pool, may be waiting */
             pthread_cond_broadcast(&pool.left);
     }
     return NULL;
