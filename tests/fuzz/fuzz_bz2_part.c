@@ -9,11 +9,14 @@
  * reports trailing garbage, the streamed one flags it (GC_OK) at the same
  * offset, with the output of the input before it. Both decode under a
  * 16 MiB output limit (inputs over it are skipped: no call of the streamed
- * decode can exceed it when the whole stays under it).
+ * decode can exceed it when the whole stays under it). Bit 6 of the
+ * selector makes the streamed calls bz2_decompress_part_into, writing
+ * straight into the result: the same result, and every call's output
+ * announced as final, block by block, in ascending lengths.
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
  *   tests/fuzz/fuzz_bz2_part.c kernels/cpu/bz2_*.c kernels/gc_status.c \
- *   kernels/cpu/parallel.c -lpthread -o /tmp/fuzz_bz2_part
+ *   kernels/cpu/parallel.c kernels/cpu/scratch.c -lpthread -o /tmp/fuzz_bz2_part
  * /tmp/fuzz_bz2_part -max_total_time=120 tests/fuzz/corpus/bzip2
  */
 #include <stdint.h>
@@ -50,6 +53,38 @@ static size_t next_piece(sched *s, size_t left, unsigned call)
     default:
         return call == 0 ? s->cut : left;
     }
+}
+
+/* The largest final length announced so far; announcements must ascend. */
+static void heard(void *ctx, size_t final)
+{
+    size_t *last = ctx;
+    if (final <= *last)
+        abort();
+    *last = final;
+}
+
+/* One streamed call: into the caller's buffer at got (room bytes), or a buffer of its own copied there. */
+static int part_call(const uint8_t *buf, size_t blen, int more, bz2_dstate *st, unsigned threads, int into,
+                     uint8_t *got, size_t room, size_t *ol, size_t *used, gc_error *err)
+{
+    if (into) {
+        size_t last = 0;
+        gc_job job = { .progress = heard, .ctx = &last };
+        int rc = bz2_decompress_part_into(buf, blen, more, st, MAX_OUT, got, room, threads, &job, ol, used, err);
+        if (rc == GC_OK && last != *ol)
+            abort(); /* every byte of a call's output was announced */
+        return rc;
+    }
+    uint8_t *o = NULL;
+    int rc = bz2_decompress_part(buf, blen, more, st, MAX_OUT, threads, NULL, &o, ol, used, err);
+    if (rc == GC_OK) {
+        if (*ol > room)
+            abort();
+        memcpy(got, o, *ol);
+    }
+    free(o);
+    return rc;
 }
 
 static void fail_with(const char *what, int rc_whole, const char *m_whole, int rc_part, const char *m_part)
@@ -93,19 +128,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         blen += p;
         fed += p;
         int more = fed < n || (s.mode == 1 && call % 5 == 1 && fed == n && p != 0); /* sometimes an empty last call */
-        uint8_t *o = NULL;
         size_t ol = 0, used = 0;
         int had_garbage = st.garbage;
-        prc = bz2_decompress_part(buf, blen, more, &st, MAX_OUT, 1 + (sel >> 7), NULL, &o, &ol, &used, &perr);
+        prc = part_call(buf, blen, more, &st, 1 + (sel >> 7), (sel >> 6) & 1, got + got_len, MAX_OUT - got_len, &ol,
+                        &used, &perr);
         if (prc != GC_OK)
             break;
         if (used > blen || st.bit > 7 || (had_garbage && ol) || got_len + ol > MAX_OUT)
             abort();
         if (!had_garbage && st.garbage)
             garbage_abs = consumed + (size_t)st.garbage_at;
-        memcpy(got + got_len, o, ol);
         got_len += ol;
-        free(o);
         memmove(buf, buf + used, blen - used);
         blen -= used;
         consumed += used;
