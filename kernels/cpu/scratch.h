@@ -35,7 +35,10 @@ void *gc_scratch(gc_scratch_slot slot, size_t bytes);
 /* Whether this thread holds any buffer. */
 bool gc_scratch_held(void);
 
-/* Free this thread's buffers. */
+/* Free this thread's buffers (a thread that exits holding some frees them then). */
 void gc_scratch_release(void);
+
+/* Bytes of buffers held now by every thread together. */
+size_t gc_scratch_total(void);
 
 #endif
