@@ -275,6 +275,19 @@ START_TEST(test_bzip2_stream_equals_whole_buffer)
 }
 END_TEST
 
+/* A level-9 bzip2 stream of len zero bytes (the CPU engine's; free()). */
+static uint8_t *compressed_zeros(size_t len, size_t *bz_len)
+{
+    uint8_t *zeros = calloc(len, 1);
+    ck_assert_ptr_nonnull(zeros);
+    bz2_options o = { .level = 9, .threads = 0 };
+    uint8_t *bz;
+    gc_error err = { 0 };
+    ck_assert_int_eq(bz2_compress(zeros, len, &o, &bz, bz_len, &err), GC_OK);
+    free(zeros);
+    return bz;
+}
+
 /*
  * A stream that expands ~45000 times (zeros) decodes in parts whose output
  * is bounded, not in one part as large as the whole output.
@@ -284,15 +297,8 @@ START_TEST(test_bzip2_zeros_decode_in_bounded_parts)
     start(NULL);
     uint64_t window;
     int fd = hello(&window);
-    size_t len = (size_t)600 << 20;
-    uint8_t *zeros = calloc(len, 1);
-    ck_assert_ptr_nonnull(zeros);
-    bz2_options o = { .level = 9, .threads = 0 };
-    uint8_t *bz;
-    size_t bz_len;
-    gc_error err = { 0 };
-    ck_assert_int_eq(bz2_compress(zeros, len, &o, &bz, &bz_len, &err), GC_OK);
-    free(zeros);
+    size_t len = (size_t)600 << 20, bz_len;
+    uint8_t *bz = compressed_zeros(len, &bz_len);
     answer d;
     g_zeros_only = true;
     run_stream(fd, 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, bz, bz_len, 4096, window, &d);
@@ -716,15 +722,8 @@ START_TEST(test_silent_reader_then_vanished)
     start(NULL);
     uint64_t window;
     int fd = hello(&window);
-    size_t len = (size_t)1536 << 20;
-    uint8_t *zeros = calloc(len, 1);
-    ck_assert_ptr_nonnull(zeros);
-    bz2_options bo = { .level = 9, .threads = 0 };
-    uint8_t *bz;
-    size_t bz_len;
-    gc_error err = { 0 };
-    ck_assert_int_eq(bz2_compress(zeros, len, &bo, &bz, &bz_len, &err), GC_OK);
-    free(zeros);
+    size_t len = (size_t)1536 << 20, bz_len;
+    uint8_t *bz = compressed_zeros(len, &bz_len);
     ck_assert_uint_lt(bz_len, window); /* the whole input goes without reading a credit */
     Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
     Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
