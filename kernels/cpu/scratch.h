@@ -5,10 +5,10 @@
  * Why: a bzip2 block's stages need about ten bytes of scratch per input
  * byte. Allocated and freed per block, buffers that large are mapped and
  * unmapped each time (glibc serves them with mmap), so every block faulted
- * all its scratch pages in afresh: a tenth of a compress's time on one
- * thread (docs/DECISIONS.md). A thread keeps its buffers while it works
- * and gives them back once idle: a pool thread after a second without work
- * (parallel.c), a daemon worker when its queue is empty.
+ * all its scratch pages in afresh (docs/DECISIONS.md has the cost). A
+ * thread keeps its buffers while it works and gives them back once idle (a
+ * pool thread after a second without work, parallel.c; a daemon worker
+ * when its queue is empty) or when it exits.
  *
  * Each slot holds one buffer per thread: a call takes a slot for its own
  * duration, and nothing it calls takes the same slot.
