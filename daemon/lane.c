@@ -277,6 +277,7 @@ void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out)
     pthread_mutex_lock(&b->lock);
     *out = b->stats;
     out->queue_depth = b->queued;
+    out->in_flight = b->load;
     pthread_mutex_unlock(&b->lock);
 }
 

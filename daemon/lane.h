@@ -28,6 +28,13 @@ typedef struct gcd_lane_config {
     unsigned cpu_threads;   /* codec threads for the CPU fallback */
 } gcd_lane_config;
 
+/* A lane's load: requests and their input bytes submitted and not yet
+ * completed (queued or in the running batch). */
+typedef struct gcd_lane_load {
+    uint64_t bytes;
+    unsigned requests;
+} gcd_lane_load;
+
 /* Counters for STATS (a consistent snapshot). */
 typedef struct gcd_lane_stats {
     uint64_t batches;
@@ -37,6 +44,7 @@ typedef struct gcd_lane_stats {
     uint64_t h2d_ns, kernel_ns, d2h_ns, wall_ns;
     uint64_t fallbacks;     /* requests rerun on the CPU: a device failure, or a job it declined */
     unsigned queue_depth;
+    gcd_lane_load in_flight; /* the load it is routed by (gcd_lane_get_load) */
     bool retired;
 } gcd_lane_stats;
 
@@ -53,12 +61,6 @@ void gcd_lane_submit(gcd_lane *b, gcd_request *r);
 /* True once the device failed; route new work elsewhere. */
 bool gcd_lane_retired(gcd_lane *b);
 
-/* A lane's load: requests and their input bytes submitted and not yet
- * completed (queued or in the running batch). */
-typedef struct gcd_lane_load {
-    uint64_t bytes;
-    unsigned requests;
-} gcd_lane_load;
 gcd_lane_load gcd_lane_get_load(gcd_lane *b);
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);
 const char *gcd_lane_name(const gcd_lane *b);

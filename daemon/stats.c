@@ -31,6 +31,8 @@ static void fill_device(gcd_lane *b, Gpucomp__DeviceStats *d, char *name, size_t
     d->queue_depth = bs.queue_depth;
     d->fallbacks = bs.fallbacks;
     d->retired = bs.retired;
+    d->requests_in_flight = bs.in_flight.requests;
+    d->bytes_in_flight = bs.in_flight.bytes;
 }
 
 void gcd_stats_count(gcd_server *s, const gcd_request *r)

@@ -209,6 +209,7 @@ static void print_device(unsigned i, const gpucomp_device_stats *d)
            (unsigned long long)d->requests, (unsigned long long)d->batches,
            (unsigned long long)d->fallbacks, d->queue_depth);
     printf("    bytes:         %s in, %s out\n", human(d->bytes_in, a), human(d->bytes_out, b));
+    printf("    in flight:     %u requests, %s\n", d->requests_in_flight, human(d->bytes_in_flight, a));
     printf("    time:          %.1f ms copy in, %.1f ms kernels, %.1f ms copy out, %.1f ms wall\n",
            (double)d->h2d_ns / 1e6, (double)d->kernel_ns / 1e6, (double)d->d2h_ns / 1e6, (double)d->wall_ns / 1e6);
 }
@@ -269,6 +270,8 @@ static void json_device(const gpucomp_device_stats *d)
     JU64("wall_ns", d->wall_ns);
     JU64("fallbacks", d->fallbacks);
     JU64("queue_depth", d->queue_depth);
+    JU64("requests_in_flight", d->requests_in_flight);
+    JU64("bytes_in_flight", d->bytes_in_flight);
     printf("%s\"retired\": %s}", sep, d->retired ? "true" : "false");
 }
 

@@ -277,6 +277,7 @@ static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out
         .bytes_in = d->bytes_in, .bytes_out = d->bytes_out,
         .h2d_ns = d->h2d_ns, .kernel_ns = d->kernel_ns, .d2h_ns = d->d2h_ns, .wall_ns = d->wall_ns,
         .fallbacks = d->fallbacks, .queue_depth = d->queue_depth, .retired = d->retired != 0,
+        .requests_in_flight = d->requests_in_flight, .bytes_in_flight = d->bytes_in_flight,
     };
     snprintf(out->name, sizeof out->name, "%s", d->name ? d->name : "");
 }

@@ -88,8 +88,12 @@ typedef struct gpucomp_device_stats {
     uint64_t d2h_ns;         /* device-to-host copies */
     uint64_t wall_ns;        /* batch wall time, first copy in to last copy out */
     uint64_t fallbacks;      /* requests rerun on the CPU: after a device failure, or handed back by it */
-    uint32_t queue_depth;
+    uint32_t queue_depth;    /* requests waiting for a batch */
     int retired;             /* nonzero once the device failed and was taken out of service */
+    /* The load the daemon routes new work by (to the device with the fewest
+     * bytes, then requests): submitted and not yet completed, queued or running. */
+    uint32_t requests_in_flight;
+    uint64_t bytes_in_flight; /* their input bytes */
 } gpucomp_device_stats;
 
 /* Daemon-wide counters, as returned by gpucomp_stats_get(). */

@@ -1113,6 +1113,8 @@ static void serve_stats(fake *f)
     d1.fallbacks = 1;
     d1.queue_depth = 2;
     d1.retired = true;
+    d1.requests_in_flight = 3;
+    d1.bytes_in_flight = 5ull << 32;
     Gpucomp__DeviceStats *devs[2] = { &d0, &d1 };
     Gpucomp__Stats st = GPUCOMP__STATS__INIT;
     st.uptime_ms = 123456;
@@ -1178,6 +1180,8 @@ START_TEST(test_stats)
     ck_assert_uint_eq(st.devices[1].fallbacks, 1);
     ck_assert_uint_eq(st.devices[1].queue_depth, 2);
     ck_assert_int_ne(st.devices[1].retired, 0);
+    ck_assert_uint_eq(st.devices[1].requests_in_flight, 3);
+    ck_assert_uint_eq(st.devices[1].bytes_in_flight, 5ull << 32);
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_E_PROTOCOL);
     ck_assert_contains(gpucomp_last_error(c), "without statistics");
     gpucomp_close(c);

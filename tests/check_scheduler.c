@@ -218,6 +218,65 @@ START_TEST(test_failed_device_retired_others_serve)
 }
 END_TEST
 
+typedef struct held_client {
+    size_t len;
+    int done; /* set (atomically) when its round trip returned */
+} held_client;
+
+static void *held_round_trip(void *arg)
+{
+    held_client *h = arg;
+    gpucomp_client *c = connect_or_fail();
+    round_trip(c, GPUCOMP_CODEC_RLE, h->len, 7);
+    gpucomp_close(c);
+    __atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The device holding n requests in flight, or -1. */
+static int device_with_in_flight(const gpucomp_stats *st, uint32_t n)
+{
+    for (uint32_t k = 0; k < st->gpu_devices; k++)
+        if (st->devices[k].requests_in_flight == n)
+            return (int)k;
+    return -1;
+}
+
+/* STATS shows, per device, the load the work is routed by: a request waiting
+ * out its 1 s batch window counts on its device, its bytes too, and nothing
+ * stays counted once it is answered. */
+START_TEST(test_stats_show_load_per_device)
+{
+    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--gpu-min-bytes", "1M",
+                           "--batch-wait-us", "1000000", "--device-lanes", "1", NULL };
+    test_daemon_start(&dut, args);
+    held_client h = { (2u << 20) + 4096, 0 };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, held_round_trip, &h), 0);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    int seen = -1;
+    while (seen < 0 && !__atomic_load_n(&h.done, __ATOMIC_ACQUIRE)) {
+        ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+        seen = device_with_in_flight(&st, 1);
+        if (seen < 0)
+            usleep(1000);
+    }
+    ck_assert_msg(seen >= 0, "no device showed the request while it waited for its batch");
+    ck_assert_uint_eq(st.devices[seen].bytes_in_flight, h.len); /* the compress: its input */
+    ck_assert_uint_eq(st.devices[1 - seen].requests_in_flight, 0);
+    ck_assert_uint_eq(st.devices[1 - seen].bytes_in_flight, 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests, 2); /* compress, decompress */
+    for (uint32_t k = 0; k < 2; k++) {
+        ck_assert_uint_eq(st.devices[k].requests_in_flight, 0);
+        ck_assert_uint_eq(st.devices[k].bytes_in_flight, 0);
+    }
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- bzip2 on the device --------------------------------------------------- */
 
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
@@ -1148,6 +1207,7 @@ int main(void)
     tcase_add_test(tc, test_device_failure_falls_back_to_cpu);
     tcase_add_test(tc, test_devices_share_the_work);
     tcase_add_test(tc, test_failed_device_retired_others_serve);
+    tcase_add_test(tc, test_stats_show_load_per_device);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
