@@ -274,6 +274,16 @@ START_TEST(test_stats_show_load_per_device)
         ck_assert_uint_eq(st.devices[k].bytes_in_flight, 0);
     }
     gpucomp_close(c);
+    /* gpucomp --stats prints them, in text and in JSON */
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -c 'in flight: *0 requests, 0 B' | grep -qx 2", cli,
+                               dut.socket_path), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
+                               "d = json.load(sys.stdin)[\"devices\"]\n"
+                               "assert len(d) == 2, d\n"
+                               "assert all(x[\"requests_in_flight\"] == 0 == x[\"bytes_in_flight\"] for x in d), d'",
+                               cli, dut.socket_path), 0);
 }
 END_TEST
 
