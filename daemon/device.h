@@ -66,15 +66,20 @@ typedef struct gcd_device {
 } gcd_device;
 
 /*
- * A CPU-backed stand-in: fails with GC_E_DEVICE from batch number fail_at on
- * (0 = never); with hand_back, answers every compress job GC_E_LIMIT after
+ * A CPU-backed stand-in: with hand_back, answers every compress job GC_E_LIMIT after
  * allocating its output, as the CUDA backend does for a bzip2 stream that
  * outgrew its buffer, and every job whose output grows (a bzip2 decompress)
  * GC_E_CORRUPT after producing its output, as a device that refuses a stream
  * the CPU engine accepts.
  */
-int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, bool hand_back,
-                             gc_error *err);
+int gcd_device_emulated_open(gcd_device *d, unsigned index, bool hand_back, gc_error *err);
+
+/*
+ * Fault injection (device_faulty.c): wrap the opened device d so that its
+ * fail_at-th batch (1 = the first) fails with GC_E_DEVICE without reaching
+ * it, as a device that failed. On failure d is closed.
+ */
+int gcd_device_fail_at(gcd_device *d, uint64_t fail_at, gc_error *err);
 
 /* Registered buffers report pinned without locking anything (testing aid). */
 void gcd_device_emulated_enable_pinning(void);

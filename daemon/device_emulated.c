@@ -23,8 +23,6 @@
 #include "gpu.h"
 
 typedef struct emulated {
-    uint64_t batches;
-    uint64_t fail_at;
     bool hand_back;
 } emulated;
 
@@ -162,10 +160,8 @@ static int emulate_job(const emulated *e, gcd_request *r)
 static int emulated_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t,
                               gc_error *err)
 {
+    (void)err;
     emulated *e = impl;
-    if (e->fail_at && ++e->batches >= e->fail_at)
-        return gc_fail(err, GC_E_DEVICE, "emulated device failure at batch %llu",
-                       (unsigned long long)e->batches);
     for (size_t i = 0; i < n; i++) {
         gc_error_clear(&reqs[i]->error);
         reqs[i]->device_declined = false;
@@ -184,13 +180,11 @@ static void emulated_close(void *impl)
 
 static const gcd_device_ops emulated_ops = { emulated_run_batch, emulated_close };
 
-int gcd_device_emulated_open(gcd_device *d, unsigned index, uint64_t fail_at, bool hand_back,
-                             gc_error *err)
+int gcd_device_emulated_open(gcd_device *d, unsigned index, bool hand_back, gc_error *err)
 {
     emulated *e = calloc(1, sizeof *e);
     if (!e)
         return gc_fail(err, GC_E_NOMEM, "out of memory");
-    e->fail_at = fail_at;
     e->hand_back = hand_back;
     d->ops = &emulated_ops;
     d->impl = e;

@@ -9,23 +9,38 @@
 #include "completions.h"
 #include "log.h"
 
+/* The batch at which device index is made to fail (fault injection), 0 = never. */
+static uint64_t injected_failure(const gcd_config *cfg, unsigned index)
+{
+    if (cfg->fail_batch && cfg->fail_device == index)
+        return cfg->fail_batch;
+    if (cfg->gpu == GCD_GPU_EMULATE_FAILING && index == 0) /* its second batch; the others serve on */
+        return 2;
+    return 0;
+}
+
 static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device *dev)
 {
     gc_error err = { 0 };
     int rc;
     switch (s->cfg.gpu) {
     case GCD_GPU_EMULATE:
-        rc = gcd_device_emulated_open(dev, index, 0, false, &err);
-        break;
-    case GCD_GPU_EMULATE_FAILING: /* the first device's second batch fails; the others serve on */
-        rc = gcd_device_emulated_open(dev, index, index == 0 ? 2 : 0, false, &err);
+    case GCD_GPU_EMULATE_FAILING:
+        rc = gcd_device_emulated_open(dev, index, false, &err);
         break;
     case GCD_GPU_EMULATE_LIMIT:
-        rc = gcd_device_emulated_open(dev, index, 0, true, &err); /* compress, bzip2 decompress handed back */
+        rc = gcd_device_emulated_open(dev, index, true, &err); /* compress, bzip2 decompress handed back */
         break;
     default:
         rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err);
         break;
+    }
+    uint64_t fail_at = injected_failure(&s->cfg, index);
+    if (rc == GC_OK && fail_at) {
+        rc = gcd_device_fail_at(dev, fail_at, &err);
+        if (rc == GC_OK)
+            gcd_log(LOG_WARNING, "device %u lane %u: batch %llu will fail (fault injection)", index, lane,
+                    (unsigned long long)fail_at);
     }
     if (rc != GC_OK)
         gcd_log(LOG_WARNING, "GPU %u unusable, its work goes to the CPU engine: %s", index, err.msg);
@@ -49,6 +64,9 @@ bool gcd_dispatch_init(gcd_server *s)
         wanted = s->cfg.emulated_devices;
     if (wanted > GCD_MAX_LANES)
         wanted = GCD_MAX_LANES;
+    if (s->cfg.fail_batch && s->cfg.fail_device >= wanted)
+        gcd_log(LOG_WARNING, "--fail-device %u: there is no such device (%u in use): nothing will fail",
+                s->cfg.fail_device, wanted);
     gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
     /* Several lanes per device (each its own context: streams, staging, thread) let
      * batch k+1 be staged while batch k is on the device. */

@@ -1104,6 +1104,8 @@ START_TEST(test_settings_sizes_refused)
         "--max-frame=2G",             /* over the setting's own limit */
         "--workers=4K",               /* a count, not a size */
         "--batch-wait-us=1k",         /* microseconds, not a size */
+        "--fail-device=", "--fail-device=:2", "--fail-device=1:", "--fail-device=1:0", /* N[:K], K >= 1 */
+        "--fail-device=a", "--fail-device=1:2:3", "--fail-device=-1",
     };
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);

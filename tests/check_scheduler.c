@@ -287,6 +287,34 @@ START_TEST(test_stats_show_load_per_device)
 }
 END_TEST
 
+/* Fault injection on the second of two devices (what --fail-device does to a
+ * GPU): its first batch fails, it is retired, every request is still
+ * answered, and the first device takes the work from then on. */
+START_TEST(test_injected_failure_retires_that_device_only)
+{
+    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--fail-device", "1",
+                           "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", "--device-lanes", "1", NULL };
+    test_daemon_start(&dut, args);
+    run_concurrent_clients(8); /* 16 requests: both devices get work */
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_int_eq(st.devices[0].retired, 0);
+    ck_assert_int_ne(st.devices[1].retired, 0);
+    ck_assert_uint_ge(st.devices[1].fallbacks, 1); /* its batch reran on the CPU engine */
+    ck_assert_uint_eq(st.devices[0].fallbacks, 0);
+    /* a device counts the requests it served; the failed batch's are its fallbacks */
+    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests + st.devices[1].fallbacks, 16);
+    uint64_t before = st.devices[0].requests;
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 11), GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, before + 2);
+    ck_assert_str_eq(st.backend, "gpu");
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- bzip2 on the device --------------------------------------------------- */
 
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
@@ -1218,6 +1246,7 @@ int main(void)
     tcase_add_test(tc, test_devices_share_the_work);
     tcase_add_test(tc, test_failed_device_retired_others_serve);
     tcase_add_test(tc, test_stats_show_load_per_device);
+    tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
