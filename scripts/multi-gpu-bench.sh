@@ -1,0 +1,279 @@
+#!/bin/bash
+# multi-gpu-bench.sh - on a GPU host: does gpucompd use every GPU? (issue 19) The same workloads
+# through the daemon on the first 1, 2, ... GPUs (CUDA_VISIBLE_DEVICES), in one run; then a
+# fault-injection run on all of them; one Markdown table last.
+#
+#   scripts/multi-gpu-bench.sh          (from the repo root; binaries from $BIN_DIR, default
+#                                        build-gpud, made by scripts/build-gpud.sh)
+#
+# Per GPU count G (GPU_COUNTS, default "1 ALL": one GPU, then every GPU nvidia-smi lists), a
+# fresh daemon with CUDA_VISIBLE_DEVICES=0..G-1 runs, each with bench_daemon (every output is
+# checked there against its input):
+#   rle c      manyfd     $CLIENTS clients x $MIB MiB in memfds (runs of mean 8), $ROUNDS rounds
+#   rle d      manyfd-dec the same frames decompressed
+#   bzip2 c    bzip2-many each client its own $MIB MiB slice of the text corpus, level 9
+#   bzip2 d    bzip2-dec-many the same slices as CPU-engine -9 streams (3-4 MB each: under the
+#              default decompress break-even, so the daemon is started with
+#              --gpu-min-bytes-bzip2-decompress $BZ2_DEC_MIN to measure the GPUs; say 8M for the
+#              default routing)
+#   1 client   rle: large $BIG_MIB (one memfd request each way, cold and warm); bzip2: whole
+#              (the $BIG_MIB MiB text corpus as one request, compress, then its output
+#              decompressed, cmp'd with the corpus)
+# After each workload the daemon's STATS give the requests and bytes each device served (the
+# spread over devices) and the summed H2D / kernel / D2H times (what limits the one-client case).
+# Then, on all GPUs: --fail-device 0:2 (the first GPU's lanes fail their second batch, as a
+# device failure): the rle 64-client run again, which must lose no request, with GPU 0 retired
+# and the others still serving (STATS checked). The host's topology (nvidia-smi topo -m, NUMA
+# nodes) is printed first.
+# MB/s = 10^6 uncompressed bytes per second of wall time, aggregate over clients.
+#
+# Environment: BIN_DIR (build-gpud), GPU_COUNTS ("1 ALL"), CLIENTS (64), MIB (16), ROUNDS (4),
+#   BZ2_ROUNDS (2), BIG_MIB (4096), BZ2_DEC_MIN (1M), DAEMON_ARGS ("--max-request 16G
+#   --max-output 16G --memory-budget 48G"), CORPUS_DIR (keep / reuse the text corpus there),
+#   LOGDIR (default $OUT or /tmp/multi-gpu-bench), SKIP_BIG=1 (no one-client runs),
+#   SKIP_FAULT=1 (no fault-injection run), EMULATE=N (no GPU needed: N stand-in devices of
+#   --gpu=emulate instead of GPUs, to try the script on a CPU machine with small sizes).
+# Exit status: non-zero if a run failed, a round trip differed, or the fault run lost a request
+# or did not retire exactly GPU 0.
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
+set -u
+export LC_ALL=C
+BIN_DIR=${BIN_DIR:-build-gpud}
+CLIENTS=${CLIENTS:-64}
+MIB=${MIB:-16}
+ROUNDS=${ROUNDS:-4}
+BZ2_ROUNDS=${BZ2_ROUNDS:-2}
+BIG_MIB=${BIG_MIB:-4096}
+BZ2_DEC_MIN=${BZ2_DEC_MIN:-1M}
+DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 48G}
+LOGDIR=${LOGDIR:-${OUT:-/tmp/multi-gpu-bench}}
+GPUCOMPD=$BIN_DIR/daemon/gpucompd
+GPUCOMP=$BIN_DIR/libclient/gpucomp
+BENCH=$BIN_DIR/tests/bench/bench_daemon
+for b in "$GPUCOMPD" "$GPUCOMP" "$BENCH"; do
+    [ -x "$b" ] || { echo "no $b (scripts/build-gpud.sh, or set BIN_DIR)" >&2; exit 2; }
+done
+command -v python3 > /dev/null || { echo "needs python3 (STATS JSON)" >&2; exit 2; }
+mkdir -p "$LOGDIR"
+if [ -f .device/env.sh ]; then
+    # shellcheck disable=SC1091
+    . .device/env.sh
+fi
+if [ -n "${EMULATE:-}" ]; then
+    NGPU=$EMULATE DEV=emulated GPU_NAME="stand-in devices (--gpu=emulate)"
+else
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    DEV=gpu GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+fi
+[ "$NGPU" -ge 1 ] || { echo "no GPU (nvidia-smi -L lists none)" >&2; exit 2; }
+COUNTS=""
+for g in ${GPU_COUNTS:-1 ALL}; do
+    [ "$g" = ALL ] && g=$NGPU
+    [ "$g" -le "$NGPU" ] && case " $COUNTS " in *" $g "*) ;; *) COUNTS="$COUNTS $g" ;; esac
+done
+W=$(mktemp -d "${TMPDIR:-/tmp}/multi-gpu.XXXXXX")
+DPID=""
+stop_daemon() {
+    [ -n "$DPID" ] || return 0
+    kill "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null
+    DPID=""
+}
+trap 'stop_daemon; rm -rf "$W"' EXIT
+trap 'exit 130' INT TERM
+fail=0
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'); $NGPU x $GPU_NAME;" \
+     "$(nproc) CPUs; GPU counts:$COUNTS; $CLIENTS clients x $MIB MiB; one client $BIG_MIB MiB"
+nvidia-smi topo -m 2>/dev/null | sed -n '1,12p'
+lscpu 2>/dev/null | grep -E '^NUMA node' | head -4
+
+# ---- the text corpus: the host's *.py files, concatenated, repeated to BIG_MIB ----
+CDIR=${CORPUS_DIR:-$W}
+mkdir -p "$CDIR"
+TEXT=$CDIR/text-$BIG_MIB
+BIG=$(( BIG_MIB << 20 ))
+if [ "$(stat -c %s "$TEXT" 2>/dev/null || echo 0)" -ne "$BIG" ]; then
+    find /usr -xdev -name '*.py' -type f -print0 2>/dev/null | sort -z | xargs -0 -r cat > "$W/once" 2>/dev/null
+    [ -s "$W/once" ] || { echo "no *.py files under /usr" >&2; exit 2; }
+    reps=$(( BIG / $(stat -c %s "$W/once") + 1 ))
+    for _ in $(seq "$reps"); do cat "$W/once"; done | head -c "$BIG" > "$TEXT"
+    rm -f "$W/once"
+fi
+echo "text corpus: $TEXT ($BIG_MIB MiB)"
+
+# start_daemon G [ARGS...]: gpucompd on GPUs 0..G-1; sets SOCK and DPID
+start_daemon() {
+    local g=$1 vis devices
+    shift
+    vis=$(seq -s, 0 $(( g - 1 )))
+    devices="--gpu=auto"
+    [ "$DEV" = emulated ] && devices="--gpu=emulate --emulated-devices=$g"
+    SOCK=$W/sock-$g
+    rm -f "$SOCK"
+    # shellcheck disable=SC2086
+    CUDA_VISIBLE_DEVICES=$vis "$GPUCOMPD" --socket "$SOCK" --log-level=warning $devices \
+        --gpu-min-bytes-bzip2-decompress "$BZ2_DEC_MIN" $DAEMON_ARGS "$@" 2>> "$LOGDIR/gpucompd-$g.log" &
+    DPID=$!
+    for _ in $(seq 1200); do
+        [ -S "$SOCK" ] && "$GPUCOMP" --socket "$SOCK" --ping > /dev/null 2>&1 && return 0
+        kill -0 "$DPID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "gpucompd on $g GPU(s) did not start:" >&2
+    tail -5 "$LOGDIR/gpucompd-$g.log" >&2
+    exit 1
+}
+stats() { "$GPUCOMP" --socket "$SOCK" --stats --json; }
+# spread BEFORE AFTER: per device, requests and GiB served between two STATS snapshots
+spread() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+per = {}
+for d in b["devices"]:
+    gpu = d["name"].split()[0].split(".")[0]          # "gpu1.0 (NVIDIA ...)" -> "gpu1"
+    per.setdefault(gpu, [0, 0])
+    per[gpu][0] += d["requests"]; per[gpu][1] += d["bytes_in"]
+for d in a["devices"]:
+    gpu = d["name"].split()[0].split(".")[0]
+    per[gpu][0] -= d["requests"]; per[gpu][1] -= d["bytes_in"]
+cpu = b["cpu_requests"] - a["cpu_requests"]
+print(", ".join(f"{g} {r} req {n / 2**20:.0f} MiB" for g, (r, n) in sorted(per.items())) + f"; cpu {cpu} req")
+PY
+}
+# row G LABEL MB/s NOTE: one cell of the table
+row() { printf '%s\t%s\t%s\t%s\n' "$2" "$1" "$3" "$4" >> "$W/rows"; echo "$1 GPU(s): $2: $3 MB/s; $4"; }
+# number LOG RE: in LOG's result row, the first "X GB/s" or "X MB/s" of RE's first match, in MB/s
+number() {
+    grep -m1 '^| [a-z0-9-]*:' "$1" | grep -oE "$2" | head -1 | grep -oE '[0-9]+(\.[0-9]+)? [GM]B/s' | head -1 |
+        awk '{ printf "%.0f", $2 == "GB/s" ? $1 * 1000 : $1 }'
+}
+# run_bench G NAME ARGS...: bench_daemon ARGS on $SOCK into $LOGDIR/G-NAME.log, STATS around it
+# (SPREAD: the work per device); false on failure
+run_bench() {
+    local g=$1 name=$2
+    shift 2
+    LOG=$LOGDIR/$g-$name.log
+    stats > "$W/before.json"
+    if ! "$BENCH" "$SOCK" "$@" > "$LOG" 2>&1; then
+        echo "bench_daemon $* FAILED on $g GPU(s):" >&2
+        tail -5 "$LOG" >&2
+        fail=1
+        return 1
+    fi
+    stats > "$W/after.json"
+    SPREAD=$(spread "$W/before.json" "$W/after.json")
+    grep -E '^\| .*device:' "$LOG" | sed 's/^/    /' | head -4
+}
+# many G LABEL NAME ARGS...: a many-client bench_daemon run, its aggregate as one row
+many() {
+    local g=$1 label=$2 name=$3
+    shift 3
+    if run_bench "$g" "$name" "$@"; then
+        row "$g" "$label" "$(number "$LOG" 'aggregate [0-9.]+ [GM]B/s')" "$SPREAD"
+    else
+        row "$g" "$label" FAILED ""
+    fi
+}
+# whole G LABEL c|d IN OUT: one request of all of IN, MB/s of uncompressed bytes
+whole() {
+    local g=$1 label=$2 op=$3 in=$4 out=$5 line bytes
+    stats > "$W/before.json"
+    if ! line=$("$BENCH" "$SOCK" whole "$in" "$out" "$op" bzip2 9 2> "$LOGDIR/$g-whole-$op.err"); then
+        echo "whole $op FAILED on $g GPU(s): $(tail -2 "$LOGDIR/$g-whole-$op.err")" >&2
+        fail=1
+        printf '%s\t%s\t%s\t%s\n' "$label" "$g" "FAILED" "" >> "$W/rows"
+        return
+    fi
+    stats > "$W/after.json"
+    # WHOLE <op> <in> <out> <seconds> <backend>; uncompressed = in (compress) or out (decompress)
+    bytes=$(echo "$line" | awk -v op="$op" '{ print op == "c" ? $3 : $4 }')
+    mbs=$(echo "$line" | awk -v n="$bytes" '{ printf "%.0f", n / $5 / 1e6 }')
+    printf '%s\t%s\t%s\t%s\n' "$label" "$g" "$mbs" "$(echo "$line" | awk '{ print $6 }'); $(spread "$W/before.json" "$W/after.json")" >> "$W/rows"
+    echo "$g GPU(s): $label: $mbs MB/s ($line)"
+}
+
+: > "$W/rows"
+for g in $COUNTS; do
+    echo "== $g GPU(s): CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(( g - 1 )))"
+    start_daemon "$g"
+    stats | python3 -c 'import json,sys; print("  devices:", ", ".join(d["name"] for d in json.load(sys.stdin)["devices"]))'
+    many "$g" "rle c, $CLIENTS clients" rle-c manyfd "$CLIENTS" "$MIB" "$ROUNDS"
+    many "$g" "rle d, $CLIENTS clients" rle-d manyfd-dec "$CLIENTS" "$MIB" "$ROUNDS"
+    many "$g" "bzip2 c, $CLIENTS clients" bzip2-c bzip2-many "$TEXT" "$CLIENTS" "$MIB" 9 "$BZ2_ROUNDS"
+    many "$g" "bzip2 d, $CLIENTS clients" bzip2-d bzip2-dec-many "$TEXT" "$CLIENTS" "$MIB" "$BZ2_ROUNDS"
+    if [ "${SKIP_BIG:-0}" != 1 ]; then
+        # one client, rle: the warm figures (output memfd reused) of each direction
+        if run_bench "$g" rle-large large "$BIG_MIB"; then
+            grep -m1 '^| large:' "$LOG" | sed 's/^/    /'
+            row "$g" "rle c, 1 client" "$(number "$LOG" 'cold, [0-9.]+ GB/s warm; decompress')" "$SPREAD"
+            row "$g" "rle d, 1 client" "$(number "$LOG" 'cold, [0-9.]+ GB/s warm; ratio')" "(both directions)"
+        else
+            row "$g" "rle c, 1 client" FAILED ""
+        fi
+        whole "$g" "bzip2 c, 1 client" c "$TEXT" "$W/big.bz2"
+        whole "$g" "bzip2 d, 1 client" d "$W/big.bz2" "$W/big.back"
+        if [ -f "$W/big.back" ] && ! cmp -s "$W/big.back" "$TEXT"; then
+            echo "bzip2 one-client round trip DIFFERS on $g GPU(s)" >&2
+            fail=1
+        fi
+        rm -f "$W/big.bz2" "$W/big.back"
+    fi
+    stats > "$LOGDIR/stats-$g.json"
+    stop_daemon
+done
+
+fault=""
+if [ "${SKIP_FAULT:-0}" != 1 ]; then
+    echo "== fault injection: $NGPU GPU(s), --fail-device 0:2"
+    start_daemon "$NGPU" --fail-device 0:2
+    many "$NGPU" "rle c, $CLIENTS clients, GPU 0 fails" rle-c-fault manyfd "$CLIENTS" "$MIB" "$ROUNDS"
+    stats > "$LOGDIR/stats-fault.json"
+    fault=$(python3 - "$LOGDIR/stats-fault.json" "$NGPU" "${DEV}0" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); first = sys.argv[3]
+lane = lambda d: d["name"].split()[0].split(".")[0]
+gpu0 = [d for d in s["devices"] if lane(d) == first]
+rest = [d for d in s["devices"] if lane(d) != first]
+ok = s["requests_failed"] == 0 and gpu0 and all(d["retired"] for d in gpu0) and not any(d["retired"] for d in rest)
+ok = ok and (n == 1 or sum(d["requests"] for d in rest) > 0)
+print(("ok" if ok else "FAILED") + f": requests failed {s['requests_failed']}, ok {s['requests_ok']}; "
+      f"GPU 0 lanes retired {sum(d['retired'] for d in gpu0)} of {len(gpu0)}, fell back {sum(d['fallbacks'] for d in gpu0)}; "
+      f"other lanes retired {sum(d['retired'] for d in rest)} of {len(rest)}, served {sum(d['requests'] for d in rest)}; "
+      f"backend {s['backend']}")
+PY
+)
+    echo "fault injection: $fault"
+    case $fault in ok*) ;; *) fail=1 ;; esac
+    stop_daemon
+fi
+
+# ---- the table: one row per workload, one column per GPU count, the speed-up over 1 GPU ----
+python3 - "$W/rows" "$COUNTS" > "$LOGDIR/table.md" <<'PY'
+import sys
+rows, counts = sys.argv[1], sys.argv[2].split()
+data, order = {}, []
+for line in open(rows):
+    label, g, mbs, spread = (line.rstrip("\n").split("\t") + [""])[:4]
+    if label not in data:
+        data[label] = {}; order.append(label)
+    data[label][g] = (mbs, spread)
+head = "| workload | " + " | ".join(f"{g} GPU MB/s" for g in counts)
+head += f" | {counts[-1]} / {counts[0]} | work per device ({counts[-1]} GPUs) |" if len(counts) > 1 else " | work per device |"
+print(head)
+print("|" + "---|" * (head.count("|") - 1))
+for label in order:
+    got = data[label]
+    cells = [got.get(g, ("", ""))[0] for g in counts]
+    ratio = ""
+    try:
+        ratio = f"{float(cells[-1]) / float(cells[0]):.2f}x" if len(counts) > 1 else ""
+    except (ValueError, ZeroDivisionError):
+        pass
+    spread = got.get(counts[-1], ("", ""))[1] or next((v[1] for v in got.values()), "")
+    print(f"| {label} | " + " | ".join(cells) + (f" | {ratio}" if len(counts) > 1 else "") + f" | {spread} |")
+PY
+echo
+cat "$LOGDIR/table.md"
+[ -n "$fault" ] && echo "fault injection ($NGPU GPUs, --fail-device 0:2): $fault"
+exit $fail
