@@ -8,6 +8,7 @@
 #ifndef GCD_DEVICE_H
 #define GCD_DEVICE_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,8 @@ typedef struct gcd_device {
     const gcd_device_ops *ops;
     void *impl;
     char name[96];
+    bool has_cpus;   /* run the device's lane threads on cpus: the CPUs near it (affinity.h) */
+    cpu_set_t cpus;
 } gcd_device;
 
 /*

@@ -12,9 +12,11 @@
  * decompress: device.h) is marked for the lane to rerun on the CPU, which
  * drops what the device produced first.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "affinity.h"
 #include "codec.h"
 #include "device.h"
 #include "fd_map_cache.h"
@@ -117,15 +119,45 @@ void gcd_device_gpu_enable_pinning(void)
     gcd_fd_map_cache_set_pinning(pin_for_dma, gc_gpu_host_unregister);
 }
 
+/* The CPUs near the GPU (affinity.h) among those this thread may use: false when that is all of them. */
+static bool near_cpus(unsigned index, const char *pci_address, cpu_set_t *near)
+{
+    cpu_set_t allowed;
+    if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0 ||
+        !gcd_affinity_near_device("/sys", pci_address, &allowed, near))
+        return false;
+    char list[256];
+    gcd_affinity_format(near, list, sizeof list);
+    gcd_log(LOG_INFO, "gpu%u (%s): its lanes run on CPUs %s, the ones near it", index, pci_address, list);
+    return true;
+}
+
+/*
+ * Open the context from the CPUs near the GPU, so that the page-locked
+ * staging it allocates is placed on the GPU's node; the thread's own
+ * affinity is given back after.
+ */
+static int open_near(unsigned index, const gc_gpu_config *cfg, gcd_device *d, gc_gpu_ctx **ctx, gc_error *err)
+{
+    cpu_set_t saved;
+    bool moved = d->has_cpus && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0 &&
+                 pthread_setaffinity_np(pthread_self(), sizeof d->cpus, &d->cpus) == 0;
+    int rc = gc_gpu_open((int)index, cfg, ctx, err);
+    if (moved && pthread_setaffinity_np(pthread_self(), sizeof saved, &saved) != 0)
+        gcd_log(LOG_WARNING, "gpu%u: could not restore the thread's CPU affinity", index);
+    return rc;
+}
+
 int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_error *err)
 {
     gc_gpu_info info;
     int rc = gc_gpu_device_info((int)index, &info, err);
     if (rc != GC_OK)
         return rc;
+    d->has_cpus = near_cpus(index, info.pci_address, &d->cpus);
     gc_gpu_config cfg = { .streams = 0, .batch_bytes = batch_bytes / 4 };
     gc_gpu_ctx *ctx;
-    rc = gc_gpu_open((int)index, &cfg, &ctx, err);
+    rc = open_near(index, &cfg, d, &ctx, err);
     if (rc != GC_OK)
         return rc;
     d->ops = &gpu_ops;

@@ -235,7 +235,13 @@ gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
     b->ctx = ctx;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->wake, NULL);
-    if (pthread_create(&b->thread, NULL, lane_main, b) != 0) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (dev->has_cpus) /* a GPU's lanes run near it (affinity.h) */
+        pthread_attr_setaffinity_np(&attr, sizeof dev->cpus, &dev->cpus);
+    int rc = pthread_create(&b->thread, &attr, lane_main, b);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
         dev->ops->close(dev->impl);
         pthread_mutex_destroy(&b->lock);
         pthread_cond_destroy(&b->wake);

@@ -36,6 +36,11 @@ extern "C" int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err)
     info->cc_major = p.major;
     info->cc_minor = p.minor;
     info->pci_bus_id = p.pciBusID;
+    /* only for placing the daemon's threads near the device: not worth failing over */
+    if (cudaDeviceGetPCIBusId(info->pci_address, (int)sizeof info->pci_address, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        info->pci_address[0] = '\0';
+    }
     int cur = 0;
     GC_CUDA(cudaGetDevice(&cur));
     GC_CUDA(cudaSetDevice(dev));

@@ -39,6 +39,7 @@ typedef struct gc_gpu_info {
     int sm_count;
     int cc_major, cc_minor; /* compute capability */
     int pci_bus_id;
+    char pci_address[32];   /* "0000:3B:00.0": domain:bus:device.function */
 } gc_gpu_info;
 
 /* Number of usable CUDA devices: 0 without a driver or device (never aborts;
