@@ -45,18 +45,17 @@ bool gcd_affinity_parse_cpulist(const char *text, cpu_set_t *out)
 /* sysfs_root/bus/pci/devices/ADDRESS/local_cpulist into buf; false if unreadable. */
 static bool read_local_cpulist(const char *sysfs_root, const char *pci_address, char *buf, size_t size)
 {
-    char addr[32], path[512];
-    size_t n = strlen(pci_address);
-    if (n == 0 || n >= sizeof addr)
-        return false;
-    for (size_t i = 0; i <= n; i++) { /* sysfs spells the address in lower case; CUDA in upper */
-        unsigned char c = (unsigned char)pci_address[i];
-        if (c && !isxdigit(c) && c != ':' && c != '.')
+    unsigned domain, bus, device, function;
+    char end, path[512];
+    for (const char *p = pci_address; *p; p++)
+        if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
             return false; /* "domain:bus:device.function", nothing that walks the tree */
-        addr[i] = (char)tolower(c);
-    }
-    if (snprintf(path, sizeof path, "%s/bus/pci/devices/%s/local_cpulist", sysfs_root, addr) >= (int)sizeof path)
+    if (sscanf(pci_address, "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &end) != 4 || domain > 0xffff ||
+        bus > 0xff || device > 0x1f || function > 7)
         return false;
+    /* sysfs's spelling: a 4-digit domain, lower case */
+    snprintf(path, sizeof path, "%s/bus/pci/devices/%04x:%02x:%02x.%x/local_cpulist", sysfs_root, domain, bus,
+             device, function);
     FILE *f = fopen(path, "re");
     if (!f)
         return false;
@@ -65,17 +64,16 @@ static bool read_local_cpulist(const char *sysfs_root, const char *pci_address, 
     return ok;
 }
 
-bool gcd_affinity_near_device(const char *sysfs_root, const char *pci_address, const cpu_set_t *allowed,
-                              cpu_set_t *out)
+int gcd_affinity_device_cpus(const char *sysfs_root, const char *pci_address, const cpu_set_t *allowed,
+                             cpu_set_t *out)
 {
     char list[4096];
     cpu_set_t local;
     if (!read_local_cpulist(sysfs_root, pci_address, list, sizeof list) ||
         !gcd_affinity_parse_cpulist(list, &local))
-        return false;
+        return -1;
     CPU_AND(out, &local, allowed);
-    int near = CPU_COUNT(out);
-    return near > 0 && near < CPU_COUNT(allowed);
+    return CPU_COUNT(out);
 }
 
 void gcd_affinity_format(const cpu_set_t *set, char *buf, size_t size)

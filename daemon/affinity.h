@@ -22,14 +22,20 @@
 bool gcd_affinity_parse_cpulist(const char *text, cpu_set_t *out);
 
 /*
- * The CPUs local to the PCI device at pci_address ("0000:3b:00.0", any case)
- * under sysfs_root ("/sys", or a test's tree), within *allowed, into *out.
- * True only when that narrows *allowed: false when the device, its list or
- * the overlap is unknown or empty, or the list covers every allowed CPU
- * (one NUMA node: nothing to do).
+ * The CPUs local to the PCI device at pci_address ("0000:3b:00.0"; any case,
+ * and the 8-digit domain NVML prints) under sysfs_root ("/sys", or a test's
+ * tree), within *allowed, into *out. Returns how many there are, or -1 when
+ * the address or its CPU list is unknown. The lanes move only when that is
+ * some but not all of *allowed (all of them: one NUMA node, nothing to do).
  */
-bool gcd_affinity_near_device(const char *sysfs_root, const char *pci_address, const cpu_set_t *allowed,
-                              cpu_set_t *out);
+int gcd_affinity_device_cpus(const char *sysfs_root, const char *pci_address, const cpu_set_t *allowed,
+                             cpu_set_t *out);
+
+/* Whether near CPUs (gcd_affinity_device_cpus's count) are worth moving the lanes to. */
+static inline bool gcd_affinity_narrows(int near, const cpu_set_t *allowed)
+{
+    return near > 0 && near < CPU_COUNT(allowed);
+}
 
 /* *set as a CPU list ("0-15,32-47") into buf. */
 void gcd_affinity_format(const cpu_set_t *set, char *buf, size_t size);

@@ -123,13 +123,21 @@ void gcd_device_gpu_enable_pinning(void)
 static bool near_cpus(unsigned index, const char *pci_address, cpu_set_t *near)
 {
     cpu_set_t allowed;
-    if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0 ||
-        !gcd_affinity_near_device("/sys", pci_address, &allowed, near))
+    if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0)
         return false;
+    int n = gcd_affinity_device_cpus("/sys", pci_address, &allowed, near);
     char list[256];
     gcd_affinity_format(near, list, sizeof list);
-    gcd_log(LOG_INFO, "gpu%u (%s): its lanes run on CPUs %s, the ones near it", index, pci_address, list);
-    return true;
+    if (gcd_affinity_narrows(n, &allowed)) {
+        gcd_log(LOG_INFO, "gpu%u (%s): its lanes run on CPUs %s, the ones near it", index, pci_address, list);
+        return true;
+    }
+    if (n < 0)
+        gcd_log(LOG_DEBUG, "gpu%u (%s): no CPU list near it in sysfs: lanes run anywhere", index, pci_address);
+    else
+        gcd_log(LOG_DEBUG, "gpu%u (%s): CPUs %s of the daemon's are near it: lanes run anywhere", index,
+                pci_address, n ? list : "none");
+    return false;
 }
 
 /*

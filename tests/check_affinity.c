@@ -81,17 +81,20 @@ static void teardown(void)
 START_TEST(test_near_device)
 {
     cpu_set_t allowed = cpus("0-3"), near;
-    /* CUDA names the device in upper case, sysfs in lower */
-    ck_assert(gcd_affinity_near_device(root, "0000:3B:00.0", &allowed, &near));
-    ck_assert_int_eq(CPU_COUNT(&near), 2);
-    ck_assert(CPU_ISSET(0, &near) && CPU_ISSET(1, &near));
-    ck_assert(gcd_affinity_near_device(root, "0000:86:00.0", &allowed, &near));
+    /* CUDA names the device in upper case, NVML with an 8-digit domain, sysfs neither */
+    static const char *const spellings[] = { "0000:3b:00.0", "0000:3B:00.0", "00000000:3B:00.0" };
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(gcd_affinity_device_cpus(root, spellings[i], &allowed, &near), 2);
+        ck_assert(CPU_ISSET(0, &near) && CPU_ISSET(1, &near));
+    }
+    ck_assert(gcd_affinity_narrows(2, &allowed));
+    ck_assert_int_eq(gcd_affinity_device_cpus(root, "0000:86:00.0", &allowed, &near), 2);
     ck_assert(CPU_ISSET(2, &near) && CPU_ISSET(3, &near) && !CPU_ISSET(0, &near));
     /* only the CPUs the daemon may use: 3 of the second device's */
     allowed = cpus("0,3");
-    ck_assert(gcd_affinity_near_device(root, "0000:86:00.0", &allowed, &near));
-    ck_assert_int_eq(CPU_COUNT(&near), 1);
+    ck_assert_int_eq(gcd_affinity_device_cpus(root, "0000:86:00.0", &allowed, &near), 1);
     ck_assert(CPU_ISSET(3, &near));
+    ck_assert(gcd_affinity_narrows(1, &allowed));
 }
 END_TEST
 
@@ -99,14 +102,20 @@ END_TEST
 START_TEST(test_near_device_declined)
 {
     cpu_set_t allowed = cpus("0-1"), near;
-    ck_assert(!gcd_affinity_near_device(root, "0000:3b:00.0", &allowed, &near)); /* one node: all of them */
-    ck_assert(!gcd_affinity_near_device(root, "0000:86:00.0", &allowed, &near)); /* none allowed */
+    ck_assert_int_eq(gcd_affinity_device_cpus(root, "0000:3b:00.0", &allowed, &near), 2); /* one node */
+    ck_assert(!gcd_affinity_narrows(2, &allowed));
+    ck_assert_int_eq(gcd_affinity_device_cpus(root, "0000:86:00.0", &allowed, &near), 0); /* none allowed */
+    ck_assert(!gcd_affinity_narrows(0, &allowed));
     allowed = cpus("0-3");
-    ck_assert(!gcd_affinity_near_device(root, "0000:01:00.0", &allowed, &near)); /* no such device */
-    ck_assert(!gcd_affinity_near_device(root, "0000:af:00.0", &allowed, &near)); /* unreadable list */
-    ck_assert(!gcd_affinity_near_device(root, "", &allowed, &near));
-    ck_assert(!gcd_affinity_near_device(root, "../../../../etc", &allowed, &near)); /* not an address */
-    ck_assert(!gcd_affinity_near_device(root, "0000:3b:00.0/..", &allowed, &near));
+    static const char *const unknown[] = {
+        "0000:01:00.0",                      /* no such device */
+        "0000:af:00.0",                      /* its list is not a CPU list */
+        "", "0000:3b:00", "0000:3b:00.0.1", "0000:3b:00.0x", "100000:3b:00.0", "0000:3b:20.0",
+        "../../../../etc", "0000:3b:00.0/..", /* not an address */
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        ck_assert_msg(gcd_affinity_device_cpus(root, unknown[i], &allowed, &near) == -1, "\"%s\" found",
+                      unknown[i]);
 }
 END_TEST
 
