@@ -35,6 +35,7 @@
 #include "fd_map_cache.h"
 #include "gc_clock.h"
 #include "log.h"
+#include "parallel.h"
 
 #define SHUTDOWN_GRACE_SEC 10
 /* Out of descriptors: accept again after this long, or as soon as a connection closes. */
@@ -481,7 +482,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         return false;
     }
     evconnlistener_set_error_cb(s->listener, on_accept_error);
-    unsigned n = cfg->workers ? cfg->workers : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = cfg->workers ? cfg->workers : gc_cpu_count(); /* the CPUs it may run on */
     s->completions = gcd_completions_new(s->base, gcd_conn_request_done, gcd_conn_request_progress, s);
     if (!s->completions) {
         gcd_log(LOG_ERR, "cannot create the completion queue");

@@ -246,7 +246,7 @@ static bool set_socket_group(gcd_config *c, const char *v)
 
 static const setting settings[] = {
     { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket },
-    { "workers", "N", "CPU worker threads running requests (default: CPUs)", set_workers },
+    { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers },
     { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads },
     { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame },
     { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request },

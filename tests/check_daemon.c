@@ -4,6 +4,7 @@
  */
 #include <grp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -1091,6 +1092,30 @@ START_TEST(test_settings_sizes)
 }
 END_TEST
 
+/* The default worker count is the CPUs the daemon may run on (taskset, systemd's
+ * CPUAffinity=, a cgroup's cpuset), not every CPU of the host. */
+START_TEST(test_workers_follow_cpu_affinity)
+{
+    cpu_set_t mine, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &mine))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    test_daemon_cleanup(&daemon_under_test);
+    memset(&daemon_under_test, 0, sizeof daemon_under_test);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0); /* the daemon inherits it */
+    test_daemon_start(&daemon_under_test, NULL);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof mine, &mine), 0);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.worker_threads, 1);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* What is not a size, or is not one this setting takes, is a usage error (exit 2). */
 START_TEST(test_settings_sizes_refused)
 {
@@ -1123,6 +1148,7 @@ static Suite *daemon_suite(void)
     tcase_add_checked_fixture(api, setup, teardown);
     tcase_set_timeout(api, 300);
     tcase_add_test(api, test_ping_and_stats);
+    tcase_add_test(api, test_workers_follow_cpu_affinity);
     tcase_add_loop_test(api, test_rle_sizes, 0, sizeof rle_sizes / sizeof rle_sizes[0]);
     tcase_add_test(api, test_bzip2_round_trip);
     tcase_add_test(api, test_concurrent_clients);
