@@ -5,10 +5,12 @@
  * gc_gpu_close frees them.
  *
  * Environment, read by gc_gpu_open:
- *   GC_GPU_COPY_THREADS staging copy threads (default min(16, cores))
+ *   GC_GPU_COPY_THREADS staging copy threads (default: min(16, the CPUs the opening
+ *                       thread may run on; its copy threads run on those CPUs too)
  *   GC_GPU_COPY_NT      0 disables non-temporal stores in the staging copies
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -153,8 +155,12 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
         for (cudaEvent_t *e : {&s.e_h0, &s.e_h1, &s.e_k1, &s.e_m1, &s.e_d0, &s.e_d1})
             GC_CUDA(cudaEventCreate(e));
     }
-    /* the staging copy pool */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the staging copy pool: its threads inherit the opening thread's CPUs (the
+     * daemon opens a context from the CPUs near its GPU), so size it by those */
+    cpu_set_t mine;
+    long cores = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0;
+    if (cores <= 0)
+        cores = sysconf(_SC_NPROCESSORS_ONLN);
     /* one per CPU up to kDefaultCopyThreads (pipeline_policy.cuh) */
     unsigned threads = (unsigned)std::min<long>(kDefaultCopyThreads, std::max<long>(1, cores));
     const char *v = getenv("GC_GPU_COPY_THREADS");
