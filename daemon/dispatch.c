@@ -9,10 +9,10 @@
 #include "completions.h"
 #include "log.h"
 
-/* The batch at which device index is made to fail (fault injection), 0 = never. */
-static uint64_t injected_failure(const gcd_config *cfg, unsigned index)
+/* The batch at which lane `lane` of device index is made to fail (fault injection), 0 = never. */
+static uint64_t injected_failure(const gcd_config *cfg, unsigned index, unsigned lane)
 {
-    if (cfg->fail_batch && cfg->fail_device == index)
+    if (cfg->fail_batch && cfg->fail_device == index && (cfg->fail_lane < 0 || (unsigned)cfg->fail_lane == lane))
         return cfg->fail_batch;
     if (cfg->gpu == GCD_GPU_EMULATE_FAILING && index == 0) /* its second batch; the others serve on */
         return 2;
@@ -35,7 +35,7 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
         rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err);
         break;
     }
-    uint64_t fail_at = injected_failure(&s->cfg, index);
+    uint64_t fail_at = injected_failure(&s->cfg, index, lane);
     if (rc == GC_OK && fail_at) {
         rc = gcd_device_fail_at(dev, fail_at, &err);
         if (rc == GC_OK)
@@ -64,9 +64,9 @@ bool gcd_dispatch_init(gcd_server *s)
         wanted = s->cfg.emulated_devices;
     if (wanted > GCD_MAX_LANES)
         wanted = GCD_MAX_LANES;
-    if (s->cfg.fail_batch && s->cfg.fail_device >= wanted)
-        gcd_log(LOG_WARNING, "--fail-device %u: there is no such device (%u in use): nothing will fail",
-                s->cfg.fail_device, wanted);
+    if (s->cfg.fail_batch && (s->cfg.fail_device >= wanted || s->cfg.fail_lane >= (int)s->cfg.device_lanes))
+        gcd_log(LOG_WARNING, "--fail-device %u.%d: no such device or lane (%u devices, %u lanes each): nothing will fail",
+                s->cfg.fail_device, s->cfg.fail_lane, wanted, s->cfg.device_lanes);
     gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
     /* Several lanes per device (each its own context: streams, staging, thread) let
      * batch k+1 be staged while batch k is on the device. */

@@ -436,7 +436,8 @@ bool gcd_server_reload(gcd_server *s)
     RESTART(c->batch_wait_us != n.batch_wait_us, "batch-wait-us")
     RESTART(c->device_lanes != n.device_lanes, "device-lanes")
     RESTART(c->emulated_devices != n.emulated_devices, "emulated-devices")
-    RESTART(c->fail_device != n.fail_device || c->fail_batch != n.fail_batch, "fail-device")
+    RESTART(c->fail_device != n.fail_device || c->fail_lane != n.fail_lane || c->fail_batch != n.fail_batch,
+            "fail-device")
     RESTART(c->register_limit != n.register_limit, "register-limit")
     RESTART(strcmp(c->socket_group, n.socket_group) != 0, "socket-group")
 #undef RESTART

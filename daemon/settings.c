@@ -107,22 +107,28 @@ static bool set_gpu_min_bytes_bzip2_decompress(gcd_config *c, const char *v) { r
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_emulated_devices(gcd_config *c, const char *v) { return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8; }
-/* "N" or "N:K": device N's lanes each fail their batch K (default 1). */
+/* "N[.L][:K]": device N's lanes (lane L only, with .L) each fail their batch K (default 1). */
 static bool set_fail_device(gcd_config *c, const char *v)
 {
-    char index[16];
+    char index[16], lane[16] = "";
     const char *colon = strchr(v, ':');
     size_t n = colon ? (size_t)(colon - v) : strlen(v);
-    unsigned device;
+    unsigned device, lane_no = 0;
     uint64_t batch = 1;
     if (n == 0 || n >= sizeof index)
         return false;
     memcpy(index, v, n);
     index[n] = '\0';
-    if (!parse_count(index, &device) ||
+    char *dot = strchr(index, '.');
+    if (dot) {
+        snprintf(lane, sizeof lane, "%s", dot + 1);
+        *dot = '\0';
+    }
+    if (!parse_count(index, &device) || (dot && !parse_count(lane, &lane_no)) ||
         (colon && (!parse_number(colon + 1, UINT32_MAX, &batch) || batch == 0)))
         return false;
     c->fail_device = device;
+    c->fail_lane = dot ? (int)lane_no : -1;
     c->fail_batch = batch;
     return true;
 }
@@ -260,7 +266,7 @@ static const setting settings[] = {
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
     { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
     { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices },
-    { "fail-device", "N[:K]", "testing: GPU N (0 = the first visible) fails its batch K (default 1), as a device failure", set_fail_device },
+    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device },
     { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
     { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
@@ -313,6 +319,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;
     cfg->emulated_devices = 1;
+    cfg->fail_lane = -1;
     cfg->log_level = LOG_INFO;
     cfg->register_limit = default_register_limit();
 }

@@ -46,7 +46,8 @@ typedef struct gcd_config {
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     unsigned device_lanes;    /* scheduler threads (each with its own context) per device */
     unsigned emulated_devices; /* stand-in devices of --gpu=emulate* (testing several GPUs) */
-    unsigned fail_device;     /* fault injection: this device's lanes fail ... */
+    unsigned fail_device;     /* fault injection: this device's lanes (or one of them) fail ... */
+    int fail_lane;            /* ... -1 = every lane, else that lane only, ... */
     uint64_t fail_batch;      /* ... their batch number fail_batch (0 = no injection) */
     uint64_t register_limit;  /* most client memory registered (OP_REGISTER) at once */
     int log_level;            /* syslog level: LOG_ERR .. LOG_DEBUG */

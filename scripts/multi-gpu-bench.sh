@@ -22,8 +22,9 @@
 # After each workload the daemon's STATS give the requests and bytes each device served (the
 # spread over devices) and the summed H2D / kernel / D2H times (what limits the one-client case).
 # Then, on all GPUs: --fail-device 0:2 (the first GPU's lanes fail their second batch, as a
-# device failure): the rle 64-client run again, which must lose no request, with GPU 0 retired
-# and the others still serving (STATS checked). The host's topology (nvidia-smi topo -m, NUMA
+# device failure; with one GPU, --fail-device 0.1:2, its second lane only): the rle 64-client
+# run again, which must lose no request, with exactly those lanes retired and the others still
+# serving (STATS checked). The host's topology (nvidia-smi topo -m, NUMA
 # nodes) is printed first.
 # MB/s = 10^6 uncompressed bytes per second of wall time, aggregate over clients.
 #
@@ -225,20 +226,24 @@ done
 
 fault=""
 if [ "${SKIP_FAULT:-0}" != 1 ]; then
-    echo "== fault injection: $NGPU GPU(s), --fail-device 0:2"
-    start_daemon "$NGPU" --fail-device 0:2
-    many "$NGPU" "rle c, $CLIENTS clients, GPU 0 fails" rle-c-fault manyfd "$CLIENTS" "$MIB" "$ROUNDS"
+    # the failing lanes: all of GPU 0's, or with one GPU its second lane (${DEV}0.1)
+    failing=0:2 victim=${DEV}0 what="GPU 0 fails"
+    [ "$NGPU" -eq 1 ] && failing=0.1:2 victim=${DEV}0.1 what="GPU 0's lane 1 fails"
+    echo "== fault injection: $NGPU GPU(s), --fail-device $failing"
+    start_daemon "$NGPU" --fail-device "$failing"
+    many "$NGPU" "rle c, $CLIENTS clients, $what" rle-c-fault manyfd "$CLIENTS" "$MIB" "$ROUNDS"
     stats > "$LOGDIR/stats-fault.json"
-    fault=$(python3 - "$LOGDIR/stats-fault.json" "$NGPU" "${DEV}0" <<'PY'
+    fault=$(python3 - "$LOGDIR/stats-fault.json" "$victim" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); first = sys.argv[3]
-lane = lambda d: d["name"].split()[0].split(".")[0]
-gpu0 = [d for d in s["devices"] if lane(d) == first]
-rest = [d for d in s["devices"] if lane(d) != first]
-ok = s["requests_failed"] == 0 and gpu0 and all(d["retired"] for d in gpu0) and not any(d["retired"] for d in rest)
-ok = ok and (n == 1 or sum(d["requests"] for d in rest) > 0)
+s = json.load(open(sys.argv[1])); victim = sys.argv[2]
+# "gpu0.1 (NVIDIA ...)" is lane gpu0.1 of device gpu0: a victim names either
+hit = lambda d: d["name"].split()[0] == victim or d["name"].split()[0].split(".")[0] == victim
+bad = [d for d in s["devices"] if hit(d)]
+rest = [d for d in s["devices"] if not hit(d)]
+ok = s["requests_failed"] == 0 and bad and all(d["retired"] for d in bad) and not any(d["retired"] for d in rest)
+ok = ok and rest and sum(d["requests"] for d in rest) > 0
 print(("ok" if ok else "FAILED") + f": requests failed {s['requests_failed']}, ok {s['requests_ok']}; "
-      f"GPU 0 lanes retired {sum(d['retired'] for d in gpu0)} of {len(gpu0)}, fell back {sum(d['fallbacks'] for d in gpu0)}; "
+      f"{victim}: lanes retired {sum(d['retired'] for d in bad)} of {len(bad)}, fell back {sum(d['fallbacks'] for d in bad)}; "
       f"other lanes retired {sum(d['retired'] for d in rest)} of {len(rest)}, served {sum(d['requests'] for d in rest)}; "
       f"backend {s['backend']}")
 PY
@@ -275,5 +280,5 @@ for label in order:
 PY
 echo
 cat "$LOGDIR/table.md"
-[ -n "$fault" ] && echo "fault injection ($NGPU GPUs, --fail-device 0:2): $fault"
+[ -n "$fault" ] && echo "fault injection ($NGPU GPUs, --fail-device $failing): $fault"
 exit $fail

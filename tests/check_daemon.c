@@ -1131,6 +1131,7 @@ START_TEST(test_settings_sizes_refused)
         "--batch-wait-us=1k",         /* microseconds, not a size */
         "--fail-device=", "--fail-device=:2", "--fail-device=1:", "--fail-device=1:0", /* N[:K], K >= 1 */
         "--fail-device=a", "--fail-device=1:2:3", "--fail-device=-1",
+        "--fail-device=0.", "--fail-device=.1", "--fail-device=0.1.2", "--fail-device=0.x:2",
     };
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);

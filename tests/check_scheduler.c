@@ -315,6 +315,29 @@ START_TEST(test_injected_failure_retires_that_device_only)
 }
 END_TEST
 
+/* --fail-device N.L: one lane of a device (a context of its own) fails; the
+ * device's other lane serves on. On a one-GPU host this is the failover that
+ * can be shown on real hardware. */
+START_TEST(test_injected_failure_of_one_lane)
+{
+    const char *args[] = { "--gpu", "emulate", "--device-lanes", "2", "--fail-device", "0.1",
+                           "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", NULL };
+    test_daemon_start(&dut, args);
+    run_concurrent_clients(8);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.gpu_devices, 2);
+    ck_assert_str_eq(st.devices[1].name, "emulated0.1");
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_int_eq(st.devices[0].retired, 0);
+    ck_assert_int_ne(st.devices[1].retired, 0);
+    ck_assert_uint_eq(st.devices[0].requests + st.devices[1].requests + st.devices[1].fallbacks, 16);
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 12), GPUCOMP_BACKEND_GPU);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- bzip2 on the device --------------------------------------------------- */
 
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
@@ -1247,6 +1270,7 @@ int main(void)
     tcase_add_test(tc, test_failed_device_retired_others_serve);
     tcase_add_test(tc, test_stats_show_load_per_device);
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
+    tcase_add_test(tc, test_injected_failure_of_one_lane);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
