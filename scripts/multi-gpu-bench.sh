@@ -100,6 +100,7 @@ if [ "$(stat -c %s "$TEXT" 2>/dev/null || echo 0)" -ne "$BIG" ]; then
     for _ in $(seq "$reps"); do cat "$W/once"; done | head -c "$BIG" > "$TEXT"
     rm -f "$W/once"
 fi
+sync # the corpus's writeback would otherwise run beside the first measurements
 echo "text corpus: $TEXT ($BIG_MIB MiB)"
 
 # start_daemon G [ARGS...]: gpucompd on GPUs 0..G-1; sets SOCK and DPID
@@ -219,6 +220,7 @@ for g in $COUNTS; do
             fail=1
         fi
         rm -f "$W/big.bz2" "$W/big.back"
+        sync
     fi
     stats > "$LOGDIR/stats-$g.json"
     stop_daemon
