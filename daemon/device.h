@@ -79,8 +79,8 @@ int gcd_device_emulated_open(gcd_device *d, unsigned index, bool hand_back, gc_e
 
 /*
  * Fault injection (device_faulty.c): wrap the opened device d so that its
- * fail_at-th batch (1 = the first) fails with GC_E_DEVICE without reaching
- * it, as a device that failed. On failure d is closed.
+ * fail_at-th batch (1 = the first) runs and then fails with GC_E_DEVICE, as
+ * on a device that failed during it. On failure d is closed.
  */
 int gcd_device_fail_at(gcd_device *d, uint64_t fail_at, gc_error *err);
 

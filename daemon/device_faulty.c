@@ -5,8 +5,9 @@
  * A real device failure (an Xid, a lost context) cannot be caused on demand,
  * yet the path it takes (the batch rerun on the CPU engine, the lane retired,
  * the other devices serving on) is the one a multi-GPU host depends on. The
- * wrapper takes that path without touching the device: the failing batch is
- * never handed to it.
+ * failing batch runs on the device first and its results are then thrown
+ * away, as when a failure surfaces at the batch's end: the work queued
+ * behind it meanwhile is what a real failure leaves to be moved elsewhere.
  */
 #include <stdlib.h>
 
@@ -21,10 +22,11 @@ typedef struct faulty {
 static int faulty_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t, gc_error *err)
 {
     faulty *f = impl;
-    if (++f->batches >= f->fail_at)
-        return gc_fail(err, GC_E_DEVICE, "injected device failure at batch %llu (--fail-device)",
-                       (unsigned long long)f->batches);
-    return f->inner.ops->run_batch(f->inner.impl, reqs, n, t, err);
+    int rc = f->inner.ops->run_batch(f->inner.impl, reqs, n, t, err);
+    if (++f->batches >= f->fail_at && rc == GC_OK)
+        rc = gc_fail(err, GC_E_DEVICE, "injected device failure at batch %llu (--fail-device)",
+                     (unsigned long long)f->batches);
+    return rc;
 }
 
 static void faulty_close(void *impl)

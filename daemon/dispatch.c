@@ -54,6 +54,8 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
     return rc == GC_OK;
 }
 
+static void reroute(gcd_request *r, void *ctx);
+
 bool gcd_dispatch_init(gcd_server *s)
 {
     unsigned wanted = 0;
@@ -67,7 +69,7 @@ bool gcd_dispatch_init(gcd_server *s)
     if (s->cfg.fail_batch && (s->cfg.fail_device >= wanted || s->cfg.fail_lane >= (int)s->cfg.device_lanes))
         gcd_log(LOG_WARNING, "--fail-device %u.%d: no such device or lane (%u devices, %u lanes each): nothing will fail",
                 s->cfg.fail_device, s->cfg.fail_lane, wanted, s->cfg.device_lanes);
-    gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads };
+    gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads, reroute, s };
     /* Several lanes per device (each its own context: streams, staging, thread) let
      * batch k+1 be staged while batch k is on the device. */
     for (unsigned k = 0; k < wanted * s->cfg.device_lanes && s->n_lanes < GCD_MAX_LANES; k++) {
@@ -100,7 +102,7 @@ static gcd_lane *least_loaded_device(gcd_server *s)
     gcd_lane *best = NULL;
     gcd_lane_load best_load = { 0 };
     for (unsigned i = 0; i < s->n_lanes; i++) {
-        if (gcd_lane_retired(s->lanes[i]))
+        if (!gcd_lane_accepting(s->lanes[i]))
             continue;
         gcd_lane_load load = gcd_lane_get_load(s->lanes[i]);
         if (!best || load.bytes < best_load.bytes ||
@@ -125,6 +127,23 @@ static bool device_worthy(const gcd_server *s, const gcd_request *r)
         return false;
     const gcd_codec *codec = gcd_codec_find(r->codec);
     return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= min_bytes(s, codec, r);
+}
+
+/*
+ * A request a retired lane never ran (it waited in its queue, or was routed
+ * there as the device failed), on that lane's thread: to the least-loaded
+ * lane in service, else the CPU pool. The lanes are fixed once serving
+ * starts; one being stopped takes nothing new (gcd_lane_accepting), so a
+ * lane stopped earlier in gcd_dispatch_stop is never handed one.
+ */
+static void reroute(gcd_request *r, void *ctx)
+{
+    gcd_server *s = ctx;
+    gcd_lane *dev = least_loaded_device(s);
+    if (dev)
+        gcd_lane_submit(dev, r);
+    else
+        gcd_workers_submit(s->workers, r);
 }
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)

@@ -83,18 +83,55 @@ static void reset_result(gcd_request *r)
     r->device_declined = false;
 }
 
+/* Requests a retired lane has not run: back to the router, or run on the CPU without one. */
+static void give_back(gcd_lane *b, gcd_request **reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (b->cfg.reroute) {
+            b->cfg.reroute(reqs[i], b->cfg.reroute_ctx);
+        } else {
+            gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
+            b->complete(reqs[i], b->ctx);
+        }
+    }
+}
+
+/* The queued requests, off the queue and out of the load (lock held); NULL-terminated list. */
+static gcd_request *take_queue(gcd_lane *b)
+{
+    gcd_request *all = gcd_queue_take_all(&b->queue);
+    for (gcd_request *r = all; r; r = r->next) {
+        b->load.bytes -= r->total_size;
+        b->load.requests--;
+    }
+    b->queued = 0;
+    return all;
+}
+
+/*
+ * The device failed: retire the lane before anything else, so that new work
+ * goes elsewhere at once; send what waits in the queue back to the router;
+ * then rerun the failed batch on the CPU engine. Not on another device: the
+ * batch itself may be what broke this one.
+ */
 static void fallback_to_cpu(gcd_lane *b, gcd_request **reqs, size_t n, const gc_error *why)
 {
-    gcd_log(LOG_ERR, "%s failed (%s): rerunning %zu request(s) on the CPU and retiring the device",
-            b->dev.name, why->msg, n);
+    gcd_log(LOG_ERR, "%s failed (%s): retiring it, rerunning %zu request(s) on the CPU", b->dev.name, why->msg, n);
+    pthread_mutex_lock(&b->lock);
+    b->stats.fallbacks += n;
+    b->stats.retired = true;
+    gcd_request *waiting = take_queue(b);
+    pthread_mutex_unlock(&b->lock);
+    while (waiting) {
+        gcd_request *r = waiting;
+        waiting = r->next;
+        r->next = NULL;
+        give_back(b, &r, 1);
+    }
     for (size_t i = 0; i < n; i++) {
         reset_result(reqs[i]);
         gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
     }
-    pthread_mutex_lock(&b->lock);
-    b->stats.fallbacks += n;
-    b->stats.retired = true;
-    pthread_mutex_unlock(&b->lock);
     b->dev.ops->close(b->dev.impl);
     b->dev.impl = NULL;
 }
@@ -160,40 +197,44 @@ static void rerun_declined(gcd_lane *b, gcd_request *r)
     gcd_engine_run_cpu(r, b->cfg.cpu_threads);
 }
 
+/* The device's answers into the requests: the served ones go out first, then the declined ones rerun on the CPU. */
+static void deliver(gcd_lane *b, gcd_request **reqs, size_t n, uint64_t start, const gcd_batch_timing *timing)
+{
+    uint64_t per_request = (gc_now_ns() - start) / n;
+    size_t served = served_first(reqs, n);
+    for (size_t i = 0; i < served; i++) {
+        reqs[i]->backend = GPUCOMP__BACKEND__BACKEND_GPU;
+        reqs[i]->engine_ns = per_request;
+        gcd_engine_finish(reqs[i]);
+    }
+    account(b, reqs, served, n - served, timing);
+    /* The served answers go out first: the reruns take CPU time. */
+    for (size_t i = 0; i < served; i++)
+        b->complete(reqs[i], b->ctx);
+    for (size_t i = served; i < n; i++) {
+        rerun_declined(b, reqs[i]);
+        b->complete(reqs[i], b->ctx);
+    }
+}
+
 static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
 {
     n = drop_skipped(b, reqs, n);
     if (n == 0)
         return;
+    if (b->stats.retired) { /* routed here as it failed; no lock needed: only this thread sets it */
+        give_back(b, reqs, n);
+        return;
+    }
     gcd_batch_timing timing = { 0 };
     gc_error err = { 0 };
-    if (b->stats.retired) { /* no lock needed: only this thread sets it */
-        for (size_t i = 0; i < n; i++)
-            gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
-    } else {
-        uint64_t start = gc_now_ns();
-        int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
-        if (rc == GC_E_DEVICE) {
-            fallback_to_cpu(b, reqs, n, &err);
-        } else {
-            uint64_t per_request = (gc_now_ns() - start) / n;
-            size_t served = served_first(reqs, n);
-            for (size_t i = 0; i < served; i++) {
-                reqs[i]->backend = GPUCOMP__BACKEND__BACKEND_GPU;
-                reqs[i]->engine_ns = per_request;
-                gcd_engine_finish(reqs[i]);
-            }
-            account(b, reqs, served, n - served, &timing);
-            /* The served answers go out first: the reruns take CPU time. */
-            for (size_t i = 0; i < served; i++)
-                b->complete(reqs[i], b->ctx);
-            for (size_t i = served; i < n; i++) {
-                rerun_declined(b, reqs[i]);
-                b->complete(reqs[i], b->ctx);
-            }
-            return;
-        }
+    uint64_t start = gc_now_ns();
+    int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
+    if (rc != GC_E_DEVICE) {
+        deliver(b, reqs, n, start, &timing);
+        return;
     }
+    fallback_to_cpu(b, reqs, n, &err);
     for (size_t i = 0; i < n; i++)
         b->complete(reqs[i], b->ctx);
 }
@@ -268,6 +309,14 @@ bool gcd_lane_retired(gcd_lane *b)
     bool retired = b->stats.retired;
     pthread_mutex_unlock(&b->lock);
     return retired;
+}
+
+bool gcd_lane_accepting(gcd_lane *b)
+{
+    pthread_mutex_lock(&b->lock);
+    bool accepting = !b->stats.retired && !b->stopping;
+    pthread_mutex_unlock(&b->lock);
+    return accepting;
 }
 
 gcd_lane_load gcd_lane_get_load(gcd_lane *b)

@@ -6,8 +6,10 @@
  * batch (up to max_batch_bytes, waiting at most max_wait_us for a batch to
  * fill once the first request is there), runs the batch on its device and
  * hands every request back through the completion callback. A device
- * failure reruns the batch on the CPU engine and retires the lane: no
- * request fails because of it. A job the device declines (device.h: a
+ * failure retires the lane and reruns the batch on the CPU engine (the
+ * batch may be what broke the device: it is not tried on another one); the
+ * requests still waiting in the lane go back to the router (cfg.reroute),
+ * to lanes in service. No request fails because of it. A job the device declines (device.h: a
  * compressed stream over its buffer, an operation it has no kernel for)
  * reruns alone on the CPU engine; the lane stays in service.
  */
@@ -22,10 +24,15 @@
 
 typedef struct gcd_lane gcd_lane;
 
+/* Where a retired lane sends a request it had not yet run (on the lane's thread). */
+typedef void (*gcd_reroute_fn)(gcd_request *r, void *ctx);
+
 typedef struct gcd_lane_config {
     uint64_t max_batch_bytes;
     uint64_t max_wait_us;
     unsigned cpu_threads;   /* codec threads for the CPU fallback */
+    gcd_reroute_fn reroute; /* NULL: such requests run on the CPU engine on the lane's thread */
+    void *reroute_ctx;
 } gcd_lane_config;
 
 /* A lane's load: requests and their input bytes submitted and not yet
@@ -60,6 +67,9 @@ void gcd_lane_submit(gcd_lane *b, gcd_request *r);
 
 /* True once the device failed; route new work elsewhere. */
 bool gcd_lane_retired(gcd_lane *b);
+
+/* Whether new work may be queued here: in service, and not being stopped. */
+bool gcd_lane_accepting(gcd_lane *b);
 
 gcd_lane_load gcd_lane_get_load(gcd_lane *b);
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);

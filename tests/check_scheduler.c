@@ -338,6 +338,88 @@ START_TEST(test_injected_failure_of_one_lane)
 }
 END_TEST
 
+typedef struct async_compress {
+    gpucomp_codec codec;
+    size_t len;
+    uint64_t seed;
+    int rc;
+    gpucomp_backend backend;
+} async_compress;
+
+/* One compress on a connection of its own; its status and backend into *arg. */
+static void *compress_thread(void *arg)
+{
+    async_compress *a = arg;
+    gpucomp_client *c = connect_or_fail();
+    uint8_t *data = malloc(a->len);
+    fill_test_data(data, a->len, 1, a->seed);
+    gpucomp_options o;
+    gpucomp_options_init(&o, a->codec);
+    void *packed = NULL;
+    size_t packed_len = 0;
+    a->rc = gpucomp_compress(c, &o, data, a->len, &packed, &packed_len);
+    a->backend = gpucomp_last_backend(c);
+    gpucomp_free(packed);
+    free(data);
+    gpucomp_close(c);
+    return NULL;
+}
+
+/* Poll STATS until device k holds `requests` requests in flight (10 s at most). */
+static void wait_in_flight(gpucomp_client *c, unsigned k, uint32_t requests)
+{
+    gpucomp_stats st;
+    for (int i = 0; i < 10000; i++) {
+        ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+        if (st.devices[k].requests_in_flight == requests)
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("device %u never held %u requests in flight", k, requests);
+}
+
+/*
+ * A request waiting in the queue of a device that then fails goes to a device
+ * still in service, not to the CPU engine. Device 0 runs a slow bzip2 batch
+ * that fails at its end; device 1 is busier (a larger bzip2 request), so the
+ * small rle request routed meanwhile queues on device 0. Only the failed
+ * batch reruns on the CPU; the waiting request is served by device 1.
+ */
+START_TEST(test_queued_work_of_a_failed_device_moves_on)
+{
+    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--fail-device", "0:1",
+                           "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "1M", "--batch-wait-us", "1000",
+                           "--device-lanes", "1", "--codec-threads", "1", NULL };
+    test_daemon_start(&dut, args);
+    gpucomp_client *c = connect_or_fail();
+    async_compress failing = { GPUCOMP_CODEC_BZIP2, 8u << 20, 1, -1, 0 };
+    async_compress busy = { GPUCOMP_CODEC_BZIP2, 12u << 20, 2, -1, 0 };
+    async_compress waiting = { GPUCOMP_CODEC_RLE, 2u << 20, 3, -1, 0 };
+    pthread_t t[3];
+    ck_assert_int_eq(pthread_create(&t[0], NULL, compress_thread, &failing), 0);
+    wait_in_flight(c, 0, 1);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, compress_thread, &busy), 0);
+    wait_in_flight(c, 1, 1);
+    ck_assert_int_eq(pthread_create(&t[2], NULL, compress_thread, &waiting), 0);
+    wait_in_flight(c, 0, 2); /* it queued behind the failing batch */
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(failing.rc, GPUCOMP_OK);
+    ck_assert_int_eq(busy.rc, GPUCOMP_OK);
+    ck_assert_int_eq(waiting.rc, GPUCOMP_OK);
+    ck_assert_int_eq(failing.backend, GPUCOMP_BACKEND_CPU); /* its batch failed: rerun on the CPU */
+    ck_assert_int_eq(busy.backend, GPUCOMP_BACKEND_GPU);
+    ck_assert_int_eq(waiting.backend, GPUCOMP_BACKEND_GPU); /* moved to device 1 */
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_int_ne(st.devices[0].retired, 0);
+    ck_assert_uint_eq(st.devices[0].fallbacks, 1);
+    ck_assert_uint_eq(st.devices[1].requests, 2);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- bzip2 on the device --------------------------------------------------- */
 
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
@@ -1271,6 +1353,7 @@ int main(void)
     tcase_add_test(tc, test_stats_show_load_per_device);
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_injected_failure_of_one_lane);
+    tcase_add_test(tc, test_queued_work_of_a_failed_device_moves_on);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
