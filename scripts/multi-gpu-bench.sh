@@ -19,6 +19,9 @@
 #   1 client   rle: large $BIG_MIB (one memfd request each way, cold and warm); bzip2: whole
 #              (the $BIG_MIB MiB text corpus as one request, compress, then its output
 #              decompressed, cmp'd with the corpus)
+#   1 stream   bzip2: the gpucomp command on the text corpus, -c to a file, then -dc of that
+#              to /dev/null (timed) and to cmp against the corpus (not timed): one client whose
+#              stream's 32 MiB parts are routed one by one, so it can use every GPU
 # After each workload the daemon's STATS give the requests and bytes each device served (the
 # spread over devices) and the summed H2D / kernel / D2H times (what limits the one-client case).
 # Then, on all GPUs: --fail-device 0:2 (the first GPU's lanes fail their second batch, as a
@@ -177,6 +180,24 @@ many() {
         row "$g" "$label" FAILED ""
     fi
 }
+# stream G LABEL BYTES OUT ARGS...: the gpucomp command (one client, a stream) into OUT, timed;
+# MB/s of BYTES (the uncompressed size)
+stream() {
+    local g=$1 label=$2 bytes=$3 out=$4 t0 t1
+    shift 4
+    stats > "$W/before.json"
+    t0=$(date +%s.%N)
+    if ! "$GPUCOMP" --socket "$SOCK" --no-fallback "$@" > "$out" 2>> "$LOGDIR/$g-gpucomp.err"; then
+        echo "gpucomp $* FAILED on $g GPU(s): $(tail -n 1 "$LOGDIR/$g-gpucomp.err")" >&2
+        fail=1
+        row "$g" "$label" FAILED ""
+        return 1
+    fi
+    t1=$(date +%s.%N)
+    stats > "$W/after.json"
+    row "$g" "$label" "$(awk -v n="$bytes" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) / 1e6 }')" \
+        "$(spread "$W/before.json" "$W/after.json")"
+}
 # whole G LABEL c|d IN OUT: one request of all of IN, MB/s of uncompressed bytes
 whole() {
     local g=$1 label=$2 op=$3 in=$4 out=$5 line bytes
@@ -220,6 +241,16 @@ for g in $COUNTS; do
             fail=1
         fi
         rm -f "$W/big.bz2" "$W/big.back"
+        sync
+        if stream "$g" "bzip2 c, 1 client, stream (gpucomp -c)" "$BIG" "$W/stream.bz2" -c "$TEXT"; then
+            sync
+            stream "$g" "bzip2 d, 1 client, stream (gpucomp -dc)" "$BIG" /dev/null -dc "$W/stream.bz2"
+            if ! "$GPUCOMP" --socket "$SOCK" -dc "$W/stream.bz2" | cmp -s - "$TEXT"; then
+                echo "gpucomp -c | gpucomp -dc DIFFERS from the corpus on $g GPU(s)" >&2
+                fail=1
+            fi
+        fi
+        rm -f "$W/stream.bz2"
         sync
     fi
     stats > "$LOGDIR/stats-$g.json"

@@ -338,6 +338,28 @@ START_TEST(test_injected_failure_of_one_lane)
 }
 END_TEST
 
+/* One client's stream (the gpucomp command compressing a file) is worked on in
+ * parts, each routed on its own: several devices share it. */
+START_TEST(test_one_stream_uses_every_device)
+{
+    start_devices("emulate", "2"); /* a part waits up to 100 ms for its batch: the next goes to the other */
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    const char *d = dut.dir, *s = dut.socket_path;
+    ck_assert_int_eq(run_shell("head -c %u /dev/zero | tr '\\0' x > %s/big && "
+                               "'%s' --socket %s --no-fallback -a rle -c %s/big > %s/big.rle && "
+                               "'%s' --socket %s --no-fallback -a rle -dc %s/big.rle | cmp -s - %s/big",
+                               128u << 20, d, cli, s, d, d, cli, s, d, d), 0);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_gt(st.devices[0].requests, 0);
+    ck_assert_uint_gt(st.devices[1].requests, 0);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
 typedef struct async_compress {
     gpucomp_codec codec;
     size_t len;
@@ -1354,6 +1376,7 @@ int main(void)
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_injected_failure_of_one_lane);
     tcase_add_test(tc, test_queued_work_of_a_failed_device_moves_on);
+    tcase_add_test(tc, test_one_stream_uses_every_device);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_into_unsizable_memfd);
