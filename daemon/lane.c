@@ -282,6 +282,8 @@ gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
         pthread_attr_setaffinity_np(&attr, sizeof dev->cpus, &dev->cpus);
     int rc = pthread_create(&b->thread, &attr, lane_main, b);
     pthread_attr_destroy(&attr);
+    if (rc != 0 && dev->has_cpus) /* those CPUs were taken from the daemon meanwhile: run anywhere */
+        rc = pthread_create(&b->thread, NULL, lane_main, b);
     if (rc != 0) {
         dev->ops->close(dev->impl);
         pthread_mutex_destroy(&b->lock);
