@@ -10,7 +10,6 @@
  *   GC_GPU_COPY_NT      0 disables non-temporal stores in the staging copies
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +19,9 @@
 
 #include "gpu_pipeline.cuh"
 #include "pipeline_policy.cuh"
+extern "C" {
+#include "parallel.h"
+}
 
 using namespace gcgpu;
 
@@ -157,10 +159,7 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     }
     /* the staging copy pool: its threads inherit the opening thread's CPUs (the
      * daemon opens a context from the CPUs near its GPU), so size it by those */
-    cpu_set_t mine;
-    long cores = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0;
-    if (cores <= 0)
-        cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = (long)gc_cpu_count();
     /* one per CPU up to kDefaultCopyThreads (pipeline_policy.cuh) */
     unsigned threads = (unsigned)std::min<long>(kDefaultCopyThreads, std::max<long>(1, cores));
     const char *v = getenv("GC_GPU_COPY_THREADS");
