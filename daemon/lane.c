@@ -83,19 +83,6 @@ static void reset_result(gcd_request *r)
     r->device_declined = false;
 }
 
-/* Requests a retired lane has not run: back to the router, or run on the CPU without one. */
-static void give_back(gcd_lane *b, gcd_request **reqs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (b->cfg.reroute) {
-            b->cfg.reroute(reqs[i], b->cfg.reroute_ctx);
-        } else {
-            gcd_engine_run_cpu(reqs[i], b->cfg.cpu_threads);
-            b->complete(reqs[i], b->ctx);
-        }
-    }
-}
-
 /* The queued requests, off the queue and out of the load (lock held); NULL-terminated list. */
 static gcd_request *take_queue(gcd_lane *b)
 {
@@ -126,7 +113,7 @@ static void fallback_to_cpu(gcd_lane *b, gcd_request **reqs, size_t n, const gc_
         gcd_request *r = waiting;
         waiting = r->next;
         r->next = NULL;
-        give_back(b, &r, 1);
+        b->cfg.reroute(r, b->cfg.reroute_ctx);
     }
     for (size_t i = 0; i < n; i++) {
         reset_result(reqs[i]);
@@ -223,7 +210,8 @@ static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
     if (n == 0)
         return;
     if (b->stats.retired) { /* routed here as it failed; no lock needed: only this thread sets it */
-        give_back(b, reqs, n);
+        for (size_t i = 0; i < n; i++)
+            b->cfg.reroute(reqs[i], b->cfg.reroute_ctx);
         return;
     }
     gcd_batch_timing timing = { 0 };

@@ -31,7 +31,7 @@ typedef struct gcd_lane_config {
     uint64_t max_batch_bytes;
     uint64_t max_wait_us;
     unsigned cpu_threads;   /* codec threads for the CPU fallback */
-    gcd_reroute_fn reroute; /* NULL: such requests run on the CPU engine on the lane's thread */
+    gcd_reroute_fn reroute; /* where a retired lane's unrun requests go (required) */
     void *reroute_ctx;
 } gcd_lane_config;
 
