@@ -5,11 +5,13 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -407,21 +409,31 @@ static void wait_in_flight(gpucomp_client *c, unsigned k, uint32_t requests)
  * small rle request routed meanwhile queues on device 0. Only the failed
  * batch reruns on the CPU; the waiting request is served by device 1.
  */
-START_TEST(test_queued_work_of_a_failed_device_moves_on)
+/* Two stand-in devices; device 0 fails its first batch at its end. The failing
+ * request (a slow bzip2 batch on device 0) and a busier one on device 1 are
+ * started and in flight when this returns, so the next small request queues
+ * on device 0. */
+static gpucomp_client *start_failure_scene(async_compress *failing, async_compress *busy, pthread_t t[2])
 {
     const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--fail-device", "0:1",
                            "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "1M", "--batch-wait-us", "1000",
                            "--device-lanes", "1", "--codec-threads", "1", NULL };
     test_daemon_start(&dut, args);
     gpucomp_client *c = connect_or_fail();
-    async_compress failing = { GPUCOMP_CODEC_BZIP2, 8u << 20, 1, -1, 0 };
-    async_compress busy = { GPUCOMP_CODEC_BZIP2, 12u << 20, 2, -1, 0 };
-    async_compress waiting = { GPUCOMP_CODEC_RLE, 2u << 20, 3, -1, 0 };
-    pthread_t t[3];
-    ck_assert_int_eq(pthread_create(&t[0], NULL, compress_thread, &failing), 0);
+    *failing = (async_compress){ GPUCOMP_CODEC_BZIP2, 8u << 20, 1, -1, 0 };
+    *busy = (async_compress){ GPUCOMP_CODEC_BZIP2, 12u << 20, 2, -1, 0 };
+    ck_assert_int_eq(pthread_create(&t[0], NULL, compress_thread, failing), 0);
     wait_in_flight(c, 0, 1);
-    ck_assert_int_eq(pthread_create(&t[1], NULL, compress_thread, &busy), 0);
+    ck_assert_int_eq(pthread_create(&t[1], NULL, compress_thread, busy), 0);
     wait_in_flight(c, 1, 1);
+    return c;
+}
+
+START_TEST(test_queued_work_of_a_failed_device_moves_on)
+{
+    async_compress failing, busy, waiting = { GPUCOMP_CODEC_RLE, 2u << 20, 3, -1, 0 };
+    pthread_t t[3];
+    gpucomp_client *c = start_failure_scene(&failing, &busy, t);
     ck_assert_int_eq(pthread_create(&t[2], NULL, compress_thread, &waiting), 0);
     wait_in_flight(c, 0, 2); /* it queued behind the failing batch */
     for (int i = 0; i < 3; i++)
@@ -438,6 +450,55 @@ START_TEST(test_queued_work_of_a_failed_device_moves_on)
     ck_assert_uint_eq(st.devices[0].fallbacks, 1);
     ck_assert_uint_eq(st.devices[1].requests, 2);
     ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A hostile peer: its request waits on the device that fails, and the client
+ * is killed meanwhile. The moved request is dropped where it lands, the
+ * others are answered, no load stays counted on any device, and the daemon
+ * serves on.
+ */
+START_TEST(test_vanished_client_on_a_failed_device)
+{
+    /* The peer is forked first, while this process has one thread; it waits for the socket's path. */
+    int go[2];
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(go[1]);
+        ssize_t n = read(go[0], dut.socket_path, sizeof dut.socket_path - 1);
+        if (n <= 0)
+            _exit(1);
+        dut.socket_path[n] = '\0';
+        async_compress gone = { GPUCOMP_CODEC_RLE, 2u << 20, 4, -1, 0 };
+        compress_thread(&gone);
+        _exit(0);
+    }
+    close(go[0]);
+    async_compress failing, busy;
+    pthread_t t[2];
+    gpucomp_client *c = start_failure_scene(&failing, &busy, t);
+    size_t len = strlen(dut.socket_path);
+    ck_assert_int_eq(write(go[1], dut.socket_path, len), (ssize_t)len);
+    close(go[1]);
+    wait_in_flight(c, 0, 2); /* its request queued behind the failing batch */
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(failing.rc, GPUCOMP_OK);
+    ck_assert_int_eq(busy.rc, GPUCOMP_OK);
+    wait_in_flight(c, 0, 0);
+    wait_in_flight(c, 1, 0);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].bytes_in_flight, 0);
+    ck_assert_uint_eq(st.devices[1].bytes_in_flight, 0);
+    ck_assert_int_ne(st.devices[0].retired, 0);
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_RLE, 2u << 20, 5), GPUCOMP_BACKEND_GPU);
     gpucomp_close(c);
 }
 END_TEST
@@ -1376,6 +1437,7 @@ int main(void)
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_injected_failure_of_one_lane);
     tcase_add_test(tc, test_queued_work_of_a_failed_device_moves_on);
+    tcase_add_test(tc, test_vanished_client_on_a_failed_device);
     tcase_add_test(tc, test_one_stream_uses_every_device);
     tcase_add_test(tc, test_bzip2_compress_goes_to_device);
     tcase_add_test(tc, test_bzip2_decompress_goes_to_device);
