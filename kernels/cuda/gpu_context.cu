@@ -19,9 +19,8 @@
 
 #include "gpu_pipeline.cuh"
 #include "pipeline_policy.cuh"
-extern "C" {
-#include "parallel.h"
-}
+/* kernels/cpu/parallel.h, whose C11 atomics C++ cannot include: the CPUs this thread may use */
+extern "C" unsigned gc_cpu_count(void);
 
 using namespace gcgpu;
 
