@@ -8,10 +8,10 @@
 #include <time.h>
 
 #include "engine.h"
+#include "fair_queue.h"
 #include "fd_payload.h"
 #include "gc_clock.h"
 #include "log.h"
-#include "request_queue.h"
 
 struct gcd_lane {
     gcd_device dev;
@@ -22,8 +22,7 @@ struct gcd_lane {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    gcd_request_queue queue;
-    unsigned queued;
+    gcd_fair_queue queue;   /* served by user, then connection */
     gcd_lane_load load;     /* under lock */
     bool stopping;
     gcd_lane_stats stats;   /* under lock */
@@ -32,7 +31,7 @@ struct gcd_lane {
 /* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
 static void wait_for_batch(gcd_lane *b)
 {
-    while (!b->queue.head && !b->stopping)
+    while (!b->queue.count && !b->stopping)
         pthread_cond_wait(&b->wake, &b->lock);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -40,25 +39,24 @@ static void wait_for_batch(gcd_lane *b)
     deadline.tv_sec += (time_t)(ns / 1000000000u);
     deadline.tv_nsec = (long)(ns % 1000000000u);
     for (;;) {
-        uint64_t bytes = 0;
-        for (gcd_request *r = b->queue.head; r && bytes < b->cfg.max_batch_bytes; r = r->next)
-            bytes += r->total_size;
-        if (b->stopping || bytes >= b->cfg.max_batch_bytes)
+        if (b->stopping || b->queue.bytes >= b->cfg.max_batch_bytes)
             return;
         if (pthread_cond_timedwait(&b->wake, &b->lock, &deadline) == ETIMEDOUT)
             return;
     }
 }
 
-/* Take requests off the queue (lock held) up to max_batch_bytes; always at least one.
+/* Take requests off the queue (lock held), in fair order, up to max_batch_bytes; always at
+ * least one. A batch may hold several users' requests: each user's in its turn.
  * *batch_bytes: their input bytes, given back to the load once they complete. */
 static size_t take_batch(gcd_lane *b, gcd_request ***out, uint64_t *batch_bytes)
 {
     size_t n = 0, cap = 16;
     uint64_t bytes = 0;
     gcd_request **reqs = malloc(cap * sizeof *reqs);
-    while (reqs && b->queue.head &&
-           (n == 0 || bytes + b->queue.head->total_size <= b->cfg.max_batch_bytes)) {
+    gcd_request *next;
+    while (reqs && (next = gcd_fair_peek(&b->queue)) &&
+           (n == 0 || bytes + next->total_size <= b->cfg.max_batch_bytes)) {
         if (n == cap) {
             gcd_request **grown = realloc(reqs, 2 * cap * sizeof *reqs);
             if (!grown)
@@ -66,10 +64,9 @@ static size_t take_batch(gcd_lane *b, gcd_request ***out, uint64_t *batch_bytes)
             reqs = grown;
             cap *= 2;
         }
-        gcd_request *r = gcd_queue_pop(&b->queue);
+        gcd_request *r = gcd_fair_pop(&b->queue);
         bytes += r->total_size;
         reqs[n++] = r;
-        b->queued--;
     }
     *out = reqs;
     *batch_bytes = bytes;
@@ -86,12 +83,11 @@ static void reset_result(gcd_request *r)
 /* The queued requests, off the queue and out of the load (lock held); NULL-terminated list. */
 static gcd_request *take_queue(gcd_lane *b)
 {
-    gcd_request *all = gcd_queue_take_all(&b->queue);
+    gcd_request *all = gcd_fair_take_all(&b->queue);
     for (gcd_request *r = all; r; r = r->next) {
         b->load.bytes -= r->total_size;
         b->load.requests--;
     }
-    b->queued = 0;
     return all;
 }
 
@@ -233,7 +229,7 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&b->lock);
     for (;;) {
         wait_for_batch(b);
-        if (!b->queue.head && b->stopping)
+        if (!b->queue.count && b->stopping)
             break;
         gcd_request **reqs;
         uint64_t bytes;
@@ -262,6 +258,7 @@ gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
     b->cfg = *cfg;
     b->complete = complete;
     b->ctx = ctx;
+    gcd_fair_init(&b->queue);
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->wake, NULL);
     pthread_attr_t attr;
@@ -285,8 +282,7 @@ gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
 void gcd_lane_submit(gcd_lane *b, gcd_request *r)
 {
     pthread_mutex_lock(&b->lock);
-    gcd_queue_push(&b->queue, r);
-    b->queued++;
+    gcd_fair_push(&b->queue, r);
     b->load.bytes += r->total_size;
     b->load.requests++;
     pthread_cond_signal(&b->wake);
@@ -321,7 +317,7 @@ void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out)
 {
     pthread_mutex_lock(&b->lock);
     *out = b->stats;
-    out->queue_depth = b->queued;
+    out->queue_depth = (unsigned)b->queue.count;
     out->in_flight = b->load;
     pthread_mutex_unlock(&b->lock);
 }

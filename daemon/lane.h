@@ -2,8 +2,9 @@
  * lane.h - a lane: one scheduler thread with its own opened device context
  * (docs/ARCHITECTURE.md, "Vocabulary"); a GPU has --device-lanes of them.
  *
- * Requests routed to a lane wait in its queue; its thread takes them as a
- * batch (up to max_batch_bytes, waiting at most max_wait_us for a batch to
+ * Requests routed to a lane wait in its queue, served fairly by user, then
+ * by connection (fair_queue.h); its thread takes them as a batch, in that
+ * order (up to max_batch_bytes, waiting at most max_wait_us for a batch to
  * fill once the first request is there), runs the batch on its device and
  * hands every request back through the completion callback. A device
  * failure retires the lane and reruns the batch on the CPU engine (the

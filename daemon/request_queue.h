@@ -1,7 +1,8 @@
 /*
- * request_queue.h - a FIFO of requests linked through request->next, the
- * one queue shape of the daemon's thread hand-offs (worker pool, device
- * schedulers, completions). Not locked: its owner holds its own lock.
+ * request_queue.h - a FIFO of requests linked through request->next: the
+ * completions' queue, and each connection's flow in the fair queue that the
+ * worker pool and the lanes serve from (fair_queue.h). Not locked: its owner
+ * holds its own lock.
  */
 #ifndef GCD_REQUEST_QUEUE_H
 #define GCD_REQUEST_QUEUE_H

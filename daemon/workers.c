@@ -7,14 +7,14 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "fair_queue.h"
 #include "log.h"
-#include "request_queue.h"
 #include "scratch.h"
 
 struct gcd_workers {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    gcd_request_queue todo;   /* submitted, not started */
+    gcd_fair_queue todo;      /* submitted, not started: served by user, then connection */
     bool stopping;
     atomic_uint pending;      /* submitted and not yet handed to done */
     unsigned n_threads, codec_threads;
@@ -28,7 +28,7 @@ static void *worker_main(void *arg)
     gcd_workers *w = arg;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        gcd_request *r = gcd_queue_pop(&w->todo);
+        gcd_request *r = gcd_fair_pop(&w->todo);
         if (!r) {
             if (w->stopping)
                 break;
@@ -59,6 +59,7 @@ gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_done_fn d
     w->codec_threads = codec_threads;
     w->done = done;
     w->ctx = ctx;
+    gcd_fair_init(&w->todo);
     atomic_init(&w->pending, 0);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
@@ -84,7 +85,7 @@ void gcd_workers_submit(gcd_workers *w, gcd_request *r)
 {
     atomic_fetch_add(&w->pending, 1);
     pthread_mutex_lock(&w->lock);
-    gcd_queue_push(&w->todo, r);
+    gcd_fair_push(&w->todo, r);
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
 }

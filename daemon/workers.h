@@ -4,6 +4,9 @@
  * The loop submits requests; a worker thread runs each through the CPU
  * engine (engine.h) and hands it to the done callback, from the worker
  * thread (the server passes them to its completion queue, completions.h).
+ * A free worker takes the next request in fair order (fair_queue.h): of the
+ * user served the fewest bytes, then of that user's connection served the
+ * fewest, so one user's flood does not hold back the others.
  */
 #ifndef GCD_WORKERS_H
 #define GCD_WORKERS_H
