@@ -1,15 +1,18 @@
 /*
  * check_fairness.c - one user's flood slows that user, not the others
- * (docs/SECURITY.md, "Fair service"): root queues over a thousand bzip2 -9
- * requests on eight connections, work the daemon's two workers would take
- * far longer than the limit here to get through in arrival order; meanwhile
- * another user's 256 KiB round trips each finish within a second, on the
- * CPU workers and on the emulated device's lanes.
+ * (docs/SECURITY.md, "Fair service"): root queues over 1,000 bzip2 -9
+ * requests on eight connections, work that served in arrival order
+ * keeps the engines busy for far longer than the test waits (tens of
+ * seconds on two cores); meanwhile each of another user's 256 KiB rle
+ * requests is answered within a second, on the CPU workers and on the
+ * emulated device's lanes. The flood's connections are then closed, which
+ * cancels the rest of it.
  *
  * Needs root (the second user is nobody, through setuid); skipped otherwise.
  */
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,6 @@
 #include "gpucomp.h"
 
 #define FLOOD_CONNS 8
-#define FLOOD_PER_CONN 128             /* 1,024 requests */
 #define VICTIM_SIZE (256u << 10)
 #define VICTIM_TRIPS 3
 #define VICTIM_LIMIT_S 1.0             /* the bound for the other user's request */
@@ -128,18 +130,27 @@ static void flood_done(void *arg, uint64_t id, int status, const char *msg, cons
     flood_answers++;
 }
 
-/* Root's flood: FLOOD_PER_CONN bzip2 -9 requests on each of FLOOD_CONNS connections. */
-static void start_flood(gpucomp_client **flood, size_t size)
+/* Root's flood of bzip2 -9 requests: per_conn on each of FLOOD_CONNS connections, of size bytes of
+ * fill_test_data's kind. */
+typedef struct flood_spec {
+    size_t size;
+    int kind;
+    int per_conn;
+} flood_spec;
+
+static void start_flood(gpucomp_client **flood, flood_spec spec)
 {
+    size_t size = spec.size;
+    int kind = spec.kind;
     uint8_t *data = malloc(size);
     ck_assert_ptr_nonnull(data);
-    fill_test_data(data, size, 0, 42); /* random bytes: bzip2 -9's slowest work per byte */
+    fill_test_data(data, size, kind, 42);
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
     o.level = 9;
     for (int k = 0; k < FLOOD_CONNS; k++)
         ck_assert_int_eq(gpucomp_connect(dut.socket_path, &flood[k]), GPUCOMP_OK);
-    for (int i = 0; i < FLOOD_PER_CONN; i++)
+    for (int i = 0; i < spec.per_conn; i++)
         for (int k = 0; k < FLOOD_CONNS; k++)
             ck_assert_int_eq(gpucomp_submit(flood[k], GPUCOMP_COMPRESS, &o, data, size, flood_done, NULL, NULL),
                              GPUCOMP_OK);
@@ -171,6 +182,18 @@ static unsigned wait_for_queue(unsigned n)
     return most;
 }
 
+/* Wait until fewer than n requests are queued or running; false if that takes 20 s. */
+static bool wait_for_queue_below(unsigned n)
+{
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    unsigned q = queued(c);
+    for (double t0 = now_s(); now_s() - t0 < 20 && q >= n; sleep_ms(20))
+        q = queued(c);
+    gpucomp_close(c);
+    return q < n;
+}
+
 /* Read one round trip's seconds while answering the flood's callbacks; negative if none came in time. */
 static double next_trip(const victim *v, gpucomp_client **flood, double deadline)
 {
@@ -185,7 +208,7 @@ static double next_trip(const victim *v, gpucomp_client **flood, double deadline
     return -1;
 }
 
-static void flood_and_measure(const char *const *args, size_t flood_size, const char *where)
+static void flood_and_measure(const char *const *args, flood_spec spec, const char *where)
 {
     if (geteuid() != 0) {
         fprintf(stderr, "  not root: cannot connect as a second user here, test not run\n");
@@ -196,7 +219,7 @@ static void flood_and_measure(const char *const *args, size_t flood_size, const 
     ck_assert_int_eq(chmod(dut.socket_path, 0666), 0);
     victim v = start_victim();
     gpucomp_client *flood[FLOOD_CONNS];
-    start_flood(flood, flood_size);
+    start_flood(flood, spec);
     unsigned depth = wait_for_queue(1000);
     ck_assert_msg(depth >= 1000, "the flood never had 1,000 requests queued (at most %u)", depth);
     ck_assert_int_eq(write(v.go, "g", 1), 1);
@@ -210,13 +233,14 @@ static void flood_and_measure(const char *const *args, size_t flood_size, const 
     fprintf(stderr, "  %s: the other user's requests (256 KiB) each answered within %.3f s (%d round trips) "
             "while %u of the flood's came\n", where, worst, VICTIM_TRIPS, flood_answers);
     /* The flood still ran: the round trips were measured against it, not after it. */
-    ck_assert_uint_lt(flood_answers, FLOOD_CONNS * FLOOD_PER_CONN / 2);
+    ck_assert_uint_lt(flood_answers, FLOOD_CONNS * spec.per_conn / 2);
     ck_assert_msg(worst < VICTIM_LIMIT_S, "%s: a request took %.3f s behind another user's flood", where, worst);
     int status = 0;
     ck_assert_int_eq(waitpid(v.pid, &status, 0), v.pid);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "second user: status 0x%x", status);
     for (int k = 0; k < FLOOD_CONNS; k++) /* its outstanding requests are cancelled on the daemon */
         gpucomp_close(flood[k]);
+    ck_assert_msg(wait_for_queue_below(1), "the closed flood's requests still queued after 20 s");
     close(v.go);
     close(v.results);
     ck_assert_int_eq(test_daemon_stop(&dut), 0);
@@ -227,21 +251,23 @@ START_TEST(test_flood_does_not_starve_another_user_on_cpu)
 {
     const char *args[] = { "--workers=2", "--codec-threads=2", "--allow-users=*", "--memory-budget=2G",
                            "--user-memory-share=50", "--gpu=off", NULL };
-    flood_and_measure(args, 256u << 10, "cpu workers");
+    flood_and_measure(args, (flood_spec){ 256u << 10, 0, 128 }, "cpu workers"); /* 1,024 of random bytes */
 }
 END_TEST
 
 /*
  * The emulated device's two lanes take both users' requests. A batch is one
  * 1 MiB flood request, or the other user's request (a flood request does not
- * fit beside it), so what it waits for is the batch each lane is running.
+ * fit beside it), so what it waits for is the batch its lane is running: one
+ * thread's bzip2 -9 of 1 MiB, of text so that it is short on a loaded machine.
+ * Text goes faster, so more are sent, for 1,000 to be queued at once.
  */
 START_TEST(test_flood_does_not_starve_another_user_on_lanes)
 {
     const char *args[] = { "--workers=2", "--codec-threads=2", "--allow-users=*", "--memory-budget=4G",
                            "--user-memory-share=50", "--gpu=emulate", "--gpu-min-bytes=64K",
                            "--gpu-min-bytes-bzip2=64K", "--batch-bytes=1M", NULL };
-    flood_and_measure(args, 1u << 20, "emulated lanes");
+    flood_and_measure(args, (flood_spec){ 1u << 20, 2, 150 }, "emulated lanes"); /* 1,200 of text */
 }
 END_TEST
 
