@@ -36,6 +36,7 @@
 #include "gc_clock.h"
 #include "log.h"
 #include "parallel.h"
+#include "trim.h"
 
 #define SHUTDOWN_GRACE_SEC 10
 /* Out of descriptors: accept again after this long, or as soon as a connection closes. */
@@ -280,12 +281,17 @@ static bool add_signal(gcd_server *s, int sig, struct event **ev)
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
-    gcd_conn_sweep(arg, gc_now_ns());
+    gcd_server *s = arg;
+    gcd_conn_sweep(s, gc_now_ns());
+    const gcd_counters *k = &s->counters;
+    bool busy = s->requests_in_flight > 0 || gcd_budget_in_use(s->budget) > 0;
+    gcd_trim_tick(s->trim, busy, k->requests_ok + k->requests_failed + k->bytes_in + k->bytes_out + s->n_conns);
 }
 
-/* The memory budget and the once-a-second timeout sweep. */
+/* The memory budget, the once-a-second timeout sweep and the heap trimmer it drives. */
 static bool start_budget(gcd_server *s)
 {
+    s->trim = gcd_trim_start(); /* NULL: logged, the daemon runs without it */
     uint64_t share = s->cfg.memory_budget / 100 * s->cfg.user_share_pct;
     s->budget = gcd_budget_new(s->cfg.memory_budget, share ? share : s->cfg.memory_budget);
     s->sweep_timer = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
@@ -531,6 +537,8 @@ void gcd_server_cleanup(gcd_server *s)
         event_free(s->accept_timer);
     if (s->sweep_timer)
         event_free(s->sweep_timer);
+    gcd_trim_stop(s->trim);
+    s->trim = NULL;
     if (s->watchdog_timer)
         event_free(s->watchdog_timer);
     if (s->status_timer)

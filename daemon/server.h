@@ -58,7 +58,8 @@ typedef struct gcd_server {
 
     struct gcd_budget *budget;    /* memory held for requests (budget.h) */
     struct gcd_conn *wait_head, *wait_tail; /* connections waiting for budget, FIFO */
-    struct event *sweep_timer;    /* timeouts (gcd_conn_sweep) */
+    struct event *sweep_timer;    /* timeouts (gcd_conn_sweep), idle heap trimming */
+    struct gcd_trim *trim;        /* gives freed heap back once idle (trim.h) */
     struct event *wake_event;     /* deferred gcd_conn_wake_waiters */
 
     struct gcd_conn *conns;       /* doubly linked list of open connections */

@@ -35,7 +35,13 @@
  * connection that ends leaves the byte stream unusable: every outstanding
  * request completes with GPUCOMP_E_IO (a connection-level error from the
  * daemon: with its status), the socket is closed and gpucomp_async_poll
- * returns -GPUCOMP_E_IO. Asynchronous requests are never resent.
+ * returns -GPUCOMP_E_IO. Asynchronous requests are never resent. A
+ * connection that ends while nothing is outstanding (the daemon restarted)
+ * is noticed by gpucomp_async_poll too, which a readable descriptor
+ * prompts: reported once, the socket closed (so the descriptor is no
+ * longer readable); the next gpucomp_submit opens a new connection, as the
+ * blocking calls do (gpucomp_set_reconnect), also when it finds the old
+ * one hung up before any poll did.
  */
 #include "client_async.h"
 #include "client_io.h"
@@ -201,6 +207,49 @@ static void mark_dead(gpucomp_client *c, struct client_async *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Nothing outstanding, and the socket readable: the daemon closed it or
+ * sent a connection-level error (it sends nothing else unasked). */
+static bool hung_up(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    return poll(&p, 1, 0) > 0;
+}
+
+/*
+ * Before a submission (send_mu held): a connection that is gone is opened
+ * again, as the blocking calls do (gpucomp_set_reconnect), once nothing is
+ * outstanding on it (the poller still owes those requests their IO
+ * completion). The poller must not be reading the socket meanwhile: poll_mu
+ * is taken if free, or already held by this thread (a callback that
+ * submits); otherwise the submission fails as on a closed connection.
+ * GC_OK when there is nothing to do, or the new connection is up.
+ */
+static int reconnect_if_dead(gpucomp_client *c, struct client_async *a, gc_error *err)
+{
+    if (!c->reconnect || atomic_load(&c->async_outstanding) != 0)
+        return GC_OK;
+    bool mine = polling_client == c;
+    if (!mine && pthread_mutex_trylock(&a->poll_mu) != 0)
+        return GC_OK;
+    int rc = GC_OK;
+    pthread_mutex_lock(&a->mu);
+    bool gone = c->fd < 0 || a->dead || (!a->cur && hung_up(c->fd));
+    if (gone && !a->cur && atomic_load(&c->async_outstanding) == 0) {
+        client_disconnect(c);
+        pthread_mutex_unlock(&a->mu);
+        gc_error cause;
+        gc_error_clear(&cause);
+        if (client_reopen(c, &cause) != GC_OK) /* clears a->dead on success */
+            rc = gc_fail(err, GC_E_IO, "the connection to gpucompd was closed, and reconnecting failed: %s",
+                         cause.msg);
+    } else {
+        pthread_mutex_unlock(&a->mu);
+    }
+    if (!mine)
+        pthread_mutex_unlock(&a->poll_mu);
+    return rc;
+}
+
 int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
                    const void *src, size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id)
 {
@@ -252,12 +301,15 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
     first.max_output = e->max_output;
 
     pthread_mutex_lock(&a->send_mu);
+    int rc = reconnect_if_dead(c, a, &err);
     pthread_mutex_lock(&a->mu);
     int fd = c->fd;
-    if (fd < 0 || a->dead) {
+    if (rc != GC_OK || fd < 0 || a->dead) {
         pthread_mutex_unlock(&a->mu);
         pthread_mutex_unlock(&a->send_mu);
         free_pending(e);
+        if (rc != GC_OK)
+            return set_error(c, a, &err);
         return set_error(c, a, &(gc_error){ GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again" });
     }
     e->id = client_take_id(c);
@@ -268,7 +320,7 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
     atomic_fetch_add(&c->async_outstanding, 1u);
     pthread_mutex_unlock(&a->mu);
 
-    int rc = send_frames(c, fd, &first, e, src, src_len, &err);
+    rc = send_frames(c, fd, &first, e, src, src_len, &err);
     if (rc != GC_OK) {
         mark_dead(c, a);
         pthread_mutex_lock(&a->mu);
@@ -560,10 +612,15 @@ static int poll_locked(gpucomp_client *c, struct client_async *a, int timeout_ms
         pthread_mutex_unlock(&a->mu);
         if (fd < 0)
             return ran ? ran : -GPUCOMP_E_IO;
-        if (atomic_load(&c->async_outstanding) == 0 && !a->cur)
-            return ran; /* nothing to wait for */
+        /* Nothing to wait for, but still a look at the socket: readable
+         * now means the daemon hung up (or closed the connection with an
+         * error), which is reported here, once, and the socket closed, so
+         * the caller's event loop does not find it readable forever. */
+        bool idle = atomic_load(&c->async_outstanding) == 0 && !a->cur;
         int wait = 0;
-        if (ran == 0 && timeout_ms < 0) {
+        if (idle) {
+            wait = 0;
+        } else if (ran == 0 && timeout_ms < 0) {
             wait = -1;
         } else if (ran == 0 && timeout_ms > 0) {
             int64_t left = deadline - now_ms();
@@ -579,8 +636,8 @@ static int poll_locked(gpucomp_client *c, struct client_async *a, int timeout_ms
             fail_all(c, a, fd, GPUCOMP_E_IO, msg, &ran);
             return -GPUCOMP_E_IO;
         }
-        if (n == 0)
-            return ran;
+        if (n == 0 || (idle && ran))
+            return ran; /* after callbacks, the hang-up waits for the next poll */
         /* A frame has begun to arrive: read it whole (bounded by gpucomp_set_timeout). */
         gc_error err;
         gc_error_clear(&err);

@@ -384,14 +384,24 @@ typedef void (*gpucomp_done_fn)(void *arg, uint64_t id, int status, const char *
 int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
                    const void *src, size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id);
 
-/* The descriptor to poll for readability (-1 if c is closed). */
+/*
+ * The descriptor to poll for readability (-1 if c is closed, or its
+ * connection is: see gpucomp_async_poll). A new connection has a new
+ * descriptor: ask again after a gpucomp_async_poll that failed and after
+ * each gpucomp_submit.
+ */
 int gpucomp_async_fd(gpucomp_client *c);
 
 /*
  * Run the callbacks of finished requests, waiting up to timeout_ms (0: not at
  * all, -1: until at least one finishes). Returns how many callbacks ran, or
  * a negative GPUCOMP_E_* code (-GPUCOMP_E_IO: the connection failed; every
- * outstanding request has then been completed with GPUCOMP_E_IO).
+ * outstanding request has then been completed with GPUCOMP_E_IO). A
+ * connection that ends with nothing outstanding (the daemon restarted) makes
+ * the descriptor readable, and the poll then says -GPUCOMP_E_IO; the
+ * connection is closed, so the descriptor is -1 until the next
+ * gpucomp_submit opens a new one (gpucomp_set_reconnect; with reconnection
+ * off, the client stays closed).
  */
 int gpucomp_async_poll(gpucomp_client *c, int timeout_ms);
 
@@ -422,7 +432,8 @@ void gpucomp_set_timeout(gpucomp_client *c, unsigned ms);
  * same socket path; a request whose connection broke before any answer
  * arrived is sent again once (every request is a pure function of its
  * input). Streams and asynchronous requests are not resent: they fail with
- * GPUCOMP_E_IO. On by default; gpucomp_set_reconnect(c, 0) turns it off.
+ * GPUCOMP_E_IO; gpucomp_submit opens a closed connection again once nothing
+ * is outstanding. On by default; gpucomp_set_reconnect(c, 0) turns it off.
  * Registrations do not survive a reconnection.
  */
 void gpucomp_set_reconnect(gpucomp_client *c, int on);

@@ -648,6 +648,81 @@ START_TEST(test_async_not_resent)
 }
 END_TEST
 
+/* One async round trip on c that must succeed. */
+static void async_round_trip_ok(gpucomp_client *c)
+{
+    simple res = { 0 };
+    const char text[] = "async after a restart, async after a restart";
+    int rc = gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, text, sizeof text, note, &res, NULL);
+    ck_assert_msg(rc == GPUCOMP_OK, "submit: %s", gpucomp_last_error(c));
+    drain(c, 30000);
+    ck_assert_int_eq(res.calls, 1);
+    ck_assert_int_eq(res.status, GPUCOMP_OK);
+    ck_assert_int_eq(res.first, 'B');
+}
+
+/*
+ * An event loop on gpucomp_async_fd: poll() it for up to ms, running
+ * gpucomp_async_poll whenever it is readable. Returns the loop's turns;
+ * *io counts the polls that said -GPUCOMP_E_IO (no other error allowed).
+ */
+static int event_loop(gpucomp_client *c, int ms, int *io)
+{
+    int turns = 0;
+    int64_t end = now_ms() + ms;
+    for (int64_t left; (left = end - now_ms()) > 0; turns++) {
+        struct pollfd p = { .fd = gpucomp_async_fd(c), .events = POLLIN };
+        if (poll(&p, 1, (int)left) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        int rc = gpucomp_async_poll(c, 0);
+        ck_assert_msg(rc == 0 || rc == -GPUCOMP_E_IO, "gpucomp_async_poll: %d", rc);
+        *io += rc == -GPUCOMP_E_IO;
+        ck_assert_int_lt(turns, 100000); /* a spinning loop: fail before the test's time is up */
+    }
+    return turns;
+}
+
+/*
+ * The daemon restarts while nothing is outstanding: the descriptor turns
+ * readable, the poll says IO once and closes the connection, an event loop
+ * does not spin, and the next submission reconnects by itself.
+ */
+START_TEST(test_async_restart_while_idle)
+{
+    test_daemon_start(&dut, NULL);
+    gpucomp_client *c = connect_or_fail();
+    async_round_trip_ok(c);
+
+    restart_daemon();
+    int io = 0, turns = event_loop(c, 2000, &io);
+    ck_assert_int_eq(io, 1);
+    ck_assert_int_eq(gpucomp_async_fd(c), -1);
+    ck_assert_msg(turns < 50, "the event loop turned %d times in 2 s", turns);
+    io = 0;
+    turns = event_loop(c, 200, &io); /* nothing more to report, nothing readable */
+    ck_assert_int_eq(io, 0);
+    ck_assert_msg(turns <= 2, "the event loop turned %d times in 200 ms", turns);
+    async_round_trip_ok(c);
+    ck_assert_int_ge(gpucomp_async_fd(c), 0);
+
+    /* A submission that finds the connection hung up before any poll did reconnects too. */
+    restart_daemon();
+    usleep(100 * 1000);
+    async_round_trip_ok(c);
+
+    /* Reconnection off: reported once, and the client stays closed. */
+    gpucomp_set_reconnect(c, 0);
+    restart_daemon();
+    io = 0;
+    event_loop(c, 2000, &io);
+    ck_assert_int_eq(io, 1);
+    simple res = { 0 };
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, "x", 1, note, &res, NULL), GPUCOMP_E_IO);
+    ck_assert_int_eq(res.calls, 0);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- time limits ------------------------------------------------------------ */
 
 START_TEST(test_timeout_against_stopped_daemon)
@@ -720,6 +795,7 @@ static Suite *async_suite(void)
     tcase_add_checked_fixture(conn, NULL, teardown);
     tcase_set_timeout(conn, 60);
     tcase_add_test(conn, test_reconnect_after_restart);
+    tcase_add_test(conn, test_async_restart_while_idle);
     tcase_add_test(conn, test_timeout_against_stopped_daemon);
     suite_add_tcase(s, conn);
     return s;

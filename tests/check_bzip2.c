@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bz2_bwt_sort.h"
+#include "bz2_oversub.h"
 #include "bz2_stages.h"
 #include "bzip2.h"
 #include "gc_clock.h"
@@ -2190,6 +2191,68 @@ START_TEST(test_part_incomplete_tables)
 }
 END_TEST
 
+START_TEST(test_oversubscribed_tables)
+{
+    /* Lengths no encoder writes (Kraft sum > 1) that bzip2 decodes: codes
+     * by (length, symbol), those that do not fit their length never seen.
+     * libbz2 is the oracle; ours must agree whole, streamed and cut. */
+    uint8_t s[BZ2_OVERSUB_CAP];
+    size_t len = bz2_oversub_stream(s, sizeof s);
+    ck_assert_uint_gt(len, 0);
+    const uint8_t *plain = (const uint8_t *)bz2_oversub_plain;
+    size_t n = strlen(bz2_oversub_plain);
+    uint8_t *ref = NULL;
+    size_t ref_len = 0;
+    ck_assert_int_eq(libbz2_decompress(s, len, &ref, &ref_len), BZ_OK);
+    ck_assert_uint_eq(ref_len, n);
+    ck_assert(memcmp(ref, plain, n) == 0);
+    free(ref);
+    check_ours_decodes(s, len, plain, n, 1);
+    check_ours_decodes(s, len, plain, n, 4);
+    check_streamed_schedules(s, len, 1, 1, 10, 8);
+    for (size_t k = 0; k < len; k++) {
+        uint8_t *o;
+        size_t ol;
+        gc_error err;
+        ck_assert_int_eq(bz2_decompress(s, k, 0, 1, &o, &ol, &err), GC_E_TRUNCATED);
+    }
+}
+END_TEST
+
+START_TEST(test_oversubscribed_hostile)
+{
+    /* Codes that do not fit, at every length up to the lookup table's and
+     * past it: never an out-of-bounds table entry (ASan), and wherever libbz2
+     * refuses the stream so do we; where it decodes, the same bytes. */
+    static const int sets[][6] = {
+        { 1, 1, 1, 1, 1, 1 },       { 1, 1, 1, 1, 1, 20 },    { 2, 2, 2, 2, 2, 1 },
+        { 10, 10, 10, 10, 1, 1 },   { 1, 2, 3, 4, 5, 5 },     { 12, 12, 11, 11, 1, 1 },
+        { 20, 20, 20, 20, 20, 20 }, { 3, 1, 2, 3, 3, 1 },
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        uint8_t s[BZ2_OVERSUB_CAP];
+        size_t len = bz2_oversub_stream_with(s, sizeof s, sets[i]);
+        ck_assert_uint_gt(len, 0);
+        uint8_t *ref = NULL, *o = NULL;
+        size_t ref_len = 0, ol = 0;
+        gc_error err;
+        int want = libbz2_decompress(s, len, &ref, &ref_len);
+        int rc = bz2_decompress(s, len, 0, 1, &o, &ol, &err);
+        ck_assert_msg((rc == GC_OK) == (want == BZ_OK), "set %zu: ours %d (%s), libbz2 %d", i, rc,
+                      rc ? err.msg : "", want);
+        if (rc == GC_OK) {
+            ck_assert_uint_eq(ol, ref_len);
+            ck_assert(memcmp(o, ref, ol) == 0);
+            free(o);
+            free(ref);
+        } else {
+            ck_assert(rc == GC_E_CORRUPT || rc == GC_E_TRUNCATED || rc == GC_E_CRC);
+        }
+        check_streamed_schedules(s, len, 1, 1, 10, 8);
+    }
+}
+END_TEST
+
 START_TEST(test_part_long_block_bound)
 {
     /* A block whose code lengths go up and down forever (1,0 1,1 ...: legal
@@ -2457,6 +2520,8 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_part_hostile);
     tcase_add_test(streaming, test_part_incomplete_tables);
     tcase_add_test(streaming, test_part_long_block_bound);
+    tcase_add_test(streaming, test_oversubscribed_tables);
+    tcase_add_test(streaming, test_oversubscribed_hostile);
     suite_add_tcase(s, streaming);
 
     TCase *hostile = tcase_create("changing input");

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bz2_oversub.h"
 #include "daemon_harness.h"
 #include "gpucomp.h"
 #include "wire.h"
@@ -811,6 +812,55 @@ START_TEST(test_cli_large_frame_falls_back)
 }
 END_TEST
 
+/*
+ * A stream bzip2 1.0.8 decodes though its Huffman tables are oversubscribed
+ * (tests/bz2_oversub.h): the daemon's stream and whole-request paths, and
+ * the CLI from a file and from a pipe, give what bzip2 gives.
+ */
+START_TEST(test_oversubscribed_every_path)
+{
+    uint8_t bz[BZ2_OVERSUB_CAP];
+    size_t len = bz2_oversub_stream(bz, sizeof bz);
+    ck_assert_uint_gt(len, 0);
+    const char *plain = bz2_oversub_plain;
+    size_t n = strlen(plain);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    for (size_t max_in = 1; max_in <= len; max_in *= 7) {
+        sink k = { 0 };
+        int rc = stream_all(c, GPUCOMP_DECOMPRESS, &o, bz, len, 5 + max_in, max_in, 64, &k);
+        ck_assert_msg(rc == GPUCOMP_OK, "stream (pieces <= %zu): %s", max_in, gpucomp_last_error(c));
+        ck_assert_uint_eq(k.len, n);
+        ck_assert(memcmp(k.buf, plain, n) == 0);
+        free(k.buf);
+    }
+    void *out = NULL;
+    size_t out_len = 0;
+    int rc = gpucomp_decompress(c, &o, bz, len, &out, &out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "whole request: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(out_len, n);
+    ck_assert(memcmp(out, plain, n) == 0);
+    gpucomp_free(out);
+    gpucomp_close(c);
+
+    const char *bin = getenv("GPUCOMP");
+    ck_assert_msg(bin != NULL, "GPUCOMP (path of the CLI) is not set");
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    char path[512];
+    snprintf(path, sizeof path, "%s/ov.bz2", d);
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(bz, 1, len, f) == len && fclose(f) == 0);
+    snprintf(path, sizeof path, "%s/ov", d);
+    f = fopen(path, "wb");
+    ck_assert(f && fwrite(plain, 1, n, f) == n && fclose(f) == 0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc ov.bz2 | cmp -s - ov", d, s, bin), 0);
+    ck_assert_int_eq(run_shell("cd %s && cat ov.bz2 | GPUCOMP_SOCKET=%s '%s' --no-fallback -dc | cmp -s - ov", d, s,
+                               bin), 0);
+    ck_assert_int_eq(run_shell("cd %s && '%s' --local -dc ov.bz2 | cmp -s - ov", d, bin), 0);
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream");
@@ -826,6 +876,7 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_busy_while_open);
     tcase_add_test(api, test_flush);
     tcase_add_test(api, test_timeout);
+    tcase_add_test(api, test_oversubscribed_every_path);
     suite_add_tcase(s, api);
     TCase *fake = tcase_create("fake");
     tcase_set_timeout(fake, 30);

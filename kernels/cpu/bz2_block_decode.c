@@ -5,22 +5,23 @@
  * bz2_decode_block runs both.
  *
  * Hostile input: every count read from the stream is checked before use
- * (selectors <= 18002 stored, lengths 1..20 at every step, Huffman tables
- * not oversubscribed, <= 900000 BWT bytes; origPtr in stage 2), reads
- * past the end yield zero bits and are reported as truncation (stage 2
- * computes the output size before allocating it, for max_out).
- * Truncation is exact, which the streamed decode (bz2_decompress_part)
- * relies on: an input cut inside a block never reads as GC_E_CORRUPT. As
- * long as every bit consumed lies inside src, the decode is the one of the
- * uncut input; every failure once a bit past the end was consumed is
- * turned into GC_E_TRUNCATED by fail(), and success needs no overrun at
- * the EOB. The one look-ahead, decode_sym's 20-bit peek, cannot make a
- * cut input fail early: canonical codes (complete or not) fill the 20-bit
- * code space from 0 upwards without gaps (the codes of length l span
- * [first[l] << (20-l), (first[l]+count[l]) << (20-l)) and
- * first[l+1] = (first[l]+count[l]) << 1), so the valid windows are exactly
- * [0, K); zeros past the end give the smallest completion of the real
- * bits, which is invalid only if every completion is.
+ * (selectors <= 18002 stored, lengths 1..20 at every step, codes that do
+ * not fit their length never built, <= 900000 BWT bytes; origPtr in
+ * stage 2), reads past the end yield zero bits and are reported as
+ * truncation (stage 2 computes the output size before allocating it, for
+ * max_out). Truncation is exact, which the streamed decode
+ * (bz2_decompress_part) relies on: an input cut inside a block never
+ * reads as GC_E_CORRUPT. As long as every bit consumed lies inside src,
+ * the decode is the one of the uncut input; every failure once a bit past
+ * the end was consumed is turned into GC_E_TRUNCATED by fail(), and
+ * success needs no overrun at the EOB. The one look-ahead, decode_sym's
+ * 20-bit peek, cannot make a cut input fail early: canonical codes
+ * (complete, incomplete, or cut short where oversubscribed) fill the
+ * 20-bit code space from 0 upwards without gaps (the codes of length l
+ * span [first[l] << (20-l), (first[l]+count[l]) << (20-l)), clipped to
+ * 2^20, and first[l+1] = (first[l]+count[l]) << 1), so the valid windows
+ * are exactly [0, K); zeros past the end give the smallest completion of
+ * the real bits, which is invalid only if every completion is.
  * Semantics follow the reference decoder where the format leaves room
  * (docs/BZIP2.md, "Decoder acceptance rules").
  */
@@ -130,9 +131,14 @@ static int read_header(dstate *d)
     return GC_OK;
 }
 
-/* Canonical decoding tables; oversubscribed length sets are rejected (no
- * encoder can produce them), incomplete ones are allowed. */
-static int build_table(dstate *d, int t)
+/* Canonical decoding tables, as the reference decoder builds them: codes
+ * are handed out by (length, symbol), counting up; a code that does not fit
+ * in its length (the lengths are oversubscribed: no encoder writes them,
+ * but bzip2 decodes them) is never produced, and once a length's codes
+ * reach past its code space every longer code is unreachable. Incomplete
+ * sets leave bit patterns without a code (decode_sym fails on them). first[]
+ * stays below 258 << 20, so no arithmetic here overflows. */
+static void build_table(dstate *d, int t)
 {
     const uint8_t *len = d->len[t];
     int alpha = d->n_in_use + 2;
@@ -140,11 +146,6 @@ static int build_table(dstate *d, int t)
     memset(h->count, 0, sizeof h->count);
     for (int s = 0; s < alpha; s++)
         h->count[len[s]]++;
-    uint32_t kraft = 0;
-    for (int l = 1; l <= BZ2_MAX_CODE_LEN_DEC; l++)
-        kraft += (uint32_t)h->count[l] << (BZ2_MAX_CODE_LEN_DEC - l);
-    if (kraft > (1u << BZ2_MAX_CODE_LEN_DEC))
-        return fail(d, GC_E_CORRUPT, "table %d: oversubscribed Huffman code", t);
     int32_t code = 0, idx = 0;
     for (int l = 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
         h->first[l] = code;
@@ -158,13 +159,14 @@ static int build_table(dstate *d, int t)
     for (int l = 1; l <= LUT_BITS; l++) {
         for (int k = 0; k < h->count[l]; k++) {
             uint32_t c = (uint32_t)(h->first[l] + k);
+            if (c >> l)
+                break; /* past this length's code space: unreachable */
             uint32_t lo = c << (LUT_BITS - l), hi = (c + 1) << (LUT_BITS - l);
             uint16_t e = (uint16_t)(h->sorted[h->index[l] + k] << 5 | l);
             for (uint32_t x = lo; x < hi; x++)
                 h->lut[x] = e;
         }
     }
-    return GC_OK;
 }
 
 /* Next symbol, or -1 if the bits match no code. */
@@ -278,7 +280,7 @@ static int decode_column(dstate *d)
 {
     int rc = read_header(d);
     for (int t = 0; rc == GC_OK && t < d->n_groups; t++)
-        rc = build_table(d, t);
+        build_table(d, t);
     return rc == GC_OK ? decode_symbols(d) : rc;
 }
 

@@ -201,22 +201,19 @@ __device__ uint32_t read_lengths(BitIn &br, HuffSmem &s, int lane, const Header 
     return br.overrun() ? kDecTruncated : kDecOk;
 }
 
-/* Canonical tables of table t; oversubscribed sets are rejected, incomplete
- * ones allowed (as the CPU engine). */
-__device__ uint32_t build_table(HuffSmem &s, int t, int alpha, int lane)
+/* Canonical tables of table t, as the CPU engine (and bzip2) builds them:
+ * codes by (length, symbol), counting up; a code that does not fit in its
+ * length (oversubscribed lengths) is never matched, since the window at
+ * length l is below 2^l; incomplete sets leave patterns without a code. */
+__device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
 {
-    uint32_t bad = 0;
     if (lane == 0) {
         int32_t *count = s.count[t], *first = s.first[t], *index = s.index[t];
         for (int l = 0; l <= kDecMaxCodeLen; l++)
             count[l] = 0;
         for (int a = 0; a < alpha; a++)
             count[s.len[t][a]]++;
-        uint32_t kraft = 0;
-        for (int l = 1; l <= kDecMaxCodeLen; l++)
-            kraft += (uint32_t)count[l] << (kDecMaxCodeLen - l);
-        bad = kraft > (1u << kDecMaxCodeLen);
-        int32_t code = 0, idx = 0;
+        int32_t code = 0, idx = 0; /* first[] stays below 258 << 20 */
         int32_t next[kDecMaxCodeLen + 1];
         for (int l = 1; l <= kDecMaxCodeLen; l++) {
             first[l] = code;
@@ -228,10 +225,7 @@ __device__ uint32_t build_table(HuffSmem &s, int t, int alpha, int lane)
         for (int a = 0; a < alpha; a++)
             s.sorted[t][next[s.len[t][a]]++] = (uint16_t)a;
     }
-    bad = __shfl_sync(kFull, bad, 0);
     __syncwarp();
-    if (bad)
-        return kDecOversub;
     for (int x = lane; x < kLut; x += 32) {
         uint16_t e = 0;
         for (int l = 1; l <= kDecLutBits; l++) {
@@ -244,7 +238,6 @@ __device__ uint32_t build_table(HuffSmem &s, int t, int alpha, int lane)
         s.lut[t][x] = e;
     }
     __syncwarp();
-    return kDecOk;
 }
 
 /* The code of table t at the front of v (20 bits): sym << 8 | length, or 0
@@ -373,7 +366,7 @@ __device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, uint8_t *sel, int l
     if (!e)
         e = read_lengths(br, s, lane, h);
     for (int t = 0; !e && t < h.n_groups; t++)
-        e = build_table(s, t, h.n_in_use + 2, lane);
+        build_table(s, t, h.n_in_use + 2, lane);
     if (!e)
         e = decode_symbols(br, s, sel, h, lane, col, &c.n);
     if (!e && c.orig >= c.n)

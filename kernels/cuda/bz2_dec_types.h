@@ -31,7 +31,6 @@ enum DecError : uint32_t {
     kDecNoSelectors,
     kDecSelector,     /* selector out of range */
     kDecCodeLen,      /* code length out of 1..20 */
-    kDecOversub,      /* oversubscribed Huffman code */
     kDecMoreGroups,   /* more symbol groups than selectors */
     kDecBadCode,      /* bits that match no code */
     kDecRunLong,      /* zero run exceeds the block size */

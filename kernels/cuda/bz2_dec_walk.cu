@@ -23,7 +23,6 @@ const char *bz2_dec_error(uint32_t e)
         "no selectors",
         "selector out of range",
         "code length out of range",
-        "oversubscribed Huffman code",
         "more symbol groups than selectors",
         "invalid Huffman code",
         "zero run exceeds the block size",

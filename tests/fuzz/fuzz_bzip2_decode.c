@@ -4,8 +4,8 @@
  * Runs bz2_decompress (16 MiB output limit, one thread). Whenever it
  * succeeds, libbz2 (the oracle) must also decode the input - every
  * concatenated stream - to the same bytes. Our decoder may reject inputs
- * libbz2 accepts (it rejects oversubscribed Huffman tables, which libbz2
- * decodes with unspecified results), never the other way round.
+ * libbz2 accepts only past its bounds (docs/BZIP2.md, "Decoder acceptance
+ * rules": blocks over 3 MiB compressed), never the other way round.
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
  *   tests/fuzz/fuzz_bzip2_decode.c kernels/cpu/bz2_*.c kernels/gc_status.c \

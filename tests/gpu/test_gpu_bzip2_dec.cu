@@ -31,7 +31,8 @@
  * garbage; single-bit flips and truncations of valid streams; hostile crafted
  * blocks (origPtr >= n, code lengths 0 and 21, 1 and 7 tables, no selectors,
  * a selector past the tables, oversubscribed codes, zero runs past 900000,
- * blocks longer than their level, an empty symbol map); output limits (dst_cap
+ * blocks longer than their level, an empty symbol map); oversubscribed tables
+ * that bzip2 decodes (tests/bz2_oversub.h); output limits (dst_cap
  * one short, a grow callback that refuses, decode_device with too little
  * room); a batch of decode jobs beside a bzip2 encode and an rle encode job.
  * --quick is a small subset for compute-sanitizer (no input over ~1 MiB);
@@ -66,6 +67,7 @@ int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, 
 }
 #include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
 #include "gpu_test_util.cuh"
+#include "../bz2_oversub.h" /* the crafted stream bzip2 decodes */
 
 typedef std::vector<uint8_t> Bytes;
 
@@ -1242,6 +1244,22 @@ static void test_hostile(void)
         CBlock b = base();
         b.oversub = true;
         add("hostile oversubscribed code (all lengths 1)", b, 9, 2);
+    }
+    {
+        /* bzip2 decodes oversubscribed tables (codes that do not fit their
+         * length are never produced): one whose used codes fit is valid */
+        Bytes o(BZ2_OVERSUB_CAP);
+        o.resize(bz2_oversub_stream(o.data(), o.size()));
+        cs.push_back(make_case("crafted oversubscribed tables (valid, bzip2 decodes it)", o, 0, 1));
+        static const int sets[][6] = {
+            {1, 1, 1, 1, 1, 20}, {2, 2, 2, 2, 2, 1}, {10, 10, 10, 10, 1, 1}, {1, 2, 3, 4, 5, 5}, {12, 12, 11, 11, 1, 1},
+        };
+        for (const auto &l : sets) {
+            Bytes h(BZ2_OVERSUB_CAP);
+            h.resize(bz2_oversub_stream_with(h.data(), h.size(), l));
+            cs.push_back(make_case(fmt("oversubscribed table %d %d %d %d %d %d", l[0], l[1], l[2], l[3], l[4], l[5]), h,
+                                   1u << 10, 0));
+        }
     }
     for (int g : {0, 1, 7}) {
         CBlock b = base();
