@@ -12,7 +12,7 @@
  *
  * Exit status follows bzip2, where scripts test it: 0 success, 1 a problem
  * of the environment (missing file, directory, symbolic link or other file
- * skipped, output exists, no daemon, bad usage), 2 corrupt or truncated
+ * skipped, output exists, no daemon or refused by it, bad usage), 2 corrupt or truncated
  * input, 3 an internal error (a bug, here or in the daemon). Over several
  * files the highest wins, as in bzip2.
  */
@@ -77,7 +77,9 @@ typedef struct cli_result {
 /*
  * Connect unless connected (or running locally). No daemon answering
  * (GPUCOMP_E_CONNECT) switches to local runs, announced unless -q, except
- * with --no-fallback, --ping or --stats. On failure says why, sets s->fatal, false.
+ * with --no-fallback, --ping or --stats; a refusal (GPUCOMP_E_PERMISSION)
+ * never does. On failure says why (a refusal with its remedy), sets
+ * s->fatal, false.
  */
 bool cli_connect(cli_session *s);
 

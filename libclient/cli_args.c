@@ -86,7 +86,8 @@ static void usage(FILE *f)
           "                       " GC_WIRE_DEFAULT_SOCKET ")\n"
           "      --local          compress on this CPU, in this process; no daemon\n"
           "      --no-fallback    fail when no daemon answers (by default gpucomp\n"
-          "                       says so and compresses on this CPU instead)\n"
+          "                       says so and compresses on this CPU instead; a\n"
+          "                       daemon that refuses this user is always an error)\n"
           "      --ping           check that gpucompd answers, then exit\n"
           "      --stats          print gpucompd's counters, then exit\n"
           "      --json           with --stats: the counters as one JSON object\n"
@@ -104,8 +105,8 @@ static void usage(FILE *f)
           "line's, as in bzip2.\n"
           "\n"
           "Exit status, as bzip2's: 0 success, 1 environment problem (file missing or\n"
-          "skipped, output exists, no daemon, bad usage), 2 corrupt or truncated\n"
-          "input, 3 internal error. Over several files the highest wins.\n",
+          "skipped, output exists, no daemon, refused by it, bad usage), 2 corrupt or\n"
+          "truncated input, 3 internal error. Over several files the highest wins.\n",
           f);
 }
 

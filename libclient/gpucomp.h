@@ -50,7 +50,7 @@ enum {
     GPUCOMP_E_BUSY = 11,       /* daemon shutting down or over capacity: retry later */
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
     GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
-    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (its allow-users/allow-groups) */
+    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (socket permissions, its allow-users/allow-groups) */
     GPUCOMP_E_CANCELLED = 15   /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
 };
 
@@ -127,8 +127,12 @@ void gpucomp_options_init(gpucomp_options *o, gpucomp_codec codec);
 /*
  * Connect to gpucompd and check the protocol version. socket_path NULL or ""
  * means $GPUCOMP_SOCKET, else /run/gpucompd/gpucompd.sock.
- * On failure *out is NULL and the return code says why (GPUCOMP_E_CONNECT
- * when nothing listens there); gpucomp_connect_error() gives the message.
+ * On failure *out is NULL and the return code says why: GPUCOMP_E_CONNECT
+ * when nothing listens there (no socket file, or no daemon behind it);
+ * GPUCOMP_E_PERMISSION when something does but this user may not use it
+ * (the socket file's permissions refused the connection, EACCES or EPERM,
+ * or the daemon did: its allow-users/allow-groups). Only the first means
+ * there is no daemon to use. gpucomp_connect_error() gives the message.
  */
 int gpucomp_connect(const char *socket_path, gpucomp_client **out);
 
