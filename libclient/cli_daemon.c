@@ -170,6 +170,7 @@ int cli_exit_for(int rc)
     case GPUCOMP_E_INVALID:  /* the CLI sent what it should not have */
     case GPUCOMP_E_PROTOCOL: /* one side misread the other */
     case GPUCOMP_E_INTERNAL:
+    case GPUCOMP_E_IN_USE:   /* the CLI misused its own client */
         return CLI_EXIT_INTERNAL;
     default:                 /* no daemon, limits, memory, busy, device, permission */
         return CLI_EXIT_ERROR;
