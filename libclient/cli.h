@@ -33,6 +33,9 @@
 
 typedef enum cli_mode { CLI_COMPRESS, CLI_DECOMPRESS, CLI_TEST } cli_mode;
 
+#define CLI_REDUNDANT_BEST 1u /* --repetitive-best */
+#define CLI_REDUNDANT_FAST 2u /* --repetitive-fast */
+
 typedef struct cli_opts {
     cli_mode mode;
     gpucomp_options codec;  /* codec, level, width, chunk size */
@@ -47,6 +50,7 @@ typedef struct cli_opts {
     bool local;             /* --local: the CPU codecs in this process, no daemon */
     bool no_fallback;       /* --no-fallback: no daemon is an error, not a local run */
     const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
+    unsigned redundant;     /* CLI_REDUNDANT_*: bzip2's no-op flags that it names */
     char **files;           /* operands; none means stdin */
     int n_files;
 } cli_opts;

@@ -202,6 +202,18 @@ bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_op
 }
 
 /*
+ * bzip2's "% saved", except that a saving that rounds to zero prints
+ * "0.00", never "-0.00" (bzip2 prints -0.00 when the output is a hair
+ * longer than the input, as rle's is for data with no runs); a saving that
+ * shows as negative is a real loss and keeps its sign.
+ */
+static double percent_saved(size_t in_len, size_t out_len)
+{
+    double saved = 100.0 * (1.0 - (double)out_len / (double)in_len);
+    return saved > -0.005 && saved < 0.005 ? 0.0 : saved;
+}
+
+/*
  * bzip2's -v line, then the backend in parentheses, so that a script that
  * parses bzip2's line parses ours:
  *   "  FILE:  X.XXX:1,  Y.YYY bits/byte, ZZ.ZZ% saved, N in, M out. (gpu)"
@@ -224,7 +236,7 @@ void cli_report(const cli_session *s, const char *name, size_t in_len, const cli
     } else {
         double nin = (double)in_len, nout = (double)r->len;
         fprintf(stderr, "%6.3f:1, %6.3f bits/byte, %5.2f%% saved, %zu in, %zu out. (%s)\n",
-                nout > 0 ? nin / nout : 0.0, 8.0 * nout / nin, 100.0 * (1.0 - nout / nin), in_len, r->len,
+                nout > 0 ? nin / nout : 0.0, 8.0 * nout / nin, percent_saved(in_len, r->len), in_len, r->len,
                 backend);
     }
 }
