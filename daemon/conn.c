@@ -419,9 +419,9 @@ static void close_after_flush(gcd_conn *c)
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
 {
     if (c->refused_peer) { /* logged (rate-limited) when it was accepted */
-        char msg[160];
-        snprintf(msg, sizeof msg, "uid %u may not use this daemon: not root, the daemon's user, "
-                 "or in its allow-users/allow-groups", (unsigned)c->peer_uid);
+        char msg[192];
+        snprintf(msg, sizeof msg, "uid %ld may not use this daemon: " GCD_PEER_REFUSAL,
+                 c->peer_uid == (uid_t)-1 ? -1L : (long)c->peer_uid);
         gcd_send_welcome(c, GC_E_PERMISSION, msg);
         close_after_flush(c);
         return;

@@ -4,7 +4,7 @@
 
 #include <errno.h>
 #include <grp.h>
-#include <pwd.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,46 +98,41 @@ static bool gid_listed(const gcd_peer_policy *p, gid_t gid)
     return false;
 }
 
-/* Whether any group of uid's passwd entry (primary and supplementary) is listed. */
-static bool user_groups_listed(const gcd_peer_policy *p, uid_t uid)
+/*
+ * The peer's supplementary groups as the kernel recorded them at connect()
+ * (SO_PEERGROUPS): the groups the process really has, also when they came
+ * from setgroups, sg or systemd's SupplementaryGroups= rather than from
+ * /etc/group, and read without NSS (no LDAP round trip on the event loop).
+ * A peer with many groups needs a larger buffer: the kernel says how large
+ * (ERANGE), bounded by NGROUPS_MAX. Returns a malloc'd array (NULL with
+ * *n = 0 if there are none or the kernel would not say).
+ */
+static gid_t *peer_groups(int fd, unsigned *n)
 {
-    long size = sysconf(_SC_GETPW_R_SIZE_MAX);
-    size_t buf_size = size > 0 ? (size_t)size : 16384;
-    char *buf = NULL;
-    struct passwd pw, *found = NULL;
-    int rc;
-    do { /* ERANGE: the entry needs a larger buffer */
-        char *bigger = realloc(buf, buf_size);
+    socklen_t len = 64 * sizeof(gid_t);
+    gid_t *groups = NULL;
+    *n = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        if (len == 0 || len > (socklen_t)(NGROUPS_MAX * sizeof(gid_t)))
+            break;
+        gid_t *bigger = realloc(groups, len);
         if (!bigger)
             break;
-        buf = bigger;
-        rc = getpwuid_r(uid, &pw, buf, buf_size, &found);
-        buf_size *= 2;
-    } while (rc == ERANGE && buf_size <= (1u << 20));
-    bool listed = false;
-    if (found) { /* no passwd entry: the peer's own primary gid is all there is */
-        int n = 64;
-        gid_t *groups = NULL;
-        for (int tries = 0; tries < 4; tries++) {
-            gid_t *g = realloc(groups, (size_t)n * sizeof *g);
-            if (!g)
-                break;
-            groups = g;
-            int want = n;
-            if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &want) >= 0) {
-                for (int i = 0; i < want && !listed; i++)
-                    listed = gid_listed(p, groups[i]);
-                break;
-            }
-            n = want > n ? want : n * 2;
+        groups = bigger;
+        socklen_t got = len;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &got) == 0) {
+            *n = (unsigned)(got / sizeof(gid_t));
+            return groups;
         }
-        free(groups);
+        if (errno != ERANGE)
+            break; /* ENOPROTOOPT before Linux 4.13: the primary gid is all we know */
+        len = got > len ? got : len * 2;
     }
-    free(buf);
-    return listed;
+    free(groups);
+    return NULL;
 }
 
-bool gcd_peer_allowed(const gcd_peer_policy *p, const gcd_peer *who)
+bool gcd_peer_allowed(const gcd_peer_policy *p, const gcd_peer *who, int fd)
 {
     if (who->uid == (uid_t)-1)
         return false;
@@ -148,7 +143,15 @@ bool gcd_peer_allowed(const gcd_peer_policy *p, const gcd_peer *who)
             return true;
     if (p->n_gids == 0)
         return false;
-    return gid_listed(p, who->gid) || user_groups_listed(p, who->uid);
+    if (gid_listed(p, who->gid))
+        return true;
+    unsigned n;
+    gid_t *groups = peer_groups(fd, &n);
+    bool listed = false;
+    for (unsigned i = 0; i < n && !listed; i++)
+        listed = gid_listed(p, groups[i]);
+    free(groups);
+    return listed;
 }
 
 void gcd_peer_log_refusal(gcd_peer_policy *p, const gcd_peer *who, uint64_t now_ns)
@@ -161,8 +164,7 @@ void gcd_peer_log_refusal(gcd_peer_policy *p, const gcd_peer *who, uint64_t now_
     if (p->suppressed)
         snprintf(more, sizeof more, " (and %lu more refused since the last message)", p->suppressed);
     gcd_log(LOG_WARNING,
-            "refused connection from uid %ld (pid %ld): not root, the daemon's user, or in "
-            "allow-users/allow-groups%s",
+            "refused connection from uid %ld (pid %ld): " GCD_PEER_REFUSAL "%s",
             who->uid == (uid_t)-1 ? -1L : (long)who->uid, (long)who->pid, more);
     p->last_log_ns = now_ns;
     p->suppressed = 0;

@@ -56,7 +56,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     gcd_peer who;
     gcd_peer_credentials(fd, &who);
-    bool allowed = gcd_peer_allowed(&s->peers, &who);
+    bool allowed = gcd_peer_allowed(&s->peers, &who, fd);
     if (!allowed)
         gcd_peer_log_refusal(&s->peers, &who, gc_now_ns());
     /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */

@@ -23,6 +23,7 @@ const char *gc_status_str(int code)
     case GC_E_DEVICE: return "GPU device error";
     case GC_E_PERMISSION: return "permission denied";
     case GC_E_CANCELLED: return "cancelled";
+    case GC_E_IN_USE: return "connection in use by its own stream or asynchronous requests";
     default: return "unknown error";
     }
 }

@@ -12,7 +12,7 @@
  *
  * Exit status follows bzip2, where scripts test it: 0 success, 1 a problem
  * of the environment (missing file, directory, symbolic link or other file
- * skipped, output exists, no daemon, bad usage), 2 corrupt or truncated
+ * skipped, output exists, no daemon or refused by it, bad usage), 2 corrupt or truncated
  * input, 3 an internal error (a bug, here or in the daemon). Over several
  * files the highest wins, as in bzip2.
  */
@@ -33,6 +33,9 @@
 
 typedef enum cli_mode { CLI_COMPRESS, CLI_DECOMPRESS, CLI_TEST } cli_mode;
 
+#define CLI_REDUNDANT_BEST 1u /* --repetitive-best */
+#define CLI_REDUNDANT_FAST 2u /* --repetitive-fast */
+
 typedef struct cli_opts {
     cli_mode mode;
     gpucomp_options codec;  /* codec, level, width, chunk size */
@@ -47,6 +50,7 @@ typedef struct cli_opts {
     bool local;             /* --local: the CPU codecs in this process, no daemon */
     bool no_fallback;       /* --no-fallback: no daemon is an error, not a local run */
     const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
+    unsigned redundant;     /* CLI_REDUNDANT_*: bzip2's no-op flags that it names */
     char **files;           /* operands; none means stdin */
     int n_files;
 } cli_opts;
@@ -77,7 +81,9 @@ typedef struct cli_result {
 /*
  * Connect unless connected (or running locally). No daemon answering
  * (GPUCOMP_E_CONNECT) switches to local runs, announced unless -q, except
- * with --no-fallback, --ping or --stats. On failure says why, sets s->fatal, false.
+ * with --no-fallback, --ping or --stats; a refusal (GPUCOMP_E_PERMISSION)
+ * never does. On failure says why (a refusal with its remedy), sets
+ * s->fatal, false.
  */
 bool cli_connect(cli_session *s);
 

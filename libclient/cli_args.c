@@ -23,7 +23,8 @@
 /* rle chunk sizes the format allows at most (docs/FORMAT.md); the daemon checks the rest. */
 #define CLI_MAX_CHUNK (1u << 26)
 
-enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING, OPT_JSON, OPT_LOCAL, OPT_NO_FALLBACK };
+enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING, OPT_JSON, OPT_LOCAL, OPT_NO_FALLBACK,
+       OPT_EXPONENTIAL, OPT_REPETITIVE_BEST, OPT_REPETITIVE_FAST };
 
 static const struct option long_options[] = {
     { "compress", no_argument, NULL, 'z' },
@@ -48,6 +49,10 @@ static const struct option long_options[] = {
     { "local", no_argument, NULL, OPT_LOCAL },
     { "no-fallback", no_argument, NULL, OPT_NO_FALLBACK },
     { "small", no_argument, NULL, 's' },
+    /* bzip2 1.0.8 takes these and ignores them; scripts written for it pass them */
+    { "exponential", no_argument, NULL, OPT_EXPONENTIAL },
+    { "repetitive-best", no_argument, NULL, OPT_REPETITIVE_BEST },
+    { "repetitive-fast", no_argument, NULL, OPT_REPETITIVE_FAST },
     { "help", no_argument, NULL, 'h' },
     { "license", no_argument, NULL, 'L' },
     { "version", no_argument, NULL, 'V' },
@@ -80,13 +85,16 @@ static void usage(FILE *f)
           "  -a, --algorithm=ALG  bzip2 (default, suffix .bz2) or rle (suffix .rle)\n"
           "  -1 ... -9            bzip2 block size 100k ... 900k (default -9)\n"
           "      --fast, --best   same as -1, -9\n"
+          "      --exponential, --repetitive-best, --repetitive-fast\n"
+          "                       accepted for bzip2's sake; change nothing\n"
           "  -w, --width=N        rle element width in bytes: 1, 2, 4 or 8 (default 1)\n"
           "      --chunk-size=N   rle chunk size in bytes; k, M suffixes (default 1M)\n"
           "      --socket=PATH    gpucompd's socket (default: $GPUCOMP_SOCKET, else\n"
           "                       " GC_WIRE_DEFAULT_SOCKET ")\n"
           "      --local          compress on this CPU, in this process; no daemon\n"
           "      --no-fallback    fail when no daemon answers (by default gpucomp\n"
-          "                       says so and compresses on this CPU instead)\n"
+          "                       says so and compresses on this CPU instead; a\n"
+          "                       daemon that refuses this user is always an error)\n"
           "      --ping           check that gpucompd answers, then exit\n"
           "      --stats          print gpucompd's counters, then exit\n"
           "      --json           with --stats: the counters as one JSON object\n"
@@ -104,8 +112,8 @@ static void usage(FILE *f)
           "line's, as in bzip2.\n"
           "\n"
           "Exit status, as bzip2's: 0 success, 1 environment problem (file missing or\n"
-          "skipped, output exists, no daemon, bad usage), 2 corrupt or truncated\n"
-          "input, 3 internal error. Over several files the highest wins.\n",
+          "skipped, output exists, no daemon, refused by it, bad usage), 2 corrupt or\n"
+          "truncated input, 3 internal error. Over several files the highest wins.\n",
           f);
 }
 
@@ -204,6 +212,9 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case 'v': o->verbosity = 1; return -1;
     case 'q': o->verbosity = -1; return -1;
     case 's': return -1; /* bzip2's low-memory decoder: the daemon decodes here */
+    case OPT_EXPONENTIAL: return -1; /* bzip2's sorting effort: the output is the same */
+    case OPT_REPETITIVE_BEST: o->redundant |= CLI_REDUNDANT_BEST; return -1;
+    case OPT_REPETITIVE_FAST: o->redundant |= CLI_REDUNDANT_FAST; return -1;
     case OPT_SOCKET: o->socket = optarg; return -1;
     case OPT_STATS: o->stats = true; return -1;
     case OPT_PING: o->ping = true; return -1;
@@ -298,6 +309,15 @@ static char **with_env_options(int *argc, char **argv)
     return all;
 }
 
+/* bzip2 says these flags are redundant; so do we, after parsing, so that a later -q counts. */
+static void note_redundant(cli_session *s)
+{
+    if (s->opts.redundant & CLI_REDUNDANT_BEST)
+        cli_note(s, "--repetitive-best is redundant (ignored, as by bzip2 0.9.5 and later)");
+    if (s->opts.redundant & CLI_REDUNDANT_FAST)
+        cli_note(s, "--repetitive-fast is redundant (ignored, as by bzip2 0.9.5 and later)");
+}
+
 int cli_parse_args(cli_session *s, int argc, char **argv)
 {
     codec_args ca = { .codec = GPUCOMP_CODEC_BZIP2 };
@@ -311,6 +331,7 @@ int cli_parse_args(cli_session *s, int argc, char **argv)
             return rc;
     }
     apply_codec_args(&s->opts, &ca);
+    note_redundant(s);
     s->opts.files = argv + optind;
     s->opts.n_files = argc - optind;
     s->opts.name_width = 7; /* bzip2's: the width of "(stdin)" */

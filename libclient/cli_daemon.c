@@ -8,14 +8,21 @@
 
 #include "cli.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wire.h" /* GC_WIRE_DEFAULT_SOCKET, GC_WIRE_SOCKET_ENV */
 #include "gc_clock.h"
+
+/* The group a packaged gpucompd's socket belongs to (systemd/gpucompd.socket). */
+#define DEFAULT_SOCKET_GROUP "gpucomp"
 
 /* The path gpucomp_connect will use, for messages (same rule as the library). */
 static const char *socket_path(const cli_session *s)
@@ -31,9 +38,57 @@ static const char *backend_name(gpucomp_backend b)
     return b == GPUCOMP_BACKEND_GPU ? "gpu" : b == GPUCOMP_BACKEND_CPU ? "cpu" : "unknown";
 }
 
+/* The name of group gid, or its number. */
+static const char *group_name(gid_t gid, char buf[32])
+{
+    struct group *gr = getgrgid(gid);
+    if (gr && gr->gr_name && *gr->gr_name)
+        return gr->gr_name;
+    snprintf(buf, 32, "%u", (unsigned)gid);
+    return buf;
+}
+
+static const char *user_name(char buf[32])
+{
+    struct passwd *pw = getpwuid(getuid());
+    if (pw && pw->pw_name && *pw->pw_name)
+        return pw->pw_name;
+    snprintf(buf, 32, "%u", (unsigned)getuid());
+    return buf;
+}
+
+/*
+ * A daemon is there and this user may not use it: say so with the remedy.
+ * The way in is the socket file's group (gpucompd's default allow-groups),
+ * unless the file admits its owner alone; a socket we may not even stat
+ * (its directory is closed) is taken to have the packaged group.
+ */
+static void say_refused(cli_session *s)
+{
+    const char *path = socket_path(s);
+    char gbuf[32], ubuf[32];
+    const char *group = DEFAULT_SOCKET_GROUP;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!(st.st_mode & S_IWGRP)) {
+            cli_error(s, "permission denied by gpucompd at %s: the socket (mode %04o) admits only its owner, "
+                      "uid %u; ask its administrator, or use --local", path, (unsigned)(st.st_mode & 07777),
+                      (unsigned)st.st_uid);
+            return;
+        }
+        group = group_name(st.st_gid, gbuf);
+    }
+    const char *user = user_name(ubuf);
+    cli_error(s, "permission denied by gpucompd at %s: add your user to group '%s' (usermod -aG %s %s, then "
+              "log in again), or use --local", path, group, group, user);
+}
+
 /*
  * Connected lazily, so that a file skipped for its name never needs the
  * daemon. No daemon is fatal: every other file would fail the same way.
+ * Only "nothing listens" falls back to this CPU: a daemon that refuses
+ * this user is an error, or the refusal would pass unnoticed (and the work
+ * run where the administrator did not mean it to).
  */
 bool cli_connect(cli_session *s)
 {
@@ -54,7 +109,9 @@ bool cli_connect(cli_session *s)
         s->local = true;
         return true;
     }
-    if (rc == GPUCOMP_E_CONNECT)
+    if (rc == GPUCOMP_E_PERMISSION)
+        say_refused(s);
+    else if (rc == GPUCOMP_E_CONNECT)
         cli_error(s, "%s (is gpucompd running? set --socket or %s)", gpucomp_connect_error(), GC_WIRE_SOCKET_ENV);
     else
         cli_error(s, "%s", gpucomp_connect_error());
@@ -113,6 +170,7 @@ int cli_exit_for(int rc)
     case GPUCOMP_E_INVALID:  /* the CLI sent what it should not have */
     case GPUCOMP_E_PROTOCOL: /* one side misread the other */
     case GPUCOMP_E_INTERNAL:
+    case GPUCOMP_E_IN_USE:   /* the CLI misused its own client */
         return CLI_EXIT_INTERNAL;
     default:                 /* no daemon, limits, memory, busy, device, permission */
         return CLI_EXIT_ERROR;
@@ -144,6 +202,18 @@ bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_op
 }
 
 /*
+ * bzip2's "% saved", except that a saving that rounds to zero prints
+ * "0.00", never "-0.00" (bzip2 prints -0.00 when the output is a hair
+ * longer than the input, as rle's is for data with no runs); a saving that
+ * shows as negative is a real loss and keeps its sign.
+ */
+static double percent_saved(size_t in_len, size_t out_len)
+{
+    double saved = 100.0 * (1.0 - (double)out_len / (double)in_len);
+    return saved > -0.005 && saved < 0.005 ? 0.0 : saved;
+}
+
+/*
  * bzip2's -v line, then the backend in parentheses, so that a script that
  * parses bzip2's line parses ours:
  *   "  FILE:  X.XXX:1,  Y.YYY bits/byte, ZZ.ZZ% saved, N in, M out. (gpu)"
@@ -166,7 +236,7 @@ void cli_report(const cli_session *s, const char *name, size_t in_len, const cli
     } else {
         double nin = (double)in_len, nout = (double)r->len;
         fprintf(stderr, "%6.3f:1, %6.3f bits/byte, %5.2f%% saved, %zu in, %zu out. (%s)\n",
-                nout > 0 ? nin / nout : 0.0, 8.0 * nout / nin, 100.0 * (1.0 - nout / nin), in_len, r->len,
+                nout > 0 ? nin / nout : 0.0, 8.0 * nout / nin, percent_saved(in_len, r->len), in_len, r->len,
                 backend);
     }
 }

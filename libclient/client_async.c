@@ -23,7 +23,7 @@
  * requests, c->fd and the id counter (always taken after send_mu, held
  * briefly); poll_mu: one poller at a time, so callbacks never run two at
  * once; callbacks run with only poll_mu held, so they may submit and cancel
- * (gpucomp_async_poll from a callback answers -GPUCOMP_E_BUSY).
+ * (gpucomp_async_poll from a callback answers -GPUCOMP_E_IN_USE).
  *
  * A request is in the table from the moment its id is taken (under
  * send_mu, so a gpucomp_cancel that finds it sends its cancel after the
@@ -269,7 +269,8 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
         return set_error(c, a, &err);
     }
     if (c->stream)
-        return set_error(c, a, &(gc_error){ GC_E_BUSY, "a stream is open on this client (gpucomp_stream_free it first)" });
+        return set_error(c, a, &(gc_error){ GC_E_IN_USE, "this client is in use by its open stream: "
+                                                          "gpucomp_stream_free it first, or use another client" });
     gpucomp_options defaults;
     if (!o) {
         gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
@@ -659,7 +660,7 @@ int gpucomp_async_poll(gpucomp_client *c, int timeout_ms)
     if (!c)
         return -GPUCOMP_E_INVALID;
     if (polling_client == c)
-        return -GPUCOMP_E_BUSY; /* from one of c's callbacks */
+        return -GPUCOMP_E_IN_USE; /* from one of c's callbacks */
     struct client_async *a = get_async(c, false);
     if (!a)
         return c->fd < 0 ? -GPUCOMP_E_IO : 0;

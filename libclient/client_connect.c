@@ -59,6 +59,10 @@ static int open_socket(const char *path, int *fd_out, gc_error *err)
         e = finish_interrupted_connect(fd);
     if (e) {
         close(fd);
+        /* Something is there and this user may not use it: not "no daemon" (no fallback, gpucomp.h). */
+        if (e == EACCES || e == EPERM)
+            return gc_fail(err, GC_E_PERMISSION, "permission denied by gpucompd at %s: %s (this user may "
+                           "not open its socket)", path, strerror(e));
         return gc_fail(err, GC_E_CONNECT, "cannot connect to gpucompd at %s: %s", path, strerror(e));
     }
     *fd_out = fd;

@@ -41,7 +41,7 @@ struct gpucomp_client {
     char path[108];               /* the socket path connected to (for reconnecting) */
 };
 
-/* GPUCOMP_E_BUSY, with a message in c->err, while c serves a stream or
+/* GPUCOMP_E_IN_USE, with a message in c->err, while c serves a stream or
  * asynchronous requests (the blocking calls may not interleave with them). */
 int client_check_idle(gpucomp_client *c);
 
@@ -78,7 +78,8 @@ typedef struct client_reply {
 /*
  * A Status from the daemon as a GPUCOMP_E_* code. Codes this client does
  * not know (a newer daemon) become GPUCOMP_E_PROTOCOL so that callers only
- * ever see the documented values; the daemon's message is kept.
+ * ever see the documented values; the daemon's message is kept. IN_USE is
+ * the client's own and never comes from a daemon.
  */
 static inline int client_wire_status(Gpucomp__Status s)
 {

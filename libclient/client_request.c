@@ -301,10 +301,11 @@ static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, 
 int client_check_idle(gpucomp_client *c)
 {
     if (c->stream)
-        return gc_fail(&c->err, GC_E_BUSY, "a stream is open on this client (gpucomp_stream_free it first)");
+        return gc_fail(&c->err, GC_E_IN_USE, "this client is in use by its open stream: gpucomp_stream_free it "
+                       "first, or use another client");
     if (atomic_load(&c->async_outstanding))
-        return gc_fail(&c->err, GC_E_BUSY,
-                       "asynchronous requests are outstanding on this client (use another client for blocking calls)");
+        return gc_fail(&c->err, GC_E_IN_USE, "this client is in use by its outstanding asynchronous requests: "
+                       "poll them to completion first, or use another client for blocking calls");
     return GC_OK;
 }
 

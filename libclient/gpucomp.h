@@ -47,11 +47,15 @@ enum {
     GPUCOMP_E_PROTOCOL = 8,    /* malformed or unexpected message */
     GPUCOMP_E_IO = 9,          /* socket read/write failed, daemon went away */
     GPUCOMP_E_CONNECT = 10,    /* cannot connect to the daemon (not running?) */
-    GPUCOMP_E_BUSY = 11,       /* daemon shutting down or over capacity: retry later */
+    GPUCOMP_E_BUSY = 11,       /* the daemon is shutting down or over capacity: retry later */
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
     GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
-    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (its allow-users/allow-groups) */
-    GPUCOMP_E_CANCELLED = 15   /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
+    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (socket permissions, its allow-users/allow-groups) */
+    GPUCOMP_E_CANCELLED = 15,  /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
+    GPUCOMP_E_IN_USE = 16      /* this client is in use by its own open stream or asynchronous requests
+                                * (or the call came from one of its callbacks): retrying will not help
+                                * until the stream is freed or the requests are done; or use another
+                                * client. Never the daemon's answer (that is GPUCOMP_E_BUSY). */
 };
 
 typedef enum gpucomp_codec {
@@ -127,8 +131,12 @@ void gpucomp_options_init(gpucomp_options *o, gpucomp_codec codec);
 /*
  * Connect to gpucompd and check the protocol version. socket_path NULL or ""
  * means $GPUCOMP_SOCKET, else /run/gpucompd/gpucompd.sock.
- * On failure *out is NULL and the return code says why (GPUCOMP_E_CONNECT
- * when nothing listens there); gpucomp_connect_error() gives the message.
+ * On failure *out is NULL and the return code says why: GPUCOMP_E_CONNECT
+ * when nothing listens there (no socket file, or no daemon behind it);
+ * GPUCOMP_E_PERMISSION when something does but this user may not use it
+ * (the socket file's permissions refused the connection, EACCES or EPERM,
+ * or the daemon did: its allow-users/allow-groups). Only the first means
+ * there is no daemon to use. gpucomp_connect_error() gives the message.
  */
 int gpucomp_connect(const char *socket_path, gpucomp_client **out);
 
@@ -286,7 +294,7 @@ uint64_t gpucomp_last_engine_ns(const gpucomp_client *c);
  *     gpucomp_stream_free(s);
  *
  * While a stream is open its client serves only that stream: other calls on
- * the client fail with GPUCOMP_E_BUSY until gpucomp_stream_free.
+ * the client fail with GPUCOMP_E_IN_USE until gpucomp_stream_free.
  */
 typedef struct gpucomp_stream gpucomp_stream;
 
@@ -369,7 +377,7 @@ void gpucomp_stream_free(gpucomp_stream *s);
  * once; gpucomp_async_poll and gpucomp_cancel too (callbacks run in the
  * polling thread, never two at once for one client, and may submit). While
  * asynchronous requests are outstanding, the blocking calls on the same
- * client fail with GPUCOMP_E_BUSY: use one client for each style.
+ * client fail with GPUCOMP_E_IN_USE: use one client for each style.
  *
  * out/out_len are valid only during the callback (copy what you keep);
  * status is GPUCOMP_OK or an error (gpucomp_strerror; msg says more, "" if
@@ -396,7 +404,8 @@ int gpucomp_async_fd(gpucomp_client *c);
  * Run the callbacks of finished requests, waiting up to timeout_ms (0: not at
  * all, -1: until at least one finishes). Returns how many callbacks ran, or
  * a negative GPUCOMP_E_* code (-GPUCOMP_E_IO: the connection failed; every
- * outstanding request has then been completed with GPUCOMP_E_IO). A
+ * outstanding request has then been completed with GPUCOMP_E_IO;
+ * -GPUCOMP_E_IN_USE: called from one of c's own callbacks). A
  * connection that ends with nothing outstanding (the daemon restarted) makes
  * the descriptor readable, and the poll then says -GPUCOMP_E_IO; the
  * connection is closed, so the descriptor is -1 until the next

@@ -222,6 +222,35 @@ static void note(void *arg, uint64_t id, int status, const char *msg, const void
     s->first = out_len ? *(const uint8_t *)out : 0;
 }
 
+/* A callback that polls its own client, and what that poll answered. */
+typedef struct repoll {
+    gpucomp_client *c;
+    int calls;
+    int rc;
+} repoll;
+
+static void poll_again(void *arg, uint64_t id, int status, const char *msg, const void *out, size_t out_len)
+{
+    repoll *r = arg;
+    (void)id, (void)status, (void)msg, (void)out, (void)out_len;
+    r->calls++;
+    r->rc = gpucomp_async_poll(r->c, 0);
+}
+
+/* gpucomp_async_poll from one of the client's own callbacks: IN_USE, not BUSY. */
+START_TEST(test_poll_from_callback_is_in_use)
+{
+    test_daemon_start(&dut, NULL);
+    gpucomp_client *c = connect_or_fail();
+    repoll r = { .c = c };
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, "abc", 3, poll_again, &r, NULL), GPUCOMP_OK);
+    drain(c, 30000);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_int_eq(r.rc, -GPUCOMP_E_IN_USE);
+    gpucomp_close(c);
+}
+END_TEST
+
 START_TEST(test_async_fd_with_poll)
 {
     test_daemon_start(&dut, NULL);
@@ -269,7 +298,12 @@ END_TEST
 
 /* ---- blocking calls while async requests are outstanding ------------------ */
 
-START_TEST(test_blocking_call_is_busy_during_async)
+/*
+ * The client's own asynchronous requests make its blocking calls fail with
+ * IN_USE (retrying cannot help until they are done), not with the daemon's
+ * BUSY ("retry later").
+ */
+START_TEST(test_blocking_call_is_in_use_during_async)
 {
     test_daemon_start(&dut, NULL);
     gpucomp_client *c = connect_or_fail();
@@ -280,11 +314,16 @@ START_TEST(test_blocking_call_is_busy_during_async)
     ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, data, len, note, &res, NULL), GPUCOMP_OK);
     /* Nobody polled: the request is outstanding whatever the daemon did. */
     ck_assert_uint_eq(gpucomp_async_pending(c), 1);
-    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IN_USE);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "asynchronous requests") &&
+                  strstr(gpucomp_last_error(c), "another client"), "message: %s", gpucomp_last_error(c));
     void *out = NULL;
     size_t out_len = 0;
-    ck_assert_int_eq(gpucomp_compress(c, NULL, data, 10, &out, &out_len), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_compress(c, NULL, data, 10, &out, &out_len), GPUCOMP_E_IN_USE);
     ck_assert_ptr_null(out);
+    gpucomp_stream *s = NULL;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s), GPUCOMP_E_IN_USE);
+    ck_assert_ptr_null(s);
     drain(c, 30000);
     ck_assert_int_eq(res.calls, 1);
     ck_assert_int_eq(res.status, GPUCOMP_OK);
@@ -778,7 +817,8 @@ static Suite *async_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_many_threads_round_trips);
     tcase_add_test(tc, test_async_fd_with_poll);
-    tcase_add_test(tc, test_blocking_call_is_busy_during_async);
+    tcase_add_test(tc, test_blocking_call_is_in_use_during_async);
+    tcase_add_test(tc, test_poll_from_callback_is_in_use);
     tcase_add_test(tc, test_close_with_outstanding);
     tcase_add_test(tc, test_async_not_resent);
     tcase_add_test(tc, test_answer_to_unknown_id);

@@ -784,6 +784,56 @@ START_TEST(test_cli_empty_bz2_messages)
 }
 END_TEST
 
+/*
+ * -v's "% saved" for output a hair longer than the input (rle of data with
+ * no runs: 52 bytes on 1 MiB, a 0.005% loss) is "0.00", never "-0.00"; a
+ * real loss keeps its sign and value.
+ */
+START_TEST(test_cli_verbose_no_negative_zero)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("r.dat", 1u << 20, 0);
+    ck_assert_int_eq(run_shell("cd %s && printf abc > three", d), 0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk -a rle r.dat 2>err", d, s, cli()), 0);
+    ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s r.dat.rle) && test $n -gt 1048576 && "
+                               "grep -Eq '^  r\\.dat: +1\\.000:1,  8\\.000 bits/byte,  0\\.00%% saved, 1048576 in, '$n' "
+                               "out\\. \\((cpu|gpu)\\)$' err", d), 0);
+    ck_assert_int_ne(run_shell("grep -q -- '-0\\.00%%' %s/err", d), 0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk three 2>err", d, s, cli()), 0);
+    ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s three.bz2) && "
+                               "want=$(awk -v n=$n 'BEGIN { printf \"%%5.2f\", 100 * (1 - n / 3) }') && "
+                               "grep -q -- \"bits/byte, $want%% saved, 3 in, $n out\" err && "
+                               "case $want in -[1-9]*) ;; *) false;; esac", d), 0);
+}
+END_TEST
+
+/* bzip2 1.0.8's accepted no-op flags: accepted, ignored, the same output. */
+START_TEST(test_cli_bzip2_noop_flags)
+{
+    const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
+    make_file("n.txt", 200000, 2);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -c n.txt > plain.bz2", d, s, cli()), 0);
+    const char *flags[] = { "--exponential", "--repetitive-best", "--repetitive-fast", "-s", "--small", "--best",
+                            "-q --repetitive-best" };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        ck_assert_msg(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' %s -c n.txt > flag.bz2 2>err", d, s, cli(),
+                                flags[i]) == 0, "gpucomp %s failed", flags[i]);
+        ck_assert_msg(run_shell("cd %s && cmp -s plain.bz2 flag.bz2 && bunzip2 -c flag.bz2 | cmp -s - n.txt", d) == 0,
+                      "gpucomp %s changed the output", flags[i]);
+        bool says = strcmp(flags[i], "--repetitive-best") == 0 || strcmp(flags[i], "--repetitive-fast") == 0;
+        if (says)
+            ck_assert_msg(run_shell("cd %s && grep -qx 'gpucomp: %s is redundant (ignored, as by bzip2 0.9.5 and "
+                                    "later)' err && test $(wc -l < err) = 1", d, flags[i]) == 0,
+                          "gpucomp %s: not the one line that says it is redundant", flags[i]);
+        else
+            ck_assert_msg(run_shell("cd %s && test ! -s err", d) == 0, "gpucomp %s: something on stderr", flags[i]);
+    }
+    /* and in $BZIP2, where scripts written for bzip2 put them; decompression too */
+    ck_assert_int_eq(run_shell("cd %s && BZIP2='--exponential --repetitive-fast' GPUCOMP_SOCKET=%s '%s' -dc -q "
+                               "plain.bz2 | cmp -s - n.txt", d, s, cli()), 0);
+}
+END_TEST
+
 /* The library with NULL options writes what the CLI writes by default: bzip2. */
 START_TEST(test_null_options_are_bzip2)
 {
@@ -1185,6 +1235,8 @@ static Suite *daemon_suite(void)
     tcase_add_loop_test(cmd, test_cli_like_bzip2, 0, sizeof vs_cases / sizeof vs_cases[0]);
     tcase_add_test(cmd, test_cli_verbose_like_bzip2);
     tcase_add_test(cmd, test_cli_empty_bz2_messages);
+    tcase_add_test(cmd, test_cli_verbose_no_negative_zero);
+    tcase_add_test(cmd, test_cli_bzip2_noop_flags);
     tcase_add_test(cmd, test_null_options_are_bzip2);
     suite_add_tcase(s, cmd);
 

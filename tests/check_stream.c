@@ -307,7 +307,7 @@ START_TEST(test_corrupt_after_prefix)
     gpucomp_outbuf ob = { b, sizeof b, 0 };
     ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_END, NULL), rc);
     ck_assert_uint_eq(ob.pos, 0);
-    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IN_USE);
     gpucomp_stream_free(s);
     ck_assert_msg(gpucomp_ping(c) == GPUCOMP_OK, "ping after a failed stream: %s", gpucomp_last_error(c));
     free(k.buf);
@@ -375,18 +375,33 @@ START_TEST(test_free_mid_stream)
 }
 END_TEST
 
-/* While a stream is open its client serves only it. */
-START_TEST(test_busy_while_open)
+static void no_callback(void *arg, uint64_t id, int status, const char *msg, const void *out, size_t out_len)
+{
+    (void)arg, (void)id, (void)status, (void)msg, (void)out, (void)out_len;
+    ck_abort_msg("a submission refused at once must not complete later");
+}
+
+/*
+ * While a stream is open its client serves only it: other calls fail with
+ * IN_USE (the client's own state: retrying cannot help until the stream is
+ * freed), not with the daemon's BUSY ("retry later").
+ */
+START_TEST(test_in_use_while_open)
 {
     gpucomp_client *c = connect_or_fail();
     gpucomp_stream *s, *s2 = NULL;
     ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s), GPUCOMP_OK);
-    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IN_USE);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "open stream") && strstr(gpucomp_last_error(c), "another client"),
+                  "message: %s", gpucomp_last_error(c));
+    ck_assert_str_ne(gpucomp_strerror(GPUCOMP_E_IN_USE), gpucomp_strerror(GPUCOMP_E_BUSY));
     void *out = NULL;
     size_t out_len = 0;
-    ck_assert_int_eq(gpucomp_compress(c, NULL, "abc", 3, &out, &out_len), GPUCOMP_E_BUSY);
-    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s2), GPUCOMP_E_BUSY);
+    ck_assert_int_eq(gpucomp_compress(c, NULL, "abc", 3, &out, &out_len), GPUCOMP_E_IN_USE);
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, NULL, &s2), GPUCOMP_E_IN_USE);
     ck_assert_ptr_null(s2);
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, "abc", 3, no_callback, NULL, NULL),
+                     GPUCOMP_E_IN_USE);
     gpucomp_stream_free(s);
     ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
     gpucomp_close(c);
@@ -873,7 +888,7 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_corrupt_after_prefix);
     tcase_add_test(api, test_max_output);
     tcase_add_test(api, test_free_mid_stream);
-    tcase_add_test(api, test_busy_while_open);
+    tcase_add_test(api, test_in_use_while_open);
     tcase_add_test(api, test_flush);
     tcase_add_test(api, test_timeout);
     tcase_add_test(api, test_oversubscribed_every_path);
