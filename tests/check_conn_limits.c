@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -55,6 +56,7 @@ static int hello_max(uint32_t *max_streams)
     ck_assert_int_ge(fd, 0);
     struct timeval tv = { 10, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     Gpucomp__Frame *w = raw_hello(fd, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
     ck_assert_msg(w && w->body_case == GPUCOMP__FRAME__BODY_WELCOME, "no Welcome from the daemon");
     ck_assert_int_eq(w->welcome->status, GC_OK);
@@ -164,12 +166,7 @@ START_TEST(test_interleaved_requests_do_not_deadlock)
     int fd = hello();
     first_frame(fd, 1, 20u << 20);
     first_frame(fd, 2, 20u << 20);
-    /* It cannot wait for memory its own connection holds: it is refused at once. */
-    Gpucomp__Frame *f = final_answer(fd, 2);
-    ck_assert_msg(f != NULL, "the second request got no answer: it waits for its own connection's memory");
-    ck_assert_int_eq((int)f->response->status, GC_E_LIMIT);
-    fprintf(stderr, "  second request: %s\n", f->response->message);
-    gc_wire_free(f);
+    sleep_ms(200);
     ck_assert_uint_ge(memory_in_use(), 20u << 20);
     close(fd);
     double freed = wait_memory_free(3);
@@ -178,11 +175,18 @@ START_TEST(test_interleaved_requests_do_not_deadlock)
     fprintf(stderr, "  charge freed %.2f s after the client closed\n", freed);
     fprintf(stderr, "  then a 14 MiB request of the same user: %.2f s\n", serve_socket_request(14u << 20));
 
-    /* The same, but the client stays and says nothing: its request-timeout ends it. */
+    /* The same, but the client stays and says nothing. The second request cannot wait
+     * for memory its own connection holds: it is refused at once; the first one's
+     * request-timeout ends the connection. */
     fd = hello();
     first_frame(fd, 1, 20u << 20);
     first_frame(fd, 2, 20u << 20);
     double t0 = now_s();
+    Gpucomp__Frame *f = final_answer(fd, 2);
+    ck_assert_msg(f != NULL, "the second request got no answer: it waits for its own connection's memory");
+    ck_assert_int_eq((int)f->response->status, GC_E_LIMIT);
+    fprintf(stderr, "  second request, after %.2f s: %s\n", now_s() - t0, f->response->message);
+    gc_wire_free(f);
     uint8_t buf[512];
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0) /* the LIMIT answers, then the close */
@@ -198,7 +202,7 @@ END_TEST
 /* A user that interleaves two requests of 30 MiB on one connection and then says nothing. */
 static void interleave_as(uid_t uid, int ready)
 {
-    if (setgid(65534) != 0 || setuid(uid) != 0)
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || setgid(65534) != 0 || setuid(uid) != 0)
         _exit(3);
     int fd = raw_connect(dut.socket_path);
     if (fd < 0)
@@ -269,7 +273,7 @@ static int daemon_fds(void)
 
 START_TEST(test_abandoned_first_frames_release_descriptors)
 {
-    /* Each declares 30 MiB: one is admitted, the other 299 wait for memory. */
+    /* Each declares 30 MiB of the user's 32: one is admitted, the others wait for memory. */
     const char *args[] = { "--memory-budget=64M", "--user-memory-share=50", "--request-timeout=2", NULL };
     test_daemon_start(&dut, args);
     close(hello());
@@ -277,20 +281,31 @@ START_TEST(test_abandoned_first_frames_release_descriptors)
     int baseline = daemon_fds();
     enum { CLIENTS = 300 };
     static int fds[CLIENTS];
-    for (int i = 0; i < CLIENTS; i++) {
+    /* The first holds the memory and stays, silent (with a second request interleaved, as
+     * the deadlock above): the others' descriptors must not depend on it. */
+    fds[0] = hello();
+    first_frame(fds[0], 1, 30u << 20);
+    first_frame(fds[0], 2, 30u << 20);
+    for (int i = 1; i < CLIENTS; i++) {
         fds[i] = hello();
         first_frame(fds[i], 1, 30u << 20);
     }
     sleep_ms(300);
     int held = daemon_fds();
-    for (int i = 0; i < CLIENTS; i++)
+    for (int i = 1; i < CLIENTS; i++)
         close(fds[i]);
     double t0 = now_s();
     int now = held;
+    while (now_s() - t0 < 1 && (now = daemon_fds()) > baseline + 1)
+        sleep_ms(20);
+    fprintf(stderr, "  the %d that left: descriptors down to %d after %.2f s\n", CLIENTS - 1, now, now_s() - t0);
+    ck_assert_msg(now <= baseline + 1, "%d descriptors held 1 s after the clients left (baseline %d, and the one "
+                  "that stays)", now, baseline);
     while (now_s() - t0 < 3 && (now = daemon_fds()) > baseline)
         sleep_ms(50);
     fprintf(stderr, "  daemon descriptors: %d before, %d with %d clients, %d %.2f s after they left\n",
             baseline, held, CLIENTS, now, now_s() - t0);
+    close(fds[0]);
     ck_assert_msg(now <= baseline, "%d descriptors held 3 s after the clients left (baseline %d, "
                   "request-timeout 2 s)", now, baseline);
     ck_assert_msg(wait_memory_free(1) >= 0, "memory still held after the clients left");
