@@ -256,14 +256,14 @@ static void unlink_flight(gcd_conn *c, gcd_request *r)
 
 /*
  * Whether memory c itself holds waits for c's later frames: a request in
- * assembly (refused ones hold nothing) or a stream still taking input.
+ * assembly that holds some (tombstones hold none) or a stream still taking input.
  * Those frames come after the one that would wait, so such a wait could
  * only end by timing out.
  */
 static bool holds_own_input(gcd_conn *c)
 {
     for (gcd_request *r = c->assembling; r; r = r->next)
-        if (!r->refused)
+        if (r->charged)
             return true;
     return gcd_stream_awaits_input(c);
 }

@@ -313,6 +313,42 @@ START_TEST(test_abandoned_first_frames_release_descriptors)
 }
 END_TEST
 
+START_TEST(test_unread_answers_have_a_deadline)
+{
+    const char *args[] = { "--request-timeout=1", NULL };
+    test_daemon_start(&dut, args);
+    int fd = hello();
+    size_t len = 8u << 20;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, 11); /* random: the answer is as large as the input */
+    for (size_t off = 0; off < len;) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = 1;
+        req.op = GPUCOMP__OP__OP_COMPRESS;
+        req.codec = GPUCOMP__CODEC__CODEC_RLE;
+        req.total_size = len;
+        req.payload.data = data + off;
+        req.payload.len = 4u << 20;
+        off += req.payload.len;
+        req.last = off == len;
+        raw_send_request(fd, &req);
+    }
+    free(data);
+    /* Nobody reads the answer: most of it stays queued in the daemon, charged. */
+    double freed = wait_memory_free(4);
+    ck_assert_msg(freed >= 0, "%llu bytes of unread answers still held 4 s later (request-timeout 1 s)",
+                  (unsigned long long)memory_in_use());
+    fprintf(stderr, "  unread answers given back after %.2f s\n", freed);
+    uint8_t buf[1 << 16];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) /* what the kernel had taken, then the end */
+        ;
+    ck_assert_msg(n == 0, "the connection of a client that does not read is still open");
+    close(fd);
+}
+END_TEST
+
 /* ---- bounded everything per connection --------------------------------------- */
 
 static uint64_t daemon_rss_kib(void)
@@ -494,6 +530,7 @@ static Suite *conn_limits_suite(void)
     tcase_add_test(t, test_interleaved_requests_do_not_deadlock);
     tcase_add_test(t, test_two_users_cannot_lock_out_a_third);
     tcase_add_test(t, test_abandoned_first_frames_release_descriptors);
+    tcase_add_test(t, test_unread_answers_have_a_deadline);
     tcase_add_test(t, test_refused_stream_opens_are_bounded);
     tcase_add_test(t, test_max_streams_can_be_open);
     suite_add_tcase(s, t);
