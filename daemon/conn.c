@@ -701,11 +701,23 @@ void gcd_conn_stop_reading(gcd_conn *c)
     }
 }
 
+/* Whether closing c gives memory back now (a stream may: its buffer, if no part is out). */
+static bool holds_memory(gcd_conn *c)
+{
+    for (gcd_request *r = c->assembling; r; r = r->next)
+        if (r->charged)
+            return true;
+    return c->streams || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
+}
+
 void gcd_conn_close(gcd_conn *c)
 {
     if (c->state == GCD_CONN_CLOSED)
         return;
     gcd_server *s = c->server;
+    /* Waking every waiter costs a parse of each one's frame: not for a close that frees
+     * nothing, such as a waiter's own (many that leave at once would cost n^2). */
+    bool frees = holds_memory(c);
     if (c->waiting_budget)
         unlink_waiter(c);
     while (c->assembling)
@@ -741,7 +753,8 @@ void gcd_conn_close(gcd_conn *c)
     s->n_conns--;
     conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
     gcd_server_accept_resume(s); /* a descriptor is free again */
-    gcd_conn_wake_waiters(s);
+    if (frees)
+        gcd_conn_wake_waiters(s);
 }
 
 void gcd_conn_request_done(gcd_request *r, void *server)
