@@ -37,6 +37,7 @@
 
 static void close_after_flush(gcd_conn *c);
 static void unlink_waiter(gcd_conn *c);
+static bool take_id(gcd_conn *c, uint64_t id);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -196,7 +197,7 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
             gcd_send_stats(c, m->id);
         return NULL;
     }
-    if (!gcd_conn_take_id(c, m->id)) {
+    if (!take_id(c, m->id)) {
         close_fds(fds);
         return NULL;
     }
@@ -382,7 +383,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         discard_fds(c, m);
         if (st)
             gcd_stream_frame(st, m);
-        else if (gcd_conn_take_id(c, m->id))
+        else if (take_id(c, m->id))
             gcd_stream_open(c, m);
         return;
     }
@@ -428,11 +429,13 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 /* ---- frames in -------------------------------------------------------- */
 
 /*
- * Refused requests stay as tombstones and answered streams until their
- * client's last frame: counting both under one cap bounds what a client
- * can make the daemon remember, and the lookups per frame.
+ * Whether c may hold one more id (a request or stream starting); if not, id
+ * is answered LIMIT and the connection closes. Refused requests stay as
+ * tombstones and answered streams until their client's last frame: counting
+ * both under one cap bounds what a client can make the daemon remember, and
+ * the lookups per frame.
  */
-bool gcd_conn_take_id(gcd_conn *c, uint64_t id)
+static bool take_id(gcd_conn *c, uint64_t id)
 {
     if (c->n_assembling + c->n_streams < GCD_CONN_MAX_IDS)
         return true;

@@ -63,10 +63,6 @@ typedef struct gcd_conn {
 /* Take ownership of an accepted socket; the new connection, or NULL (fd closed, logged). */
 gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
 
-/* Whether c may hold one more id (a request or stream starting); if not, id is answered LIMIT
- * and the connection closes. */
-bool gcd_conn_take_id(gcd_conn *c, uint64_t id);
-
 /* Enable or disable reading, honouring both budget and output pauses. */
 void gcd_conn_update_reading(gcd_conn *c);
 

@@ -434,6 +434,28 @@ START_TEST(test_refused_stream_opens_are_bounded)
 }
 END_TEST
 
+START_TEST(test_refused_stream_has_a_deadline)
+{
+    const char *args[] = { "--request-timeout=1", "--idle-timeout=1", NULL };
+    test_daemon_start(&dut, args);
+    int fd = hello();
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 1;
+    req.stream = 1;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = (Gpucomp__Codec)99;
+    raw_send_request(fd, &req); /* refused, more frames announced, none sent */
+    double t0 = now_s();
+    uint8_t buf[512];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) /* the refusal, the timeout's error, the end */
+        ;
+    ck_assert_msg(n == 0, "a refused stream's connection outlived both timeouts (read: %s)", strerror(errno));
+    fprintf(stderr, "  a refused stream's silent client closed after %.2f s (timeouts 1 s)\n", now_s() - t0);
+    close(fd);
+}
+END_TEST
+
 /* ---- max_streams means what it says ------------------------------------------- */
 
 static void open_stream(int fd, uint64_t id, Gpucomp__Op op)
@@ -532,6 +554,7 @@ static Suite *conn_limits_suite(void)
     tcase_add_test(t, test_abandoned_first_frames_release_descriptors);
     tcase_add_test(t, test_unread_answers_have_a_deadline);
     tcase_add_test(t, test_refused_stream_opens_are_bounded);
+    tcase_add_test(t, test_refused_stream_has_a_deadline);
     tcase_add_test(t, test_max_streams_can_be_open);
     suite_add_tcase(s, t);
     return s;
