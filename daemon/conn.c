@@ -22,8 +22,6 @@
 #include "stream.h"
 #include "wire.h"
 
-/* A client may assemble at most this many requests at once (refused ones included). */
-#define MAX_ASSEMBLING 64
 /* Stop reading from a client with this many requests at the workers and lanes. */
 #define MAX_IN_FLIGHT 256
 /* Stop reading from a client whose unread responses exceed this. */
@@ -39,6 +37,7 @@
 
 static void close_after_flush(gcd_conn *c);
 static void unlink_waiter(gcd_conn *c);
+static bool take_id(gcd_conn *c, uint64_t id);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -198,12 +197,8 @@ static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
             gcd_send_stats(c, m->id);
         return NULL;
     }
-    if (c->n_assembling >= MAX_ASSEMBLING) { /* refused ones too: tombstones are bounded */
+    if (!take_id(c, m->id)) {
         close_fds(fds);
-        gcd_send_error(c, m->id, GC_E_LIMIT,
-                       "more than %d requests in assembly on one connection: closing it",
-                       MAX_ASSEMBLING);
-        close_after_flush(c);
         return NULL;
     }
     gcd_request *r = gcd_request_new(c, m);
@@ -261,14 +256,50 @@ static void unlink_flight(gcd_conn *c, gcd_request *r)
 }
 
 /*
+ * Whether memory c itself holds waits for c's later frames: a request in
+ * assembly that holds some (tombstones hold none) or a stream still taking input.
+ * Those frames come after the one that would wait, so such a wait could
+ * only end by timing out.
+ */
+static bool holds_own_input(gcd_conn *c)
+{
+    for (gcd_request *r = c->assembling; r; r = r->next)
+        if (r->charged)
+            return true;
+    return gcd_stream_awaits_input(c);
+}
+
+static void queue_waiter(gcd_conn *c)
+{
+    gcd_server *s = c->server;
+    c->waiting_budget = true;
+    c->wait_next = NULL;
+    c->wait_prev = s->wait_tail;
+    if (s->wait_tail)
+        s->wait_tail->wait_next = c;
+    else
+        s->wait_head = c;
+    s->wait_tail = c;
+    if (!c->wait_since_ns)
+        c->wait_since_ns = gc_now_ns();
+}
+
+/*
  * A socket request's input is charged when its first frame arrives. When
  * it does not fit now, the connection waits (its frame stays unread) until
- * memory is released; other connections go on. Returns false to wait.
+ * memory is released; other connections go on. It does not wait where the
+ * memory it waits for may be its own (holds_own_input), nor past
+ * request-timeout (gcd_conn_sweep sets wait_expired): then admit tries the
+ * charge once and refuses the request with LIMIT if it still does not fit.
+ * Returns false to wait (docs/SECURITY.md, "No wait without an end").
  */
 static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
 {
+    bool expired = c->wait_expired; /* only the frame that waited */
+    c->wait_expired = false;
     if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
-        m->op == GPUCOMP__OP__OP_STATS || m->total_size == 0 || find_assembling(c, m->id))
+        m->op == GPUCOMP__OP__OP_STATS || m->op == GPUCOMP__OP__OP_CANCEL || m->total_size == 0 ||
+        m->stream || gcd_stream_find(c, m->id) || find_assembling(c, m->id))
         return true;
     gcd_budget *b = c->server->budget;
     if (!gcd_budget_could_fit(b, m->total_size) || m->total_size > c->server->cfg.max_request)
@@ -276,33 +307,24 @@ static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
     if (gcd_budget_in_use(b) + m->total_size <= gcd_budget_limit(b) &&
         gcd_budget_uid_in_use(b, c->peer_uid) + m->total_size <= gcd_budget_uid_limit(b))
         return true;
-    if (!c->waiting_budget) {
-        c->waiting_budget = true;
-        c->wait_next = NULL;
-        if (c->server->wait_tail)
-            c->server->wait_tail->wait_next = c;
-        else
-            c->server->wait_head = c;
-        c->server->wait_tail = c;
-    }
+    if (expired || holds_own_input(c))
+        return true; /* admit's charge refuses it: "retry later" */
+    queue_waiter(c);
     return false;
 }
 
 static void unlink_waiter(gcd_conn *c)
 {
     gcd_server *s = c->server;
-    gcd_conn *prev = NULL;
-    for (gcd_conn *w = s->wait_head; w; prev = w, w = w->wait_next)
-        if (w == c) {
-            if (prev)
-                prev->wait_next = c->wait_next;
-            else
-                s->wait_head = c->wait_next;
-            if (s->wait_tail == c)
-                s->wait_tail = prev;
-            break;
-        }
-    c->wait_next = NULL;
+    if (c->wait_prev)
+        c->wait_prev->wait_next = c->wait_next;
+    else
+        s->wait_head = c->wait_next;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c->wait_prev;
+    else
+        s->wait_tail = c->wait_prev;
+    c->wait_prev = c->wait_next = NULL;
     c->waiting_budget = false;
 }
 
@@ -361,7 +383,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         discard_fds(c, m);
         if (st)
             gcd_stream_frame(st, m);
-        else
+        else if (take_id(c, m->id))
             gcd_stream_open(c, m);
         return;
     }
@@ -406,6 +428,24 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 
 /* ---- frames in -------------------------------------------------------- */
 
+/*
+ * Whether c may hold one more id (a request or stream starting); if not, id
+ * is answered LIMIT and the connection closes. Refused requests stay as
+ * tombstones and answered streams until their client's last frame: counting
+ * both under one cap bounds what a client can make the daemon remember, and
+ * the lookups per frame.
+ */
+static bool take_id(gcd_conn *c, uint64_t id)
+{
+    if (c->n_assembling + c->n_streams < GCD_CONN_MAX_IDS)
+        return true;
+    gcd_send_error(c, id, GC_E_LIMIT,
+                   "more than %d requests and streams in assembly or unfinished on one connection: closing it",
+                   GCD_CONN_MAX_IDS);
+    close_after_flush(c);
+    return false;
+}
+
 /* Stop reading; the connection closes once its output is flushed (process_input/on_write). */
 static void close_after_flush(gcd_conn *c)
 {
@@ -414,6 +454,7 @@ static void close_after_flush(gcd_conn *c)
     c->state = GCD_CONN_CLOSING;
     c->closing_since_ns = gc_now_ns();
     event_del(c->read_event);
+    event_add(c->hup_event, NULL); /* nothing more to send it if it left */
 }
 
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
@@ -497,6 +538,8 @@ static void process_input(gcd_conn *c)
         unlink_waiter(c); /* read_one_frame queues it again if it still does not fit */
     while (c->state <= GCD_CONN_SERVING && read_one_frame(c, c->in))
         ;
+    if (!c->waiting_budget)
+        c->wait_since_ns = 0;
     if (evbuffer_get_length(c->in) == 0)
         c->frame_started_ns = 0;
     else if (!c->frame_started_ns && !c->waiting_budget)
@@ -571,6 +614,8 @@ static void on_output_change(struct evbuffer *buf, const struct evbuffer_cb_info
 {
     gcd_conn *c = arg;
     gcd_budget *b = c->server->budget;
+    if (info->n_deleted || (info->n_added && info->orig_size == 0))
+        c->output_moved_ns = gc_now_ns();
     if (info->n_added)
         gcd_budget_charge(b, c->peer_uid, info->n_added);
     if (info->n_deleted) {
@@ -587,10 +632,24 @@ void gcd_conn_update_reading(gcd_conn *c)
         c->paused_for_output = true;
     bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
                 !c->server->shutting_down;
-    if (read)
+    /* Not reading, the daemon would see the client's close only when it read
+     * again: watch for it meanwhile, so a client that leaves frees at once
+     * what its connection holds. */
+    if (read) {
+        event_del(c->hup_event);
         event_add(c->read_event, NULL);
-    else
+    } else {
         event_del(c->read_event);
+        event_add(c->hup_event, NULL);
+    }
+}
+
+static void on_hup(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    gcd_log(LOG_DEBUG, "a client closed its connection while it was not read");
+    gcd_conn_close(arg);
 }
 
 gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
@@ -603,9 +662,10 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
     if (c) {
         c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+        c->hup_event = event_new(s->base, fd, EV_CLOSED | EV_PERSIST, on_hup, c);
         c->in = evbuffer_new();
     }
-    if (!c || !c->bev || !c->read_event || !c->in) {
+    if (!c || !c->bev || !c->read_event || !c->hup_event || !c->in) {
         gcd_log(LOG_ERR, "out of memory accepting a connection");
         if (c && c->bev)
             bufferevent_free(c->bev); /* closes fd */
@@ -613,6 +673,8 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
             evutil_closesocket(fd);
         if (c && c->read_event)
             event_free(c->read_event);
+        if (c && c->hup_event)
+            event_free(c->hup_event);
         if (c && c->in)
             evbuffer_free(c->in);
         free(c);
@@ -636,8 +698,19 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
 
 void gcd_conn_stop_reading(gcd_conn *c)
 {
-    if (c->state <= GCD_CONN_SERVING)
+    if (c->state <= GCD_CONN_SERVING) {
         event_del(c->read_event);
+        event_add(c->hup_event, NULL);
+    }
+}
+
+/* Whether closing c gives memory back now (a stream may: its buffer, if no part is out). */
+static bool holds_memory(gcd_conn *c)
+{
+    for (gcd_request *r = c->assembling; r; r = r->next)
+        if (r->charged)
+            return true;
+    return c->streams || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
 }
 
 void gcd_conn_close(gcd_conn *c)
@@ -645,6 +718,9 @@ void gcd_conn_close(gcd_conn *c)
     if (c->state == GCD_CONN_CLOSED)
         return;
     gcd_server *s = c->server;
+    /* Waking every waiter costs a parse of each one's frame: not for a close that frees
+     * nothing, such as a waiter's own (many that leave at once would cost n^2). */
+    bool frees = holds_memory(c);
     if (c->waiting_budget)
         unlink_waiter(c);
     while (c->assembling)
@@ -664,6 +740,8 @@ void gcd_conn_close(gcd_conn *c)
     c->n_fds = 0;
     event_free(c->read_event);
     c->read_event = NULL;
+    event_free(c->hup_event);
+    c->hup_event = NULL;
     evbuffer_free(c->in);
     c->in = NULL;
     bufferevent_free(c->bev);
@@ -678,7 +756,8 @@ void gcd_conn_close(gcd_conn *c)
     s->n_conns--;
     conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
     gcd_server_accept_resume(s); /* a descriptor is free again */
-    gcd_conn_wake_waiters(s);
+    if (frees)
+        gcd_conn_wake_waiters(s);
 }
 
 void gcd_conn_request_done(gcd_request *r, void *server)
@@ -743,8 +822,10 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
 {
     if (c->state == GCD_CONN_CLOSING)
         return now - c->closing_since_ns > CLOSING_GRACE_NS ? "closing" : NULL;
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) && now - c->output_moved_ns > request_ns)
+        return "unread answers";
     if (c->waiting_budget || c->paused_for_output)
-        return NULL;
+        return NULL; /* the wait has its own end (expire_waits) */
     if (c->state == GCD_CONN_AWAIT_HELLO && now - c->last_active_ns > request_ns)
         return "no Hello";
     if (c->frame_started_ns && now - c->frame_started_ns > request_ns)
@@ -760,6 +841,23 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
     return NULL;
 }
 
+/*
+ * A request that has waited request-timeout for memory is admitted if it
+ * fits now, else refused with LIMIT; its connection goes on. Run after the
+ * overdue connections are closed, so what they held is free for it.
+ */
+static void expire_waits(gcd_server *s, uint64_t now, uint64_t request_ns)
+{
+    gcd_conn *next;
+    for (gcd_conn *c = s->conns; c; c = next) {
+        next = c->next;
+        if (c->waiting_budget && now - c->wait_since_ns > request_ns) {
+            c->wait_expired = true;
+            process_input(c);
+        }
+    }
+}
+
 void gcd_conn_sweep(gcd_server *s, uint64_t now)
 {
     uint64_t request_ns = s->cfg.request_timeout_ms * 1000000ull;
@@ -770,7 +868,10 @@ void gcd_conn_sweep(gcd_server *s, uint64_t now)
         const char *why = overdue(c, now, request_ns, idle_ns);
         if (!why)
             continue;
-        if (c->state == GCD_CONN_CLOSING) {
+        if (c->state == GCD_CONN_CLOSING || strcmp(why, "unread answers") == 0) {
+            if (c->state != GCD_CONN_CLOSING)
+                gcd_log(LOG_INFO, "closing a connection of uid %u: its answers unread for %llu ms",
+                        (unsigned)c->peer_uid, (unsigned long long)(request_ns / 1000000));
             gcd_conn_close(c);
             continue;
         }
@@ -779,4 +880,5 @@ void gcd_conn_sweep(gcd_server *s, uint64_t now)
                        (unsigned long long)((strcmp(why, "idle") == 0 ? idle_ns : request_ns) / 1000000));
         close_after_flush(c);
     }
+    expire_waits(s, now, request_ns);
 }

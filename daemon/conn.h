@@ -24,29 +24,37 @@ typedef enum gcd_conn_state {
 } gcd_conn_state;
 
 #define GCD_CONN_MAX_FDS GC_FDPASS_RECV_MAX /* descriptors received and not yet claimed by a frame */
+/* Requests in assembly (refused ones included) and streams held, together, per
+ * connection: every id a client makes the daemon remember is bounded. */
+#define GCD_CONN_MAX_IDS 64
 
 typedef struct gcd_conn {
     gcd_server *server;
     struct bufferevent *bev;      /* output only: input needs recvmsg for descriptors */
     struct event *read_event;
+    struct event *hup_event;      /* while not reading: notices the client's close at once */
     struct evbuffer *in;
     int fds[GCD_CONN_MAX_FDS];    /* SCM_RIGHTS descriptors in arrival order */
     unsigned n_fds;
     gcd_conn_state state;
     unsigned in_flight;           /* requests at the workers */
-    unsigned n_assembling;
+    unsigned n_assembling;        /* with n_streams: the ids it holds, at most GCD_CONN_MAX_IDS */
     gcd_request *assembling;      /* requests still receiving frames */
     bool paused_for_output;       /* client not reading its responses */
     bool waiting_budget;          /* its next request waits for memory (budget.h) */
-    struct gcd_conn *wait_next;   /* server->wait_head FIFO */
+    bool wait_expired;            /* waited request-timeout: admit now or refuse */
+    uint64_t wait_since_ns;       /* waiting_budget since */
+    struct gcd_conn *wait_prev, *wait_next; /* server->wait_head FIFO */
     gcd_request *flight;          /* requests handed to workers or lanes (in_flight of them) */
     uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
     uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
     uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
     uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
+    uint64_t output_moved_ns;     /* the kernel last took queued answers (or they were first queued) */
     struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
-    struct gcd_stream *streams;   /* open streams (stream.h) */
-    unsigned n_streams;
+    struct gcd_stream *streams;   /* streams held: open, or answered and not yet released (stream.h) */
+    unsigned n_streams;           /* in the streams list */
+    unsigned n_streams_open;      /* of them, not yet answered: what max_streams bounds */
     bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
     uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */

@@ -43,7 +43,7 @@ struct gcd_stream {
     bool input_ended;           /* the client's last frame came */
     bool final_out;             /* the part after which no input follows has gone out */
     bool client_done;           /* last frame or cancel: no more frames of this id */
-    bool answered;              /* the final frame is sent (or the connection is gone) */
+    bool answered;              /* the final frame is sent (or the connection is gone): see answered() */
     bool garbage;               /* trailing garbage: the rest of the input is dropped */
     uint64_t garbage_offset;
     /* parts */
@@ -53,7 +53,7 @@ struct gcd_stream {
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
-    uint64_t waiting_since_ns;  /* waiting for the client's input since (0: not waiting) */
+    uint64_t waiting_since_ns;  /* waiting for the client's input (or last frame) since (0: not waiting) */
     gcd_stream *next;           /* c->streams */
 };
 
@@ -108,6 +108,22 @@ static void maybe_free(gcd_stream *s)
 }
 
 /* ---- answers ----------------------------------------------------------- */
+
+/*
+ * The final answer is sent: the stream no longer counts against
+ * max_streams. Until its client's last frame it stays to swallow the
+ * frames still coming (an id under the connection's cap), and that frame
+ * must come within request-timeout.
+ */
+static void answered(gcd_stream *s)
+{
+    if (s->answered)
+        return;
+    s->answered = true;
+    s->conn->n_streams_open--;
+    if (!s->client_done)
+        s->waiting_since_ns = gc_now_ns();
+}
 
 static bool can_send(const gcd_stream *s)
 {
@@ -270,7 +286,7 @@ static void fail(gcd_stream *s, const gc_error *err)
         gcd_log(LOG_DEBUG, "stream %llu: %s: %s", (unsigned long long)s->id, gc_status_str(err->code), err->msg);
         gcd_send_response(s->conn, &resp);
     }
-    s->answered = true;
+    answered(s);
     s->conn->server->counters.requests_failed++;
     cancel_parts(s);
     drop_buffer(s);
@@ -302,7 +318,7 @@ static void finish(gcd_stream *s)
         resp.garbage_offset = s->garbage_offset;
     }
     gcd_send_response(s->conn, &resp);
-    s->answered = true;
+    answered(s);
     gcd_counters *k = &s->conn->server->counters;
     k->requests_ok++;
     k->bytes_in += s->received;
@@ -383,6 +399,8 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
     if (m->last) {
         s->client_done = true;
         s->input_ended = true;
+    } else if (s->answered) {
+        s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     }
     if (!s->answered)
         pump(s);
@@ -394,7 +412,7 @@ static int check_open(gcd_conn *c, const Gpucomp__Request *m, const gcd_request 
     if (m->payload_in_fd)
         return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream's input travels in frames, not memfds",
                        (unsigned long long)m->id);
-    if (c->n_streams >= GCD_STREAM_MAX_PER_CONN)
+    if (c->n_streams_open >= GCD_STREAM_MAX_PER_CONN)
         return gc_fail(err, GC_E_LIMIT, "more than %d streams open on one connection", GCD_STREAM_MAX_PER_CONN);
     int rc = gcd_engine_check(proto, err);
     if (rc != GC_OK)
@@ -427,6 +445,7 @@ void gcd_stream_open(gcd_conn *c, const Gpucomp__Request *m)
     c->streams = s;
     c->n_streams++;
     int rc = check_open(c, m, &s->proto, &err);
+    c->n_streams_open++; /* fail() below counts it answered */
     if (rc == GC_OK) {
         s->ops = gcd_codec_find(s->proto.codec)->stream;
         s->state = s->ops->open(&s->proto, &err);
@@ -436,8 +455,8 @@ void gcd_stream_open(gcd_conn *c, const Gpucomp__Request *m)
     if (rc != GC_OK) {
         if (!err.msg[0])
             gc_fail(&err, GC_E_NOMEM, "out of memory opening a stream");
-        fail(s, &err);
         s->client_done = m->last;
+        fail(s, &err);
         maybe_free(s);
         return;
     }
@@ -448,8 +467,8 @@ void gcd_stream_cancel(gcd_stream *s)
 {
     gc_error err = { 0 };
     gc_fail(&err, GC_E_CANCELLED, "stream %llu cancelled by the client", (unsigned long long)s->id);
-    fail(s, &err);
     s->client_done = true;
+    fail(s, &err);
     maybe_free(s);
 }
 
@@ -677,11 +696,19 @@ void gcd_stream_close_all(gcd_conn *c)
         next = s->next;
         if (!s->answered) /* abandoned by its client: counted as a failed request */
             c->server->counters.requests_failed++;
-        s->answered = true;
+        answered(s);
         cancel_parts(s);
         if (s->in_flight == 0)
             stream_free(s);
     }
+}
+
+bool gcd_stream_awaits_input(const gcd_conn *c)
+{
+    for (const gcd_stream *s = c->streams; s; s = s->next)
+        if (!s->answered && !s->client_done)
+            return true;
+    return false;
 }
 
 bool gcd_stream_overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns)

@@ -28,7 +28,8 @@ typedef struct gcd_stream gcd_stream;
 
 /* Input a client may send beyond what the daemon has taken (announced in Welcome). */
 #define GCD_STREAM_WINDOW ((uint64_t)64 << 20)
-/* Streams open at once on one connection (announced in Welcome). */
+/* Streams open at once on one connection (announced in Welcome): a stream
+ * counts until its final answer is sent. */
 #define GCD_STREAM_MAX_PER_CONN 4
 /* Parts of one stream at the engines at once: with four, the pool starts a
  * part's blocks while the last blocks of earlier parts run (docs/DECISIONS.md).
@@ -57,6 +58,9 @@ void gcd_stream_resume_all(struct gcd_conn *c);
 
 /* The connection closed: free its streams that have no part out (the rest go as their parts return). */
 void gcd_stream_close_all(struct gcd_conn *c);
+
+/* Whether one of c's streams still takes input (its memory waits for c's later frames). */
+bool gcd_stream_awaits_input(const struct gcd_conn *c);
 
 /* Whether one of c's streams has waited longer than request_ns for its client's input. */
 bool gcd_stream_overdue(const struct gcd_conn *c, uint64_t now_ns, uint64_t request_ns);

@@ -20,7 +20,8 @@
  *    mirrored here, decision for decision, without the sockets: first frame
  *    of an id, tombstones for refused requests, payload bounds against
  *    total_size, the 64-request limit that closes the connection, a first
- *    frame that waits for memory (here: for ever, as nothing else holds any).
+ *    frame that waits for memory (here: until its deadline, as nothing else
+ *    holds any) or is refused for memory its own connection holds.
  *  - a request that completes runs through the CPU engine
  *    (gcd_engine_run_cpu, one thread), and a COMPRESS that succeeds is
  *    decompressed by the engine again: it must give the input back.
@@ -418,9 +419,11 @@ static gcd_request *start_request(conn_model *c, const Gpucomp__Request *m)
 
 /*
  * conn.c's budget_admits: a first frame whose input does not fit the budget
- * now stays unread until memory is released. Here nothing else holds memory
- * that could be released (every complete request has run), so the
- * connection would wait until its timeouts close it: false.
+ * now stays unread until memory is released, unless its own connection has
+ * a request in assembly holding memory: then admit refuses it with LIMIT at
+ * once. Here nothing else holds memory that could be released (every
+ * complete request has run), so a connection that waits would wait until
+ * its timeouts end the wait: false.
  */
 static bool budget_admits(conn_model *c, const Gpucomp__Request *m)
 {
@@ -429,8 +432,13 @@ static bool budget_admits(conn_model *c, const Gpucomp__Request *m)
         return true;
     if (!gcd_budget_could_fit(budget, m->total_size) || m->total_size > FUZZ_MAX_REQUEST)
         return true; /* admit refuses it with GC_E_LIMIT */
-    return gcd_budget_in_use(budget) + m->total_size <= gcd_budget_limit(budget) &&
-           gcd_budget_uid_in_use(budget, FUZZ_UID) + m->total_size <= gcd_budget_uid_limit(budget);
+    if (gcd_budget_in_use(budget) + m->total_size <= gcd_budget_limit(budget) &&
+        gcd_budget_uid_in_use(budget, FUZZ_UID) + m->total_size <= gcd_budget_uid_limit(budget))
+        return true;
+    for (gcd_request *r = c->assembling; r; r = r->next)
+        if (r->charged)
+            return true; /* no wait for its own memory: admit refuses it */
+    return false;
 }
 
 /* A request made of the output of r, to undo it (charged to no budget). */
