@@ -347,6 +347,21 @@ static bool apply(gcd_config *cfg, const char *name, const char *value, const ch
     return true;
 }
 
+/*
+ * A '#' at the start of a line or after a blank starts a comment that runs to
+ * the end of the line, so a value can carry a remark after it. A '#' inside a
+ * value (a socket path "/run/a#b.sock") stays part of it; a value cannot
+ * contain " #" (give such a socket path with --socket).
+ */
+static void strip_comment(char *s)
+{
+    for (char *p = s; (p = strchr(p, '#')) != NULL; p++)
+        if (p == s || p[-1] == ' ' || p[-1] == '\t') {
+            *p = '\0';
+            return;
+        }
+}
+
 static bool load_file(gcd_config *cfg, const char *path)
 {
     FILE *f = fopen(path, "re");
@@ -354,14 +369,17 @@ static bool load_file(gcd_config *cfg, const char *path)
         fprintf(stderr, "gpucompd: cannot open config %s: %s\n", path, strerror(errno));
         return false;
     }
-    char line[512], where[600];
+    /* getline: a line of any length is one line (a long remark too). */
+    char *line = NULL, where[600];
+    size_t cap = 0;
     bool ok = true;
-    for (int lineno = 1; ok && fgets(line, sizeof line, f); lineno++) {
+    for (int lineno = 1; ok && getline(&line, &cap, f) >= 0; lineno++) {
+        snprintf(where, sizeof where, "%s:%d", path, lineno);
+        strip_comment(line);
         char *s = trim(line);
-        if (*s == '\0' || *s == '#')
+        if (*s == '\0')
             continue;
         char *eq = strchr(s, '=');
-        snprintf(where, sizeof where, "%s:%d", path, lineno);
         if (!eq) {
             fprintf(stderr, "gpucompd: %s: expected 'key = value'\n", where);
             ok = false;
@@ -370,6 +388,7 @@ static bool load_file(gcd_config *cfg, const char *path)
         *eq = '\0';
         ok = apply(cfg, trim(s), trim(eq + 1), where);
     }
+    free(line);
     fclose(f);
     return ok;
 }

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "0.1.0"
+#define PACKAGE_VERSION "0.2.0"
 #endif
 
 /*

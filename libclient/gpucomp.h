@@ -241,7 +241,7 @@ const char *gpucomp_last_error(const gpucomp_client *c);
 /* Fixed description of a status code (never NULL). */
 const char *gpucomp_strerror(int code);
 
-/* Library version string, e.g. "0.1.0". */
+/* Library version string, e.g. "0.2.0". */
 const char *gpucomp_version(void);
 
 /*

@@ -77,10 +77,18 @@ for f in /lib/systemd/system/gpucompd.service /lib/systemd/system/gpucompd.socke
          /usr/lib/sysusers.d/gpucompd.conf /usr/lib/tmpfiles.d/gpucompd.conf /etc/gpucompd.conf \
          /usr/sbin/gpucompd /usr/bin/gpucomp /usr/share/man/man8/gpucompd.8.gz \
          /usr/share/man/man1/gpucomp.1.gz /usr/share/man/man3/libgpucomp-client.3.gz \
-         /usr/include/gpucomp.h; do
+         /usr/include/gpucomp.h /usr/share/doc/gpucompd/README.md.gz \
+         /usr/share/doc/libgpucomp-client-dev/examples/stream_pipe.c; do
     [ -e "$f" ] || bad "$f not installed"
 done
-ok "units, snippets, config, programs, man pages and header in place"
+ok "units, snippets, config, programs, man pages, header, README and examples in place"
+if zgrep -n -e '\$(' -e '@[a-zA-Z_]*@' /usr/share/man/man8/gpucompd.8.gz; then
+    bad "the installed gpucompd(8) has a build-time name left in it"
+elif zgrep -q '^\.I /etc/gpucompd.conf$' /usr/share/man/man8/gpucompd.8.gz; then
+    ok "the installed gpucompd(8) names /etc/gpucompd.conf"
+else
+    bad "the installed gpucompd(8) does not name /etc/gpucompd.conf"
+fi
 if dpkg-query -W -f='${Conffiles}\n' gpucompd | grep -q '^ /etc/gpucompd.conf '; then
     ok "/etc/gpucompd.conf is a conffile"
 else

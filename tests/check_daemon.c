@@ -888,7 +888,7 @@ START_TEST(test_help_and_config_match_docs)
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);
     ck_assert_int_eq(run_shell("'%s' --help > %s/help", bin, d), 0);
-    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^\\.BR \\\\-\\\\-gpu= //p' \"$src/docs/man/gpucompd.8\" "
+    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^\\.BR \\\\-\\\\-gpu= //p' \"$src/docs/man/gpucompd.8.in\" "
                             "| sed 's/\\\\//g; s/ | /|/g' > %s/gpu_values && test -s %s/gpu_values && "
                             "awk -v want=\"--gpu=$(cat %s/gpu_values)\" '$1 == want {f = 1} END {exit !f}' %s/help", d, d, d, d) == 0,
                   "gpucompd --help and gpucompd(8) list different --gpu values");
