@@ -15,8 +15,8 @@
  * announced as final, block by block, in ascending lengths.
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_bz2_part.c kernels/cpu/bz2_*.c kernels/gc_status.c \
- *   kernels/cpu/parallel.c kernels/cpu/scratch.c -lpthread -o /tmp/fuzz_bz2_part
+ *   tests/fuzz/fuzz_bz2_part.c kernels/cpu/bz2_*.c common/gc_status.c \
+ *   common/parallel.c common/scratch.c -lpthread -o /tmp/fuzz_bz2_part
  * /tmp/fuzz_bz2_part -max_total_time=120 tests/fuzz/corpus/bzip2
  */
 #include <stdint.h>

@@ -8,8 +8,8 @@
  * decodes with unspecified results), never the other way round.
  *
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_bzip2_decode.c kernels/cpu/bz2_*.c kernels/gc_status.c \
- *   kernels/cpu/parallel.c -lbz2 -lpthread -o /tmp/fuzz_bz2
+ *   tests/fuzz/fuzz_bzip2_decode.c kernels/cpu/bz2_*.c common/gc_status.c \
+ *   common/parallel.c -lbz2 -lpthread -o /tmp/fuzz_bz2
  * /tmp/fuzz_bz2 -max_total_time=120 tests/fuzz/corpus/bzip2
  */
 #include <bzlib.h>

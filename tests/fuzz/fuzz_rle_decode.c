@@ -8,8 +8,8 @@
  * bytes back, and the frames' outputs in order must be the whole output.
  *
  * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c \
- *   kernels/gc_status.c kernels/cpu/parallel.c -lpthread -o fuzz_rle
+ *   tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c \
+ *   common/gc_status.c common/parallel.c -lpthread -o fuzz_rle
  */
 #include <stdint.h>
 #include <stdlib.h>
