@@ -82,7 +82,7 @@ typedef struct gcd_codec {
     uint64_t (*gpu_min_bytes)(const struct gcd_config *cfg, const gcd_request *r);
 
     /*
-     * The codec's part of a GPU job (kernels/cuda/gpu.h): codec, op and options,
+     * The codec's part of a GPU job (gpu/gpu.h): codec, op and options,
      * and the output capacity to allocate. GC_OK, or an error in r->error.
      * A job whose output size is known only once it is decoded sets job->grow
      * instead (gpu.h; job->user is r): it starts with no output (*out_cap 0,

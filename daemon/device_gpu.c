@@ -1,5 +1,5 @@
 /*
- * device_gpu.c - a CUDA device behind the scheduler (kernels/cuda/gpu.h).
+ * device_gpu.c - a CUDA device behind the scheduler (gpu/gpu.h).
  *
  * Turns a batch of requests into gc_gpu_jobs (output buffers allocated here
  * so they can be the client's mapped memfd), runs them in one pipelined call

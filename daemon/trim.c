@@ -9,7 +9,7 @@
 #include "log.h"
 
 /* Idle ticks in a row before a trim: the CPU pool's threads free their
- * scratch after a second without work (kernels/cpu/parallel.c). */
+ * scratch after a second without work (common/parallel.c). */
 #define TRIM_IDLE_TICKS 2
 
 struct gcd_trim {

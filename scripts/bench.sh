@@ -8,7 +8,7 @@
 #                    [--out DIR] [--with-bzip2] [--corpora "text tar ..."] [--workdir DIR]
 #
 #   --quick       64 MiB per corpus (a few minutes on a 16-core host); default 1 GiB per corpus
-#   --bin DIR     build tree: daemon/gpucompd, libclient/gpucomp, tests/bench/bench_daemon
+#   --bin DIR     build tree: daemon/gpucompd, programs/gpucomp/gpucomp, tests/bench/bench_daemon
 #                 (tests/bench/bench_bzip2 used when present); default build-gpud, else build
 #   --gpu-bin DIR build-gpu/bin of scripts/build-gpu.sh: bench_gpu_rle, bench_gpu_bzip2,
 #                 bench_gpu_bzip2_dec (device-resident rows); optional
@@ -97,7 +97,7 @@ if [ -z "$BIN" ]; then
     BIN=${BIN:-build}
 fi
 GPUCOMPD=$BIN/daemon/gpucompd
-GPUCOMP=$BIN/libclient/gpucomp
+GPUCOMP=$BIN/programs/gpucomp/gpucomp
 BENCH_DAEMON=$BIN/tests/bench/bench_daemon
 BENCH_BZIP2=$BIN/tests/bench/bench_bzip2
 for b in "$GPUCOMPD" "$GPUCOMP"; do

@@ -29,9 +29,10 @@ if [ -n "$bench" ] && [ ! -x "$bench" ]; then
 fi
 if [ -z "$bench" ]; then
     bench=$work/bench_bzip2
-    gcc -std=c11 -O2 -D_GNU_SOURCE -pthread -I"$here/kernels" -I"$here/kernels/cpu" \
-        "$here/tests/bench/bench_bzip2.c" "$here"/kernels/cpu/bz2_*.c \
-        "$here/kernels/gc_status.c" "$here/kernels/cpu/parallel.c" "$here/kernels/cpu/scratch.c" -o "$bench"
+    . "$here/scripts/engine-files.sh"
+    gcc -std=c11 -O2 -D_GNU_SOURCE -pthread $(engine_includes "$here") \
+        "$here/tests/bench/bench_bzip2.c" $(engine_bz2_sources "$here") \
+        "$here/common/gc_status.c" "$here/common/parallel.c" "$here/common/scratch.c" -o "$bench"
 fi
 threads=${*:-$(seq 1 "$(nproc)")}
 

@@ -7,13 +7,14 @@
 #   scripts/build-gpu.sh --autotools  also configure --with-cuda in build-gpu/
 #                                     and `make gpu-programs` (the product build)
 #
-# The direct build needs only this tree's kernels/ and tests/ (so it works
+# The direct build needs only this tree's engine folders and tests/ (so it works
 # while the rest of the autotools build is in flux). Binaries are stripped and
 # link the CUDA runtime statically: carry build-gpu/bin to the GPU host
 # (test_gpu_bzip2 also links libbz2 dynamically, its oracle: the host has it).
 # CUDA_ARCHS (default 90) picks the architectures.
 set -eu
 cd "$(dirname "$0")/.."
+. scripts/engine-files.sh
 NVCC=${NVCC:-nvcc}
 ARCHS=${CUDA_ARCHS:-90}
 GENCODE=""
@@ -22,8 +23,8 @@ for a in $ARCHS; do
     case $a in [1-7][0-9]) echo "CUDA_ARCHS: the CUDA backend needs sm_80 or later, not sm_$a" >&2; exit 1 ;; esac
     GENCODE="$GENCODE -gencode arch=compute_$a,code=sm_$a"
 done
-NVFLAGS="-std=c++17 -O3 $GENCODE -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings -Ikernels -Ikernels/cpu -Ikernels/cuda"
-CFLAGS="-std=c11 -O2 -pthread -Wall -Wextra -Werror -D_GNU_SOURCE -Ikernels -Ikernels/cpu"
+NVFLAGS="-std=c++17 -O3 $GENCODE -Xcompiler -fPIC,-Wall,-Wextra --Werror all-warnings $(engine_includes)"
+CFLAGS="-std=c11 -O2 -pthread -Wall -Wextra -Werror -D_GNU_SOURCE $(engine_includes)"
 O=build-gpu/obj
 B=build-gpu/bin
 mkdir -p "$O" "$B"
@@ -32,22 +33,22 @@ pids=""
 # what the CUDA bzip2 encoder may share with the CPU)
 ENGINE=""
 cpids=""
-for f in kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/scratch.c kernels/cpu/crc32c.c kernels/cpu/rle.c kernels/cpu/bz2_*.c; do
+for f in $ENGINE_COMMON_SOURCES codecs/rle/cpu/rle.c $(engine_bz2_sources); do
     gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o" &
     cpids="$cpids $!"
     ENGINE="$ENGINE $O/$(basename "$f" .c).o"
 done
 for p in $cpids; do wait "$p"; done
-gcc -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Ikernels -Ikernels/cpu \
-    -c kernels/cuda/gpu_stub.c -o "$O/gpu_stub.o" # the CPU-only API must keep compiling too
+gcc -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes $(engine_includes) \
+    -c gpu/gpu_stub.c -o "$O/gpu_stub.o" # the CPU-only API must keep compiling too
 CUDA_OBJS=""
-for f in kernels/cuda/*.cu; do
+for f in $(engine_cuda_sources); do
     $NVCC $NVFLAGS -c "$f" -o "$O/$(basename "$f" .cu).o" &
     pids="$pids $!"
     CUDA_OBJS="$CUDA_OBJS $O/$(basename "$f" .cu).o"
 done
 for p in $pids; do wait "$p"; done
-# every kernels/cuda/*.cu (named from the sources: no stale object of a removed file); not gpu_stub
+# every engine .cu (named from the sources: no stale object of a removed file); not gpu_stub
 rm -f "$O/libgccuda.a"
 ar rcs "$O/libgccuda.a" $CUDA_OBJS
 $NVCC $NVFLAGS -o "$B/test_gpu_rle" tests/gpu/test_gpu_rle.cu "$O/libgccuda.a" $ENGINE -lpthread &
@@ -76,7 +77,7 @@ if [ -n "${GPU_VARIANT_FLAGS:-}" ]; then
     # a benchmark variant built with other kernel knobs (e.g. -DGC_ENC_MINB=4 -DGC_DEC_MINB=3)
     rm -rf "$O/var" && mkdir -p "$O/var" # no stale object may stand in for one that failed
     vpids=""
-    for f in kernels/cuda/*.cu; do
+    for f in $(engine_cuda_sources); do
         $NVCC $NVFLAGS $GPU_VARIANT_FLAGS -c "$f" -o "$O/var/$(basename "$f" .cu).o" &
         vpids="$vpids $!"
     done

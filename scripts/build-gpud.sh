@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 scripts/build.sh build-gpud --disable-shared --with-cuda
 cd build-gpud
 make -j2 tests/bench/bench_daemon tests/bench/bench_bzip2 >/dev/null
-strip daemon/gpucompd libclient/gpucomp tests/bench/bench_daemon tests/bench/bench_bzip2
+strip daemon/gpucompd programs/gpucomp/gpucomp tests/bench/bench_daemon tests/bench/bench_bzip2
 du -sh daemon/gpucompd tests/bench/bench_daemon tests/bench/bench_bzip2

@@ -7,7 +7,7 @@
 #                                [--threads "1 2 4"] [--reps R] [--median] [--only "text tar"]
 #                                [--env FILE]
 #
-#   --bin DIR      build tree holding daemon/gpucompd, libclient/gpucomp, tests/bench/bench_bzip2
+#   --bin DIR      build tree holding daemon/gpucompd, programs/gpucomp/gpucomp, tests/bench/bench_bzip2
 #                  (default build-gpud, else build, whichever has daemon/gpucompd)
 #   --corpora DIR  text.dat and tar.dat of scripts/bench-corpora.sh: reused when they have the
 #                  size asked for, made there otherwise (default: a temporary folder, removed)
@@ -98,7 +98,7 @@ if [ -z "$BIN" ]; then
     BIN=${BIN:-build}
 fi
 GPUCOMPD=$BIN/daemon/gpucompd
-GPUCOMP=$BIN/libclient/gpucomp
+GPUCOMP=$BIN/programs/gpucomp/gpucomp
 BENCH_BZIP2=$BIN/tests/bench/bench_bzip2
 if [ "$QUICK" = 1 ]; then SIZE=32; else SIZE=256; fi
 

@@ -22,7 +22,7 @@ fi
 "$build/daemon/gpucompd" --socket "$sock" --log-level notice &
 pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-gpucomp="$build/libclient/gpucomp --socket $sock --no-fallback"
+gpucomp="$build/programs/gpucomp/gpucomp --socket $sock --no-fallback"
 size=$(stat -c %s "$work/sample")
 echo "sample: $size bytes"
 

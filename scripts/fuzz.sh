@@ -13,9 +13,10 @@ secs=${1:-30}
 out="$top/build-fuzz"
 mkdir -p "$out"
 cd "$top"
-common="kernels/gc_status.c kernels/cpu/parallel.c kernels/cpu/scratch.c"
-flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Ikernels -Ikernels/cpu -Ikernels/cuda -pthread"
-bz2="$(ls kernels/cpu/bz2_*.c 2>/dev/null | tr '\n' ' ')"
+. scripts/engine-files.sh
+common="common/gc_status.c common/parallel.c common/scratch.c"
+flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE $(engine_includes) -pthread"
+bz2="$(engine_bz2_sources)"
 # The frame target needs the protobuf-c sources that the build makes with
 # protoc-c (proto/proto.am); they are generated into build-fuzz/proto/.
 proto() {
@@ -27,12 +28,12 @@ proto() {
     echo "-I. -I$out $out/proto/gpucomp.pb-c.c $pc"
 }
 declare -A sources=(
-    [rle]="tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c"
+    [rle]="tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
-    [frame]="tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
-             daemon/codec.c daemon/codec_rle.c daemon/codec_bzip2.c
-             daemon/fd_payload.c daemon/fd_map_cache.c daemon/shared_output.c kernels/cpu/rle.c kernels/cpu/crc32c.c $bz2"
+    [frame]="-Idaemon tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
+             daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
+             daemon/fd_payload.c daemon/fd_map_cache.c daemon/shared_output.c codecs/rle/cpu/rle.c common/crc32c.c $bz2"
 )
 # The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
 # with the CPU engine's first stage standing in for the device's.
@@ -44,7 +45,7 @@ build_bz2walk() {
         clang $flags -c "$f" -o "$o" || return 1
         objs="$objs $o"
     done
-    clang++ $flags -std=c++17 -x c++ tests/fuzz/fuzz_bz2_dec_walk.cc kernels/cuda/bz2_dec_walk.cu -x none $objs \
+    clang++ $flags -std=c++17 -x c++ tests/fuzz/fuzz_bz2_dec_walk.cc codecs/bzip2/cuda/dec/bz2_dec_walk.cu -x none $objs \
         -o "$1"
 }
 status=0

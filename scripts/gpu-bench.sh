@@ -31,18 +31,18 @@ echo "| --- | --- |"
 # GPU and by the CPU engine must give the same frame.
 "$B/tests/bench/bench_daemon" "$work/ident" gen 256
 start_daemon
-"$B/libclient/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.gpu.rle"
-"$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i 'requests ok' | sed 's/^/| GPU daemon after the identity run | /; s/$/ |/'
+"$B/programs/gpucomp/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.gpu.rle"
+"$B/programs/gpucomp/gpucomp" --socket "$work/sock" --stats | grep -i 'requests ok' | sed 's/^/| GPU daemon after the identity run | /; s/$/ |/'
 bench large "$large"
 bench many "$m_clients" "$m_mib" "$m_rounds"
 bench manywarm "$m_clients" "$m_mib" "$m_rounds"
 bench manyfd "$m_clients" "$m_mib" "$m_rounds"
 bench manyreg "$m_clients" "$m_mib" "$m_rounds"
-"$B/libclient/gpucomp" --socket "$work/sock" --stats | grep -i registered | sed "s/^/| GPU daemon after manyreg | /; s/$/ |/"
+"$B/programs/gpucomp/gpucomp" --socket "$work/sock" --stats | grep -i registered | sed "s/^/| GPU daemon after manyreg | /; s/$/ |/"
 bench small "$s_clients" "$s_bytes" "$s_rounds"
 stop_daemon
 start_daemon --gpu=off
-"$B/libclient/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.cpu.rle"
+"$B/programs/gpucomp/gpucomp" --socket "$work/sock" -a rle -c "$work/ident" >"$work/ident.cpu.rle"
 if cmp -s "$work/ident.gpu.rle" "$work/ident.cpu.rle"; then
     echo "| 256 MiB through gpucomp, GPU daemon vs CPU daemon | frames byte-identical ($(stat -c %s "$work/ident.cpu.rle") bytes) |"
 else

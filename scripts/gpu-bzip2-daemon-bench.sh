@@ -49,7 +49,7 @@ SLICE_MIB=${SLICE_MIB:-64}
 DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 32G}
 LOGDIR=${LOGDIR:-${OUT:-/tmp/gpu-bzip2-daemon-bench}}
 GPUCOMPD=$BIN_DIR/daemon/gpucompd
-GPUCOMP=$BIN_DIR/libclient/gpucomp
+GPUCOMP=$BIN_DIR/programs/gpucomp/gpucomp
 BENCH=$BIN_DIR/tests/bench/bench_daemon
 for b in "$GPUCOMPD" "$GPUCOMP" "$BENCH"; do
     if [ ! -x "$b" ]; then

@@ -25,7 +25,7 @@
 #     the GPU batch API from pageable host memory with a realloc grow; every output compared
 #     with the CPU engine's, whose output is the original (it decodes what bzip2 wrote); plus
 #     the latency of one 900 kB block (its own table);
-#   if $GPUD_DIR/daemon/gpucompd and $GPUD_DIR/libclient/gpucomp exist (scripts/build-gpud.sh):
+#   if $GPUD_DIR/daemon/gpucompd and $GPUD_DIR/programs/gpucomp/gpucomp exist (scripts/build-gpud.sh):
 #     gpucomp -d -c through gpucompd --gpu=$GPU_MODE and through gpucompd --gpu=off (the CPU
 #     engine): one verified run piped into cmp (it also warms up), then one timed run to
 #     /dev/null; the backend gpucomp -v reports is in the note; and, if
@@ -56,7 +56,7 @@ DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 32
 LOGDIR=${LOGDIR:-${OUT:-/tmp/gpu-bzip2-dec-bench}}
 BENCH=$BIN/bench_gpu_bzip2_dec
 GPUCOMPD=$GPUD_DIR/daemon/gpucompd
-GPUCOMP=$GPUD_DIR/libclient/gpucomp
+GPUCOMP=$GPUD_DIR/programs/gpucomp/gpucomp
 BENCH_DAEMON=$GPUD_DIR/tests/bench/bench_daemon
 mkdir -p "$LOGDIR"
 if [ -f .device/env.sh ]; then

@@ -52,7 +52,7 @@ BZ2_DEC_MIN=${BZ2_DEC_MIN:-1M}
 DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 48G}
 LOGDIR=${LOGDIR:-${OUT:-/tmp/multi-gpu-bench}}
 GPUCOMPD=$BIN_DIR/daemon/gpucompd
-GPUCOMP=$BIN_DIR/libclient/gpucomp
+GPUCOMP=$BIN_DIR/programs/gpucomp/gpucomp
 BENCH=$BIN_DIR/tests/bench/bench_daemon
 for b in "$GPUCOMPD" "$GPUCOMP" "$BENCH"; do
     [ -x "$b" ] || { echo "no $b (scripts/build-gpud.sh, or set BIN_DIR)" >&2; exit 2; }

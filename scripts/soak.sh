@@ -9,6 +9,6 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-300}
 build=$(cd "${2:-$top/build}" && pwd)
-make -C "$build" -s tests/check_memory daemon/gpucompd libclient/gpucomp >/dev/null
-GPUCOMP_SOAK_SECONDS=$seconds GPUCOMPD="$build/daemon/gpucompd" GPUCOMP="$build/libclient/gpucomp" \
+make -C "$build" -s tests/check_memory daemon/gpucompd programs/gpucomp/gpucomp >/dev/null
+GPUCOMP_SOAK_SECONDS=$seconds GPUCOMPD="$build/daemon/gpucompd" GPUCOMP="$build/programs/gpucomp/gpucomp" \
     "$build/tests/check_memory" 2>&1 | grep -E '^soak:|%:|check_memory.c'

@@ -7,7 +7,7 @@
 #   scripts/stream-bench.sh [--bin DIR] [--size MIB | --sizes "1024 5120"] [--codec bzip2|rle|both]
 #                           [--gpu auto|off] [--quick] [--with-bzip2] [--env FILE] [--workdir DIR]
 #
-#   --bin DIR     holds daemon/gpucompd, libclient/gpucomp, tests/bench/bench_daemon (a build
+#   --bin DIR     holds daemon/gpucompd, programs/gpucomp/gpucomp, tests/bench/bench_daemon (a build
 #                 tree; default $BIN, else build-gpud, else build)
 #   --size N      MiB of corpus (default 1024); --sizes "N M ...": several sizes, one after another
 #   --codec C     bzip2 (-9), rle (width 1, 1 MiB chunks) or both (default)
@@ -110,7 +110,7 @@ if [ -z "$BIN" ]; then
     BIN=${BIN:-build}
 fi
 GPUCOMPD=$BIN/daemon/gpucompd
-GPUCOMP=$BIN/libclient/gpucomp
+GPUCOMP=$BIN/programs/gpucomp/gpucomp
 BENCH_DAEMON=$BIN/tests/bench/bench_daemon
 for b in "$GPUCOMPD" "$GPUCOMP"; do
     [ -x "$b" ] || { echo "no $b (--bin DIR: a build tree)" >&2; exit 2; }

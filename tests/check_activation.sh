@@ -9,7 +9,7 @@ if ! command -v systemd-socket-activate >/dev/null 2>&1; then
     exit 77
 fi
 daemon=${GPUCOMPD:-$(pwd)/daemon/gpucompd}
-cli=${GPUCOMP:-$(pwd)/libclient/gpucomp}
+cli=${GPUCOMP:-$(pwd)/programs/gpucomp/gpucomp}
 tmp=$(mktemp -d) || exit 1
 systemd-socket-activate -l "$tmp/sock" "$daemon" --log-level=info >"$tmp/log" 2>&1 &
 act=$!

@@ -1,5 +1,5 @@
 /*
- * check_bzip2.c - tests of the bzip2 CPU codec (kernels/cpu/bz2_*.c).
+ * check_bzip2.c - tests of the bzip2 CPU codec (codecs/bzip2/cpu/bz2_*.c).
  *
  * libbz2 is the oracle (linked by the tests only); pbzip2 and lbzip2 are
  * run as commands to get streams from other encoders. Sizes are kept
@@ -2294,7 +2294,7 @@ START_TEST(test_part_long_block_bound)
 }
 END_TEST
 
-/* ---- parallel planning and decoding ahead (kernels/cpu/parallel.h, bz2_spec.c) ---- */
+/* ---- parallel planning and decoding ahead (common/parallel.h, bz2_spec.c) ---- */
 
 START_TEST(test_plan_threads_agree)
 {

@@ -857,10 +857,10 @@ END_TEST
 
 /*
  * The build's make variable name, evaluated by make itself (the build
- * directory is two levels above $GPUCOMP, libclient/gpucomp). A shell
+ * directory is two levels above $GPUCOMPD, daemon/gpucompd). A shell
  * variable assignment: "name='value'".
  */
-#define MAKE_VARS "b=$(dirname \"$(dirname \"$GPUCOMP\")\") && " \
+#define MAKE_VARS "b=$(dirname \"$(dirname \"$GPUCOMPD\")\") && " \
     "eval \"$(printf 'v:\\n\\t@echo \"cc=\\047$(CC)\\047 cflags=\\047$(CFLAGS) $(AM_CFLAGS)\\047 " \
     "src=\\047$(abs_top_srcdir)\\047\"\\n' | MAKEFLAGS= MFLAGS= MAKELEVEL= make -s --no-print-directory -C \"$b\" -f Makefile -f - v)\""
 
@@ -1124,7 +1124,7 @@ START_TEST(test_descriptor_limit)
 }
 END_TEST
 
-/* ---- sizes in settings (the one parser, libclient/size_parse.h) ---------- */
+/* ---- sizes in settings (the one parser, common/size_parse.h) ---------- */
 
 /* The daemon's sizes take the same units as the library's and the CLI's. */
 START_TEST(test_settings_sizes)

@@ -1,5 +1,5 @@
 /*
- * check_parallel.c - the CPU codecs' thread pool (kernels/cpu/parallel.h)
+ * check_parallel.c - the CPU codecs' thread pool (common/parallel.h)
  * and their per-thread stage buffers (scratch.h): every item runs exactly
  * once, nesting and concurrent callers finish, callers add no threads,
  * idle threads give their buffers back, open-ended works hand out only

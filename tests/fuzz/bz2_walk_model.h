@@ -1,8 +1,8 @@
 /*
  * bz2_walk_model.h - the CPU engine's first decoder stage standing in for
- * the GPU's Huffman stage (kernels/cuda/bz2_dec_huff.cu) in the framing
+ * the GPU's Huffman stage (codecs/bzip2/cuda/dec/bz2_dec_huff.cu) in the framing
  * walk's fuzzer (fuzz_bz2_dec_walk.cc): both apply the checks of
- * kernels/cpu/bz2_block_decode.c, so a candidate's verdict, length, origPtr,
+ * codecs/bzip2/cpu/bz2_block_decode.c, so a candidate's verdict, length, origPtr,
  * CRC, randomised bit and end are the same.
  */
 #ifndef GC_BZ2_WALK_MODEL_H

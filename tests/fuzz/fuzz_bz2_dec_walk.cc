@@ -1,6 +1,6 @@
 /*
  * fuzz_bz2_dec_walk.cc - libFuzzer target for the GPU bzip2 decoder's
- * framing walk (kernels/cuda/bz2_dec_walk.cu), which runs on the host.
+ * framing walk (codecs/bzip2/cuda/dec/bz2_dec_walk.cu), which runs on the host.
  *
  * Every bit offset of the block magic is a candidate; the CPU engine's
  * first stage stands in for the device's (bz2_walk_model.c) and the walk

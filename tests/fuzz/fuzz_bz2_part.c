@@ -14,9 +14,9 @@
  * straight into the result: the same result, and every call's output
  * announced as final, block by block, in ascending lengths.
  *
- * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_bz2_part.c kernels/cpu/bz2_*.c kernels/gc_status.c \
- *   kernels/cpu/parallel.c kernels/cpu/scratch.c -lpthread -o /tmp/fuzz_bz2_part
+ * clang -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu \
+ *   tests/fuzz/fuzz_bz2_part.c codecs/bzip2/cpu/bz2_*.c common/gc_status.c \
+ *   common/parallel.c common/scratch.c -lpthread -o /tmp/fuzz_bz2_part
  * /tmp/fuzz_bz2_part -max_total_time=120 tests/fuzz/corpus/bzip2
  */
 #include <stdint.h>

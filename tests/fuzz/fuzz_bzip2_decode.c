@@ -7,9 +7,9 @@
  * libbz2 accepts only past its bounds (docs/BZIP2.md, "Decoder acceptance
  * rules": blocks over 3 MiB compressed), never the other way round.
  *
- * clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_bzip2_decode.c kernels/cpu/bz2_*.c kernels/gc_status.c \
- *   kernels/cpu/parallel.c -lbz2 -lpthread -o /tmp/fuzz_bz2
+ * clang -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu \
+ *   tests/fuzz/fuzz_bzip2_decode.c codecs/bzip2/cpu/bz2_*.c common/gc_status.c \
+ *   common/parallel.c -lbz2 -lpthread -o /tmp/fuzz_bz2
  * /tmp/fuzz_bz2 -max_total_time=120 tests/fuzz/corpus/bzip2
  */
 #include <bzlib.h>

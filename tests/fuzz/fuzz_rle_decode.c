@@ -7,9 +7,9 @@
  * with that frame's own options and decoded again: that must give the same
  * bytes back, and the frames' outputs in order must be the whole output.
  *
- * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Ikernels -Ikernels/cpu \
- *   tests/fuzz/fuzz_rle_decode.c kernels/cpu/rle.c kernels/cpu/crc32c.c \
- *   kernels/gc_status.c kernels/cpu/parallel.c -lpthread -o fuzz_rle
+ * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu \
+ *   tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c \
+ *   common/gc_status.c common/parallel.c -lpthread -o fuzz_rle
  */
 #include <stdint.h>
 #include <stdlib.h>

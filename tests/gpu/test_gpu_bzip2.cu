@@ -4,7 +4,7 @@
  *
  *   test_gpu_bzip2 [--quick] [--big] [-v]
  *
- * Every GPU stream must be the CPU engine's (bz2_compress, kernels/cpu/bzip2.h)
+ * Every GPU stream must be the CPU engine's (bz2_compress, codecs/bzip2/bzip2.h)
  * byte for byte at the same level (docs/BZIP2.md is the contract), through
  * both the batch API (gc_gpu_run_batch: contexts with default settings, with
  * 32 MiB batch_bytes and with one stream; single jobs, many jobs of mixed

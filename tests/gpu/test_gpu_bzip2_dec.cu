@@ -5,7 +5,7 @@
  *   test_gpu_bzip2_dec [--quick] [--only NAME,...] [-v]
  *
  * The contract: for any input, the GPU decode must either succeed with the
- * bytes of bz2_decompress (the CPU engine, kernels/cpu/bzip2.h) on the same
+ * bytes of bz2_decompress (the CPU engine, codecs/bzip2/bzip2.h) on the same
  * input, or fail exactly when the CPU engine fails, and a failing job never
  * reports output. Every case goes three ways in:
  *   grow   gc_gpu_run_batch, a GC_GPU_CODEC_BZIP2 / GC_GPU_DECODE job whose
@@ -61,7 +61,7 @@
 extern "C" {
 typedef struct gc_job gc_job;
 #include "bzip2.h"
-#define BZ2_ENC_RANDOMISE 1u /* kernels/cpu/bz2_internal.h */
+#define BZ2_ENC_RANDOMISE 1u /* codecs/bzip2/cpu/bz2_internal.h */
 int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags, uint8_t **dst,
                     size_t *dst_len, gc_error *err);
 }

@@ -21,7 +21,7 @@
 #include "gpu_pipeline.cuh"
 
 extern "C" {
-extern const uint16_t bz2_rnums[512]; /* kernels/cpu/bz2_rand.c: the format's table */
+extern const uint16_t bz2_rnums[512]; /* codecs/bzip2/cpu/bz2_rand.c: the format's table */
 }
 
 namespace gcgpu {

@@ -3,10 +3,10 @@
  * jobs of any codec it has kernels for (rle both ways, bzip2 both ways),
  * plus device-resident entry points for tests and benchmarks.
  *
- * Built from the kernels/cuda .cu files into kernels/cuda/libgccuda.a when configure
- * finds CUDA; otherwise kernels/cuda/gpu_stub.c provides the same functions
+ * Built from gpu/*.cu and the codecs' cuda/ files into gpu/libgccuda.a when configure
+ * finds CUDA; otherwise gpu/gpu_stub.c provides the same functions
  * (no devices, every other call GC_E_UNSUPPORTED). Frames are byte-identical
- * to the CPU backend (kernels/cpu/rle.c, docs/FORMAT.md).
+ * to the CPU backend (codecs/rle/cpu/rle.c, docs/FORMAT.md).
  *
  * Error policy: no function here aborts or exits. A CUDA failure returns
  * GC_E_DEVICE with cudaGetErrorString() in err->msg; after GC_E_DEVICE the
@@ -94,7 +94,7 @@ typedef union gc_gpu_codec_options {
 
 /*
  * Where a bzip2 decode of a stream's part resumes and, after it, where it
- * stopped: bz2_dstate's fields (kernels/cpu/bzip2.h, which C++ cannot
+ * stopped: bz2_dstate's fields (codecs/bzip2/bzip2.h, which C++ cannot
  * include); the decode follows bz2_decompress_part's rules.
  */
 typedef struct gc_gpu_bz2_resume {

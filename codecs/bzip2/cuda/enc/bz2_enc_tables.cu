@@ -1,6 +1,6 @@
 /*
  * bz2_enc_tables.cu - symbol frequencies and Huffman tables of every block of a piece, exactly as
- * docs/BZIP2.md section 6 (and kernels/cpu/bz2_huffman.c) define them, and
+ * docs/BZIP2.md section 6 (and codecs/bzip2/cpu/bz2_huffman.c) define them, and
  * every block's exact bit length. One CTA per block: the assignment passes
  * are parallel over groups of 50 symbols (table frequencies by shared
  * atomics), the code lengths of each table one warp each (leaves ranked

@@ -19,7 +19,7 @@
 
 #include "gpu_pipeline.cuh"
 #include "pipeline_policy.cuh"
-/* kernels/cpu/parallel.h, whose C11 atomics C++ cannot include: the CPUs this thread may use */
+/* common/parallel.h, whose C11 atomics C++ cannot include: the CPUs this thread may use */
 extern "C" unsigned gc_cpu_count(void);
 
 using namespace gcgpu;

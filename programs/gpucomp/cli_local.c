@@ -1,6 +1,6 @@
 /*
  * cli_local.c - gpucomp without gpucompd: the CPU codecs of
- * kernels/libgccodecs.la run in this process (--local, or the announced
+ * codecs/libgccodecs.la run in this process (--local, or the announced
  * fallback when no daemon answers). The same codec functions the daemon's
  * CPU workers call, with the same options, so the output bytes are the
  * daemon's (bzip2's and rle's outputs do not depend on the thread count).

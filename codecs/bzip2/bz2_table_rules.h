@@ -2,7 +2,7 @@
  * bz2_table_rules.h - the table-choice rules that decide output bytes
  * (docs/BZIP2.md 6.1 and 6.4), written so that both backends can compile
  * them: as C by the CPU engine (bz2_huffman.c), and as host and device code
- * (BZ2_RULE) by a CUDA file. The CUDA encoder (kernels/cuda/bz2_enc_tables.cu)
+ * (BZ2_RULE) by a CUDA file. The CUDA encoder (codecs/bzip2/cuda/enc/bz2_enc_tables.cu)
  * still carries its own copy: moving it here waits for a GPU run of the
  * suite (docs/DECISIONS.md, GPU bzip2).
  */
