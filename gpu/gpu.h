@@ -3,7 +3,7 @@
  * jobs of any codec it has kernels for (rle both ways, bzip2 both ways),
  * plus device-resident entry points for tests and benchmarks.
  *
- * Built from gpu/*.cu and the codecs' cuda/ files into gpu/libgccuda.a when configure
+ * Built from the .cu files of gpu/ and of each codec's cuda/ folder into gpu/libgccuda.a when configure
  * finds CUDA; otherwise gpu/gpu_stub.c provides the same functions
  * (no devices, every other call GC_E_UNSUPPORTED). Frames are byte-identical
  * to the CPU backend (codecs/rle/cpu/rle.c, docs/FORMAT.md).
