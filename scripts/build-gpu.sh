@@ -61,8 +61,11 @@ $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2" tests/bench/bench_gpu_bzip2.cu "$O/libgcc
 p4=$!
 $NVCC $NVFLAGS -o "$B/test_gpu_bzip2_stages" tests/gpu/test_gpu_bzip2_stages.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p5=$!
-# the bzip2 decoder's suite (libbz2 makes its streams) and benchmark
-$NVCC $NVFLAGS -o "$B/test_gpu_bzip2_dec" tests/gpu/test_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE -lbz2 -lpthread &
+# the bzip2 decoder's suite (libbz2 makes its streams; tests/bz2_oversub.c crafts
+# the stream with oversubscribed tables that bzip2 decodes) and benchmark
+gcc $CFLAGS -Itests -c tests/bz2_oversub.c -o "$O/bz2_oversub.o"
+$NVCC $NVFLAGS -Itests -o "$B/test_gpu_bzip2_dec" tests/gpu/test_gpu_bzip2_dec.cu "$O/bz2_oversub.o" "$O/libgccuda.a" \
+    $ENGINE -lbz2 -lpthread &
 p6=$!
 $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2_dec" tests/bench/bench_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p7=$!
