@@ -11,8 +11,8 @@
  * Why at most gc_cpu_count() threads run items: a thread outside the pool
  * that calls gc_parallel_for leaves its items to the pool and waits, so
  * the daemon's workers and a stream's parts in flight add no threads to
- * the pool's (each used to run items beside it: N + workers threads on N
- * CPUs). Only a gc_work's caller (the bzip2 decoder's walk) runs items
+ * the pool's (were they to run items beside it, N CPUs would carry N +
+ * workers threads). Only a gc_work's caller (the bzip2 decoder's walk) runs items
  * beside the pool.
  *
  * Why it cannot deadlock: a pool thread that opens a work (nesting) runs

@@ -1,9 +1,15 @@
 /*
- * conn.h - one client connection: framing in, request assembly, responses out.
+ * conn.h - one client connection, on the loop thread: the Hello, frames in
+ * (with their descriptors), request assembly and the ids a client holds
+ * (requests, tombstones, streams: stream.h), admission against the memory
+ * budget and the wait for it, cancellation, back-pressure (no reading while
+ * too much is in flight or unread), the once-a-second timeout sweep, and
+ * answers out as completed requests come back from the workers and lanes.
  *
  * State machine: AWAIT_HELLO -> SERVING -> (CLOSING: flush, then close) ->
- * CLOSED (bufferevent gone; the struct lives on until its in-flight requests
- * come back from the workers, whose results are then dropped).
+ * CLOSED (bufferevent gone, requests in flight marked cancelled, streams
+ * closed; the struct lives on until its in-flight requests come back from
+ * the workers and lanes, whose results are then dropped).
  */
 #ifndef GCD_CONN_H
 #define GCD_CONN_H

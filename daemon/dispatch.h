@@ -1,11 +1,14 @@
 /*
  * dispatch.h - routing: which engine runs a request.
  *
- * Small requests and operations without a GPU kernel go to the CPU worker
- * pool (latency); large rle requests and large bzip2 compresses go to the
- * least-loaded device scheduler (throughput), each codec from its own
- * break-even (codec.h, gpu_min_bytes). Retired devices receive no new work.
- * Loop thread only.
+ * Small requests, and those a codec's GPU backend does not take (codec.h
+ * gpu_takes), go to the CPU worker pool (latency); the rest, compress and
+ * decompress alike, go to the lane with the fewest bytes in flight
+ * (throughput), each codec from its own break-even per operation (codec.h
+ * gpu_min_bytes, else --gpu-min-bytes). Retired lanes receive no new work:
+ * what a retired lane had not run comes back through reroute, on that
+ * lane's thread, to the least-loaded lane in service, else the CPU pool.
+ * Everything else runs on the loop thread.
  */
 #ifndef GCD_DISPATCH_H
 #define GCD_DISPATCH_H

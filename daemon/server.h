@@ -1,9 +1,13 @@
 /*
  * server.h - the daemon's shared state, owned by the event-loop thread.
  *
- * Everything here is touched only on the loop thread (workers and devices
- * hand results back through the completion queue, completions.h), so none
- * of it needs locks.
+ * Workers and lanes hand results back through the completion queue
+ * (completions.h), so most of this is touched only on the loop thread and
+ * needs no locks. Two exceptions, each safe by its own means: engine threads
+ * charge the budget (budget.h locks it), and a retired lane's reroute
+ * (dispatch.c) reads `lanes` and `n_lanes` on that lane's thread and submits
+ * to another lane or to the workers: the array is fixed while serving, and
+ * each lane and the worker pool lock their own queue.
  */
 #ifndef GCD_SERVER_H
 #define GCD_SERVER_H

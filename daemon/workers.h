@@ -1,9 +1,13 @@
 /*
  * workers.h - the CPU worker pool: codec work never runs on the event loop.
  *
- * The loop submits requests; a worker thread runs each through the CPU
- * engine (engine.h) and hands it to the done callback, from the worker
- * thread (the server passes them to its completion queue, completions.h).
+ * The loop submits requests, and so does a retired lane handing back work
+ * it never ran (dispatch.c reroute, on that lane's thread): the queue is
+ * locked. A worker thread runs each through the CPU engine (engine.h; a part
+ * may announce its output as it goes, completions.h) and hands it to the
+ * done callback, from the worker thread (the server passes them to its
+ * completion queue). A worker gives its stage buffers back when it finds
+ * its queue empty (scratch.h).
  * A free worker takes the next request in fair order (fair_queue.h): of the
  * user served the fewest bytes, then of that user's connection served the
  * fewest, so one user's flood does not hold back the others.

@@ -59,7 +59,7 @@ __device__ __forceinline__ uint32_t mul_nibbles(const uint32_t *tab, uint32_t c)
 /* c * x^(8n) from the nibble tables nib of x^(8*2^k) (bits k < kPowNibbleBits
  * of n) and the plain powers pow (higher bits): one table multiply per set
  * bit of n, eight independent loads each, where a bit-serial multiply per
- * set bit was 32 dependent steps. */
+ * set bit takes 32 dependent steps. */
 template <uint32_t Poly>
 __device__ __forceinline__ uint32_t mul_xpow_from(const uint32_t (*nib)[8][16], const uint32_t *pow, uint32_t c,
                                                   uint64_t n)

@@ -29,8 +29,8 @@ struct gpucomp_client {
      * touch pages that already exist (-1 until first needed) */
     int stage_in_fd, stage_out_fd;
     size_t memfd_threshold;       /* inputs this large go through the staging memfds */
-    /* issue 16: streams (client_stream.c), asynchronous requests
-     * (client_async.c), time limits and reconnection */
+    /* streams (client_stream.c), asynchronous requests (client_async.c),
+     * time limits and reconnection */
     gpucomp_stream *stream;       /* the open stream; the client serves only it */
     struct client_async *async;   /* asynchronous state, made by the first gpucomp_submit */
     atomic_uint async_outstanding; /* submitted and not yet completed */

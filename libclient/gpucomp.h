@@ -196,18 +196,17 @@ int gpucomp_memfd_create(const char *name);
  * gpucomp_compress_fd/gpucomp_decompress_fd calls on c that name the memfd,
  * as input or as output, then move its bytes between it and the GPU by DMA
  * with no copy on the host and no mapping work. Page-locking costs time once
- * (0.04-0.06 s per GiB of pages that exist, about 0.3 s per GiB of a fresh
- * memfd, measured on a GPU host) and holds up the daemon's GPU work for
- * other clients while it runs, so register buffers that serve many
- * requests, once, when the client starts: not per request. The library
- * does not register its own staging memfds (measured: slower for clients
- * of up to 16 requests).
+ * (more for a fresh memfd, whose pages are allocated first) and holds up
+ * the daemon's GPU work for other clients while it runs, so register
+ * buffers that serve many requests, once, when the client starts: not per
+ * request. The library does not register its own staging memfds: for a
+ * client of a few requests the locking costs more than it saves.
  *
  * Size an output memfd for the largest result it will hold before
  * registering it (gpucomp_compress_fd grows the output to the codec's bound
  * first: register it after a first call, or ftruncate it yourself). A
  * request that needs more of a file than is registered still works, through
- * a one-off mapping at the old speed.
+ * a one-off mapping, as for a file never registered.
  *
  * *pinned (may be NULL) is set to 1 if the pages are page-locked for DMA, 0
  * if they are only mapped (the daemon has no GPU). Errors: GPUCOMP_E_LIMIT

@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-gpu-libs.sh - the GPU library competitors of the benchmark harness (issue 18), on the
+# bench-gpu-libs.sh - the GPU library competitors of the benchmark harness, on the
 # GPU host: libcubwt's BWT and bzip2gpu's decoder on each corpus, where they built and run.
 #
 #   scripts/bench-gpu-libs.sh --bin DIR --corpora DIR --out DIR [--reps N]

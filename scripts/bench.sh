@@ -1,6 +1,6 @@
 #!/bin/bash
 # shellcheck disable=SC2317 # the measured commands are functions run through timed; cleanup runs from the trap
-# bench.sh - one benchmark a user can repeat (issue 18): gpucompd against the CPU tools (and
+# bench.sh - one benchmark a user can repeat: gpucompd against the CPU tools (and
 # nvCOMP when given) on the same deterministic corpora, in the same run; Markdown tables last,
 # every row in OUT/results.csv (plot it with scripts/bench-plot.py OUT/results.csv IMGDIR).
 #

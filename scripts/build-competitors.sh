@@ -1,6 +1,6 @@
 #!/bin/bash
 # build-competitors.sh - build the GPU competitors libcubwt and bzip2gpu of the benchmark
-# harness (issue 18) on a machine with nvcc (no GPU needed); run them on the GPU host with
+# harness on a machine with nvcc (no GPU needed); run them on the GPU host with
 # scripts/bench-gpu-libs.sh (scripts/bench.sh --competitors DIR does).
 #
 #   scripts/build-competitors.sh [--cubwt DIR] [--bzip2gpu DIR] [--out DIR]

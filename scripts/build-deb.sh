@@ -1,5 +1,5 @@
 #!/bin/bash
-# Build the Debian packages from debian/ with dpkg-buildpackage (issue 17):
+# Build the Debian packages from debian/ with dpkg-buildpackage:
 # gpucompd (daemon, gpucomp, systemd units, sysusers.d/tmpfiles.d snippets,
 # /etc/gpucompd.conf, man pages), libgpucomp-client0 (shared library) and
 # libgpucomp-client-dev (header, pkg-config file, static library, man 3 page),

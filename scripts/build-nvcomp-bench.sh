@@ -1,6 +1,6 @@
 #!/bin/sh
 # build-nvcomp-bench.sh - build tests/bench/bench_nvcomp.cu (nvCOMP 6.0, the GPU
-# competitor of the benchmark harness, issue 18) on a CPU machine with nvcc.
+# competitor of the benchmark harness) on a CPU machine with nvcc.
 #
 #   scripts/build-nvcomp-bench.sh
 #

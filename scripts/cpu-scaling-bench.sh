@@ -1,6 +1,6 @@
 #!/bin/bash
 # shellcheck disable=SC2317 # cleanup runs from the trap
-# cpu-scaling-bench.sh - the CPU engine against lbzip2 and pbzip2 at each thread count (issue 20):
+# cpu-scaling-bench.sh - the CPU engine against lbzip2 and pbzip2 at each thread count:
 # in-process, through the daemon (--gpu=off), lbzip2, pbzip2, on a text corpus and a mixed tar.
 #
 #   scripts/cpu-scaling-bench.sh [--bin DIR] [--corpora DIR] [--out DIR] [--quick]
@@ -12,7 +12,7 @@
 #   --corpora DIR  text.dat and tar.dat of scripts/bench-corpora.sh: reused when they have the
 #                  size asked for, made there otherwise (default: a temporary folder, removed)
 #   --out DIR      table.md, cpu-scaling.csv and logs (default cpu-scaling-out/DATE)
-#   --quick        32 MiB per corpus (default 256 MiB: 268 MB, issue 20's "at least 256 MB")
+#   --quick        32 MiB per corpus (default 256 MiB: 268 MB, at least 256 MB)
 #   --threads L    thread counts (default: powers of two up to nproc, and nproc)
 #   --reps R       runs per measure (default 3); best of them, or the median with --median
 #   --only L       these corpora of the two (default "text tar"; one per call splits a long

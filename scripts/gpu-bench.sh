@@ -1,5 +1,5 @@
 #!/bin/bash
-# On a GPU host: the end-to-end benchmark through gpucompd (issue 4), with the
+# On a GPU host: the end-to-end benchmark through gpucompd, with the
 # CPU engine and the CPU tools users would otherwise run on the same data.
 #   scripts/gpu-bench.sh [BUILDDIR]     (default build-gpud: configure --disable-shared --with-cuda)
 # Prepare on any machine with nvcc:  scripts/build-gpu.sh && scripts/build-gpud.sh

@@ -1,6 +1,6 @@
 #!/bin/bash
 # On a GPU host: where the GPU starts to pay for rle compress requests, the
-# measurement behind gpucompd's --gpu-min-bytes default (issue 4). For each
+# measurement behind gpucompd's --gpu-min-bytes default. For each
 # request size, one daemon with every request on the GPU (--gpu-min-bytes 0)
 # and one on the CPU engine (--gpu=off) each serve one client (latency) and
 # 64 clients (aggregate throughput) through the buffer API, once with every

@@ -1,5 +1,5 @@
 #!/bin/bash
-# multi-gpu-bench.sh - on a GPU host: does gpucompd use every GPU? (issue 19) The same workloads
+# multi-gpu-bench.sh - on a GPU host: does gpucompd use every GPU? The same workloads
 # through the daemon on the first 1, 2, ... GPUs (CUDA_VISIBLE_DEVICES), in one run; then a
 # fault-injection run on all of them; one Markdown table last.
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The Debian packages end to end (issue 17), for CI on a fresh Debian 12 run as
+# The Debian packages end to end, for CI on a fresh Debian 12 run as
 # root: build them (scripts/build-deb.sh, lintian errors fail), install them
 # with apt, check what installation did (group gpucomp, units, socket enabled,
 # service not enabled, conffile), start the installed /usr/sbin/gpucompd on

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Socket activation (issue 17): systemd-socket-activate listens on a socket
+# Socket activation: systemd-socket-activate listens on a socket
 # and starts gpucompd on the first connection with LISTEN_FDS, as
 # gpucompd.socket does. The daemon must take that socket (not create its
 # own), answer, and compress what bunzip2 reads. Skips (77) without

@@ -1,6 +1,6 @@
 /*
  * check_async.c - libgpucomp-client's asynchronous requests, cancellation,
- * time limits and reconnection (gpucomp.h, issue 16) against a real gpucompd.
+ * time limits and reconnection (gpucomp.h) against a real gpucompd.
  */
 #include <check.h>
 #include <errno.h>

@@ -957,7 +957,7 @@ START_TEST(test_mtf_encode_reference)
 }
 END_TEST
 
-/* ---- input that changes while the codec runs (issue 12) ---- */
+/* ---- input that changes while the codec runs ---- */
 
 /*
  * The daemon runs the codec on a client's memfd mapped MAP_SHARED, which the

@@ -650,7 +650,7 @@ START_TEST(test_cli_progress_only_on_a_terminal)
 }
 END_TEST
 
-/* ---- gpucomp next to bzip2 (issue 16) ------------------------------------- */
+/* ---- gpucomp next to bzip2 ------------------------------------------------ */
 
 /*
  * One situation, set up twice (DIR/bz and DIR/gc by the same shell lines),
@@ -853,7 +853,7 @@ START_TEST(test_null_options_are_bzip2)
 }
 END_TEST
 
-/* ---- documents that must match the build (issue 16) --------------------- */
+/* ---- documents that must match the build ------------------------------- */
 
 /*
  * The build's make variable name, evaluated by make itself (the build

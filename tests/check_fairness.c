@@ -29,7 +29,7 @@
 #define FLOOD_CONNS 8
 #define VICTIM_SIZE (256u << 10)
 #define VICTIM_TRIPS 3
-#define VICTIM_LIMIT_S 1.0             /* the bound for the other user's request */
+#define VICTIM_LIMIT_S 1.0             /* the bound promised for the other user's request */
 #define VICTIM_GIVE_UP_S 30.0          /* how long the test waits for it at all */
 
 static test_daemon dut;

@@ -1,6 +1,6 @@
 /*
  * check_hostile.c - a real gpucompd against clients that attack it
- * (issue 12, docs/SECURITY.md): hand-made frames and memfds that alias,
+ * (docs/SECURITY.md): hand-made frames and memfds that alias,
  * change under the daemon, shrink, bomb, stall and flood. Each test is one
  * finding; each failed before its fix (docs/RELIABILITY.md says how).
  * Races run a bounded number of attempts. The daemon must survive every

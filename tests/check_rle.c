@@ -729,7 +729,7 @@ START_TEST(test_chunk_api)
 }
 END_TEST
 
-/* ---- memory that changes while the codec runs (issue 12) ----------------- */
+/* ---- memory that changes while the codec runs ---------------------------- */
 
 /*
  * The daemon runs the codec on client memfds mapped MAP_SHARED: the client can

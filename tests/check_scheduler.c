@@ -180,7 +180,7 @@ START_TEST(test_device_failure_falls_back_to_cpu)
 }
 END_TEST
 
-/* ---- several devices (issue 19, on stand-in devices) ------------------------ */
+/* ---- several devices (on stand-in devices) ---------------------------------- */
 
 static void start_devices(const char *mode, const char *count)
 {

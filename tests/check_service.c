@@ -1,5 +1,5 @@
 /*
- * check_service.c - gpucompd under a service manager (issue 17): readiness,
+ * check_service.c - gpucompd under a service manager: readiness,
  * STATUS= and watchdog pings seen on a NOTIFY_SOCKET this test listens on,
  * SIGHUP reloading the --config file, and both signals under load: SIGTERM
  * lets every accepted request finish and refuses new connections, SIGHUP

@@ -662,8 +662,8 @@ END_TEST
  * in and 32 MiB out: ~192 MiB, two streams here, plus the answers queued
  * for each connection (64 MiB and the part being drained; a part's output
  * is sent by reference and stays whole until its last frame is written)
- * and the allocator's slack (docs/DECISIONS.md, "The CPU engine shares one
- * thread pool").
+ * and the allocator's slack (docs/DECISIONS.md, "Streams": output by
+ * reference).
  */
 #define CLI_RSS_LIMIT_KB (64 * 1024)
 #if defined(__SANITIZE_ADDRESS__)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Checks the systemd units (issue 17): `systemd-analyze verify` passes on the
+# Checks the systemd units: `systemd-analyze verify` passes on the
 # built units, and `systemd-analyze security --offline` rates gpucompd.service
 # at most $MAX_EXPOSURE ("OK"; docs/SECURITY.md lists what remains exposed).
 # Skips (77) where systemd-analyze is missing.

@@ -275,7 +275,7 @@ static bool gpu_reruns_failures(const gcd_request *r)
 /* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
 /* Decompress parts: at least this much input (far over BZ2_PART_PROGRESS_BYTES; the GPU's fixed
- * cost per job wants large parts, docs/BENCHMARKS.md "Streams"), at most twice it. */
+ * cost per job wants large parts, docs/history/BENCHMARKS-2026-11-27.md "Streams"), at most twice it. */
 #define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
 
 typedef struct bz2_stream {
@@ -320,8 +320,8 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
  * stream of zeros, which expands ~45000 times, still streams in bounded
  * memory; the device has no such stop and fails a part over
  * STREAM_PART_OUTPUT_MAX, which then reruns on the CPU engine. Smaller stops
- * (32 and 64 MiB) were slower on the CPU engine: each chained part copies
- * the input it does not use back for the next (docs/DECISIONS.md).
+ * cost the CPU engine more: each chained part copies the input it does not
+ * use back for the next (docs/DECISIONS.md, "Streams").
  */
 #define STREAM_PART_OUTPUT ((size_t)256 << 20)
 #define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)

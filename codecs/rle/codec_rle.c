@@ -122,8 +122,8 @@ static int run_cpu(gcd_request *r, unsigned threads)
 /*
  * Compress, and a decompress of exactly one frame: the GPU decoder takes one
  * frame per job, so input with more after its first frame (concatenated
- * frames, or trailing bytes) runs on the CPU engine (docs/DECISIONS.md, "rle:
- * concatenated frames"). A peek at the first frame's index: a frame the peek
+ * frames, or trailing bytes) runs on the CPU engine (docs/DECISIONS.md, "rle
+ * format"). A peek at the first frame's index: a frame the peek
  * cannot size (no input yet, a short header) goes as before, and the
  * engine's checks judge it.
  */

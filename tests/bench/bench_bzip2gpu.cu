@@ -1,7 +1,7 @@
 /*
  * bench_bzip2gpu.cu - bzip2gpu (github.com/weissenberger/bzip2gpu, a GPU
  * bzip2 decompressor) on one .bz2 file: a GPU competitor row of the benchmark
- * harness (issue 18). Its own demo program (bz2gpu IN OUT) times nothing, so
+ * harness. Its own demo program (bz2gpu IN OUT) times nothing, so
  * this wrapper calls its entry point, bz2gpu::decode_stream, the same way the
  * demo does. Built by scripts/build-competitors.sh, linked against bzip2gpu's
  * objects compiled from its own source (kept in an ignored folder).

@@ -1,7 +1,7 @@
 /*
  * bench_cubwt.cu - libcubwt (github.com/IlyaGrebnov/libcubwt, a CUDA BWT
- * library) on one file: a GPU competitor row of the benchmark harness
- * (issue 18). Built by scripts/build-competitors.sh against libcubwt compiled
+ * library) on one file: a GPU competitor row of the benchmark harness.
+ * Built by scripts/build-competitors.sh against libcubwt compiled
  * from its own source (kept in an ignored folder, never in this repository).
  *
  *   bench_cubwt FILE [--max BYTES] [--block BYTES] [--reps N] [--no-check]

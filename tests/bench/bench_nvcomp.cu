@@ -1,6 +1,6 @@
 /*
  * bench_nvcomp.cu - NVIDIA nvCOMP 6.0 (batched C API) on one file: the GPU
- * competitor rows of the benchmark harness (issue 18).
+ * competitor rows of the benchmark harness.
  *
  *   bench_nvcomp FILE [--chunk BYTES] [--algos a,b,...] [--type u8|i32|f32] [--iters N]
  *

@@ -13,8 +13,8 @@
  * substrings by multikey quicksort, their ties through the reduced string
  * by prefix doubling or SA-IS, everything else induced in two scans),
  * after rotating it to start at an LMS position, which only renumbers
- * rotations. Periodicity is not tested up front (a KMP pass costs ~5% of
- * the sort): a periodic block shows up as equal rotations in the tie
+ * rotations. Periodicity is not tested up front (a KMP pass would tax
+ * every block for the rare periodic one): a periodic block shows up as equal rotations in the tie
  * stage, and only then is reduced to its root.
  * None of these choices changes the output bytes.
  */

@@ -1,8 +1,8 @@
 /*
  * bz2_bwt_records.c - sorting (key, position) records by their 64-bit key,
  * for the substring sort (bz2_bwt_substr.c). Large inputs go through an
- * MSD radix sort by key byte (measured ~8% faster overall than quicksort
- * alone: no mispredicted comparisons), the parts through an introsort with
+ * MSD radix sort by key byte (faster than quicksort alone: no
+ * mispredicted comparisons), the parts through an introsort with
  * three-way partitions (keys repeat a lot: identical substrings) that
  * falls back to heapsort, so O(n log n) in the worst case.
  */

@@ -38,8 +38,8 @@ static int32_t name_groups(const int32_t *sa, int32_t m, const uint64_t *head, i
     return names;
 }
 
-/* Doubling first when at most half the slots are tied (measured: on
- * such blocks it beats SA-IS by ~25%; on text-like blocks 90% tie). */
+/* Doubling first when at most half the slots are tied: on such blocks it
+ * beats SA-IS; on text-like blocks most slots tie, and SA-IS wins. */
 static int32_t try_doubling(int32_t n, int32_t *sa, int32_t m, uint64_t *head, int32_t tied)
 {
     if (tied > m / 2)

@@ -1,7 +1,7 @@
 /*
  * bz2_policy.cuh - tuning of the bzip2 encoder's kernels (bz2_enc_*.cu):
  * geometry only, nothing here changes an output byte. The measurements
- * behind the values are in docs/BENCHMARKS.md.
+ * behind the values are in docs/history/BENCHMARKS-2026-11-27.md.
  */
 #ifndef GC_BZ2_POLICY_CUH
 #define GC_BZ2_POLICY_CUH
@@ -19,7 +19,8 @@ constexpr uint64_t kBz2MaxPiece = 1ull << 30;
 constexpr uint64_t kBz2ScratchStep = 4ull << 20;
 /* 32 MiB segments a pipeline slot holds (GpuCodec::min_slot_in): larger
  * pieces pay the sort's per-round costs and the per-block kernels' idle SMs
- * less often (docs/BENCHMARKS.md, GPU bzip2); 4 costs 2 x 129 MiB of pinned
+ * less often (docs/history/BENCHMARKS-2026-11-27.md, "bzip2 compression on
+ * the GPU"); 4 costs 2 x 129 MiB of pinned
  * staging per slot. */
 constexpr uint64_t kBz2SlotSegments = 4;
 /* Threads of the grid-wide kernels. */

@@ -70,10 +70,10 @@ struct ChunkDec {
  *     get items a little under a whole number of windows (8 warps x n spans);
  *   - items of at most kItemBytes: a few items of hundreds of KiB per block
  *     (long runs) left SMs idle at the end;
- *   - but not small items where runs are long (64-run items of long runs
- *     decoded a third slower than items of 512 KiB);
+ *   - but not small items where runs are long (each item pays its setup,
+ *     which a few runs of long runs do not repay);
  *   - and items of two windows rather than one where runs are short (widths
- *     1 and 2 take up to 4096 runs, which decoded faster at width 1).
+ *     1 and 2 take up to 4096 runs, halving the setups per window).
  * At most `cap` items per chunk (the scratch layout's bound). The
  * measurements are in docs/history/BENCHMARKS-2026-11.md.
  */

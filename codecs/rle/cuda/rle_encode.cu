@@ -220,7 +220,7 @@ __device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w
 
 /*
  * Speculative stored payload. Incompressible input ends up as stored records,
- * which emit used to copy in a second read of the input. A warp whose 2 KiB
+ * which emit would otherwise copy in a second read of the input. A warp whose 2 KiB
  * has too many runs to shrink (runs * (W + 1) >= bytes) writes its bytes
  * while they are in registers, where an all-stored frame has them: record c
  * at c * (RLE_CHUNK_HEADER + cs). emit skips the copy of a tile whose warps all did so if
@@ -592,7 +592,7 @@ __device__ __forceinline__ void emit_warp_runs(const EncK &k, const Geo &g, uint
         }
     } else {
         /* Software-pipelined: the symbol of the lane's next run is loaded
-         * before the current one is stored, so a store no longer waits out a
+         * before the current one is stored, so a store does not wait out a
          * whole load, the largest of enc_emit's stalls on short runs of
          * narrow elements (docs/history/BENCHMARKS-2026-11.md). */
         int32_t pos = j < n_warp ? tw0 + list[j] : 0;

@@ -237,12 +237,11 @@ __host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, u
 #endif
 }
 
-/* Slot of run i's start in the shared s_start array: one pad word per 32.
- * It was there for a per-lane binary search, whose power-of-two probes of
- * different lanes all hit bank 0 unpadded (Nsight Compute counted 15M bank
- * conflicts in short-run decode). The decoder now searches once per warp
- * (all lanes the same slot) and walks consecutive slots, which the padding
- * neither helps nor hurts; it stays because the span walk was measured with it. */
+/* Slot of run i's start in the shared s_start array: one pad word per 32,
+ * so that lanes probing power-of-two distances apart do not all hit one
+ * bank. The decoder searches once per warp (all lanes the same slot) and
+ * walks consecutive slots, which the padding neither helps nor hurts; the
+ * span walk's tuning (docs/history/BENCHMARKS-2026-11.md) assumed it. */
 __host__ __device__ __forceinline__ uint32_t start_slot(uint32_t i)
 {
     return i + (i >> 5);

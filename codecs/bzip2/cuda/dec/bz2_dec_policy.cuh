@@ -1,7 +1,7 @@
 /*
  * bz2_dec_policy.cuh - tuning of the bzip2 decoder's kernels (bz2_dec_*.cu):
  * geometry only, nothing here changes an output byte or a verdict. The
- * measurements behind the values are in docs/BENCHMARKS.md.
+ * measurements behind the values are in docs/history/BENCHMARKS-2026-11-27.md.
  */
 #ifndef GC_BZ2_DEC_POLICY_CUH
 #define GC_BZ2_DEC_POLICY_CUH
