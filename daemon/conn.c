@@ -9,11 +9,10 @@
 
 #include <event2/buffer.h>
 
+#include "assembly.h"
 #include "budget.h"
 #include "dispatch.h"
-#include "engine.h"
 #include "fd_map_cache.h"
-#include "fd_payload.h"
 #include "gc_clock.h"
 #include "fdpass.h"
 #include "log.h"
@@ -38,6 +37,7 @@
 static void close_after_flush(gcd_conn *c);
 static void unlink_waiter(gcd_conn *c);
 static bool take_id(gcd_conn *c, uint64_t id);
+static void refuse_id(gcd_conn *c, uint64_t id);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -49,68 +49,7 @@ static void conn_free_if_idle(gcd_conn *c)
     }
 }
 
-/* ---- request assembly ------------------------------------------------- */
-
-static gcd_request *find_assembling(gcd_conn *c, uint64_t id)
-{
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->id == id)
-            return r;
-    return NULL;
-}
-
-static void unlink_assembling(gcd_conn *c, gcd_request *r)
-{
-    for (gcd_request **p = &c->assembling; *p; p = &(*p)->next)
-        if (*p == r) {
-            *p = r->next;
-            r->next = NULL;
-            c->n_assembling--;
-            return;
-        }
-}
-
-static void drop_request(gcd_conn *c, gcd_request *r)
-{
-    unlink_assembling(c, r);
-    gcd_request_free(r); /* releases its charges */
-}
-
-/* The socket input of a request is dropped: give its buffer and charge back. */
-static void drop_input(gcd_request *r)
-{
-    if (r->input_mapped)
-        return;
-    free(r->input);
-    r->input = NULL;
-    gcd_request_uncharge(r, r->input_charge);
-    r->input_charge = 0;
-}
-
-/*
- * Refuse a request: answer with the error and free what was assembled. If
- * more frames of it are coming, a tombstone stays to swallow them, so the
- * client gets exactly one answer per id.
- */
-static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_frames)
-{
-    gcd_send_error(c, r->id, err->code, "%s", err->msg);
-    c->server->counters.requests_failed++;
-    if (!more_frames) {
-        drop_request(c, r);
-        return;
-    }
-    drop_input(r);
-    r->refused = true;
-}
-
-/* Descriptors a request frame carries: two for a codec request over memfds, one to (un)register. */
-static unsigned fds_carried(const Gpucomp__Request *m)
-{
-    if (!m->payload_in_fd)
-        return 0;
-    return gcd_op_is_registration(m->op) ? 1 : 2;
-}
+/* ---- requests --------------------------------------------------------- */
 
 /*
  * Take the descriptors that came with a payload_in_fd frame off the queue
@@ -134,107 +73,46 @@ static void close_fds(const int fds[2])
             close(fds[i]);
 }
 
-/* Map the descriptors start_request gave the request. */
-static int attach_fds(gcd_request *r, gc_error *err)
+/* A refused request is answered with its error and counted as failed. */
+static void send_refusal(gcd_conn *c, uint64_t id, const gc_error *err)
 {
-    if (r->in_fd < 0 || r->out_fd < 0)
-        return gc_fail(err, GC_E_PROTOCOL,
-                       "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
-                       (unsigned long long)r->id);
-    return gcd_fd_payload_attach(r, r->in_fd, r->out_fd, err);
+    gcd_send_error(c, id, err->code, "%s", err->msg);
+    c->server->counters.requests_failed++;
 }
 
-/* OP_REGISTER/OP_UNREGISTER: one descriptor, no payload; the worker does the (slow) mapping. */
-static int admit_registration(gcd_request *r, bool payload_in_fd, gc_error *err)
+/* A frame of a request (not a stream's): assembly.h decides, the connection answers. */
+static void assemble(gcd_conn *c, const Gpucomp__Request *m)
 {
-    if (!payload_in_fd || r->in_fd < 0)
-        return gc_fail(err, GC_E_PROTOCOL, "request %llu: a registration carries one memfd (payload_in_fd)",
-                       (unsigned long long)r->id);
-    const gcd_config *cfg = &r->conn->server->cfg;
-    if (r->total_size > cfg->register_limit) /* before any mapping or page is touched */
-        return gc_fail(err, GC_E_LIMIT, "registering %llu bytes exceeds the daemon's register-limit of %llu",
-                       (unsigned long long)r->total_size, (unsigned long long)cfg->register_limit);
-    r->received = r->total_size;
-    return GC_OK;
-}
-
-static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
-{
-    const gcd_config *cfg = &c->server->cfg;
-    if (gcd_request_is_registration(r))
-        return admit_registration(r, payload_in_fd, err);
-    int rc = gcd_engine_check(r, err);
-    if (rc != GC_OK)
-        return rc;
-    if (r->total_size > cfg->max_request)
-        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the daemon's max-request of %llu",
-                       (unsigned long long)r->total_size, (unsigned long long)cfg->max_request);
-    if (r->max_output == 0 || r->max_output > cfg->max_output)
-        r->max_output = cfg->max_output;
-    if (payload_in_fd)
-        return attach_fds(r, err);
-    rc = gcd_request_charge(r, r->total_size, "input", err);
-    if (rc != GC_OK)
-        return rc;
-    r->input_charge = r->total_size;
-    r->input = malloc(r->total_size ? r->total_size : 1);
-    if (!r->input)
-        return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
-                       (unsigned long long)r->total_size);
-    return GC_OK;
-}
-
-/* First frame of an id: answer PING/STATS at once, else start assembling. */
-static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
-{
-    int fds[2] = { -1, -1 };
-    claim_fds(c, fds, fds_carried(m));
-    if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS) {
-        close_fds(fds);
-        if (m->op == GPUCOMP__OP__OP_PING)
-            gcd_send_pong(c, m->id);
-        else
-            gcd_send_stats(c, m->id);
-        return NULL;
-    }
-    if (!take_id(c, m->id)) {
-        close_fds(fds);
-        return NULL;
-    }
-    gcd_request *r = gcd_request_new(c, m);
-    if (!r) {
-        close_fds(fds);
-        gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    r->budget = c->server->budget;
-    r->uid = c->peer_uid;
-    if (!c->assembling)
-        c->request_started_ns = gc_now_ns();
-    r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
-    r->out_fd = fds[1];
-    r->next = c->assembling;
-    c->assembling = r;
-    c->n_assembling++;
+    int fds[2];
+    claim_fds(c, fds, gcd_assembly_fds_carried(m));
+    gcd_request *done = NULL;
     gc_error err = { 0 };
-    if (m->payload_in_fd && (!m->last || m->payload.len)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: a payload_in_fd request is one frame without payload",
-                (unsigned long long)m->id);
-        refuse(c, r, &err, !m->last);
-        return NULL;
+    switch (gcd_assembly_frame(&c->assembly, m, fds, c->n_streams, &done, &err)) {
+    case GCD_ASSEMBLY_TAKEN:
+        break;
+    case GCD_ASSEMBLY_COMPLETE:
+        gcd_conn_submit(c, done);
+        break;
+    case GCD_ASSEMBLY_REFUSED:
+        send_refusal(c, m->id, &err);
+        break;
+    case GCD_ASSEMBLY_NO_MEMORY:
+        gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
+        break;
+    case GCD_ASSEMBLY_PING:
+        gcd_send_pong(c, m->id);
+        break;
+    case GCD_ASSEMBLY_STATS:
+        gcd_send_stats(c, m->id);
+        break;
+    case GCD_ASSEMBLY_FULL:
+        refuse_id(c, m->id);
+        break;
     }
-    if (admit(c, r, m->payload_in_fd, &err) != GC_OK) {
-        refuse(c, r, &err, !m->last);
-        return NULL;
-    }
-    return r;
 }
 
 void gcd_conn_submit(gcd_conn *c, gcd_request *r)
 {
-    unlink_assembling(c, r);
-    if (!c->assembling)
-        c->request_started_ns = 0;
     r->flight_prev = NULL;
     r->flight_next = c->flight;
     if (c->flight)
@@ -253,20 +131,6 @@ static void unlink_flight(gcd_conn *c, gcd_request *r)
     if (r->flight_next)
         r->flight_next->flight_prev = r->flight_prev;
     r->flight_prev = r->flight_next = NULL;
-}
-
-/*
- * Whether memory c itself holds waits for c's later frames: a request in
- * assembly that holds some (tombstones hold none) or a stream still taking input.
- * Those frames come after the one that would wait, so such a wait could
- * only end by timing out.
- */
-static bool holds_own_input(gcd_conn *c)
-{
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->charged)
-            return true;
-    return gcd_stream_awaits_input(c);
 }
 
 static void queue_waiter(gcd_conn *c)
@@ -288,7 +152,7 @@ static void queue_waiter(gcd_conn *c)
  * A socket request's input is charged when its first frame arrives. When
  * it does not fit now, the connection waits (its frame stays unread) until
  * memory is released; other connections go on. It does not wait where the
- * memory it waits for may be its own (holds_own_input), nor past
+ * memory it waits for may be its own (assembly.h), nor past
  * request-timeout (gcd_conn_sweep sets wait_expired): then admit tries the
  * charge once and refuses the request with LIMIT if it still does not fit.
  * Returns false to wait (docs/SECURITY.md, "No wait without an end").
@@ -297,18 +161,9 @@ static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
 {
     bool expired = c->wait_expired; /* only the frame that waited */
     c->wait_expired = false;
-    if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
-        m->op == GPUCOMP__OP__OP_STATS || m->op == GPUCOMP__OP__OP_CANCEL || m->total_size == 0 ||
-        m->stream || gcd_stream_find(c, m->id) || find_assembling(c, m->id))
+    if (!gcd_assembly_must_wait(&c->assembly, m, gcd_stream_find(c, m->id) != NULL, expired,
+                                gcd_stream_awaits_input(c)))
         return true;
-    gcd_budget *b = c->server->budget;
-    if (!gcd_budget_could_fit(b, m->total_size) || m->total_size > c->server->cfg.max_request)
-        return true; /* admit refuses it with GC_E_LIMIT */
-    if (gcd_budget_in_use(b) + m->total_size <= gcd_budget_limit(b) &&
-        gcd_budget_uid_in_use(b, c->peer_uid) + m->total_size <= gcd_budget_uid_limit(b))
-        return true;
-    if (expired || holds_own_input(c))
-        return true; /* admit's charge refuses it: "retry later" */
     queue_waiter(c);
     return false;
 }
@@ -332,7 +187,7 @@ static void unlink_waiter(gcd_conn *c)
 static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
 {
     int fds[2];
-    claim_fds(c, fds, fds_carried(m));
+    claim_fds(c, fds, gcd_assembly_fds_carried(m));
     close_fds(fds);
 }
 
@@ -349,16 +204,13 @@ static void cancel_request(gcd_conn *c, uint64_t id)
         gcd_stream_cancel(st);
         return;
     }
-    gcd_request *r = find_assembling(c, id);
-    if (r) {
-        if (!r->refused) {
-            gc_error err = { 0 };
-            gc_fail(&err, GC_E_CANCELLED, "request %llu cancelled by the client", (unsigned long long)id);
-            refuse(c, r, &err, true);
-        }
+    gc_error err = { 0 };
+    if (gcd_assembly_cancel(&c->assembly, id, &err)) {
+        if (err.code != GC_OK)
+            send_refusal(c, id, &err);
         return;
     }
-    for (r = c->flight; r; r = r->flight_next)
+    for (gcd_request *r = c->flight; r; r = r->flight_next)
         if (r->id == id && !r->stream) {
             r->client_cancelled = true;
             atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
@@ -379,7 +231,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         return;
     }
     gcd_stream *st = gcd_stream_find(c, m->id);
-    if (st || (m->stream && !find_assembling(c, m->id))) {
+    if (st || (m->stream && !gcd_assembly_has(&c->assembly, m->id))) {
         discard_fds(c, m);
         if (st)
             gcd_stream_frame(st, m);
@@ -387,63 +239,32 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
             gcd_stream_open(c, m);
         return;
     }
-    gcd_request *r = find_assembling(c, m->id);
-    bool first = !r;
-    if (!first)
-        discard_fds(c, m); /* only a first frame may carry descriptors */
-    else if (!(r = start_request(c, m)))
-        return;
-    if (r->refused) {
-        if (m->last)
-            drop_request(c, r);
-        return;
-    }
-    gc_error err = { 0 };
-    if (m->payload_in_fd && !first) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload_in_fd on a frame that is not its first",
-                (unsigned long long)r->id);
-        refuse(c, r, &err, !m->last);
-        return;
-    }
-    if (m->payload.len > r->total_size - r->received) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload exceeds its total_size of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->total_size);
-        refuse(c, r, &err, !m->last);
-        return;
-    }
-    if (m->payload.len)
-        memcpy(r->input + r->received, m->payload.data, m->payload.len);
-    r->received += m->payload.len;
-    if (!m->last)
-        return;
-    if (!gcd_request_complete(r)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->received,
-                (unsigned long long)r->total_size);
-        refuse(c, r, &err, false);
-        return;
-    }
-    gcd_conn_submit(c, r);
+    assemble(c, m);
 }
 
 /* ---- frames in -------------------------------------------------------- */
 
 /*
  * Whether c may hold one more id (a request or stream starting); if not, id
- * is answered LIMIT and the connection closes. Refused requests stay as
- * tombstones and answered streams until their client's last frame: counting
- * both under one cap bounds what a client can make the daemon remember, and
- * the lookups per frame.
+ * is answered LIMIT and the connection closes (refuse_id). Refused requests
+ * stay as tombstones and answered streams until their client's last frame:
+ * counting both under one cap bounds what a client can make the daemon
+ * remember, and the lookups per frame.
  */
 static bool take_id(gcd_conn *c, uint64_t id)
 {
-    if (c->n_assembling + c->n_streams < GCD_CONN_MAX_IDS)
+    if (gcd_assembly_id_fits(&c->assembly, c->n_streams))
         return true;
+    refuse_id(c, id);
+    return false;
+}
+
+static void refuse_id(gcd_conn *c, uint64_t id)
+{
     gcd_send_error(c, id, GC_E_LIMIT,
                    "more than %d requests and streams in assembly or unfinished on one connection: closing it",
-                   GCD_CONN_MAX_IDS);
+                   GCD_ASSEMBLY_MAX_IDS);
     close_after_flush(c);
-    return false;
 }
 
 /* Stop reading; the connection closes once its output is flushed (process_input/on_write). */
@@ -652,7 +473,7 @@ static void on_hup(evutil_socket_t fd, short what, void *arg)
     gcd_conn_close(arg);
 }
 
-gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool refused_peer)
 {
     gcd_conn *c = calloc(1, sizeof *c);
     /* Answers leave in large pieces: a deep send queue saves a wake-up per
@@ -681,6 +502,9 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
         return NULL;
     }
     c->server = s;
+    c->peer_uid = uid;
+    c->refused_peer = refused_peer;
+    gcd_assembly_init(&c->assembly, &s->cfg, s->budget, uid, c);
     c->state = GCD_CONN_AWAIT_HELLO;
     c->next = s->conns;
     if (s->conns)
@@ -707,9 +531,8 @@ void gcd_conn_stop_reading(gcd_conn *c)
 /* Whether closing c gives memory back now (a stream may: its buffer, if no part is out). */
 static bool holds_memory(gcd_conn *c)
 {
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->charged)
-            return true;
+    if (gcd_assembly_holds_memory(&c->assembly))
+        return true;
     return c->streams || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
 }
 
@@ -723,8 +546,7 @@ void gcd_conn_close(gcd_conn *c)
     bool frees = holds_memory(c);
     if (c->waiting_budget)
         unlink_waiter(c);
-    while (c->assembling)
-        drop_request(c, c->assembling);
+    gcd_assembly_clear(&c->assembly);
     c->state = GCD_CONN_CLOSED; /* streams see it: they free themselves as their parts return */
     gcd_stream_close_all(c);
     for (gcd_request *r = c->flight; r; r = r->flight_next) /* stop at the next chunk or block */
@@ -830,11 +652,11 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
         return "no Hello";
     if (c->frame_started_ns && now - c->frame_started_ns > request_ns)
         return "incomplete frame";
-    if (c->request_started_ns && now - c->request_started_ns > request_ns)
+    if (c->assembly.started_ns && now - c->assembly.started_ns > request_ns)
         return "incomplete request";
     if (gcd_stream_overdue(c, now, request_ns))
         return "stream without input";
-    bool idle = c->in_flight == 0 && !c->assembling && !c->streams && evbuffer_get_length(c->in) == 0 &&
+    bool idle = c->in_flight == 0 && !c->assembly.list && !c->streams && evbuffer_get_length(c->in) == 0 &&
                 evbuffer_get_length(bufferevent_get_output(c->bev)) == 0;
     if (idle_ns && idle && now - c->last_active_ns > idle_ns)
         return "idle";

@@ -1,5 +1,7 @@
 /*
- * conn.h - one client connection: framing in, request assembly, responses out.
+ * conn.h - one client connection: framing in, the budget wait, hello,
+ * cancel, back-pressure, timeouts, responses out. Its requests are
+ * assembled by assembly.h.
  *
  * State machine: AWAIT_HELLO -> SERVING -> (CLOSING: flush, then close) ->
  * CLOSED (bufferevent gone; the struct lives on until its in-flight requests
@@ -12,6 +14,7 @@
 
 #include <event2/bufferevent.h>
 
+#include "assembly.h"
 #include "fdpass.h"
 #include "request.h"
 #include "server.h"
@@ -24,9 +27,6 @@ typedef enum gcd_conn_state {
 } gcd_conn_state;
 
 #define GCD_CONN_MAX_FDS GC_FDPASS_RECV_MAX /* descriptors received and not yet claimed by a frame */
-/* Requests in assembly (refused ones included) and streams held, together, per
- * connection: every id a client makes the daemon remember is bounded. */
-#define GCD_CONN_MAX_IDS 64
 
 typedef struct gcd_conn {
     gcd_server *server;
@@ -38,8 +38,7 @@ typedef struct gcd_conn {
     unsigned n_fds;
     gcd_conn_state state;
     unsigned in_flight;           /* requests at the workers */
-    unsigned n_assembling;        /* with n_streams: the ids it holds, at most GCD_CONN_MAX_IDS */
-    gcd_request *assembling;      /* requests still receiving frames */
+    gcd_assembly assembly;        /* requests still receiving frames (with n_streams: the ids it holds) */
     bool paused_for_output;       /* client not reading its responses */
     bool waiting_budget;          /* its next request waits for memory (budget.h) */
     bool wait_expired;            /* waited request-timeout: admit now or refuse */
@@ -48,7 +47,6 @@ typedef struct gcd_conn {
     gcd_request *flight;          /* requests handed to workers or lanes (in_flight of them) */
     uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
     uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
-    uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
     uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
     uint64_t output_moved_ns;     /* the kernel last took queued answers (or they were first queued) */
     struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
@@ -60,8 +58,12 @@ typedef struct gcd_conn {
     struct gcd_conn *prev, *next; /* server->conns */
 } gcd_conn;
 
-/* Take ownership of an accepted socket; the new connection, or NULL (fd closed, logged). */
-gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
+/*
+ * Take ownership of an accepted socket of peer uid (whom the memory budget
+ * charges); the new connection, or NULL (fd closed, logged). A refused peer
+ * is answered PERMISSION at its Hello.
+ */
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool refused_peer);
 
 /* Enable or disable reading, honouring both budget and output pauses. */
 void gcd_conn_update_reading(gcd_conn *c);

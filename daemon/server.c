@@ -60,11 +60,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     if (!allowed)
         gcd_peer_log_refusal(&s->peers, &who, gc_now_ns());
     /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */
-    gcd_conn *c = gcd_conn_accept(s, fd);
-    if (c) {
-        c->peer_uid = who.uid; /* also whom the memory budget charges (budget.h) */
-        c->refused_peer = !allowed;
-    }
+    gcd_conn_accept(s, fd, who.uid, !allowed);
 }
 
 void gcd_server_accept_resume(gcd_server *s)
