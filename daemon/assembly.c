@@ -7,7 +7,6 @@
 
 #include "budget.h"
 #include "engine.h"
-#include "fd_payload.h"
 #include "gc_clock.h"
 
 void gcd_assembly_init(gcd_assembly *a, const gcd_config *cfg, struct gcd_budget *budget, uid_t uid,
@@ -130,7 +129,7 @@ static int attach_fds(gcd_request *r, gc_error *err)
         return gc_fail(err, GC_E_PROTOCOL,
                        "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
                        (unsigned long long)r->id);
-    return gcd_fd_payload_attach(r, r->in_fd, r->out_fd, err);
+    return gcd_request_attach_fds(r, err);
 }
 
 /* OP_REGISTER/OP_UNREGISTER: one descriptor, no payload; the worker does the (slow) mapping. */

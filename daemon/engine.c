@@ -20,10 +20,22 @@ int gcd_engine_check(const gcd_request *r, gc_error *err)
     return codec->check(r, err);
 }
 
+/* OP_REGISTER / OP_UNREGISTER of r->in_fd for r's connection; backend GPU if its pages were page-locked. */
+static int register_fd(gcd_request *r)
+{
+    bool pinned = false;
+    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    int rc = gcd_fd_payload_register(r->in_fd, r->op == GPUCOMP__OP__OP_UNREGISTER, r->total_size, r->conn,
+                                     &pinned, &r->error);
+    if (rc == GC_OK && pinned)
+        r->backend = GPUCOMP__BACKEND__BACKEND_GPU;
+    return rc;
+}
+
 int gcd_engine_compute_cpu(gcd_request *r, unsigned threads)
 {
     if (gcd_request_is_registration(r))
-        return gcd_fd_payload_register(r);
+        return register_fd(r);
     const gcd_codec *codec = gcd_codec_find(r->codec); /* gcd_engine_check admitted it */
     if (!codec)
         return gc_fail(&r->error, GC_E_INTERNAL, "codec %d vanished from the table", (int)r->codec);
