@@ -119,6 +119,7 @@ void gcd_conn_submit(gcd_conn *c, gcd_request *r)
         c->flight->flight_prev = r;
     c->flight = r;
     c->in_flight++;
+    c->server->requests_in_flight++;
     gcd_dispatch_submit(c->server, r);
 }
 
@@ -577,7 +578,8 @@ void gcd_conn_close(gcd_conn *c)
         c->next->prev = c->prev;
     s->n_conns--;
     conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
-    gcd_server_accept_resume(s); /* a descriptor is free again */
+    if (s->conn_closed)
+        s->conn_closed(s); /* a descriptor is free again */
     if (frees)
         gcd_conn_wake_waiters(s);
 }

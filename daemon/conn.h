@@ -17,7 +17,7 @@
 #include "assembly.h"
 #include "fdpass.h"
 #include "request.h"
-#include "server.h"
+#include "server_state.h"
 
 typedef enum gcd_conn_state {
     GCD_CONN_AWAIT_HELLO,

@@ -63,7 +63,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     gcd_conn_accept(s, fd, who.uid, !allowed);
 }
 
-void gcd_server_accept_resume(gcd_server *s)
+static void accept_resume(gcd_server *s)
 {
     if (!s->accept_paused || s->shutting_down || !s->listener)
         return;
@@ -74,7 +74,7 @@ void gcd_server_accept_resume(gcd_server *s)
 
 static void on_accept_timer(evutil_socket_t fd, short what, void *arg)
 {
-    gcd_server_accept_resume(arg);
+    accept_resume(arg);
 }
 
 /*
@@ -451,6 +451,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
+    s->conn_closed = accept_resume;
     s->counters.started_ns = gc_now_ns();
     gcd_fd_map_cache_init(cfg->memory_budget, cfg->register_limit);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */
