@@ -2,6 +2,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static void close_fds(const int fds[2])
 /* A refused request is answered with its error and counted as failed. */
 static void send_refusal(gcd_conn *c, uint64_t id, const gc_error *err)
 {
-    gcd_send_error(c, id, err->code, "%s", err->msg);
+    gcd_send_error(&c->out, id, err->code, "%s", err->msg);
     c->server->counters.requests_failed++;
 }
 
@@ -87,7 +88,7 @@ static void assemble(gcd_conn *c, const Gpucomp__Request *m)
     claim_fds(c, fds, gcd_assembly_fds_carried(m));
     gcd_request *done = NULL;
     gc_error err = { 0 };
-    switch (gcd_assembly_frame(&c->assembly, m, fds, c->n_streams, &done, &err)) {
+    switch (gcd_assembly_frame(&c->assembly, m, fds, c->streams.n, &done, &err)) {
     case GCD_ASSEMBLY_TAKEN:
         break;
     case GCD_ASSEMBLY_COMPLETE:
@@ -97,13 +98,13 @@ static void assemble(gcd_conn *c, const Gpucomp__Request *m)
         send_refusal(c, m->id, &err);
         break;
     case GCD_ASSEMBLY_NO_MEMORY:
-        gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
+        gcd_send_error(&c->out, m->id, GC_E_NOMEM, "out of memory");
         break;
     case GCD_ASSEMBLY_PING:
-        gcd_send_pong(c, m->id);
+        gcd_send_pong(&c->out, m->id);
         break;
     case GCD_ASSEMBLY_STATS:
-        gcd_send_stats(c, m->id);
+        gcd_send_stats(&c->out, m->id, c->server);
         break;
     case GCD_ASSEMBLY_FULL:
         refuse_id(c, m->id);
@@ -162,8 +163,8 @@ static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
 {
     bool expired = c->wait_expired; /* only the frame that waited */
     c->wait_expired = false;
-    if (!gcd_assembly_must_wait(&c->assembly, m, gcd_stream_find(c, m->id) != NULL, expired,
-                                gcd_stream_awaits_input(c)))
+    if (!gcd_assembly_must_wait(&c->assembly, m, gcd_stream_find(&c->streams, m->id) != NULL, expired,
+                                gcd_stream_awaits_input(&c->streams)))
         return true;
     queue_waiter(c);
     return false;
@@ -200,7 +201,7 @@ static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
  */
 static void cancel_request(gcd_conn *c, uint64_t id)
 {
-    gcd_stream *st = gcd_stream_find(c, id);
+    gcd_stream *st = gcd_stream_find(&c->streams, id);
     if (st) {
         gcd_stream_cancel(st);
         return;
@@ -223,7 +224,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 {
     if (m->id == 0) {
         discard_fds(c, m);
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "request id 0 is reserved");
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "request id 0 is reserved");
         return;
     }
     if (m->op == GPUCOMP__OP__OP_CANCEL) {
@@ -231,13 +232,13 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         cancel_request(c, m->id);
         return;
     }
-    gcd_stream *st = gcd_stream_find(c, m->id);
+    gcd_stream *st = gcd_stream_find(&c->streams, m->id);
     if (st || (m->stream && !gcd_assembly_has(&c->assembly, m->id))) {
         discard_fds(c, m);
         if (st)
             gcd_stream_frame(st, m);
         else if (take_id(c, m->id))
-            gcd_stream_open(c, m);
+            gcd_stream_open(&c->streams, m);
         return;
     }
     assemble(c, m);
@@ -254,7 +255,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
  */
 static bool take_id(gcd_conn *c, uint64_t id)
 {
-    if (gcd_assembly_id_fits(&c->assembly, c->n_streams))
+    if (gcd_assembly_id_fits(&c->assembly, c->streams.n))
         return true;
     refuse_id(c, id);
     return false;
@@ -262,7 +263,7 @@ static bool take_id(gcd_conn *c, uint64_t id)
 
 static void refuse_id(gcd_conn *c, uint64_t id)
 {
-    gcd_send_error(c, id, GC_E_LIMIT,
+    gcd_send_error(&c->out, id, GC_E_LIMIT,
                    "more than %d requests and streams in assembly or unfinished on one connection: closing it",
                    GCD_ASSEMBLY_MAX_IDS);
     close_after_flush(c);
@@ -279,18 +280,23 @@ static void close_after_flush(gcd_conn *c)
     event_add(c->hup_event, NULL); /* nothing more to send it if it left */
 }
 
+static void send_welcome(gcd_conn *c, gc_status status, const char *message)
+{
+    gcd_send_welcome(&c->out, status, message, GCD_STREAM_WINDOW, GCD_STREAM_MAX_PER_CONN);
+}
+
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
 {
     if (c->refused_peer) { /* logged (rate-limited) when it was accepted */
         char msg[192];
         snprintf(msg, sizeof msg, "uid %ld may not use this daemon: " GCD_PEER_REFUSAL,
                  c->peer_uid == (uid_t)-1 ? -1L : (long)c->peer_uid);
-        gcd_send_welcome(c, GC_E_PERMISSION, msg);
+        send_welcome(c, GC_E_PERMISSION, msg);
         close_after_flush(c);
         return;
     }
     if (f->body_case != GPUCOMP__FRAME__BODY_HELLO) {
-        gcd_send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
+        send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
         close_after_flush(c);
         return;
     }
@@ -298,11 +304,11 @@ static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
         char msg[128];
         snprintf(msg, sizeof msg, "protocol version %u not supported (this daemon speaks %d)",
                  f->hello->protocol_version, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
-        gcd_send_welcome(c, GC_E_UNSUPPORTED, msg);
+        send_welcome(c, GC_E_UNSUPPORTED, msg);
         close_after_flush(c);
         return;
     }
-    gcd_send_welcome(c, GC_OK, "");
+    send_welcome(c, GC_OK, "");
     c->state = GCD_CONN_SERVING;
 }
 
@@ -313,7 +319,7 @@ static void handle_frame(gcd_conn *c, const Gpucomp__Frame *f)
     else if (f->body_case == GPUCOMP__FRAME__BODY_REQUEST)
         handle_request(c, f->request);
     else
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "unexpected frame type %d after the handshake",
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "unexpected frame type %d after the handshake",
                        (int)f->body_case);
 }
 
@@ -325,7 +331,7 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
         return false;
     uint32_t body = gc_wire_body_len(header);
     if (body > c->server->cfg.max_frame) {
-        gcd_send_error(c, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
+        gcd_send_error(&c->out, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
                        body, c->server->cfg.max_frame);
         close_after_flush(c);
         return false;
@@ -344,7 +350,7 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
     c->frame_started_ns = 0;
     c->last_active_ns = gc_now_ns();
     if (!f) {
-        gcd_send_error(c, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
+        gcd_send_error(&c->out, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
         if (c->state == GCD_CONN_AWAIT_HELLO)
             close_after_flush(c);
         return true;
@@ -367,7 +373,7 @@ static void process_input(gcd_conn *c)
     else if (!c->frame_started_ns && !c->waiting_budget)
         c->frame_started_ns = gc_now_ns();
     if (c->state == GCD_CONN_CLOSING &&
-        evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0)
         gcd_conn_close(c);
     else
         gcd_conn_update_reading(c);
@@ -397,7 +403,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     vec.iov_len = (size_t)n;
     evbuffer_commit_space(c->in, &vec, 1);
     if (overflow) {
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
         close_after_flush(c);
     }
     process_input(c);
@@ -418,7 +424,7 @@ static void on_write(struct bufferevent *bev, void *arg)
         process_input(c); /* frames may be waiting in the input buffer */
     }
     if (c->state == GCD_CONN_SERVING)
-        gcd_stream_resume_all(c);
+        gcd_stream_resume_all(&c->streams);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -450,7 +456,7 @@ void gcd_conn_update_reading(gcd_conn *c)
 {
     if (c->state > GCD_CONN_SERVING)
         return;
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) > OUTPUT_HIGH_WATER)
+    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > OUTPUT_HIGH_WATER)
         c->paused_for_output = true;
     bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
                 !c->server->shutting_down;
@@ -474,6 +480,23 @@ static void on_hup(evutil_socket_t fd, short what, void *arg)
     gcd_conn_close(arg);
 }
 
+/* Queueing an answer failed: close without sending more. */
+static void output_broken(gcd_output *o)
+{
+    gcd_conn *c = (gcd_conn *)((char *)o - offsetof(gcd_conn, out));
+    c->state = GCD_CONN_CLOSING;
+}
+
+static bool serving(const gcd_conn *c)
+{
+    return c->state == GCD_CONN_SERVING;
+}
+
+static bool gone(const gcd_conn *c)
+{
+    return c->state == GCD_CONN_CLOSED;
+}
+
 gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool refused_peer)
 {
     gcd_conn *c = calloc(1, sizeof *c);
@@ -482,15 +505,15 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool ref
     int sndbuf = SOCKET_SEND_BUFFER;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (c) {
-        c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->out.bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
         c->hup_event = event_new(s->base, fd, EV_CLOSED | EV_PERSIST, on_hup, c);
         c->in = evbuffer_new();
     }
-    if (!c || !c->bev || !c->read_event || !c->hup_event || !c->in) {
+    if (!c || !c->out.bev || !c->read_event || !c->hup_event || !c->in) {
         gcd_log(LOG_ERR, "out of memory accepting a connection");
-        if (c && c->bev)
-            bufferevent_free(c->bev); /* closes fd */
+        if (c && c->out.bev)
+            bufferevent_free(c->out.bev); /* closes fd */
         else
             evutil_closesocket(fd);
         if (c && c->read_event)
@@ -503,6 +526,10 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool ref
         return NULL;
     }
     c->server = s;
+    c->out.cfg = &s->cfg;
+    c->out.broken = output_broken;
+    c->streams = (gcd_stream_set){ .out = &c->out, .server = s, .uid = uid, .owner = c,
+                                   .serving = serving, .gone = gone, .submit = gcd_conn_submit };
     c->peer_uid = uid;
     c->refused_peer = refused_peer;
     gcd_assembly_init(&c->assembly, &s->cfg, s->budget, uid, c);
@@ -513,10 +540,10 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool ref
     s->conns = c;
     s->n_conns++;
     c->last_active_ns = gc_now_ns();
-    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, c);
-    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, OUTPUT_LOW_WATER, 0);
-    bufferevent_enable(c->bev, EV_WRITE);
+    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->out.bev), on_output_change, c);
+    bufferevent_setcb(c->out.bev, NULL, on_write, on_event, c);
+    bufferevent_setwatermark(c->out.bev, EV_WRITE, OUTPUT_LOW_WATER, 0);
+    bufferevent_enable(c->out.bev, EV_WRITE);
     gcd_conn_update_reading(c);
     return c;
 }
@@ -534,7 +561,7 @@ static bool holds_memory(gcd_conn *c)
 {
     if (gcd_assembly_holds_memory(&c->assembly))
         return true;
-    return c->streams || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
+    return c->streams.list || evbuffer_get_length(bufferevent_get_output(c->out.bev)) > 0;
 }
 
 void gcd_conn_close(gcd_conn *c)
@@ -549,10 +576,10 @@ void gcd_conn_close(gcd_conn *c)
         unlink_waiter(c);
     gcd_assembly_clear(&c->assembly);
     c->state = GCD_CONN_CLOSED; /* streams see it: they free themselves as their parts return */
-    gcd_stream_close_all(c);
+    gcd_stream_close_all(&c->streams);
     for (gcd_request *r = c->flight; r; r = r->flight_next) /* stop at the next chunk or block */
         atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct evbuffer *out = bufferevent_get_output(c->out.bev);
     if (c->out_cb) {
         evbuffer_remove_cb_entry(out, c->out_cb);
         gcd_budget_release(s->budget, c->peer_uid, evbuffer_get_length(out));
@@ -567,8 +594,8 @@ void gcd_conn_close(gcd_conn *c)
     c->hup_event = NULL;
     evbuffer_free(c->in);
     c->in = NULL;
-    bufferevent_free(c->bev);
-    c->bev = NULL;
+    bufferevent_free(c->out.bev);
+    c->out.bev = NULL;
     c->state = GCD_CONN_CLOSED;
     if (c->prev)
         c->prev->next = c->next;
@@ -602,7 +629,7 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
         c->last_active_ns = gc_now_ns();
-        gcd_send_result(c, r);
+        gcd_send_result(&c->out, r);
         gcd_conn_update_reading(c);
     }
     gcd_request_free(r); /* releases its charges */
@@ -646,7 +673,7 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
 {
     if (c->state == GCD_CONN_CLOSING)
         return now - c->closing_since_ns > CLOSING_GRACE_NS ? "closing" : NULL;
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) && now - c->output_moved_ns > request_ns)
+    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) && now - c->output_moved_ns > request_ns)
         return "unread answers";
     if (c->waiting_budget || c->paused_for_output)
         return NULL; /* the wait has its own end (expire_waits) */
@@ -656,10 +683,10 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
         return "incomplete frame";
     if (c->assembly.started_ns && now - c->assembly.started_ns > request_ns)
         return "incomplete request";
-    if (gcd_stream_overdue(c, now, request_ns))
+    if (gcd_stream_overdue(&c->streams, now, request_ns))
         return "stream without input";
-    bool idle = c->in_flight == 0 && !c->assembly.list && !c->streams && evbuffer_get_length(c->in) == 0 &&
-                evbuffer_get_length(bufferevent_get_output(c->bev)) == 0;
+    bool idle = c->in_flight == 0 && !c->assembly.list && !c->streams.list && evbuffer_get_length(c->in) == 0 &&
+                evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0;
     if (idle_ns && idle && now - c->last_active_ns > idle_ns)
         return "idle";
     return NULL;
@@ -700,7 +727,7 @@ void gcd_conn_sweep(gcd_server *s, uint64_t now)
             continue;
         }
         gcd_log(LOG_INFO, "closing a connection of uid %u: %s past its timeout", (unsigned)c->peer_uid, why);
-        gcd_send_error(c, 0, GC_E_LIMIT, "%s: timed out after %llu ms; closing the connection", why,
+        gcd_send_error(&c->out, 0, GC_E_LIMIT, "%s: timed out after %llu ms; closing the connection", why,
                        (unsigned long long)((strcmp(why, "idle") == 0 ? idle_ns : request_ns) / 1000000));
         close_after_flush(c);
     }

@@ -17,7 +17,9 @@
 #include "assembly.h"
 #include "fdpass.h"
 #include "request.h"
+#include "response.h"
 #include "server_state.h"
+#include "stream.h"
 
 typedef enum gcd_conn_state {
     GCD_CONN_AWAIT_HELLO,
@@ -30,7 +32,7 @@ typedef enum gcd_conn_state {
 
 typedef struct gcd_conn {
     gcd_server *server;
-    struct bufferevent *bev;      /* output only: input needs recvmsg for descriptors */
+    gcd_output out;               /* answers: out.bev, output only (input needs recvmsg for descriptors) */
     struct event *read_event;
     struct event *hup_event;      /* while not reading: notices the client's close at once */
     struct evbuffer *in;
@@ -38,7 +40,7 @@ typedef struct gcd_conn {
     unsigned n_fds;
     gcd_conn_state state;
     unsigned in_flight;           /* requests at the workers */
-    gcd_assembly assembly;        /* requests still receiving frames (with n_streams: the ids it holds) */
+    gcd_assembly assembly;        /* requests still receiving frames (with streams.n: the ids it holds) */
     bool paused_for_output;       /* client not reading its responses */
     bool waiting_budget;          /* its next request waits for memory (budget.h) */
     bool wait_expired;            /* waited request-timeout: admit now or refuse */
@@ -50,9 +52,7 @@ typedef struct gcd_conn {
     uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
     uint64_t output_moved_ns;     /* the kernel last took queued answers (or they were first queued) */
     struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
-    struct gcd_stream *streams;   /* streams held: open, or answered and not yet released (stream.h) */
-    unsigned n_streams;           /* in the streams list */
-    unsigned n_streams_open;      /* of them, not yet answered: what max_streams bounds */
+    gcd_stream_set streams;       /* streams held: open, or answered and not yet released (stream.h) */
     bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
     uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */

@@ -224,7 +224,7 @@ static void check_drained(evutil_socket_t fd, short what, void *arg)
     gcd_server *s = arg;
     bool output_pending = false;
     for (gcd_conn *c = s->conns; c; c = c->next)
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+        if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > 0)
             output_pending = true;
     if (s->requests_in_flight == 0 && !output_pending)
         event_base_loopbreak(s->base);

@@ -53,6 +53,6 @@ edges | sort -u | awk '
             print "cycle:" line
             cycles++
         }
-        if (!cycles && !bad) print "no include cycles among " n " files of daemon/ and libclient/"
+        if (!cycles && !bad) print "no include cycles among the " n " modules of daemon/ and libclient/ that include or are included"
         exit (cycles || bad) ? 1 : 0
     }'
