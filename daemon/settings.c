@@ -6,6 +6,7 @@
 #include "settings.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -24,14 +25,7 @@
 #define PACKAGE_VERSION "unknown"
 #endif
 
-typedef bool (*setting_setter)(gcd_config *cfg, const char *value);
-
-typedef struct setting {
-    const char *name;
-    const char *arg_help;
-    const char *help;
-    setting_setter set;
-} setting;
+typedef gcd_setting setting;
 
 /* A plain count (threads, lanes, a percentage, microseconds): decimal digits,
  * no unit, at most max. Sizes go through gc_parse_size (size_parse.h). */
@@ -250,33 +244,92 @@ static bool set_socket_group(gcd_config *c, const char *v)
     return true;
 }
 
+/* How a reload treats a setting (server.c gcd_server_reload): LIVE settings are read per frame,
+ * per request or per sweep, or when a peer connects; the others are fixed at start (the socket,
+ * threads, devices, the budget, frame sizes told to clients). */
+#define LIVE true
+#define RESTART false
+#define FIELD_AT(f) offsetof(gcd_config, f), sizeof(((gcd_config *)0)->f)
+#define FIELD(f) FIELD_AT(f), false
+#define TEXT_FIELD(f) FIELD_AT(f), true
+/* Adjacent fields set together (no padding between them: checked below). */
+#define FIELDS(first, last) \
+    offsetof(gcd_config, first), offsetof(gcd_config, last) + sizeof(((gcd_config *)0)->last) - offsetof(gcd_config, first), false
+#define BY_PEERS 0, 0, false /* the allow lists: peer.h's policy is rebuilt from them */
+
 static const setting settings[] = {
-    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket },
-    { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers },
-    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads },
-    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame },
-    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request },
-    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output },
-    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget },
-    { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share },
-    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout },
-    { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout },
-    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu },
-    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
-    { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
-    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
-    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices },
-    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device },
-    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
-    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
-    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
-    { "gpu-min-bytes-bzip2-decompress", "SIZE", "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)", set_gpu_min_bytes_bzip2_decompress },
-    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
-    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
-    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },
-    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group },
+    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket,
+      RESTART, TEXT_FIELD(socket_path) },
+    { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers,
+      RESTART, FIELD(workers) },
+    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads,
+      RESTART, FIELD(codec_threads) },
+    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame,
+      RESTART, FIELD(max_frame) },
+    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request,
+      LIVE, FIELD(max_request) },
+    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output,
+      LIVE, FIELD(max_output) },
+    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget,
+      RESTART, FIELD(memory_budget) },
+    { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share,
+      RESTART, FIELD(user_share_pct) },
+    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout,
+      LIVE, FIELD(request_timeout_ms) },
+    { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout,
+      LIVE, FIELD(idle_timeout_ms) },
+    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu,
+      RESTART, FIELD(gpu) },
+    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes,
+      RESTART, FIELD(batch_bytes) },
+    { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us,
+      RESTART, FIELD(batch_wait_us) },
+    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes,
+      RESTART, FIELD(device_lanes) },
+    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices,
+      RESTART, FIELD(emulated_devices) },
+    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device,
+      RESTART, FIELDS(fail_device, fail_batch) },
+    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit,
+      RESTART, FIELD(register_limit) },
+    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes,
+      LIVE, FIELD(gpu_min_bytes) },
+    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2,
+      LIVE, FIELD(gpu_min_bytes_bzip2) },
+    { "gpu-min-bytes-bzip2-decompress", "SIZE", "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)", set_gpu_min_bytes_bzip2_decompress,
+      LIVE, FIELD(gpu_min_bytes_bzip2_decompress) },
+    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level,
+      LIVE, FIELD(log_level) },
+    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users,
+      LIVE, BY_PEERS },
+    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups,
+      LIVE, BY_PEERS },
+    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group,
+      RESTART, TEXT_FIELD(socket_group) },
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
+_Static_assert(offsetof(gcd_config, fail_lane) == offsetof(gcd_config, fail_device) + sizeof(unsigned) &&
+                   offsetof(gcd_config, fail_batch) == offsetof(gcd_config, fail_lane) + sizeof(int),
+               "fail-device's fields are adjacent");
+
+const gcd_setting *gcd_settings(unsigned *n)
+{
+    *n = N_SETTINGS;
+    return settings;
+}
+
+bool gcd_setting_differs(const gcd_setting *s, const gcd_config *a, const gcd_config *b)
+{
+    const char *x = (const char *)a + s->offset, *y = (const char *)b + s->offset;
+    if (s->text)
+        return strncmp(x, y, s->size) != 0;
+    return memcmp(x, y, s->size) != 0;
+}
+
+void gcd_setting_copy(const gcd_setting *s, gcd_config *to, const gcd_config *from)
+{
+    memcpy((char *)to + s->offset, (const char *)from + s->offset, s->size);
+}
 
 /*
  * Page-locked memory cannot be swapped or reclaimed, so registrations get a

@@ -63,6 +63,28 @@ typedef struct gcd_config {
     char socket_group[GCD_GROUP_NAME_MAX]; /* group of a socket we create ("" = default) */
 } gcd_config;
 
+typedef bool (*gcd_setting_set_fn)(gcd_config *cfg, const char *value);
+
+/* One setting: its option and config-file name, how to parse it, and how a reload treats it. */
+typedef struct gcd_setting {
+    const char *name;          /* --NAME on the command line, NAME = value in the config file */
+    const char *arg_help;
+    const char *help;
+    gcd_setting_set_fn set;
+    bool live;                 /* SIGHUP applies a change at once; otherwise it waits for a restart */
+    size_t offset, size;       /* its value in gcd_config (size 0: applied by its user, peer.h) */
+    bool text;                 /* a string: the same up to its end is unchanged */
+} gcd_setting;
+
+/* Every setting, in --help order: *n gets the count. */
+const gcd_setting *gcd_settings(unsigned *n);
+
+/* Whether setting s has another value in a than in b (never for a setting of size 0). */
+bool gcd_setting_differs(const gcd_setting *s, const gcd_config *a, const gcd_config *b);
+
+/* Give to the value of setting s in to (size 0: nothing). */
+void gcd_setting_copy(const gcd_setting *s, gcd_config *to, const gcd_config *from);
+
 /* Fill *cfg with the built-in defaults. */
 void gcd_config_defaults(gcd_config *cfg);
 
