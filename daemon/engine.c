@@ -1,6 +1,7 @@
 /* engine.c - codec dispatch for one request (see engine.h). */
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,14 +10,28 @@
 #include "fd_payload.h"
 #include "gc_clock.h"
 
+/* The codecs the table holds, as words ("a, b and c"): the answer to an unknown codec names them. */
+static void known_codecs(char *buf, size_t size)
+{
+    unsigned n;
+    const gcd_codec *const *all = gcd_codec_all(&n);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+                               all[i]->name);
+}
+
 int gcd_engine_check(const gcd_request *r, gc_error *err)
 {
     if (r->op != GPUCOMP__OP__OP_COMPRESS && r->op != GPUCOMP__OP__OP_DECOMPRESS)
         return gc_fail(err, GC_E_UNSUPPORTED, "unsupported operation %d", (int)r->op);
     const gcd_codec *codec = gcd_codec_find(r->codec);
-    if (!codec)
-        return gc_fail(err, GC_E_UNSUPPORTED, "unknown codec %d (this daemon knows rle and bzip2)",
-                       (int)r->codec);
+    if (!codec) {
+        char known[128];
+        known_codecs(known, sizeof known);
+        return gc_fail(err, GC_E_UNSUPPORTED, "unknown codec %d (this daemon knows %s)", (int)r->codec, known);
+    }
     return codec->check(r, err);
 }
 

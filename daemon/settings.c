@@ -17,6 +17,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "size_parse.h"
 #include "wire.h"
 
@@ -96,8 +97,6 @@ static bool set_request_timeout(gcd_config *c, const char *v) { return parse_dur
 static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
 static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
-static bool set_gpu_min_bytes_bzip2(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2); }
-static bool set_gpu_min_bytes_bzip2_decompress(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2_decompress); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_emulated_devices(gcd_config *c, const char *v) { return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8; }
@@ -256,8 +255,10 @@ static bool set_socket_group(gcd_config *c, const char *v)
 #define FIELDS(first, last) \
     offsetof(gcd_config, first), offsetof(gcd_config, last) + sizeof(((gcd_config *)0)->last) - offsetof(gcd_config, first), false
 #define BY_PEERS 0, 0, false /* the allow lists: peer.h's policy is rebuilt from them */
+/* Where the codecs' own settings (codec.h) are listed. */
+#define CODEC_OPTIONS { NULL, NULL, NULL, NULL, false, 0, 0, false }
 
-static const setting settings[] = {
+static const setting core_settings[] = {
     { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket,
       RESTART, TEXT_FIELD(socket_path) },
     { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers,
@@ -294,10 +295,7 @@ static const setting settings[] = {
       RESTART, FIELD(register_limit) },
     { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes,
       LIVE, FIELD(gpu_min_bytes) },
-    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2,
-      LIVE, FIELD(gpu_min_bytes_bzip2) },
-    { "gpu-min-bytes-bzip2-decompress", "SIZE", "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)", set_gpu_min_bytes_bzip2_decompress,
-      LIVE, FIELD(gpu_min_bytes_bzip2_decompress) },
+    CODEC_OPTIONS,
     { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level,
       LIVE, FIELD(log_level) },
     { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users,
@@ -307,15 +305,50 @@ static const setting settings[] = {
     { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group,
       RESTART, TEXT_FIELD(socket_group) },
 };
-#define N_SETTINGS (sizeof settings / sizeof settings[0])
+#define N_CORE (sizeof core_settings / sizeof core_settings[0])
+#define N_MOST (N_CORE + GCD_MAX_CODEC_OPTIONS)
 _Static_assert(offsetof(gcd_config, fail_lane) == offsetof(gcd_config, fail_device) + sizeof(unsigned) &&
                    offsetof(gcd_config, fail_batch) == offsetof(gcd_config, fail_lane) + sizeof(int),
                "fail-device's fields are adjacent");
 
+/* The core table with the codecs' options in place of CODEC_OPTIONS, made on first use. */
+static setting all_settings[N_MOST];
+static unsigned n_settings;
+
+static void add_codec_options(void)
+{
+    unsigned n_codecs;
+    const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
+    for (unsigned k = 0; k < n_codecs; k++)
+        for (unsigned i = 0; i < codecs[k]->n_options; i++) {
+            unsigned slot = gcd_codec_option_slot(codecs[k], i);
+            if (slot >= GCD_MAX_CODEC_OPTIONS) { /* a codec table this build cannot hold */
+                fprintf(stderr, "gpucompd: more codec settings than GCD_MAX_CODEC_OPTIONS\n");
+                abort();
+            }
+            const gcd_codec_option *o = &codecs[k]->options[i];
+            all_settings[n_settings++] = (setting){ o->name, "SIZE", o->help, NULL, o->live,
+                                                offsetof(gcd_config, codec_options) + slot * sizeof(uint64_t),
+                                                sizeof(uint64_t), false };
+        }
+}
+
 const gcd_setting *gcd_settings(unsigned *n)
 {
-    *n = N_SETTINGS;
-    return settings;
+    if (!n_settings)
+        for (size_t i = 0; i < N_CORE; i++) {
+            if (core_settings[i].name)
+                all_settings[n_settings++] = core_settings[i];
+            else
+                add_codec_options();
+        }
+    *n = n_settings;
+    return all_settings;
+}
+
+static uint64_t *codec_option_at(gcd_config *cfg, const setting *s)
+{
+    return (uint64_t *)((char *)cfg + s->offset);
 }
 
 bool gcd_setting_differs(const gcd_setting *s, const gcd_config *a, const gcd_config *b)
@@ -366,8 +399,6 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->idle_timeout_ms = 600000;
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 3ull << 20;
-    cfg->gpu_min_bytes_bzip2 = 4ull << 20;
-    cfg->gpu_min_bytes_bzip2_decompress = 8ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;
@@ -375,13 +406,20 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->fail_lane = -1;
     cfg->log_level = LOG_INFO;
     cfg->register_limit = default_register_limit();
+    unsigned n_codecs;
+    const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
+    for (unsigned k = 0; k < n_codecs; k++)
+        for (unsigned i = 0; i < codecs[k]->n_options && gcd_codec_option_slot(codecs[k], i) < GCD_MAX_CODEC_OPTIONS; i++)
+            cfg->codec_options[gcd_codec_option_slot(codecs[k], i)] = codecs[k]->options[i].default_value;
 }
 
 static const setting *find_setting(const char *name)
 {
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        if (strcmp(settings[i].name, name) == 0)
-            return &settings[i];
+    unsigned n;
+    const setting *all = gcd_settings(&n);
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(all[i].name, name) == 0)
+            return &all[i];
     return NULL;
 }
 
@@ -392,7 +430,7 @@ static bool apply(gcd_config *cfg, const char *name, const char *value, const ch
         fprintf(stderr, "gpucompd: %s: unknown setting '%s'\n", where, name);
         return false;
     }
-    if (!s->set(cfg, value)) {
+    if (s->set ? !s->set(cfg, value) : !gc_parse_size(value, UINT64_MAX, codec_option_at(cfg, s))) {
         fprintf(stderr, "gpucompd: %s: invalid value '%s' for %s (expected %s)\n",
                 where, value, name, s->arg_help);
         return false;
@@ -468,7 +506,9 @@ static void usage(FILE *out)
     enum { WIDTH = 30 }; /* "      --user-memory-share=PERCENT" and shorter */
     fprintf(out, "Usage: gpucompd [OPTION]...\n"
                  "GPU compression daemon: serves compress/decompress requests on a Unix socket.\n\n");
-    for (size_t i = 0; i < N_SETTINGS; i++) {
+    unsigned n;
+    const setting *settings = gcd_settings(&n);
+    for (unsigned i = 0; i < n; i++) {
         char opt[128];
         snprintf(opt, sizeof opt, "      --%s=%s", settings[i].name, settings[i].arg_help);
         usage_line(out, opt, WIDTH, settings[i].help);
@@ -483,14 +523,16 @@ enum { OPT_CONFIG = 256, OPT_SETTING_BASE = 512 };
 
 int gcd_config_parse(gcd_config *cfg, int argc, char **argv)
 {
-    struct option longopts[N_SETTINGS + 5];
-    for (size_t i = 0; i < N_SETTINGS; i++)
+    unsigned n;
+    const setting *settings = gcd_settings(&n);
+    struct option longopts[N_MOST + 5];
+    for (unsigned i = 0; i < n; i++)
         longopts[i] = (struct option){ settings[i].name, required_argument, NULL, OPT_SETTING_BASE + (int)i };
-    longopts[N_SETTINGS] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
-    longopts[N_SETTINGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
-    longopts[N_SETTINGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
-    longopts[N_SETTINGS + 3] = (struct option){ "version", no_argument, NULL, 'V' };
-    longopts[N_SETTINGS + 4] = (struct option){ NULL, 0, NULL, 0 };
+    longopts[n] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
+    longopts[n + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
+    longopts[n + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+    longopts[n + 3] = (struct option){ "version", no_argument, NULL, 'V' };
+    longopts[n + 4] = (struct option){ NULL, 0, NULL, 0 };
 
     /* First pass: only --config, so the command line can override the file.
      * optind = 0 makes glibc start over: SIGHUP parses the command line again. */

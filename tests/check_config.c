@@ -18,6 +18,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "settings.h"
 
 #ifndef SHIPPED_CONF
@@ -351,6 +352,25 @@ START_TEST(test_each_setting_owns_its_field)
 }
 END_TEST
 
+/* A codec's own settings (codec.h gcd_codec_option) reach the codec: bzip2's break-evens, by operation. */
+START_TEST(test_codec_options_reach_their_codec)
+{
+    gcd_request r = { .codec = GPUCOMP__CODEC__CODEC_BZIP2 };
+    gcd_config cfg;
+    gcd_config_defaults(&cfg);
+    r.op = GPUCOMP__OP__OP_COMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 4u << 20);
+    r.op = GPUCOMP__OP__OP_DECOMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 8u << 20);
+    char *opts[] = { (char *)"--gpu-min-bytes-bzip2=1M", (char *)"--gpu-min-bytes-bzip2-decompress=3M" };
+    ck_assert_int_eq(parse_args(&cfg, 2, opts), 0);
+    r.op = GPUCOMP__OP__OP_COMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 1u << 20);
+    r.op = GPUCOMP__OP__OP_DECOMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 3u << 20);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -361,6 +381,7 @@ int main(void)
     tcase_add_test(t, test_comment_rule);
     tcase_add_test(t, test_long_lines);
     tcase_add_test(t, test_each_setting_owns_its_field);
+    tcase_add_test(t, test_codec_options_reach_their_codec);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
