@@ -24,8 +24,6 @@
 
 /* Stop reading from a client with this many requests at the workers and lanes. */
 #define MAX_IN_FLIGHT 256
-/* Stop reading from a client whose unread responses exceed this. */
-#define OUTPUT_HIGH_WATER (64u << 20)
 /* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
 #define READ_CHUNK (1u << 20)
 /* The send queue asked of the kernel for each connection. */
@@ -456,7 +454,7 @@ void gcd_conn_update_reading(gcd_conn *c)
 {
     if (c->state > GCD_CONN_SERVING)
         return;
-    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > OUTPUT_HIGH_WATER)
+    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > GCD_OUTPUT_HIGH_WATER)
         c->paused_for_output = true;
     bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
                 !c->server->shutting_down;

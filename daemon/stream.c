@@ -18,10 +18,8 @@
 /* Output frames of a stream carry at most this: small enough that both ends
  * reuse heap memory for them instead of faulting in fresh pages per frame. */
 #define STREAM_PIECE ((size_t)1 << 20)
-/* Stop taking parts while the client leaves this much of its answers unread (as the connection
- * stops reading, conn.c). */
-#define STREAM_OUTPUT_HIGH_WATER ((size_t)64 << 20)
-/* ... and take none, even with no part out, while this much is unread. */
+/* Past GCD_OUTPUT_HIGH_WATER (response.h) a stream takes no more parts, and none at all,
+ * even with no part out, while this much is unread. */
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 
 struct gcd_stream {
@@ -484,7 +482,7 @@ void gcd_stream_cancel(gcd_stream *s)
 static bool output_backed_up(const gcd_stream *s)
 {
     size_t queued = gcd_output_queued(s->set->out);
-    if (queued <= STREAM_OUTPUT_HIGH_WATER)
+    if (queued <= GCD_OUTPUT_HIGH_WATER)
         return false;
     return s->next_seq != s->emit_seq || queued > STREAM_OUTPUT_MOST;
 }
