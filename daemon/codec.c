@@ -18,3 +18,11 @@ const gcd_codec *const *gcd_codec_all(unsigned *n)
     *n = sizeof table / sizeof table[0];
     return table;
 }
+
+unsigned gcd_codec_option_slot(const gcd_codec *codec, unsigned i)
+{
+    unsigned slot = 0;
+    for (size_t k = 0; k < sizeof table / sizeof table[0] && table[k] != codec; k++)
+        slot += table[k]->n_options;
+    return slot + i;
+}

@@ -48,9 +48,25 @@ typedef struct gcd_stream_ops {
     int (*finish)(void *state, struct gcd_stream *s, gc_error *err);
 } gcd_stream_ops;
 
+/*
+ * A setting of a codec's own: a size, --NAME on the command line and
+ * NAME = value in the config file, listed with the daemon's settings
+ * (settings.c). Its value is cfg->codec_options[gcd_codec_option_slot()].
+ */
+typedef struct gcd_codec_option {
+    const char *name;
+    const char *help;           /* for --help, with its default */
+    uint64_t default_value;
+    bool live;                  /* SIGHUP applies a change at once (settings.h gcd_setting.live) */
+} gcd_codec_option;
+
 typedef struct gcd_codec {
     Gpucomp__Codec id;
     const char *name;
+
+    /* Its own settings (NULL: none). */
+    const gcd_codec_option *options;
+    unsigned n_options;
 
     /* Options and operation acceptable, before any payload is accepted (loop thread). */
     int (*check)(const gcd_request *r, gc_error *err);
@@ -115,6 +131,9 @@ const gcd_codec *gcd_codec_find(Gpucomp__Codec id);
 
 /* Every known codec, in table order: *n gets the count. */
 const gcd_codec *const *gcd_codec_all(unsigned *n);
+
+/* Where codec's option i keeps its value in gcd_config.codec_options: the codecs' options in table order. */
+unsigned gcd_codec_option_slot(const gcd_codec *codec, unsigned i);
 
 /* The codecs' entries (codec_*.c). */
 extern const gcd_codec gcd_codec_rle;

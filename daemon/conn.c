@@ -2,6 +2,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,10 @@
 
 #include <event2/buffer.h>
 
+#include "assembly.h"
 #include "budget.h"
 #include "dispatch.h"
-#include "engine.h"
 #include "fd_map_cache.h"
-#include "fd_payload.h"
 #include "gc_clock.h"
 #include "fdpass.h"
 #include "log.h"
@@ -24,8 +24,6 @@
 
 /* Stop reading from a client with this many requests at the workers and lanes. */
 #define MAX_IN_FLIGHT 256
-/* Stop reading from a client whose unread responses exceed this. */
-#define OUTPUT_HIGH_WATER (64u << 20)
 /* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
 #define READ_CHUNK (1u << 20)
 /* The send queue asked of the kernel for each connection. */
@@ -38,6 +36,7 @@
 static void close_after_flush(gcd_conn *c);
 static void unlink_waiter(gcd_conn *c);
 static bool take_id(gcd_conn *c, uint64_t id);
+static void refuse_id(gcd_conn *c, uint64_t id);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
@@ -49,68 +48,7 @@ static void conn_free_if_idle(gcd_conn *c)
     }
 }
 
-/* ---- request assembly ------------------------------------------------- */
-
-static gcd_request *find_assembling(gcd_conn *c, uint64_t id)
-{
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->id == id)
-            return r;
-    return NULL;
-}
-
-static void unlink_assembling(gcd_conn *c, gcd_request *r)
-{
-    for (gcd_request **p = &c->assembling; *p; p = &(*p)->next)
-        if (*p == r) {
-            *p = r->next;
-            r->next = NULL;
-            c->n_assembling--;
-            return;
-        }
-}
-
-static void drop_request(gcd_conn *c, gcd_request *r)
-{
-    unlink_assembling(c, r);
-    gcd_request_free(r); /* releases its charges */
-}
-
-/* The socket input of a request is dropped: give its buffer and charge back. */
-static void drop_input(gcd_request *r)
-{
-    if (r->input_mapped)
-        return;
-    free(r->input);
-    r->input = NULL;
-    gcd_request_uncharge(r, r->input_charge);
-    r->input_charge = 0;
-}
-
-/*
- * Refuse a request: answer with the error and free what was assembled. If
- * more frames of it are coming, a tombstone stays to swallow them, so the
- * client gets exactly one answer per id.
- */
-static void refuse(gcd_conn *c, gcd_request *r, const gc_error *err, bool more_frames)
-{
-    gcd_send_error(c, r->id, err->code, "%s", err->msg);
-    c->server->counters.requests_failed++;
-    if (!more_frames) {
-        drop_request(c, r);
-        return;
-    }
-    drop_input(r);
-    r->refused = true;
-}
-
-/* Descriptors a request frame carries: two for a codec request over memfds, one to (un)register. */
-static unsigned fds_carried(const Gpucomp__Request *m)
-{
-    if (!m->payload_in_fd)
-        return 0;
-    return gcd_op_is_registration(m->op) ? 1 : 2;
-}
+/* ---- requests --------------------------------------------------------- */
 
 /*
  * Take the descriptors that came with a payload_in_fd frame off the queue
@@ -134,113 +72,53 @@ static void close_fds(const int fds[2])
             close(fds[i]);
 }
 
-/* Map the descriptors start_request gave the request. */
-static int attach_fds(gcd_request *r, gc_error *err)
+/* A refused request is answered with its error and counted as failed. */
+static void send_refusal(gcd_conn *c, uint64_t id, const gc_error *err)
 {
-    if (r->in_fd < 0 || r->out_fd < 0)
-        return gc_fail(err, GC_E_PROTOCOL,
-                       "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
-                       (unsigned long long)r->id);
-    return gcd_fd_payload_attach(r, r->in_fd, r->out_fd, err);
+    gcd_send_error(&c->out, id, err->code, "%s", err->msg);
+    c->server->counters.requests_failed++;
 }
 
-/* OP_REGISTER/OP_UNREGISTER: one descriptor, no payload; the worker does the (slow) mapping. */
-static int admit_registration(gcd_request *r, bool payload_in_fd, gc_error *err)
+/* A frame of a request (not a stream's): assembly.h decides, the connection answers. */
+static void assemble(gcd_conn *c, const Gpucomp__Request *m)
 {
-    if (!payload_in_fd || r->in_fd < 0)
-        return gc_fail(err, GC_E_PROTOCOL, "request %llu: a registration carries one memfd (payload_in_fd)",
-                       (unsigned long long)r->id);
-    const gcd_config *cfg = &r->conn->server->cfg;
-    if (r->total_size > cfg->register_limit) /* before any mapping or page is touched */
-        return gc_fail(err, GC_E_LIMIT, "registering %llu bytes exceeds the daemon's register-limit of %llu",
-                       (unsigned long long)r->total_size, (unsigned long long)cfg->register_limit);
-    r->received = r->total_size;
-    return GC_OK;
-}
-
-static int admit(gcd_conn *c, gcd_request *r, bool payload_in_fd, gc_error *err)
-{
-    const gcd_config *cfg = &c->server->cfg;
-    if (gcd_request_is_registration(r))
-        return admit_registration(r, payload_in_fd, err);
-    int rc = gcd_engine_check(r, err);
-    if (rc != GC_OK)
-        return rc;
-    if (r->total_size > cfg->max_request)
-        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the daemon's max-request of %llu",
-                       (unsigned long long)r->total_size, (unsigned long long)cfg->max_request);
-    if (r->max_output == 0 || r->max_output > cfg->max_output)
-        r->max_output = cfg->max_output;
-    if (payload_in_fd)
-        return attach_fds(r, err);
-    rc = gcd_request_charge(r, r->total_size, "input", err);
-    if (rc != GC_OK)
-        return rc;
-    r->input_charge = r->total_size;
-    r->input = malloc(r->total_size ? r->total_size : 1);
-    if (!r->input)
-        return gc_fail(err, GC_E_NOMEM, "cannot allocate %llu bytes for the request",
-                       (unsigned long long)r->total_size);
-    return GC_OK;
-}
-
-/* First frame of an id: answer PING/STATS at once, else start assembling. */
-static gcd_request *start_request(gcd_conn *c, const Gpucomp__Request *m)
-{
-    int fds[2] = { -1, -1 };
-    claim_fds(c, fds, fds_carried(m));
-    if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS) {
-        close_fds(fds);
-        if (m->op == GPUCOMP__OP__OP_PING)
-            gcd_send_pong(c, m->id);
-        else
-            gcd_send_stats(c, m->id);
-        return NULL;
-    }
-    if (!take_id(c, m->id)) {
-        close_fds(fds);
-        return NULL;
-    }
-    gcd_request *r = gcd_request_new(c, m);
-    if (!r) {
-        close_fds(fds);
-        gcd_send_error(c, m->id, GC_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    r->budget = c->server->budget;
-    r->uid = c->peer_uid;
-    if (!c->assembling)
-        c->request_started_ns = gc_now_ns();
-    r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
-    r->out_fd = fds[1];
-    r->next = c->assembling;
-    c->assembling = r;
-    c->n_assembling++;
+    int fds[2];
+    claim_fds(c, fds, gcd_assembly_fds_carried(m));
+    gcd_request *done = NULL;
     gc_error err = { 0 };
-    if (m->payload_in_fd && (!m->last || m->payload.len)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: a payload_in_fd request is one frame without payload",
-                (unsigned long long)m->id);
-        refuse(c, r, &err, !m->last);
-        return NULL;
+    switch (gcd_assembly_frame(&c->assembly, m, fds, c->streams.n, &done, &err)) {
+    case GCD_ASSEMBLY_TAKEN:
+        break;
+    case GCD_ASSEMBLY_COMPLETE:
+        gcd_conn_submit(c, done);
+        break;
+    case GCD_ASSEMBLY_REFUSED:
+        send_refusal(c, m->id, &err);
+        break;
+    case GCD_ASSEMBLY_NO_MEMORY:
+        gcd_send_error(&c->out, m->id, GC_E_NOMEM, "out of memory");
+        break;
+    case GCD_ASSEMBLY_PING:
+        gcd_send_pong(&c->out, m->id);
+        break;
+    case GCD_ASSEMBLY_STATS:
+        gcd_send_stats(&c->out, m->id, c->server);
+        break;
+    case GCD_ASSEMBLY_FULL:
+        refuse_id(c, m->id);
+        break;
     }
-    if (admit(c, r, m->payload_in_fd, &err) != GC_OK) {
-        refuse(c, r, &err, !m->last);
-        return NULL;
-    }
-    return r;
 }
 
 void gcd_conn_submit(gcd_conn *c, gcd_request *r)
 {
-    unlink_assembling(c, r);
-    if (!c->assembling)
-        c->request_started_ns = 0;
     r->flight_prev = NULL;
     r->flight_next = c->flight;
     if (c->flight)
         c->flight->flight_prev = r;
     c->flight = r;
     c->in_flight++;
+    c->server->requests_in_flight++;
     gcd_dispatch_submit(c->server, r);
 }
 
@@ -253,20 +131,6 @@ static void unlink_flight(gcd_conn *c, gcd_request *r)
     if (r->flight_next)
         r->flight_next->flight_prev = r->flight_prev;
     r->flight_prev = r->flight_next = NULL;
-}
-
-/*
- * Whether memory c itself holds waits for c's later frames: a request in
- * assembly that holds some (tombstones hold none) or a stream still taking input.
- * Those frames come after the one that would wait, so such a wait could
- * only end by timing out.
- */
-static bool holds_own_input(gcd_conn *c)
-{
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->charged)
-            return true;
-    return gcd_stream_awaits_input(c);
 }
 
 static void queue_waiter(gcd_conn *c)
@@ -288,7 +152,7 @@ static void queue_waiter(gcd_conn *c)
  * A socket request's input is charged when its first frame arrives. When
  * it does not fit now, the connection waits (its frame stays unread) until
  * memory is released; other connections go on. It does not wait where the
- * memory it waits for may be its own (holds_own_input), nor past
+ * memory it waits for may be its own (assembly.h), nor past
  * request-timeout (gcd_conn_sweep sets wait_expired): then admit tries the
  * charge once and refuses the request with LIMIT if it still does not fit.
  * Returns false to wait (docs/SECURITY.md, "No wait without an end").
@@ -297,18 +161,9 @@ static bool budget_admits(gcd_conn *c, const Gpucomp__Request *m)
 {
     bool expired = c->wait_expired; /* only the frame that waited */
     c->wait_expired = false;
-    if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
-        m->op == GPUCOMP__OP__OP_STATS || m->op == GPUCOMP__OP__OP_CANCEL || m->total_size == 0 ||
-        m->stream || gcd_stream_find(c, m->id) || find_assembling(c, m->id))
+    if (!gcd_assembly_must_wait(&c->assembly, m, gcd_stream_find(&c->streams, m->id) != NULL, expired,
+                                gcd_stream_awaits_input(&c->streams)))
         return true;
-    gcd_budget *b = c->server->budget;
-    if (!gcd_budget_could_fit(b, m->total_size) || m->total_size > c->server->cfg.max_request)
-        return true; /* admit refuses it with GC_E_LIMIT */
-    if (gcd_budget_in_use(b) + m->total_size <= gcd_budget_limit(b) &&
-        gcd_budget_uid_in_use(b, c->peer_uid) + m->total_size <= gcd_budget_uid_limit(b))
-        return true;
-    if (expired || holds_own_input(c))
-        return true; /* admit's charge refuses it: "retry later" */
     queue_waiter(c);
     return false;
 }
@@ -332,7 +187,7 @@ static void unlink_waiter(gcd_conn *c)
 static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
 {
     int fds[2];
-    claim_fds(c, fds, fds_carried(m));
+    claim_fds(c, fds, gcd_assembly_fds_carried(m));
     close_fds(fds);
 }
 
@@ -344,21 +199,18 @@ static void discard_fds(gcd_conn *c, const Gpucomp__Request *m)
  */
 static void cancel_request(gcd_conn *c, uint64_t id)
 {
-    gcd_stream *st = gcd_stream_find(c, id);
+    gcd_stream *st = gcd_stream_find(&c->streams, id);
     if (st) {
         gcd_stream_cancel(st);
         return;
     }
-    gcd_request *r = find_assembling(c, id);
-    if (r) {
-        if (!r->refused) {
-            gc_error err = { 0 };
-            gc_fail(&err, GC_E_CANCELLED, "request %llu cancelled by the client", (unsigned long long)id);
-            refuse(c, r, &err, true);
-        }
+    gc_error err = { 0 };
+    if (gcd_assembly_cancel(&c->assembly, id, &err)) {
+        if (err.code != GC_OK)
+            send_refusal(c, id, &err);
         return;
     }
-    for (r = c->flight; r; r = r->flight_next)
+    for (gcd_request *r = c->flight; r; r = r->flight_next)
         if (r->id == id && !r->stream) {
             r->client_cancelled = true;
             atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
@@ -370,7 +222,7 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
 {
     if (m->id == 0) {
         discard_fds(c, m);
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "request id 0 is reserved");
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "request id 0 is reserved");
         return;
     }
     if (m->op == GPUCOMP__OP__OP_CANCEL) {
@@ -378,72 +230,41 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
         cancel_request(c, m->id);
         return;
     }
-    gcd_stream *st = gcd_stream_find(c, m->id);
-    if (st || (m->stream && !find_assembling(c, m->id))) {
+    gcd_stream *st = gcd_stream_find(&c->streams, m->id);
+    if (st || (m->stream && !gcd_assembly_has(&c->assembly, m->id))) {
         discard_fds(c, m);
         if (st)
             gcd_stream_frame(st, m);
         else if (take_id(c, m->id))
-            gcd_stream_open(c, m);
+            gcd_stream_open(&c->streams, m);
         return;
     }
-    gcd_request *r = find_assembling(c, m->id);
-    bool first = !r;
-    if (!first)
-        discard_fds(c, m); /* only a first frame may carry descriptors */
-    else if (!(r = start_request(c, m)))
-        return;
-    if (r->refused) {
-        if (m->last)
-            drop_request(c, r);
-        return;
-    }
-    gc_error err = { 0 };
-    if (m->payload_in_fd && !first) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload_in_fd on a frame that is not its first",
-                (unsigned long long)r->id);
-        refuse(c, r, &err, !m->last);
-        return;
-    }
-    if (m->payload.len > r->total_size - r->received) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload exceeds its total_size of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->total_size);
-        refuse(c, r, &err, !m->last);
-        return;
-    }
-    if (m->payload.len)
-        memcpy(r->input + r->received, m->payload.data, m->payload.len);
-    r->received += m->payload.len;
-    if (!m->last)
-        return;
-    if (!gcd_request_complete(r)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->received,
-                (unsigned long long)r->total_size);
-        refuse(c, r, &err, false);
-        return;
-    }
-    gcd_conn_submit(c, r);
+    assemble(c, m);
 }
 
 /* ---- frames in -------------------------------------------------------- */
 
 /*
  * Whether c may hold one more id (a request or stream starting); if not, id
- * is answered LIMIT and the connection closes. Refused requests stay as
- * tombstones and answered streams until their client's last frame: counting
- * both under one cap bounds what a client can make the daemon remember, and
- * the lookups per frame.
+ * is answered LIMIT and the connection closes (refuse_id). Refused requests
+ * stay as tombstones and answered streams until their client's last frame:
+ * counting both under one cap bounds what a client can make the daemon
+ * remember, and the lookups per frame.
  */
 static bool take_id(gcd_conn *c, uint64_t id)
 {
-    if (c->n_assembling + c->n_streams < GCD_CONN_MAX_IDS)
+    if (gcd_assembly_id_fits(&c->assembly, c->streams.n))
         return true;
-    gcd_send_error(c, id, GC_E_LIMIT,
-                   "more than %d requests and streams in assembly or unfinished on one connection: closing it",
-                   GCD_CONN_MAX_IDS);
-    close_after_flush(c);
+    refuse_id(c, id);
     return false;
+}
+
+static void refuse_id(gcd_conn *c, uint64_t id)
+{
+    gcd_send_error(&c->out, id, GC_E_LIMIT,
+                   "more than %d requests and streams in assembly or unfinished on one connection: closing it",
+                   GCD_ASSEMBLY_MAX_IDS);
+    close_after_flush(c);
 }
 
 /* Stop reading; the connection closes once its output is flushed (process_input/on_write). */
@@ -457,18 +278,23 @@ static void close_after_flush(gcd_conn *c)
     event_add(c->hup_event, NULL); /* nothing more to send it if it left */
 }
 
+static void send_welcome(gcd_conn *c, gc_status status, const char *message)
+{
+    gcd_send_welcome(&c->out, status, message, GCD_STREAM_WINDOW, GCD_STREAM_MAX_PER_CONN);
+}
+
 static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
 {
     if (c->refused_peer) { /* logged (rate-limited) when it was accepted */
         char msg[192];
         snprintf(msg, sizeof msg, "uid %ld may not use this daemon: " GCD_PEER_REFUSAL,
                  c->peer_uid == (uid_t)-1 ? -1L : (long)c->peer_uid);
-        gcd_send_welcome(c, GC_E_PERMISSION, msg);
+        send_welcome(c, GC_E_PERMISSION, msg);
         close_after_flush(c);
         return;
     }
     if (f->body_case != GPUCOMP__FRAME__BODY_HELLO) {
-        gcd_send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
+        send_welcome(c, GC_E_PROTOCOL, "expected a Hello frame first");
         close_after_flush(c);
         return;
     }
@@ -476,11 +302,11 @@ static void handle_hello(gcd_conn *c, const Gpucomp__Frame *f)
         char msg[128];
         snprintf(msg, sizeof msg, "protocol version %u not supported (this daemon speaks %d)",
                  f->hello->protocol_version, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
-        gcd_send_welcome(c, GC_E_UNSUPPORTED, msg);
+        send_welcome(c, GC_E_UNSUPPORTED, msg);
         close_after_flush(c);
         return;
     }
-    gcd_send_welcome(c, GC_OK, "");
+    send_welcome(c, GC_OK, "");
     c->state = GCD_CONN_SERVING;
 }
 
@@ -491,7 +317,7 @@ static void handle_frame(gcd_conn *c, const Gpucomp__Frame *f)
     else if (f->body_case == GPUCOMP__FRAME__BODY_REQUEST)
         handle_request(c, f->request);
     else
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "unexpected frame type %d after the handshake",
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "unexpected frame type %d after the handshake",
                        (int)f->body_case);
 }
 
@@ -503,7 +329,7 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
         return false;
     uint32_t body = gc_wire_body_len(header);
     if (body > c->server->cfg.max_frame) {
-        gcd_send_error(c, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
+        gcd_send_error(&c->out, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
                        body, c->server->cfg.max_frame);
         close_after_flush(c);
         return false;
@@ -522,7 +348,7 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
     c->frame_started_ns = 0;
     c->last_active_ns = gc_now_ns();
     if (!f) {
-        gcd_send_error(c, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
+        gcd_send_error(&c->out, 0, frame ? err.code : GC_E_NOMEM, "%s", frame ? err.msg : "out of memory");
         if (c->state == GCD_CONN_AWAIT_HELLO)
             close_after_flush(c);
         return true;
@@ -545,7 +371,7 @@ static void process_input(gcd_conn *c)
     else if (!c->frame_started_ns && !c->waiting_budget)
         c->frame_started_ns = gc_now_ns();
     if (c->state == GCD_CONN_CLOSING &&
-        evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0)
         gcd_conn_close(c);
     else
         gcd_conn_update_reading(c);
@@ -575,7 +401,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     vec.iov_len = (size_t)n;
     evbuffer_commit_space(c->in, &vec, 1);
     if (overflow) {
-        gcd_send_error(c, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
+        gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
         close_after_flush(c);
     }
     process_input(c);
@@ -596,7 +422,7 @@ static void on_write(struct bufferevent *bev, void *arg)
         process_input(c); /* frames may be waiting in the input buffer */
     }
     if (c->state == GCD_CONN_SERVING)
-        gcd_stream_resume_all(c);
+        gcd_stream_resume_all(&c->streams);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -628,7 +454,7 @@ void gcd_conn_update_reading(gcd_conn *c)
 {
     if (c->state > GCD_CONN_SERVING)
         return;
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) > OUTPUT_HIGH_WATER)
+    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > GCD_OUTPUT_HIGH_WATER)
         c->paused_for_output = true;
     bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
                 !c->server->shutting_down;
@@ -652,7 +478,24 @@ static void on_hup(evutil_socket_t fd, short what, void *arg)
     gcd_conn_close(arg);
 }
 
-gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
+/* Queueing an answer failed: close without sending more. */
+static void output_broken(gcd_output *o)
+{
+    gcd_conn *c = (gcd_conn *)((char *)o - offsetof(gcd_conn, out));
+    c->state = GCD_CONN_CLOSING;
+}
+
+static bool serving(const gcd_conn *c)
+{
+    return c->state == GCD_CONN_SERVING;
+}
+
+static bool gone(const gcd_conn *c)
+{
+    return c->state == GCD_CONN_CLOSED;
+}
+
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool refused_peer)
 {
     gcd_conn *c = calloc(1, sizeof *c);
     /* Answers leave in large pieces: a deep send queue saves a wake-up per
@@ -660,15 +503,15 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
     int sndbuf = SOCKET_SEND_BUFFER;
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     if (c) {
-        c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->out.bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
         c->hup_event = event_new(s->base, fd, EV_CLOSED | EV_PERSIST, on_hup, c);
         c->in = evbuffer_new();
     }
-    if (!c || !c->bev || !c->read_event || !c->hup_event || !c->in) {
+    if (!c || !c->out.bev || !c->read_event || !c->hup_event || !c->in) {
         gcd_log(LOG_ERR, "out of memory accepting a connection");
-        if (c && c->bev)
-            bufferevent_free(c->bev); /* closes fd */
+        if (c && c->out.bev)
+            bufferevent_free(c->out.bev); /* closes fd */
         else
             evutil_closesocket(fd);
         if (c && c->read_event)
@@ -681,6 +524,13 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
         return NULL;
     }
     c->server = s;
+    c->out.cfg = &s->cfg;
+    c->out.broken = output_broken;
+    c->streams = (gcd_stream_set){ .out = &c->out, .server = s, .uid = uid, .owner = c,
+                                   .serving = serving, .gone = gone, .submit = gcd_conn_submit };
+    c->peer_uid = uid;
+    c->refused_peer = refused_peer;
+    gcd_assembly_init(&c->assembly, &s->cfg, s->budget, uid, c);
     c->state = GCD_CONN_AWAIT_HELLO;
     c->next = s->conns;
     if (s->conns)
@@ -688,10 +538,10 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd)
     s->conns = c;
     s->n_conns++;
     c->last_active_ns = gc_now_ns();
-    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), on_output_change, c);
-    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, OUTPUT_LOW_WATER, 0);
-    bufferevent_enable(c->bev, EV_WRITE);
+    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->out.bev), on_output_change, c);
+    bufferevent_setcb(c->out.bev, NULL, on_write, on_event, c);
+    bufferevent_setwatermark(c->out.bev, EV_WRITE, OUTPUT_LOW_WATER, 0);
+    bufferevent_enable(c->out.bev, EV_WRITE);
     gcd_conn_update_reading(c);
     return c;
 }
@@ -707,10 +557,9 @@ void gcd_conn_stop_reading(gcd_conn *c)
 /* Whether closing c gives memory back now (a stream may: its buffer, if no part is out). */
 static bool holds_memory(gcd_conn *c)
 {
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->charged)
-            return true;
-    return c->streams || evbuffer_get_length(bufferevent_get_output(c->bev)) > 0;
+    if (gcd_assembly_holds_memory(&c->assembly))
+        return true;
+    return c->streams.list || evbuffer_get_length(bufferevent_get_output(c->out.bev)) > 0;
 }
 
 void gcd_conn_close(gcd_conn *c)
@@ -723,13 +572,12 @@ void gcd_conn_close(gcd_conn *c)
     bool frees = holds_memory(c);
     if (c->waiting_budget)
         unlink_waiter(c);
-    while (c->assembling)
-        drop_request(c, c->assembling);
+    gcd_assembly_clear(&c->assembly);
     c->state = GCD_CONN_CLOSED; /* streams see it: they free themselves as their parts return */
-    gcd_stream_close_all(c);
+    gcd_stream_close_all(&c->streams);
     for (gcd_request *r = c->flight; r; r = r->flight_next) /* stop at the next chunk or block */
         atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct evbuffer *out = bufferevent_get_output(c->out.bev);
     if (c->out_cb) {
         evbuffer_remove_cb_entry(out, c->out_cb);
         gcd_budget_release(s->budget, c->peer_uid, evbuffer_get_length(out));
@@ -744,8 +592,8 @@ void gcd_conn_close(gcd_conn *c)
     c->hup_event = NULL;
     evbuffer_free(c->in);
     c->in = NULL;
-    bufferevent_free(c->bev);
-    c->bev = NULL;
+    bufferevent_free(c->out.bev);
+    c->out.bev = NULL;
     c->state = GCD_CONN_CLOSED;
     if (c->prev)
         c->prev->next = c->next;
@@ -755,7 +603,8 @@ void gcd_conn_close(gcd_conn *c)
         c->next->prev = c->prev;
     s->n_conns--;
     conn_free_if_idle(c); /* or, with requests in flight, when the last one is done */
-    gcd_server_accept_resume(s); /* a descriptor is free again */
+    if (s->conn_closed)
+        s->conn_closed(s); /* a descriptor is free again */
     if (frees)
         gcd_conn_wake_waiters(s);
 }
@@ -778,7 +627,7 @@ void gcd_conn_request_done(gcd_request *r, void *server)
     gcd_stats_count(s, r);
     if (c->state == GCD_CONN_SERVING) {
         c->last_active_ns = gc_now_ns();
-        gcd_send_result(c, r);
+        gcd_send_result(&c->out, r);
         gcd_conn_update_reading(c);
     }
     gcd_request_free(r); /* releases its charges */
@@ -822,7 +671,7 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
 {
     if (c->state == GCD_CONN_CLOSING)
         return now - c->closing_since_ns > CLOSING_GRACE_NS ? "closing" : NULL;
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) && now - c->output_moved_ns > request_ns)
+    if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) && now - c->output_moved_ns > request_ns)
         return "unread answers";
     if (c->waiting_budget || c->paused_for_output)
         return NULL; /* the wait has its own end (expire_waits) */
@@ -830,12 +679,12 @@ static const char *overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns,
         return "no Hello";
     if (c->frame_started_ns && now - c->frame_started_ns > request_ns)
         return "incomplete frame";
-    if (c->request_started_ns && now - c->request_started_ns > request_ns)
+    if (c->assembly.started_ns && now - c->assembly.started_ns > request_ns)
         return "incomplete request";
-    if (gcd_stream_overdue(c, now, request_ns))
+    if (gcd_stream_overdue(&c->streams, now, request_ns))
         return "stream without input";
-    bool idle = c->in_flight == 0 && !c->assembling && !c->streams && evbuffer_get_length(c->in) == 0 &&
-                evbuffer_get_length(bufferevent_get_output(c->bev)) == 0;
+    bool idle = c->in_flight == 0 && !c->assembly.list && !c->streams.list && evbuffer_get_length(c->in) == 0 &&
+                evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0;
     if (idle_ns && idle && now - c->last_active_ns > idle_ns)
         return "idle";
     return NULL;
@@ -876,7 +725,7 @@ void gcd_conn_sweep(gcd_server *s, uint64_t now)
             continue;
         }
         gcd_log(LOG_INFO, "closing a connection of uid %u: %s past its timeout", (unsigned)c->peer_uid, why);
-        gcd_send_error(c, 0, GC_E_LIMIT, "%s: timed out after %llu ms; closing the connection", why,
+        gcd_send_error(&c->out, 0, GC_E_LIMIT, "%s: timed out after %llu ms; closing the connection", why,
                        (unsigned long long)((strcmp(why, "idle") == 0 ? idle_ns : request_ns) / 1000000));
         close_after_flush(c);
     }

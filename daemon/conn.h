@@ -1,10 +1,10 @@
 /*
  * conn.h - one client connection, on the loop thread: the Hello, frames in
- * (with their descriptors), request assembly and the ids a client holds
- * (requests, tombstones, streams: stream.h), admission against the memory
- * budget and the wait for it, cancellation, back-pressure (no reading while
- * too much is in flight or unread), the once-a-second timeout sweep, and
- * answers out as completed requests come back from the workers and lanes.
+ * (with their descriptors) handed to request assembly (assembly.h: the ids a
+ * client holds, requests, tombstones, streams), the wait for the memory
+ * budget, cancellation, back-pressure (no reading while too much is in
+ * flight or unread), the once-a-second timeout sweep, and answers out as
+ * completed requests come back from the workers and lanes.
  *
  * State machine: AWAIT_HELLO -> SERVING -> (CLOSING: flush, then close) ->
  * CLOSED (bufferevent gone, requests in flight marked cancelled, streams
@@ -18,9 +18,12 @@
 
 #include <event2/bufferevent.h>
 
+#include "assembly.h"
 #include "fdpass.h"
 #include "request.h"
-#include "server.h"
+#include "response.h"
+#include "server_state.h"
+#include "stream.h"
 
 typedef enum gcd_conn_state {
     GCD_CONN_AWAIT_HELLO,
@@ -30,13 +33,10 @@ typedef enum gcd_conn_state {
 } gcd_conn_state;
 
 #define GCD_CONN_MAX_FDS GC_FDPASS_RECV_MAX /* descriptors received and not yet claimed by a frame */
-/* Requests in assembly (refused ones included) and streams held, together, per
- * connection: every id a client makes the daemon remember is bounded. */
-#define GCD_CONN_MAX_IDS 64
 
 typedef struct gcd_conn {
     gcd_server *server;
-    struct bufferevent *bev;      /* output only: input needs recvmsg for descriptors */
+    gcd_output out;               /* answers: out.bev, output only (input needs recvmsg for descriptors) */
     struct event *read_event;
     struct event *hup_event;      /* while not reading: notices the client's close at once */
     struct evbuffer *in;
@@ -44,8 +44,7 @@ typedef struct gcd_conn {
     unsigned n_fds;
     gcd_conn_state state;
     unsigned in_flight;           /* requests at the workers */
-    unsigned n_assembling;        /* with n_streams: the ids it holds, at most GCD_CONN_MAX_IDS */
-    gcd_request *assembling;      /* requests still receiving frames */
+    gcd_assembly assembly;        /* requests still receiving frames (with streams.n: the ids it holds) */
     bool paused_for_output;       /* client not reading its responses */
     bool waiting_budget;          /* its next request waits for memory (budget.h) */
     bool wait_expired;            /* waited request-timeout: admit now or refuse */
@@ -54,20 +53,21 @@ typedef struct gcd_conn {
     gcd_request *flight;          /* requests handed to workers or lanes (in_flight of them) */
     uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
     uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
-    uint64_t request_started_ns;  /* oldest request still in assembly began, else 0 */
     uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
     uint64_t output_moved_ns;     /* the kernel last took queued answers (or they were first queued) */
     struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
-    struct gcd_stream *streams;   /* streams held: open, or answered and not yet released (stream.h) */
-    unsigned n_streams;           /* in the streams list */
-    unsigned n_streams_open;      /* of them, not yet answered: what max_streams bounds */
+    gcd_stream_set streams;       /* streams held: open, or answered and not yet released (stream.h) */
     bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
     uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */
 } gcd_conn;
 
-/* Take ownership of an accepted socket; the new connection, or NULL (fd closed, logged). */
-gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd);
+/*
+ * Take ownership of an accepted socket of peer uid (whom the memory budget
+ * charges); the new connection, or NULL (fd closed, logged). A refused peer
+ * is answered PERMISSION at its Hello.
+ */
+gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool refused_peer);
 
 /* Enable or disable reading, honouring both budget and output pauses. */
 void gcd_conn_update_reading(gcd_conn *c);

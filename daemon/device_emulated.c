@@ -19,7 +19,6 @@
 #include "device.h"
 #include "engine.h"
 #include "fd_map_cache.h"
-#include "fd_payload.h"
 #include "gpu.h"
 
 typedef struct emulated {

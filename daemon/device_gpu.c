@@ -20,7 +20,6 @@
 #include "codec.h"
 #include "device.h"
 #include "fd_map_cache.h"
-#include "fd_payload.h"
 #include "gpu.h"
 #include "log.h"
 

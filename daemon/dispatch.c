@@ -148,7 +148,6 @@ static void reroute(gcd_request *r, void *ctx)
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
-    s->requests_in_flight++;
     gcd_lane *dev = device_worthy(s, r) ? least_loaded_device(s) : NULL;
     if (dev)
         gcd_lane_submit(dev, r);

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "request.h"
-#include "server.h"
+#include "server_state.h"
 
 /* Open the devices the settings ask for; false only on a fatal error (logged). */
 bool gcd_dispatch_init(gcd_server *s);

@@ -1,6 +1,7 @@
 /* engine.c - codec dispatch for one request (see engine.h). */
 #include "engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,21 +10,47 @@
 #include "fd_payload.h"
 #include "gc_clock.h"
 
+/* The codecs the table holds, as words ("a, b and c"): the answer to an unknown codec names them. */
+static void known_codecs(char *buf, size_t size)
+{
+    unsigned n;
+    const gcd_codec *const *all = gcd_codec_all(&n);
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+                               all[i]->name);
+}
+
 int gcd_engine_check(const gcd_request *r, gc_error *err)
 {
     if (r->op != GPUCOMP__OP__OP_COMPRESS && r->op != GPUCOMP__OP__OP_DECOMPRESS)
         return gc_fail(err, GC_E_UNSUPPORTED, "unsupported operation %d", (int)r->op);
     const gcd_codec *codec = gcd_codec_find(r->codec);
-    if (!codec)
-        return gc_fail(err, GC_E_UNSUPPORTED, "unknown codec %d (this daemon knows rle and bzip2)",
-                       (int)r->codec);
+    if (!codec) {
+        char known[128];
+        known_codecs(known, sizeof known);
+        return gc_fail(err, GC_E_UNSUPPORTED, "unknown codec %d (this daemon knows %s)", (int)r->codec, known);
+    }
     return codec->check(r, err);
+}
+
+/* OP_REGISTER / OP_UNREGISTER of r->in_fd for r's connection; backend GPU if its pages were page-locked. */
+static int register_fd(gcd_request *r)
+{
+    bool pinned = false;
+    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    int rc = gcd_fd_payload_register(r->in_fd, r->op == GPUCOMP__OP__OP_UNREGISTER, r->total_size, r->conn,
+                                     &pinned, &r->error);
+    if (rc == GC_OK && pinned)
+        r->backend = GPUCOMP__BACKEND__BACKEND_GPU;
+    return rc;
 }
 
 int gcd_engine_compute_cpu(gcd_request *r, unsigned threads)
 {
     if (gcd_request_is_registration(r))
-        return gcd_fd_payload_register(r);
+        return register_fd(r);
     const gcd_codec *codec = gcd_codec_find(r->codec); /* gcd_engine_check admitted it */
     if (!codec)
         return gc_fail(&r->error, GC_E_INTERNAL, "codec %d vanished from the table", (int)r->codec);

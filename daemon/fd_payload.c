@@ -2,7 +2,6 @@
 #include "fd_payload.h"
 
 #include "fd_map_cache.h"
-#include "shared_output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,27 +51,20 @@ static int check_distinct(int in_fd, int out_fd, gc_error *err)
     return GC_OK;
 }
 
-int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err)
+int gcd_fd_payload_map_input(int in_fd, int out_fd, uint64_t size, const void *owner, struct gcd_fd_map **map,
+                             gc_error *err)
 {
-    r->in_fd = in_fd;
-    r->out_fd = out_fd;
     struct stat st;
     int rc = check_distinct(in_fd, out_fd, err);
     if (rc == GC_OK)
         rc = seal_shrink(in_fd, "input", err);
     if (rc != GC_OK)
         return rc;
-    if (fstat(in_fd, &st) != 0 || (uint64_t)st.st_size < r->total_size)
+    if (fstat(in_fd, &st) != 0 || (uint64_t)st.st_size < size)
         return gc_fail(err, GC_E_INVALID, "input memfd holds %lld bytes, request says %llu",
-                       (long long)st.st_size, (unsigned long long)r->total_size);
-    if (r->total_size > 0) {
-        r->in_map = gcd_fd_map_acquire(in_fd, r->total_size, false, r->conn, err);
-        if (!r->in_map)
-            return err->code;
-        r->input = gcd_fd_map_addr(r->in_map);
-    }
-    r->input_mapped = true;
-    r->received = r->total_size;
+                       (long long)st.st_size, (unsigned long long)size);
+    if (size > 0 && !(*map = gcd_fd_map_acquire(in_fd, size, false, owner, err)))
+        return err->code;
     return GC_OK;
 }
 
@@ -97,76 +89,27 @@ static int size_output_memfd(int fd, size_t size, gc_error *err)
     return GC_OK;
 }
 
-int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
+int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map,
+                              gc_error *err)
 {
-    int rc = gcd_request_charge(r, size, "output", err);
-    if (rc != GC_OK)
-        return rc;
-    r->output_charge += size;
-    if (r->out_fd < 0) {
-        r->output = malloc(size ? size : 1);
-        return r->output ? GC_OK
-                         : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
-    }
-    rc = size_output_memfd(r->out_fd, size, err);
+    int rc = size_output_memfd(out_fd, size, err);
     if (rc != GC_OK || size == 0)
         return rc;
-    r->out_map = gcd_fd_map_acquire(r->out_fd, size, true, r->conn, err);
-    if (!r->out_map)
+    if (!(*map = gcd_fd_map_acquire(out_fd, size, true, owner, err)))
         return err->code;
-    r->output = gcd_fd_map_addr(r->out_map);
     return GC_OK;
 }
 
-void gcd_request_drop_output(gcd_request *r)
+int gcd_fd_payload_register(int fd, bool unregister, uint64_t size, const void *owner, bool *pinned,
+                            gc_error *err)
 {
-    if (r->out_map) {
-        gcd_fd_map_release(r->out_map);
-        r->out_map = NULL;
-    } else if (r->shared) {
-        gcd_shared_output_unref(r->shared);
-        r->shared = NULL;
-    } else {
-        free(r->output);
-    }
-    r->output = NULL;
-    r->output_len = 0;
-    gcd_request_uncharge(r, r->output_charge);
-    r->output_charge = 0;
-}
-
-int gcd_fd_payload_register(gcd_request *r)
-{
-    r->backend = GPUCOMP__BACKEND__BACKEND_CPU;
-    if (r->op == GPUCOMP__OP__OP_UNREGISTER)
-        return gcd_fd_map_unregister(r->in_fd, r->conn, &r->error);
-    int rc = seal_shrink(r->in_fd, "registered", &r->error);
+    *pinned = false;
+    if (unregister)
+        return gcd_fd_map_unregister(fd, owner, err);
+    int rc = seal_shrink(fd, "registered", err);
     if (rc != GC_OK)
         return rc;
-    if (r->total_size > SIZE_MAX)
-        return gc_fail(&r->error, GC_E_LIMIT, "cannot register %llu bytes",
-                       (unsigned long long)r->total_size);
-    bool pinned = false;
-    rc = gcd_fd_map_register(r->in_fd, (size_t)r->total_size, r->conn, &pinned, &r->error);
-    if (rc == GC_OK && pinned)
-        r->backend = GPUCOMP__BACKEND__BACKEND_GPU;
-    return rc;
-}
-
-void gcd_fd_payload_release(gcd_request *r)
-{
-    gcd_fd_map_release(r->in_map);
-    r->in_map = NULL;
-    if (r->input_mapped)
-        r->input = NULL;
-    if (r->out_map) {
-        gcd_fd_map_release(r->out_map);
-        r->out_map = NULL;
-        r->output = NULL;
-    }
-    if (r->in_fd >= 0)
-        close(r->in_fd);
-    if (r->out_fd >= 0)
-        close(r->out_fd);
-    r->in_fd = r->out_fd = -1;
+    if (size > SIZE_MAX)
+        return gc_fail(err, GC_E_LIMIT, "cannot register %llu bytes", (unsigned long long)size);
+    return gcd_fd_map_register(fd, (size_t)size, owner, pinned, err);
 }

@@ -12,31 +12,36 @@
 #ifndef GCD_FD_PAYLOAD_H
 #define GCD_FD_PAYLOAD_H
 
-#include "request.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-/* Seal and map in_fd as r->input (total_size bytes); takes ownership of in_fd and out_fd. */
-int gcd_fd_payload_attach(gcd_request *r, int in_fd, int out_fd, gc_error *err);
+#include "gc_status.h"
 
-/*
- * Make r->output a buffer of `size` bytes: malloc'd, or for an fd request
- * the output memfd grown to size, sealed against shrinking and mapped
- * (NULL when size is 0). The size is charged to the memory budget first:
- * GC_E_LIMIT when it does not fit.
- */
-int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err);
-
-/* Give the output buffer (and its charge) back: a device failure reruns the request. */
-void gcd_request_drop_output(gcd_request *r);
+struct gcd_fd_map;
 
 /*
- * OP_REGISTER / OP_UNREGISTER of r->in_fd for r's connection (run on a
- * worker: mapping and page-locking a large file takes milliseconds). A
- * registered file is sealed against shrinking like any other; r->backend
- * says whether its pages were page-locked for DMA (GPU) or only mapped.
+ * A request's input memfd: in_fd must name another file than out_fd, be a
+ * sealable memfd (sealed here) and hold size bytes; it is mapped from
+ * owner's cache into *map (left NULL for size 0).
  */
-int gcd_fd_payload_register(gcd_request *r);
+int gcd_fd_payload_map_input(int in_fd, int out_fd, uint64_t size, const void *owner, struct gcd_fd_map **map,
+                             gc_error *err);
 
-/* Unmap and close whatever the fd transport holds (called by gcd_request_free). */
-void gcd_fd_payload_release(gcd_request *r);
+/*
+ * A request's output memfd grown to size, sealed against shrinking and
+ * mapped from owner's cache into *map (left NULL for size 0).
+ */
+int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map,
+                              gc_error *err);
+
+/*
+ * OP_REGISTER (unregister false) or OP_UNREGISTER of fd for owner (run on
+ * a worker: mapping and page-locking a large file takes milliseconds). A
+ * registered file is sealed against shrinking like any other; *pinned says
+ * whether its pages were page-locked for DMA (GPU) or only mapped.
+ */
+int gcd_fd_payload_register(int fd, bool unregister, uint64_t size, const void *owner, bool *pinned,
+                            gc_error *err);
 
 #endif

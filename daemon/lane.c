@@ -9,7 +9,6 @@
 
 #include "engine.h"
 #include "fair_queue.h"
-#include "fd_payload.h"
 #include "gc_clock.h"
 #include "log.h"
 

@@ -2,8 +2,10 @@
 #include "request.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "budget.h"
+#include "fd_map_cache.h"
 #include "fd_payload.h"
 #include "shared_output.h"
 
@@ -61,11 +63,76 @@ void gcd_request_uncharge(gcd_request *r, uint64_t bytes)
     r->charged -= bytes;
 }
 
+int gcd_request_attach_fds(gcd_request *r, gc_error *err)
+{
+    int rc = gcd_fd_payload_map_input(r->in_fd, r->out_fd, r->total_size, r->conn, &r->in_map, err);
+    if (rc != GC_OK)
+        return rc;
+    if (r->in_map)
+        r->input = gcd_fd_map_addr(r->in_map);
+    r->input_mapped = true;
+    r->received = r->total_size;
+    return GC_OK;
+}
+
+int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
+{
+    int rc = gcd_request_charge(r, size, "output", err);
+    if (rc != GC_OK)
+        return rc;
+    r->output_charge += size;
+    if (r->out_fd < 0) {
+        r->output = malloc(size ? size : 1);
+        return r->output ? GC_OK
+                         : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
+    }
+    rc = gcd_fd_payload_map_output(r->out_fd, size, r->conn, &r->out_map, err);
+    if (rc == GC_OK && r->out_map)
+        r->output = gcd_fd_map_addr(r->out_map);
+    return rc;
+}
+
+void gcd_request_drop_output(gcd_request *r)
+{
+    if (r->out_map) {
+        gcd_fd_map_release(r->out_map);
+        r->out_map = NULL;
+    } else if (r->shared) {
+        gcd_shared_output_unref(r->shared);
+        r->shared = NULL;
+    } else {
+        free(r->output);
+    }
+    r->output = NULL;
+    r->output_len = 0;
+    gcd_request_uncharge(r, r->output_charge);
+    r->output_charge = 0;
+}
+
+/* Unmap and close what the memfd transport holds. */
+static void release_fds(gcd_request *r)
+{
+    gcd_fd_map_release(r->in_map);
+    r->in_map = NULL;
+    if (r->input_mapped)
+        r->input = NULL;
+    if (r->out_map) {
+        gcd_fd_map_release(r->out_map);
+        r->out_map = NULL;
+        r->output = NULL;
+    }
+    if (r->in_fd >= 0)
+        close(r->in_fd);
+    if (r->out_fd >= 0)
+        close(r->out_fd);
+    r->in_fd = r->out_fd = -1;
+}
+
 void gcd_request_free(gcd_request *r)
 {
     if (!r)
         return;
-    gcd_fd_payload_release(r);
+    release_fds(r);
     free(r->input);
     if (r->shared) /* the frames that carry it may outlive the request */
         gcd_shared_output_unref(r->shared);

@@ -91,6 +91,20 @@ int gcd_request_charge(gcd_request *r, uint64_t bytes, const char *what, gc_erro
 /* Give back bytes charged earlier (at most what the request holds). */
 void gcd_request_uncharge(gcd_request *r, uint64_t bytes);
 
+/* Seal and map r->in_fd as r->input (total_size bytes; fd_payload.h), r->out_fd kept for the output. */
+int gcd_request_attach_fds(gcd_request *r, gc_error *err);
+
+/*
+ * Make r->output a buffer of `size` bytes: malloc'd, or for an fd request
+ * the output memfd grown to size, sealed against shrinking and mapped
+ * (NULL when size is 0). The size is charged to the memory budget first:
+ * GC_E_LIMIT when it does not fit.
+ */
+int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err);
+
+/* Give the output buffer (and its charge) back: a device failure reruns the request. */
+void gcd_request_drop_output(gcd_request *r);
+
 /* OP_REGISTER / OP_UNREGISTER: no codec work, one descriptor names the file. */
 static inline bool gcd_op_is_registration(Gpucomp__Op op)
 {

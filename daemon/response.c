@@ -10,30 +10,34 @@
 #include "config.h"
 #include "log.h"
 #include "stats.h"
-#include "stream.h"
 #include "wire.h"
 
 /* Pack f straight into the output buffer: one copy of the payload, no temporary. */
-static void queue_frame(gcd_conn *c, const Gpucomp__Frame *f)
+size_t gcd_output_queued(const gcd_output *o)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    return evbuffer_get_length(bufferevent_get_output(o->bev));
+}
+
+static void queue_frame(gcd_output *o, const Gpucomp__Frame *f)
+{
+    struct evbuffer *out = bufferevent_get_output(o->bev);
     size_t size = gc_wire_packed_size(f);
     struct evbuffer_iovec vec;
     if (evbuffer_reserve_space(out, (ev_ssize_t)size, &vec, 1) != 1 || vec.iov_len < size) {
         gcd_log(LOG_ERR, "cannot reserve %zu bytes of output: closing connection", size);
-        c->state = GCD_CONN_CLOSING;
+        o->broken(o);
         return;
     }
     vec.iov_len = gc_wire_pack(f, vec.iov_base);
     evbuffer_commit_space(out, &vec, 1);
 }
 
-static void queue_response(gcd_conn *c, Gpucomp__Response *resp)
+static void queue_response(gcd_output *o, Gpucomp__Response *resp)
 {
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
     f.response = resp;
-    queue_frame(c, &f);
+    queue_frame(o, &f);
 }
 
 static size_t put_varint(uint8_t *p, uint64_t v)
@@ -55,7 +59,7 @@ static size_t put_varint(uint8_t *p, uint64_t v)
  * follows the packed rest of the Response inside Frame.response (4). The
  * frame is the one gc_wire_pack would write but for the field order.
  */
-bool gcd_send_response_ref(gcd_conn *c, Gpucomp__Response *resp, const uint8_t *payload, size_t len,
+bool gcd_send_response_ref(gcd_output *o, Gpucomp__Response *resp, const uint8_t *payload, size_t len,
                            gcd_payload_done_fn done, void *arg)
 {
     resp->payload.data = NULL;
@@ -80,11 +84,11 @@ bool gcd_send_response_ref(gcd_conn *c, Gpucomp__Response *resp, const uint8_t *
     h += gpucomp__response__pack(resp, head + h);
     memcpy(head + h, field, field_len);
     h += field_len;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct evbuffer *out = bufferevent_get_output(o->bev);
     if (evbuffer_add(out, head, h) != 0 ||
         (len && evbuffer_add_reference(out, payload, len, (evbuffer_ref_cleanup_cb)done, arg) != 0)) {
         gcd_log(LOG_ERR, "cannot queue %zu bytes of output: closing connection", len);
-        c->state = GCD_CONN_CLOSING;
+        o->broken(o);
         done(payload, len, arg);
         return false;
     }
@@ -93,29 +97,30 @@ bool gcd_send_response_ref(gcd_conn *c, Gpucomp__Response *resp, const uint8_t *
     return true;
 }
 
-void gcd_send_welcome(gcd_conn *c, gc_status status, const char *message)
+void gcd_send_welcome(gcd_output *o, gc_status status, const char *message, uint64_t stream_window,
+                      uint32_t max_streams)
 {
     Gpucomp__Welcome w = GPUCOMP__WELCOME__INIT;
     w.protocol_version = GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
     w.status = (Gpucomp__Status)status;
     w.message = (char *)message;
-    w.max_frame_size = c->server->cfg.max_frame;
-    w.max_request_size = c->server->cfg.max_request;
+    w.max_frame_size = o->cfg->max_frame;
+    w.max_request_size = o->cfg->max_request;
     w.server_version = (char *)PACKAGE_VERSION;
-    w.stream_window = GCD_STREAM_WINDOW;
-    w.max_streams = GCD_STREAM_MAX_PER_CONN;
+    w.stream_window = stream_window;
+    w.max_streams = max_streams;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
     f.welcome = &w;
-    queue_frame(c, &f);
+    queue_frame(o, &f);
 }
 
-void gcd_send_response(gcd_conn *c, Gpucomp__Response *resp)
+void gcd_send_response(gcd_output *o, Gpucomp__Response *resp)
 {
-    queue_response(c, resp);
+    queue_response(o, resp);
 }
 
-static void send_error_v(gcd_conn *c, uint64_t id, gc_status status, bool stream, const char *fmt, va_list ap)
+static void send_error_v(gcd_output *o, uint64_t id, gc_status status, bool stream, const char *fmt, va_list ap)
 {
     char message[GC_ERROR_MSG_MAX + 64];
     vsnprintf(message, sizeof message, fmt, ap);
@@ -126,29 +131,29 @@ static void send_error_v(gcd_conn *c, uint64_t id, gc_status status, bool stream
     resp.message = message;
     resp.stream = stream;
     resp.last = 1;
-    queue_response(c, &resp);
+    queue_response(o, &resp);
 }
 
-void gcd_send_error(gcd_conn *c, uint64_t id, gc_status status, const char *fmt, ...)
+void gcd_send_error(gcd_output *o, uint64_t id, gc_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    send_error_v(c, id, status, false, fmt, ap);
+    send_error_v(o, id, status, false, fmt, ap);
     va_end(ap);
 }
 
-void gcd_send_error_frame(gcd_conn *c, uint64_t id, gc_status status, bool stream, const char *fmt, ...)
+void gcd_send_error_frame(gcd_output *o, uint64_t id, gc_status status, bool stream, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    send_error_v(c, id, status, stream, fmt, ap);
+    send_error_v(o, id, status, stream, fmt, ap);
     va_end(ap);
 }
 
-void gcd_send_result(gcd_conn *c, const gcd_request *r)
+void gcd_send_result(gcd_output *o, const gcd_request *r)
 {
     if (r->error.code != GC_OK) {
-        gcd_send_error(c, r->id, r->error.code, "%s", r->error.msg);
+        gcd_send_error(o, r->id, r->error.code, "%s", r->error.msg);
         return;
     }
     if (r->out_fd >= 0) { /* the output is already in the client's memfd */
@@ -159,10 +164,10 @@ void gcd_send_result(gcd_conn *c, const gcd_request *r)
         resp.engine_ns = r->engine_ns;
         resp.payload_in_fd = 1;
         resp.last = 1;
-        queue_response(c, &resp);
+        queue_response(o, &resp);
         return;
     }
-    size_t piece = gc_wire_max_payload(c->server->cfg.max_frame);
+    size_t piece = gc_wire_max_payload(o->cfg->max_frame);
     size_t sent = 0;
     do {
         size_t n = r->output_len - sent < piece ? r->output_len - sent : piece;
@@ -178,25 +183,25 @@ void gcd_send_result(gcd_conn *c, const gcd_request *r)
         resp.payload.len = n;
         sent += n;
         resp.last = sent == r->output_len;
-        queue_response(c, &resp);
+        queue_response(o, &resp);
     } while (sent < r->output_len);
 }
 
-void gcd_send_pong(gcd_conn *c, uint64_t id)
+void gcd_send_pong(gcd_output *o, uint64_t id)
 {
     Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
     resp.id = id;
     resp.last = 1;
-    queue_response(c, &resp);
+    queue_response(o, &resp);
 }
 
-void gcd_send_stats(gcd_conn *c, uint64_t id)
+void gcd_send_stats(gcd_output *o, uint64_t id, const struct gcd_server *s)
 {
     gcd_stats_message msg;
-    gcd_stats_fill(c->server, &msg);
+    gcd_stats_fill(s, &msg);
     Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
     resp.id = id;
     resp.last = 1;
     resp.stats = &msg.stats;
-    queue_response(c, &resp);
+    queue_response(o, &resp);
 }

@@ -60,14 +60,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     if (!allowed)
         gcd_peer_log_refusal(&s->peers, &who, gc_now_ns());
     /* A refused peer is still accepted: its Hello is answered with PERMISSION, then it is closed. */
-    gcd_conn *c = gcd_conn_accept(s, fd);
-    if (c) {
-        c->peer_uid = who.uid; /* also whom the memory budget charges (budget.h) */
-        c->refused_peer = !allowed;
-    }
+    gcd_conn_accept(s, fd, who.uid, !allowed);
 }
 
-void gcd_server_accept_resume(gcd_server *s)
+static void accept_resume(gcd_server *s)
 {
     if (!s->accept_paused || s->shutting_down || !s->listener)
         return;
@@ -78,7 +74,7 @@ void gcd_server_accept_resume(gcd_server *s)
 
 static void on_accept_timer(evutil_socket_t fd, short what, void *arg)
 {
-    gcd_server_accept_resume(arg);
+    accept_resume(arg);
 }
 
 /*
@@ -228,7 +224,7 @@ static void check_drained(evutil_socket_t fd, short what, void *arg)
     gcd_server *s = arg;
     bool output_pending = false;
     for (gcd_conn *c = s->conns; c; c = c->next)
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > 0)
+        if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > 0)
             output_pending = true;
     if (s->requests_in_flight == 0 && !output_pending)
         event_base_loopbreak(s->base);
@@ -389,23 +385,14 @@ bool gcd_server_reload(gcd_server *s)
         return false;
     }
     gcd_config *c = &s->cfg;
-    unsigned changed = 0;
-    /* Live: read per frame, per request or per sweep, or when a peer connects. */
-#define LIVE(field, name)                                                                   \
-    if (c->field != n.field) {                                                              \
-        gcd_log(LOG_INFO, "SIGHUP: %s changed", name);                                     \
-        c->field = n.field;                                                                 \
-        changed++;                                                                          \
-    }
-    LIVE(log_level, "log-level")
-    LIVE(request_timeout_ms, "request-timeout")
-    LIVE(idle_timeout_ms, "idle-timeout")
-    LIVE(max_request, "max-request")
-    LIVE(max_output, "max-output")
-    LIVE(gpu_min_bytes, "gpu-min-bytes")
-    LIVE(gpu_min_bytes_bzip2, "gpu-min-bytes-bzip2")
-    LIVE(gpu_min_bytes_bzip2_decompress, "gpu-min-bytes-bzip2-decompress")
-#undef LIVE
+    unsigned changed = 0, n_settings;
+    const gcd_setting *settings = gcd_settings(&n_settings);
+    for (unsigned i = 0; i < n_settings; i++) /* settings.c says which are live */
+        if (settings[i].live && gcd_setting_differs(&settings[i], c, &n)) {
+            gcd_log(LOG_INFO, "SIGHUP: %s changed", settings[i].name);
+            gcd_setting_copy(&settings[i], c, &n);
+            changed++;
+        }
     gcd_log_set_level(c->log_level);
     bool users_changed = c->allow_users_set != n.allow_users_set || c->allow_any_user != n.allow_any_user ||
         !same_ids((const unsigned *)c->allow_uids, c->n_allow_uids, (const unsigned *)n.allow_uids, n.n_allow_uids);
@@ -427,26 +414,9 @@ bool gcd_server_reload(gcd_server *s)
         gcd_log(LOG_INFO, "SIGHUP: allow-users/allow-groups changed (new connections; open ones stay)");
         changed++;
     }
-    /* Fixed at start: the socket, threads, devices, the budget, frame sizes told to clients. */
-#define RESTART(cond, name)                                                                 \
-    if (cond)                                                                               \
-        gcd_log(LOG_WARNING, "SIGHUP: %s changed: takes effect after a restart", name);
-    RESTART(strcmp(c->socket_path, n.socket_path) != 0, "socket")
-    RESTART(c->workers != n.workers, "workers")
-    RESTART(c->codec_threads != n.codec_threads, "codec-threads")
-    RESTART(c->max_frame != n.max_frame, "max-frame")
-    RESTART(c->memory_budget != n.memory_budget, "memory-budget")
-    RESTART(c->user_share_pct != n.user_share_pct, "user-memory-share")
-    RESTART(c->gpu != n.gpu, "gpu")
-    RESTART(c->batch_bytes != n.batch_bytes, "batch-bytes")
-    RESTART(c->batch_wait_us != n.batch_wait_us, "batch-wait-us")
-    RESTART(c->device_lanes != n.device_lanes, "device-lanes")
-    RESTART(c->emulated_devices != n.emulated_devices, "emulated-devices")
-    RESTART(c->fail_device != n.fail_device || c->fail_lane != n.fail_lane || c->fail_batch != n.fail_batch,
-            "fail-device")
-    RESTART(c->register_limit != n.register_limit, "register-limit")
-    RESTART(strcmp(c->socket_group, n.socket_group) != 0, "socket-group")
-#undef RESTART
+    for (unsigned i = 0; i < n_settings; i++)
+        if (!settings[i].live && gcd_setting_differs(&settings[i], c, &n))
+            gcd_log(LOG_WARNING, "SIGHUP: %s changed: takes effect after a restart", settings[i].name);
     gcd_log(LOG_NOTICE, "SIGHUP: settings reloaded (%u live change%s)", changed, changed == 1 ? "" : "s");
     return true;
 }
@@ -455,6 +425,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
+    s->conn_closed = accept_resume;
     s->counters.started_ns = gc_now_ns();
     gcd_fd_map_cache_init(cfg->memory_budget, cfg->register_limit);
     signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a crash */

@@ -6,6 +6,7 @@
 #include "settings.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -16,6 +17,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "size_parse.h"
 #include "wire.h"
 
@@ -24,14 +26,7 @@
 #define PACKAGE_VERSION "unknown"
 #endif
 
-typedef bool (*setting_setter)(gcd_config *cfg, const char *value);
-
-typedef struct setting {
-    const char *name;
-    const char *arg_help;
-    const char *help;
-    setting_setter set;
-} setting;
+typedef gcd_setting setting;
 
 /* A plain count (threads, lanes, a percentage, microseconds): decimal digits,
  * no unit, at most max. Sizes go through gc_parse_size (size_parse.h). */
@@ -102,8 +97,6 @@ static bool set_request_timeout(gcd_config *c, const char *v) { return parse_dur
 static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
 static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
 static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
-static bool set_gpu_min_bytes_bzip2(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2); }
-static bool set_gpu_min_bytes_bzip2_decompress(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes_bzip2_decompress); }
 static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
 static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
 static bool set_emulated_devices(gcd_config *c, const char *v) { return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8; }
@@ -250,33 +243,126 @@ static bool set_socket_group(gcd_config *c, const char *v)
     return true;
 }
 
-static const setting settings[] = {
-    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket },
-    { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers },
-    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads },
-    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame },
-    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request },
-    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output },
-    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget },
-    { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share },
-    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout },
-    { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout },
-    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu },
-    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes },
-    { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us },
-    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes },
-    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices },
-    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device },
-    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit },
-    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes },
-    { "gpu-min-bytes-bzip2", "SIZE", "smaller bzip2 compress requests run on the CPU engine (default 4M)", set_gpu_min_bytes_bzip2 },
-    { "gpu-min-bytes-bzip2-decompress", "SIZE", "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)", set_gpu_min_bytes_bzip2_decompress },
-    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level },
-    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users },
-    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups },
-    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group },
+/* How a reload treats a setting (server.c gcd_server_reload): LIVE settings are read per frame,
+ * per request or per sweep, or when a peer connects; the others are fixed at start (the socket,
+ * threads, devices, the budget, frame sizes told to clients). */
+#define LIVE true
+#define RESTART false
+#define FIELD_AT(f) offsetof(gcd_config, f), sizeof(((gcd_config *)0)->f)
+#define FIELD(f) FIELD_AT(f), false
+#define TEXT_FIELD(f) FIELD_AT(f), true
+/* Adjacent fields set together (no padding between them: checked below). */
+#define FIELDS(first, last) \
+    offsetof(gcd_config, first), offsetof(gcd_config, last) + sizeof(((gcd_config *)0)->last) - offsetof(gcd_config, first), false
+#define BY_PEERS 0, 0, false /* the allow lists: peer.h's policy is rebuilt from them */
+/* Where the codecs' own settings (codec.h) are listed. */
+#define CODEC_OPTIONS { NULL, NULL, NULL, NULL, false, 0, 0, false }
+
+static const setting core_settings[] = {
+    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket,
+      RESTART, TEXT_FIELD(socket_path) },
+    { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers,
+      RESTART, FIELD(workers) },
+    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads,
+      RESTART, FIELD(codec_threads) },
+    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame,
+      RESTART, FIELD(max_frame) },
+    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request,
+      LIVE, FIELD(max_request) },
+    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output,
+      LIVE, FIELD(max_output) },
+    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget,
+      RESTART, FIELD(memory_budget) },
+    { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share,
+      RESTART, FIELD(user_share_pct) },
+    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout,
+      LIVE, FIELD(request_timeout_ms) },
+    { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout,
+      LIVE, FIELD(idle_timeout_ms) },
+    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu,
+      RESTART, FIELD(gpu) },
+    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes,
+      RESTART, FIELD(batch_bytes) },
+    { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us,
+      RESTART, FIELD(batch_wait_us) },
+    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes,
+      RESTART, FIELD(device_lanes) },
+    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices,
+      RESTART, FIELD(emulated_devices) },
+    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device,
+      RESTART, FIELDS(fail_device, fail_batch) },
+    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit,
+      RESTART, FIELD(register_limit) },
+    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes,
+      LIVE, FIELD(gpu_min_bytes) },
+    CODEC_OPTIONS,
+    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level,
+      LIVE, FIELD(log_level) },
+    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users,
+      LIVE, BY_PEERS },
+    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups,
+      LIVE, BY_PEERS },
+    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group,
+      RESTART, TEXT_FIELD(socket_group) },
 };
-#define N_SETTINGS (sizeof settings / sizeof settings[0])
+#define N_CORE (sizeof core_settings / sizeof core_settings[0])
+#define N_MOST (N_CORE + GCD_MAX_CODEC_OPTIONS)
+_Static_assert(offsetof(gcd_config, fail_lane) == offsetof(gcd_config, fail_device) + sizeof(unsigned) &&
+                   offsetof(gcd_config, fail_batch) == offsetof(gcd_config, fail_lane) + sizeof(int),
+               "fail-device's fields are adjacent");
+
+/* The core table with the codecs' options in place of CODEC_OPTIONS, made on first use. */
+static setting all_settings[N_MOST];
+static unsigned n_settings;
+
+static void add_codec_options(void)
+{
+    unsigned n_codecs;
+    const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
+    for (unsigned k = 0; k < n_codecs; k++)
+        for (unsigned i = 0; i < codecs[k]->n_options; i++) {
+            unsigned slot = gcd_codec_option_slot(codecs[k], i);
+            if (slot >= GCD_MAX_CODEC_OPTIONS) { /* a codec table this build cannot hold */
+                fprintf(stderr, "gpucompd: more codec settings than GCD_MAX_CODEC_OPTIONS\n");
+                abort();
+            }
+            const gcd_codec_option *o = &codecs[k]->options[i];
+            all_settings[n_settings++] = (setting){ o->name, "SIZE", o->help, NULL, o->live,
+                                                offsetof(gcd_config, codec_options) + slot * sizeof(uint64_t),
+                                                sizeof(uint64_t), false };
+        }
+}
+
+const gcd_setting *gcd_settings(unsigned *n)
+{
+    if (!n_settings)
+        for (size_t i = 0; i < N_CORE; i++) {
+            if (core_settings[i].name)
+                all_settings[n_settings++] = core_settings[i];
+            else
+                add_codec_options();
+        }
+    *n = n_settings;
+    return all_settings;
+}
+
+static uint64_t *codec_option_at(gcd_config *cfg, const setting *s)
+{
+    return (uint64_t *)((char *)cfg + s->offset);
+}
+
+bool gcd_setting_differs(const gcd_setting *s, const gcd_config *a, const gcd_config *b)
+{
+    const char *x = (const char *)a + s->offset, *y = (const char *)b + s->offset;
+    if (s->text)
+        return strncmp(x, y, s->size) != 0;
+    return memcmp(x, y, s->size) != 0;
+}
+
+void gcd_setting_copy(const gcd_setting *s, gcd_config *to, const gcd_config *from)
+{
+    memcpy((char *)to + s->offset, (const char *)from + s->offset, s->size);
+}
 
 /*
  * Page-locked memory cannot be swapped or reclaimed, so registrations get a
@@ -313,8 +399,6 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->idle_timeout_ms = 600000;
     cfg->gpu = GCD_GPU_AUTO;
     cfg->gpu_min_bytes = 3ull << 20;
-    cfg->gpu_min_bytes_bzip2 = 4ull << 20;
-    cfg->gpu_min_bytes_bzip2_decompress = 8ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
     cfg->device_lanes = 2;
@@ -322,13 +406,20 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->fail_lane = -1;
     cfg->log_level = LOG_INFO;
     cfg->register_limit = default_register_limit();
+    unsigned n_codecs;
+    const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
+    for (unsigned k = 0; k < n_codecs; k++)
+        for (unsigned i = 0; i < codecs[k]->n_options && gcd_codec_option_slot(codecs[k], i) < GCD_MAX_CODEC_OPTIONS; i++)
+            cfg->codec_options[gcd_codec_option_slot(codecs[k], i)] = codecs[k]->options[i].default_value;
 }
 
 static const setting *find_setting(const char *name)
 {
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        if (strcmp(settings[i].name, name) == 0)
-            return &settings[i];
+    unsigned n;
+    const setting *all = gcd_settings(&n);
+    for (unsigned i = 0; i < n; i++)
+        if (strcmp(all[i].name, name) == 0)
+            return &all[i];
     return NULL;
 }
 
@@ -339,7 +430,7 @@ static bool apply(gcd_config *cfg, const char *name, const char *value, const ch
         fprintf(stderr, "gpucompd: %s: unknown setting '%s'\n", where, name);
         return false;
     }
-    if (!s->set(cfg, value)) {
+    if (s->set ? !s->set(cfg, value) : !gc_parse_size(value, UINT64_MAX, codec_option_at(cfg, s))) {
         fprintf(stderr, "gpucompd: %s: invalid value '%s' for %s (expected %s)\n",
                 where, value, name, s->arg_help);
         return false;
@@ -415,7 +506,9 @@ static void usage(FILE *out)
     enum { WIDTH = 30 }; /* "      --user-memory-share=PERCENT" and shorter */
     fprintf(out, "Usage: gpucompd [OPTION]...\n"
                  "GPU compression daemon: serves compress/decompress requests on a Unix socket.\n\n");
-    for (size_t i = 0; i < N_SETTINGS; i++) {
+    unsigned n;
+    const setting *settings = gcd_settings(&n);
+    for (unsigned i = 0; i < n; i++) {
         char opt[128];
         snprintf(opt, sizeof opt, "      --%s=%s", settings[i].name, settings[i].arg_help);
         usage_line(out, opt, WIDTH, settings[i].help);
@@ -430,14 +523,16 @@ enum { OPT_CONFIG = 256, OPT_SETTING_BASE = 512 };
 
 int gcd_config_parse(gcd_config *cfg, int argc, char **argv)
 {
-    struct option longopts[N_SETTINGS + 5];
-    for (size_t i = 0; i < N_SETTINGS; i++)
+    unsigned n;
+    const setting *settings = gcd_settings(&n);
+    struct option longopts[N_MOST + 5];
+    for (unsigned i = 0; i < n; i++)
         longopts[i] = (struct option){ settings[i].name, required_argument, NULL, OPT_SETTING_BASE + (int)i };
-    longopts[N_SETTINGS] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
-    longopts[N_SETTINGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
-    longopts[N_SETTINGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
-    longopts[N_SETTINGS + 3] = (struct option){ "version", no_argument, NULL, 'V' };
-    longopts[N_SETTINGS + 4] = (struct option){ NULL, 0, NULL, 0 };
+    longopts[n] = (struct option){ "config", required_argument, NULL, OPT_CONFIG };
+    longopts[n + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
+    longopts[n + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+    longopts[n + 3] = (struct option){ "version", no_argument, NULL, 'V' };
+    longopts[n + 4] = (struct option){ NULL, 0, NULL, 0 };
 
     /* First pass: only --config, so the command line can override the file.
      * optind = 0 makes glibc start over: SIGHUP parses the command line again. */

@@ -15,6 +15,7 @@
 #define GCD_SOCKET_PATH_MAX 108
 #define GCD_ALLOW_MAX 32        /* entries in allow-users and in allow-groups */
 #define GCD_GROUP_NAME_MAX 64
+#define GCD_MAX_CODEC_OPTIONS 8 /* the codecs' own settings, together (codec.h gcd_codec_option) */
 
 typedef enum gcd_gpu_mode {
     GCD_GPU_AUTO = 0,           /* use GPUs when present, else CPU */
@@ -40,8 +41,7 @@ typedef struct gcd_config {
     uint64_t idle_timeout_ms; /* a connection with nothing to do is closed after this (0 = never) */
     gcd_gpu_mode gpu;
     uint64_t gpu_min_bytes;   /* requests smaller than this run on the CPU engine */
-    uint64_t gpu_min_bytes_bzip2; /* the same for a bzip2 compress */
-    uint64_t gpu_min_bytes_bzip2_decompress; /* and a bzip2 decompress (its compressed input) */
+    uint64_t codec_options[GCD_MAX_CODEC_OPTIONS]; /* the codecs' own settings (codec.h gcd_codec_option) */
     uint64_t batch_bytes;     /* most input bytes in one device batch */
     uint64_t batch_wait_us;   /* longest wait for a batch to fill */
     unsigned device_lanes;    /* scheduler threads (each with its own context) per device */
@@ -62,6 +62,28 @@ typedef struct gcd_config {
     unsigned n_allow_gids;
     char socket_group[GCD_GROUP_NAME_MAX]; /* group of a socket we create ("" = default) */
 } gcd_config;
+
+typedef bool (*gcd_setting_set_fn)(gcd_config *cfg, const char *value);
+
+/* One setting: its option and config-file name, how to parse it, and how a reload treats it. */
+typedef struct gcd_setting {
+    const char *name;          /* --NAME on the command line, NAME = value in the config file */
+    const char *arg_help;
+    const char *help;
+    gcd_setting_set_fn set;    /* NULL: a codec's option, a size */
+    bool live;                 /* SIGHUP applies a change at once; otherwise it waits for a restart */
+    size_t offset, size;       /* its value in gcd_config (size 0: applied by its user, peer.h) */
+    bool text;                 /* a string: the same up to its end is unchanged */
+} gcd_setting;
+
+/* Every setting, the codecs' own among them, in --help order: *n gets the count. */
+const gcd_setting *gcd_settings(unsigned *n);
+
+/* Whether setting s has another value in a than in b (never for a setting of size 0). */
+bool gcd_setting_differs(const gcd_setting *s, const gcd_config *a, const gcd_config *b);
+
+/* Give to the value of setting s in to (size 0: nothing). */
+void gcd_setting_copy(const gcd_setting *s, gcd_config *to, const gcd_config *from);
 
 /* Fill *cfg with the built-in defaults. */
 void gcd_config_defaults(gcd_config *cfg);

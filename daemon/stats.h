@@ -3,7 +3,7 @@
 #define GCD_STATS_H
 
 #include "proto/gpucomp.pb-c.h"
-#include "server.h"
+#include "server_state.h"
 
 /* A Stats message with the storage its fields point to. */
 typedef struct gcd_stats_message {

@@ -5,30 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-
 #include "budget.h"
 #include "codec.h"
-#include "conn.h"
 #include "engine.h"
 #include "gc_clock.h"
 #include "log.h"
 #include "response.h"
+#include "server_state.h"
 #include "shared_output.h"
-#include "stats.h"
 #include "wire.h"
 
 /* Output frames of a stream carry at most this: small enough that both ends
  * reuse heap memory for them instead of faulting in fresh pages per frame. */
 #define STREAM_PIECE ((size_t)1 << 20)
-/* Stop taking parts while the client leaves this much of its answers unread (conn.c's limit). */
-#define STREAM_OUTPUT_HIGH_WATER ((size_t)64 << 20)
-/* ... and take none, even with no part out, while this much is unread. */
+/* Past GCD_OUTPUT_HIGH_WATER (response.h) a stream takes no more parts, and none at all,
+ * even with no part out, while this much is unread. */
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 
 struct gcd_stream {
     uint64_t id;
-    gcd_conn *conn;
+    gcd_stream_set *set;        /* its connection's */
     gcd_request proto;          /* op, codec, options, max_output, uid: what every part copies */
     const gcd_stream_ops *ops;
     void *state;                /* the codec's */
@@ -49,12 +45,13 @@ struct gcd_stream {
     /* parts */
     uint64_t next_seq, emit_seq;
     unsigned in_flight;
+    gcd_request *out[GCD_STREAM_DEPTH];  /* at the engines, by part_seq % GCD_STREAM_DEPTH */
     gcd_request *done[GCD_STREAM_DEPTH]; /* back from the engines, waiting for their turn */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
     uint64_t waiting_since_ns;  /* waiting for the client's input (or last frame) since (0: not waiting) */
-    gcd_stream *next;           /* c->streams */
+    gcd_stream *next;           /* set->list */
 };
 
 static void pump(gcd_stream *s);
@@ -66,9 +63,9 @@ static bool chained(const gcd_stream *s)
 
 /* ---- lifetime ---------------------------------------------------------- */
 
-gcd_stream *gcd_stream_find(gcd_conn *c, uint64_t id)
+gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id)
 {
-    for (gcd_stream *s = c->streams; s; s = s->next)
+    for (gcd_stream *s = set->list; s; s = s->next)
         if (s->id == id)
             return s;
     return NULL;
@@ -79,17 +76,17 @@ static void drop_buffer(gcd_stream *s)
     free(s->buf);
     s->buf = NULL;
     s->len = s->cap = 0;
-    gcd_budget_release(s->conn->server->budget, s->proto.uid, s->charged);
+    gcd_budget_release(s->set->server->budget, s->proto.uid, s->charged);
     s->charged = 0;
 }
 
 static void stream_free(gcd_stream *s)
 {
-    gcd_conn *c = s->conn;
-    for (gcd_stream **p = &c->streams; *p; p = &(*p)->next)
+    gcd_stream_set *set = s->set;
+    for (gcd_stream **p = &set->list; *p; p = &(*p)->next)
         if (*p == s) {
             *p = s->next;
-            c->n_streams--;
+            set->n--;
             break;
         }
     for (unsigned i = 0; i < GCD_STREAM_DEPTH; i++)
@@ -102,7 +99,7 @@ static void stream_free(gcd_stream *s)
 /* Free s once nothing refers to it: its client has finished with the id and no part is out. */
 static void maybe_free(gcd_stream *s)
 {
-    bool gone = s->conn->state == GCD_CONN_CLOSED;
+    bool gone = s->set->gone(s->set->owner);
     if (s->in_flight == 0 && (gone || (s->answered && s->client_done)))
         stream_free(s);
 }
@@ -120,14 +117,14 @@ static void answered(gcd_stream *s)
     if (s->answered)
         return;
     s->answered = true;
-    s->conn->n_streams_open--;
+    s->set->n_open--;
     if (!s->client_done)
         s->waiting_since_ns = gc_now_ns();
 }
 
 static bool can_send(const gcd_stream *s)
 {
-    return s->conn->state == GCD_CONN_SERVING && !s->answered;
+    return s->set->serving(s->set->owner) && !s->answered;
 }
 
 static void piece_response(const gcd_stream *s, Gpucomp__Response *resp)
@@ -144,7 +141,7 @@ static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
     piece_response(s, &resp);
     resp.payload.data = (uint8_t *)data;
     resp.payload.len = len;
-    gcd_send_response(s->conn, &resp);
+    gcd_send_response(s->set->out, &resp);
 }
 
 /* Tell the client how much input was taken, so it may send more. */
@@ -174,7 +171,7 @@ static bool may_put(gcd_stream *s, size_t len)
 
 static size_t piece_size(const gcd_stream *s)
 {
-    size_t piece = gc_wire_max_payload(s->conn->server->cfg.max_frame);
+    size_t piece = gc_wire_max_payload(s->set->server->cfg.max_frame);
     return piece < STREAM_PIECE ? piece : STREAM_PIECE;
 }
 
@@ -203,7 +200,7 @@ static bool send_shared(gcd_stream *s, gcd_shared_output *o, size_t from, size_t
         size_t n = to - from < piece ? to - from : piece;
         Gpucomp__Response resp;
         piece_response(s, &resp);
-        if (!gcd_send_response_ref(s->conn, &resp, o->buf + from, n, gcd_shared_output_done, o)) {
+        if (!gcd_send_response_ref(s->set->out, &resp, o->buf + from, n, gcd_shared_output_done, o)) {
             while (++k < pieces) /* the pieces never queued give their references back */
                 gcd_shared_output_unref(o);
             return false;
@@ -265,9 +262,9 @@ void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
 /* Cancel the parts still at the engines: their results are dropped when they return. */
 static void cancel_parts(gcd_stream *s)
 {
-    for (gcd_request *r = s->conn->flight; r; r = r->flight_next)
-        if (r->stream == s)
-            atomic_store_explicit(&r->cancelled, true, memory_order_relaxed);
+    for (unsigned i = 0; i < GCD_STREAM_DEPTH; i++)
+        if (s->out[i])
+            atomic_store_explicit(&s->out[i]->cancelled, true, memory_order_relaxed);
 }
 
 /* End the stream with an error: one final frame, its work dropped. */
@@ -275,7 +272,7 @@ static void fail(gcd_stream *s, const gc_error *err)
 {
     if (s->answered)
         return;
-    if (s->conn->state == GCD_CONN_SERVING) {
+    if (s->set->serving(s->set->owner)) {
         Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
         resp.id = s->id;
         resp.stream = 1;
@@ -284,10 +281,10 @@ static void fail(gcd_stream *s, const gc_error *err)
         resp.status = (Gpucomp__Status)err->code;
         resp.message = (char *)err->msg;
         gcd_log(LOG_DEBUG, "stream %llu: %s: %s", (unsigned long long)s->id, gc_status_str(err->code), err->msg);
-        gcd_send_response(s->conn, &resp);
+        gcd_send_response(s->set->out, &resp);
     }
     answered(s);
-    s->conn->server->counters.requests_failed++;
+    s->set->server->counters.requests_failed++;
     cancel_parts(s);
     drop_buffer(s);
 }
@@ -317,9 +314,9 @@ static void finish(gcd_stream *s)
         resp.trailing_garbage = 1;
         resp.garbage_offset = s->garbage_offset;
     }
-    gcd_send_response(s->conn, &resp);
+    gcd_send_response(s->set->out, &resp);
     answered(s);
-    gcd_counters *k = &s->conn->server->counters;
+    gcd_counters *k = &s->set->server->counters;
     k->requests_ok++;
     k->bytes_in += s->received;
     k->bytes_out += s->out_total;
@@ -339,7 +336,7 @@ static bool reserve(gcd_stream *s, size_t more, gc_error *err)
     size_t cap = s->cap ? s->cap : (size_t)1 << 20;
     while (cap - s->len < more)
         cap *= 2;
-    gcd_budget *b = s->conn->server->budget;
+    gcd_budget *b = s->set->server->budget;
     if (!gcd_budget_try_charge(b, s->proto.uid, cap - s->cap)) {
         gc_fail(err, GC_E_LIMIT, "the stream's input buffer of %zu bytes does not fit the daemon's memory "
                 "budget now (%llu of %llu bytes held): retry later", cap,
@@ -407,12 +404,13 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
     maybe_free(s);
 }
 
-static int check_open(gcd_conn *c, const Gpucomp__Request *m, const gcd_request *proto, gc_error *err)
+static int check_open(const gcd_stream_set *set, const Gpucomp__Request *m, const gcd_request *proto,
+                      gc_error *err)
 {
     if (m->payload_in_fd)
         return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream's input travels in frames, not memfds",
                        (unsigned long long)m->id);
-    if (c->n_streams_open >= GCD_STREAM_MAX_PER_CONN)
+    if (set->n_open >= GCD_STREAM_MAX_PER_CONN)
         return gc_fail(err, GC_E_LIMIT, "more than %d streams open on one connection", GCD_STREAM_MAX_PER_CONN);
     int rc = gcd_engine_check(proto, err);
     if (rc != GC_OK)
@@ -423,29 +421,29 @@ static int check_open(gcd_conn *c, const Gpucomp__Request *m, const gcd_request 
     return GC_OK;
 }
 
-void gcd_stream_open(gcd_conn *c, const Gpucomp__Request *m)
+void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m)
 {
     gcd_stream *s = calloc(1, sizeof *s);
-    gcd_request *tmp = gcd_request_new(c, m);
+    gcd_request *tmp = gcd_request_new(set->owner, m);
     gc_error err = { 0 };
     if (!s || !tmp) {
         free(s);
         gcd_request_free(tmp);
-        gcd_send_error_frame(c, m->id, GC_E_NOMEM, true, "out of memory opening a stream");
+        gcd_send_error_frame(set->out, m->id, GC_E_NOMEM, true, "out of memory opening a stream");
         return;
     }
     s->proto = *tmp;
     free(tmp); /* owns nothing yet */
     s->proto.total_size = 0;
-    s->proto.uid = c->peer_uid;
-    s->proto.budget = c->server->budget;
+    s->proto.uid = set->uid;
+    s->proto.budget = set->server->budget;
     s->id = m->id;
-    s->conn = c;
-    s->next = c->streams;
-    c->streams = s;
-    c->n_streams++;
-    int rc = check_open(c, m, &s->proto, &err);
-    c->n_streams_open++; /* fail() below counts it answered */
+    s->set = set;
+    s->next = set->list;
+    set->list = s;
+    set->n++;
+    int rc = check_open(set, m, &s->proto, &err);
+    set->n_open++; /* fail() below counts it answered */
     if (rc == GC_OK) {
         s->ops = gcd_codec_find(s->proto.codec)->stream;
         s->state = s->ops->open(&s->proto, &err);
@@ -483,8 +481,8 @@ void gcd_stream_cancel(gcd_stream *s)
  */
 static bool output_backed_up(const gcd_stream *s)
 {
-    size_t queued = evbuffer_get_length(bufferevent_get_output(s->conn->bev));
-    if (queued <= STREAM_OUTPUT_HIGH_WATER)
+    size_t queued = gcd_output_queued(s->set->out);
+    if (queued <= GCD_OUTPUT_HIGH_WATER)
         return false;
     return s->next_seq != s->emit_seq || queued > STREAM_OUTPUT_MOST;
 }
@@ -525,7 +523,7 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
 /* A part of the first take bytes of buf; buf keeps the rest. */
 static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *err)
 {
-    gcd_budget *b = s->conn->server->budget;
+    gcd_budget *b = s->set->server->budget;
     if (take && !gcd_budget_try_charge(b, s->proto.uid, take)) {
         gc_fail(err, GC_E_LIMIT, "a stream part of %zu bytes does not fit the daemon's memory budget now "
                 "(%llu of %llu bytes held): retry later", take,
@@ -550,10 +548,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
     r->part_seq = s->next_seq++;
     r->part_offset = s->base;
     r->part_final = final;
-    r->progress_to = s->conn->server->completions;
-    r->max_output = s->proto.max_output ? s->proto.max_output - s->out_total : s->conn->server->cfg.max_output;
-    if (r->max_output > s->conn->server->cfg.max_output)
-        r->max_output = s->conn->server->cfg.max_output;
+    r->progress_to = s->set->server->completions;
+    r->max_output = s->proto.max_output ? s->proto.max_output - s->out_total : s->set->server->cfg.max_output;
+    if (r->max_output > s->set->server->cfg.max_output)
+        r->max_output = s->set->server->cfg.max_output;
     atomic_init(&r->cancelled, false);
     if (take)
         memcpy(in, s->buf, take);
@@ -597,8 +595,9 @@ static void pump(gcd_stream *s)
         if (s->base > s->consumed) /* a chained part's carry was counted when first taken */
             s->consumed = s->base;
         s->in_flight++;
+        s->out[r->part_seq % GCD_STREAM_DEPTH] = r;
         send_credit(s);
-        gcd_conn_submit(s->conn, r);
+        s->set->submit(s->set->owner, r);
     }
     if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
         s->waiting_since_ns = gc_now_ns();
@@ -665,7 +664,8 @@ void gcd_stream_part_done(gcd_request *r)
 {
     gcd_stream *s = r->stream;
     s->in_flight--;
-    if (s->answered || s->conn->state != GCD_CONN_SERVING) {
+    s->out[r->part_seq % GCD_STREAM_DEPTH] = NULL;
+    if (s->answered || !s->set->serving(s->set->owner)) {
         gcd_request_free(r);
         maybe_free(s);
         return;
@@ -679,23 +679,23 @@ void gcd_stream_part_done(gcd_request *r)
     maybe_free(s);
 }
 
-void gcd_stream_resume_all(gcd_conn *c)
+void gcd_stream_resume_all(gcd_stream_set *set)
 {
     gcd_stream *next;
-    for (gcd_stream *s = c->streams; s; s = next) {
+    for (gcd_stream *s = set->list; s; s = next) {
         next = s->next;
         if (!s->answered)
             pump(s);
     }
 }
 
-void gcd_stream_close_all(gcd_conn *c)
+void gcd_stream_close_all(gcd_stream_set *set)
 {
     gcd_stream *next;
-    for (gcd_stream *s = c->streams; s; s = next) {
+    for (gcd_stream *s = set->list; s; s = next) {
         next = s->next;
         if (!s->answered) /* abandoned by its client: counted as a failed request */
-            c->server->counters.requests_failed++;
+            set->server->counters.requests_failed++;
         answered(s);
         cancel_parts(s);
         if (s->in_flight == 0)
@@ -703,17 +703,17 @@ void gcd_stream_close_all(gcd_conn *c)
     }
 }
 
-bool gcd_stream_awaits_input(const gcd_conn *c)
+bool gcd_stream_awaits_input(const gcd_stream_set *set)
 {
-    for (const gcd_stream *s = c->streams; s; s = s->next)
+    for (const gcd_stream *s = set->list; s; s = s->next)
         if (!s->answered && !s->client_done)
             return true;
     return false;
 }
 
-bool gcd_stream_overdue(const gcd_conn *c, uint64_t now, uint64_t request_ns)
+bool gcd_stream_overdue(const gcd_stream_set *set, uint64_t now, uint64_t request_ns)
 {
-    for (const gcd_stream *s = c->streams; s; s = s->next)
+    for (const gcd_stream *s = set->list; s; s = s->next)
         if (s->waiting_since_ns && !s->client_done && now - s->waiting_since_ns > request_ns)
             return true;
     return false;

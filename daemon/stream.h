@@ -12,6 +12,10 @@
  * client leaves more than the unread-answer limit unread: so a stream holds
  * at most the window, its parts and their outputs, whatever its length.
  *
+ * A stream knows its connection only as a gcd_stream_set: where answers go,
+ * whom memory is charged to, and callbacks to submit a part and to ask
+ * whether the connection still serves.
+ *
  * Loop thread only.
  */
 #ifndef GCD_STREAM_H
@@ -19,12 +23,29 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto/gpucomp.pb-c.h"
+#include "response.h"
 
 struct gcd_conn;
 struct gcd_request;
+struct gcd_server;
 typedef struct gcd_stream gcd_stream;
+
+/* A connection's streams and what they need of it (conn.h holds one; conn.c fills it in). */
+typedef struct gcd_stream_set {
+    gcd_stream *list;             /* held: open, or answered and not yet released */
+    unsigned n;                   /* in list */
+    unsigned n_open;              /* of them, not yet answered: what max_streams bounds */
+    gcd_output *out;              /* where their answers go */
+    struct gcd_server *server;    /* budget, settings, counters, completion queue */
+    uid_t uid;                    /* whom their memory is charged to */
+    struct gcd_conn *owner;       /* the connection: the callbacks' argument, the parts' r->conn */
+    bool (*serving)(const struct gcd_conn *c); /* answers may be sent */
+    bool (*gone)(const struct gcd_conn *c);    /* closed: streams go as their parts return */
+    void (*submit)(struct gcd_conn *c, struct gcd_request *part); /* to the engines, until it is done */
+} gcd_stream_set;
 
 /* Input a client may send beyond what the daemon has taken (announced in Welcome). */
 #define GCD_STREAM_WINDOW ((uint64_t)64 << 20)
@@ -38,11 +59,11 @@ typedef struct gcd_stream gcd_stream;
 #define GCD_STREAM_DEPTH 4
 #endif
 
-/* The stream id names on c, or NULL. */
-gcd_stream *gcd_stream_find(struct gcd_conn *c, uint64_t id);
+/* The stream id names in set, or NULL. */
+gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id);
 
 /* A first frame with stream = true: open the stream (or answer why not) and take its payload. */
-void gcd_stream_open(struct gcd_conn *c, const Gpucomp__Request *m);
+void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m);
 
 /* A later frame of s: input, a flush mark, the end of the input. */
 void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m);
@@ -54,16 +75,16 @@ void gcd_stream_cancel(gcd_stream *s);
 void gcd_stream_part_done(struct gcd_request *part);
 
 /* The connection's queued answers drained: streams held back by them go on. */
-void gcd_stream_resume_all(struct gcd_conn *c);
+void gcd_stream_resume_all(gcd_stream_set *set);
 
 /* The connection closed: free its streams that have no part out (the rest go as their parts return). */
-void gcd_stream_close_all(struct gcd_conn *c);
+void gcd_stream_close_all(gcd_stream_set *set);
 
-/* Whether one of c's streams still takes input (its memory waits for c's later frames). */
-bool gcd_stream_awaits_input(const struct gcd_conn *c);
+/* Whether one of the streams still takes input (its memory waits for the connection's later frames). */
+bool gcd_stream_awaits_input(const gcd_stream_set *set);
 
-/* Whether one of c's streams has waited longer than request_ns for its client's input. */
-bool gcd_stream_overdue(const struct gcd_conn *c, uint64_t now_ns, uint64_t request_ns);
+/* Whether one of the streams has waited longer than request_ns for its client's input. */
+bool gcd_stream_overdue(const gcd_stream_set *set, uint64_t now_ns, uint64_t request_ns);
 
 /*
  * For a codec's stream hooks: append output to the stream's answer

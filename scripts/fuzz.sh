@@ -4,7 +4,7 @@
 # one, tests/fuzz/fuzz_bz2_part.c), the daemon's frame handling (frame: wire framing,
 # request validation and the CPU engine, tests/fuzz/fuzz_frame.c) and the GPU
 # bzip2 decoder's host-side framing walk (bz2walk, tests/fuzz/fuzz_bz2_dec_walk.cc).
-# Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30)
+# Usage: scripts/fuzz.sh [SECONDS-PER-TARGET]   (default 30; FUZZ_TARGETS="frame" runs only those named)
 # Prints "fuzz-TARGET: 1 passed, 0 failed" (or "0 passed, 1 failed") per target;
 # a crash leaves its reproducer in build-fuzz/.
 set -uo pipefail
@@ -31,7 +31,7 @@ declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
-    [frame]="-Idaemon tests/fuzz/fuzz_frame.c proto/wire.c daemon/request.c daemon/engine.c daemon/budget.c
+    [frame]="-Idaemon tests/fuzz/fuzz_frame.c proto/wire.c daemon/assembly.c daemon/request.c daemon/engine.c daemon/budget.c
              daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
              daemon/fd_payload.c daemon/fd_map_cache.c daemon/shared_output.c codecs/rle/cpu/rle.c common/crc32c.c $bz2"
 )
@@ -49,7 +49,7 @@ build_bz2walk() {
         -o "$1"
 }
 status=0
-for target in rle bzip2 bz2part frame bz2walk; do
+for target in ${FUZZ_TARGETS:-rle bzip2 bz2part frame bz2walk}; do
     bin="$out/fuzz_$target"
     corpus="$out/corpus-$target"
     rm -rf "$corpus"

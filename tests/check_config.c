@@ -18,6 +18,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "settings.h"
 
 #ifndef SHIPPED_CONF
@@ -296,6 +297,80 @@ START_TEST(test_long_lines)
 }
 END_TEST
 
+/* key = value parsed over the defaults. */
+static void config_with(gcd_config *cfg, const char *key, const char *value)
+{
+    char buf[256];
+    char *opt = option(buf, sizeof buf, key, value);
+    gcd_config_defaults(cfg);
+    ck_assert_msg(parse_args(cfg, 1, &opt) == 0, "%s does not parse", opt);
+}
+
+/*
+ * The table's reload metadata (settings.h gcd_setting): each setting's
+ * field is its own, so a SIGHUP sees a change of exactly that setting and
+ * copies it; the allow lists alone are left to the peer policy, and they
+ * and the live settings are those a reload applies at once.
+ */
+START_TEST(test_each_setting_owns_its_field)
+{
+    static const example more[] = { { "fail-device", "0:1", "1.1:2" } };
+    static const char *const live[] = { "max-request", "max-output", "request-timeout", "idle-timeout",
+                                        "gpu-min-bytes", "gpu-min-bytes-bzip2",
+                                        "gpu-min-bytes-bzip2-decompress", "log-level", "allow-users",
+                                        "allow-groups" };
+    unsigned n;
+    const gcd_setting *all = gcd_settings(&n);
+    ck_assert_uint_eq(n, N_EXAMPLES + 1);
+    for (unsigned i = 0; i < n; i++) {
+        const gcd_setting *s = &all[i];
+        const example *e = NULL;
+        for (size_t k = 0; k < N_EXAMPLES && !e; k++)
+            if (strcmp(examples[k].key, s->name) == 0)
+                e = &examples[k];
+        if (!e && strcmp(s->name, more[0].key) == 0)
+            e = &more[0];
+        ck_assert_msg(e != NULL, "no values to try for %s", s->name);
+        bool is_live = false;
+        for (size_t k = 0; k < sizeof live / sizeof live[0]; k++)
+            is_live = is_live || strcmp(live[k], s->name) == 0;
+        ck_assert_msg(s->live == is_live, "%s: live is %d", s->name, (int)s->live);
+        bool by_peers = strncmp(s->name, "allow-", 6) == 0;
+        ck_assert_msg((s->size == 0) == by_peers, "%s: a field of %zu bytes", s->name, s->size);
+        if (by_peers)
+            continue;
+        gcd_config a, b;
+        config_with(&a, s->name, e->value);
+        config_with(&b, s->name, e->other);
+        for (unsigned j = 0; j < n; j++)
+            ck_assert_msg(gcd_setting_differs(&all[j], &a, &b) == (j == i),
+                          "%s set to %s and to %s: %s differs: %d", s->name, e->value, e->other, all[j].name,
+                          (int)gcd_setting_differs(&all[j], &a, &b));
+        gcd_setting_copy(s, &a, &b);
+        ck_assert_msg(!gcd_setting_differs(s, &a, &b), "%s: not copied", s->name);
+    }
+}
+END_TEST
+
+/* A codec's own settings (codec.h gcd_codec_option) reach the codec: bzip2's break-evens, by operation. */
+START_TEST(test_codec_options_reach_their_codec)
+{
+    gcd_request r = { .codec = GPUCOMP__CODEC__CODEC_BZIP2 };
+    gcd_config cfg;
+    gcd_config_defaults(&cfg);
+    r.op = GPUCOMP__OP__OP_COMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 4u << 20);
+    r.op = GPUCOMP__OP__OP_DECOMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 8u << 20);
+    char *opts[] = { (char *)"--gpu-min-bytes-bzip2=1M", (char *)"--gpu-min-bytes-bzip2-decompress=3M" };
+    ck_assert_int_eq(parse_args(&cfg, 2, opts), 0);
+    r.op = GPUCOMP__OP__OP_COMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 1u << 20);
+    r.op = GPUCOMP__OP__OP_DECOMPRESS;
+    ck_assert_uint_eq(gcd_codec_bzip2.gpu_min_bytes(&cfg, &r), 3u << 20);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -305,6 +380,8 @@ int main(void)
     tcase_add_test(t, test_all_example_lines_together);
     tcase_add_test(t, test_comment_rule);
     tcase_add_test(t, test_long_lines);
+    tcase_add_test(t, test_each_setting_owns_its_field);
+    tcase_add_test(t, test_codec_options_reach_their_codec);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

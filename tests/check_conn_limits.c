@@ -456,6 +456,42 @@ START_TEST(test_refused_stream_has_a_deadline)
 }
 END_TEST
 
+/*
+ * The incomplete-request deadline runs while a request is in assembly: a
+ * request refused at its only frame leaves none, so a connection that goes
+ * on working after it is not closed as holding an "incomplete request".
+ */
+START_TEST(test_refused_request_leaves_no_deadline)
+{
+    const char *args[] = { "--request-timeout=1", NULL };
+    test_daemon_start(&dut, args);
+    int fd = hello();
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = 1;
+    req.op = GPUCOMP__OP__OP_COMPRESS;
+    req.codec = (Gpucomp__Codec)99;
+    req.last = 1;
+    raw_send_request(fd, &req); /* refused at its first and last frame */
+    Gpucomp__Frame *f = final_answer(fd, 1);
+    ck_assert_msg(f && f->response->status != GPUCOMP__STATUS__STATUS_OK, "no refusal of an unknown codec");
+    gc_wire_free(f);
+    sleep_ms(2500); /* past the request-timeout, with nothing in assembly */
+    Gpucomp__Request ping = GPUCOMP__REQUEST__INIT;
+    ping.id = 2;
+    ping.op = GPUCOMP__OP__OP_PING;
+    ping.last = 1;
+    raw_send_request(fd, &ping);
+    f = raw_recv(fd, 1u << 20);
+    ck_assert_msg(f && f->body_case == GPUCOMP__FRAME__BODY_RESPONSE, "the connection ended");
+    ck_assert_msg(f->response->id == 2 && f->response->status == GPUCOMP__STATUS__STATUS_OK,
+                  "answer to id %llu, status %d (%s) instead of the PING's",
+                  (unsigned long long)f->response->id, (int)f->response->status,
+                  f->response->message ? f->response->message : "");
+    gc_wire_free(f);
+    close(fd);
+}
+END_TEST
+
 /* ---- max_streams means what it says ------------------------------------------- */
 
 static void open_stream(int fd, uint64_t id, Gpucomp__Op op)
@@ -556,6 +592,7 @@ static Suite *conn_limits_suite(void)
     tcase_add_test(t, test_refused_stream_opens_are_bounded);
     tcase_add_test(t, test_refused_stream_has_a_deadline);
     tcase_add_test(t, test_max_streams_can_be_open);
+    tcase_add_test(t, test_refused_request_leaves_no_deadline);
     suite_add_tcase(s, t);
     return s;
 }

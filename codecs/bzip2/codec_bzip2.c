@@ -145,6 +145,17 @@ static bool gpu_takes(const gcd_request *r)
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
+/* bzip2's own settings (codec.h gcd_codec_option), by index. */
+enum { OPTION_GPU_MIN_COMPRESS, OPTION_GPU_MIN_DECOMPRESS };
+static const gcd_codec_option options[] = {
+    [OPTION_GPU_MIN_COMPRESS] = { "gpu-min-bytes-bzip2",
+                                  "smaller bzip2 compress requests run on the CPU engine (default 4M)",
+                                  4ull << 20, true },
+    [OPTION_GPU_MIN_DECOMPRESS] = { "gpu-min-bytes-bzip2-decompress",
+                                    "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)",
+                                    8ull << 20, true },
+};
+
 /*
  * The device's break-even, one per operation: the decoder has a larger fixed
  * latency per request than the encoder (docs/DECISIONS.md). A decompress
@@ -152,7 +163,8 @@ static bool gpu_takes(const gcd_request *r)
  */
 static uint64_t gpu_min_bytes(const gcd_config *cfg, const gcd_request *r)
 {
-    return r->op == GPUCOMP__OP__OP_DECOMPRESS ? cfg->gpu_min_bytes_bzip2_decompress : cfg->gpu_min_bytes_bzip2;
+    unsigned option = r->op == GPUCOMP__OP__OP_DECOMPRESS ? OPTION_GPU_MIN_DECOMPRESS : OPTION_GPU_MIN_COMPRESS;
+    return cfg->codec_options[gcd_codec_option_slot(&gcd_codec_bzip2, option)];
 }
 
 /* The first capacity a decode job gets: its output is rarely smaller than its input. */
@@ -400,6 +412,8 @@ static const gcd_stream_ops stream_ops = {
 const gcd_codec gcd_codec_bzip2 = {
     .id = GPUCOMP__CODEC__CODEC_BZIP2,
     .name = "bzip2",
+    .options = options,
+    .n_options = sizeof options / sizeof options[0],
     .check = check,
     .work_bytes = work_bytes,
     .run_cpu = run_cpu,

@@ -13,15 +13,14 @@
  *    unknown fields included) that packs to the same bytes. Any difference
  *    abort()s.
  *  - the daemon's request path, for every Request after a valid Hello:
- *    gcd_request_new, gcd_engine_check and gcd_request_free from
- *    daemon/request.c and daemon/engine.c (linked as they are). conn.c's
- *    assembly (budget_admits / start_request / admit / handle_request /
- *    refuse) is static and tied to libevent and the server, so it is
- *    mirrored here, decision for decision, without the sockets: first frame
- *    of an id, tombstones for refused requests, payload bounds against
- *    total_size, the 64-request limit that closes the connection, a first
- *    frame that waits for memory (here: until its deadline, as nothing else
- *    holds any) or is refused for memory its own connection holds.
+ *    daemon/assembly.c, the module daemon/conn.c assembles requests with,
+ *    driven the way conn.c drives it (its budget wait, its id cap, cancel,
+ *    the first frame of an id, tombstones for refused requests, payload
+ *    bounds against total_size), with gcd_request_new, gcd_engine_check and
+ *    gcd_request_free from daemon/request.c and daemon/engine.c. A first
+ *    frame that would wait for memory ends the input (nothing else holds any
+ *    here, so only its deadline would end the wait). Stream frames only
+ *    count against the id cap: streams have their own tests.
  *  - a request that completes runs through the CPU engine
  *    (gcd_engine_run_cpu, one thread), and a COMPRESS that succeeds is
  *    decompressed by the engine again: it must give the input back.
@@ -32,8 +31,7 @@
  *
  * Not covered: descriptors (a fuzz input carries no SCM_RIGHTS, so a
  * payload_in_fd request always meets "fewer than 2 descriptors", as in the
- * daemon), responses, timeouts, the worker queues and the GPU. When conn.c
- * changes its assembly rules, the mirror below must follow.
+ * daemon), responses, timeouts, the worker queues and the GPU.
  *
  * Limits are the daemon's where they do not make the fuzzer allocate
  * gigabytes: the frame limit is the daemon's default (16 MiB); requests are
@@ -50,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/assembly.h"
 #include "daemon/budget.h"
 #include "daemon/completions.h"
 #include "daemon/engine.h"
@@ -63,7 +62,6 @@
 #define FUZZ_BUDGET (8u << 20)
 #define FUZZ_USER_SHARE (6u << 20)
 #define FUZZ_UID 1000
-#define MAX_ASSEMBLING 64 /* daemon/conn.c */
 
 /* The memory budget the requests charge (daemon/budget.h): empty between inputs. */
 static gcd_budget *budget;
@@ -284,38 +282,15 @@ static void check_round_trip(const Gpucomp__Frame *f)
 
 /* ---- the connection, as daemon/conn.c runs it ---------------------------- */
 
+#define MAX_STREAMS GCD_ASSEMBLY_MAX_IDS
+
 typedef struct conn_model {
     bool serving;          /* Hello accepted */
     bool closing;          /* the daemon closes the connection (or waits for ever) */
-    gcd_request *assembling;
-    unsigned n_assembling;
+    gcd_assembly assembly; /* the daemon's own */
+    uint64_t streams[MAX_STREAMS]; /* ids of streams opened and not yet ended by their client */
+    unsigned n_streams;
 } conn_model;
-
-static gcd_request *find_assembling(conn_model *c, uint64_t id)
-{
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->id == id)
-            return r;
-    return NULL;
-}
-
-static void unlink_assembling(conn_model *c, gcd_request *r)
-{
-    for (gcd_request **p = &c->assembling; *p; p = &(*p)->next)
-        if (*p == r) {
-            *p = r->next;
-            r->next = NULL;
-            c->n_assembling--;
-            return;
-        }
-    abort(); /* a request the model lost */
-}
-
-static void drop_request(conn_model *c, gcd_request *r)
-{
-    unlink_assembling(c, r);
-    gcd_request_free(r); /* releases its charges */
-}
 
 /* The answer to a refused request must say why. */
 static void check_error(const gc_error *err)
@@ -324,60 +299,23 @@ static void check_error(const gc_error *err)
         abort();
 }
 
-static void refuse(conn_model *c, gcd_request *r, const gc_error *err, bool more_frames)
+static gcd_request *find_assembling(const conn_model *c, uint64_t id)
 {
-    check_error(err);
-    if (!more_frames) {
-        drop_request(c, r);
-        return;
-    }
-    if (!r->input_mapped) { /* drop_input */
-        free(r->input);
-        r->input = NULL;
-        gcd_request_uncharge(r, r->input_charge);
-        r->input_charge = 0;
-    }
-    r->refused = true;
+    for (gcd_request *r = c->assembly.list; r; r = r->next)
+        if (r->id == id)
+            return r;
+    return NULL;
 }
 
-static int admit(gcd_request *r, bool payload_in_fd, gc_error *err)
-{
-    if (gcd_request_is_registration(r)) /* admit_registration: no descriptor ever arrives here */
-        return gc_fail(err, GC_E_PROTOCOL, "request %llu: a registration carries one memfd (payload_in_fd)",
-                       (unsigned long long)r->id);
-    int rc = gcd_engine_check(r, err);
-    if (rc != GC_OK) {
-        check_error(err);
-        return rc;
-    }
-    if (r->total_size > FUZZ_MAX_REQUEST)
-        return gc_fail(err, GC_E_LIMIT, "request of %llu bytes exceeds the max-request",
-                       (unsigned long long)r->total_size);
-    if (r->max_output == 0 || r->max_output > FUZZ_MAX_OUTPUT)
-        r->max_output = FUZZ_MAX_OUTPUT;
-    if (payload_in_fd) /* attach_fds with in_fd = out_fd = -1 */
-        return gc_fail(err, GC_E_PROTOCOL, "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
-                       (unsigned long long)r->id);
-    rc = gcd_request_charge(r, r->total_size, "input", err);
-    if (rc != GC_OK) {
-        check_error(err);
-        return rc;
-    }
-    if (r->charged != r->total_size)
-        abort();
-    r->input_charge = r->total_size;
-    r->input = malloc(r->total_size ? r->total_size : 1);
-    if (!r->input)
-        abort();
-    return GC_OK;
-}
-
-/* What gcd_request_new made of the first frame. */
+/* What gcd_request_new and admission made of the first frame. */
 static void check_new_request(const gcd_request *r, const Gpucomp__Request *m)
 {
     if (r->id != m->id || r->op != m->op || r->codec != m->codec || r->total_size != m->total_size ||
-        r->max_output != m->max_output || r->received != 0 || r->input || r->output ||
-        r->in_fd != -1 || r->out_fd != -1 || r->refused || r->charged)
+        r->output || r->in_fd != -1 || r->out_fd != -1 || r->refused || !r->input ||
+        r->charged != r->total_size || r->input_charge != r->total_size)
+        abort();
+    if (r->max_output == 0 || r->max_output > FUZZ_MAX_OUTPUT ||
+        (m->max_output && m->max_output <= FUZZ_MAX_OUTPUT && r->max_output != m->max_output))
         abort();
     if (m->options && (r->level != m->options->level || r->element_width != m->options->element_width ||
                        r->chunk_size != m->options->chunk_size))
@@ -386,59 +324,28 @@ static void check_new_request(const gcd_request *r, const Gpucomp__Request *m)
         abort();
 }
 
-static gcd_request *start_request(conn_model *c, const Gpucomp__Request *m)
+/* Every request in assembly: a tombstone holds nothing, any other its whole input's charge. */
+static void check_assembly(const conn_model *c)
 {
-    if (m->op == GPUCOMP__OP__OP_PING || m->op == GPUCOMP__OP__OP_STATS)
-        return NULL; /* answered at once */
-    if (c->n_assembling >= MAX_ASSEMBLING) { /* LIMIT, and the connection closes */
-        c->closing = true;
-        return NULL;
+    unsigned n = 0;
+    for (const gcd_request *r = c->assembly.list; r; r = r->next, n++) {
+        if (r->received > r->total_size)
+            abort();
+        if (r->refused ? r->charged || r->input
+                       : r->charged != r->input_charge || r->input_charge != r->total_size)
+            abort();
     }
-    gcd_request *r = gcd_request_new(NULL, m);
-    if (!r)
+    if (n != c->assembly.n || (n == 0) != (c->assembly.started_ns == 0) ||
+        n + c->n_streams > GCD_ASSEMBLY_MAX_IDS)
         abort();
-    check_new_request(r, m);
-    r->budget = budget;
-    r->uid = FUZZ_UID;
-    r->next = c->assembling;
-    c->assembling = r;
-    c->n_assembling++;
-    gc_error err = { 0 };
-    if (m->payload_in_fd && (!m->last || m->payload.len)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: a payload_in_fd request is one frame without payload",
-                (unsigned long long)m->id);
-        refuse(c, r, &err, !m->last);
-        return NULL;
-    }
-    if (admit(r, m->payload_in_fd, &err) != GC_OK) {
-        refuse(c, r, &err, !m->last);
-        return NULL;
-    }
-    return r;
 }
 
-/*
- * conn.c's budget_admits: a first frame whose input does not fit the budget
- * now stays unread until memory is released, unless its own connection has
- * a request in assembly holding memory: then admit refuses it with LIMIT at
- * once. Here nothing else holds memory that could be released (every
- * complete request has run), so a connection that waits would wait until
- * its timeouts end the wait: false.
- */
-static bool budget_admits(conn_model *c, const Gpucomp__Request *m)
+static int stream_slot(const conn_model *c, uint64_t id)
 {
-    if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
-        m->op == GPUCOMP__OP__OP_STATS || m->total_size == 0 || find_assembling(c, m->id))
-        return true;
-    if (!gcd_budget_could_fit(budget, m->total_size) || m->total_size > FUZZ_MAX_REQUEST)
-        return true; /* admit refuses it with GC_E_LIMIT */
-    if (gcd_budget_in_use(budget) + m->total_size <= gcd_budget_limit(budget) &&
-        gcd_budget_uid_in_use(budget, FUZZ_UID) + m->total_size <= gcd_budget_uid_limit(budget))
-        return true;
-    for (gcd_request *r = c->assembling; r; r = r->next)
-        if (r->charged)
-            return true; /* no wait for its own memory: admit refuses it */
-    return false;
+    for (unsigned i = 0; i < c->n_streams; i++)
+        if (c->streams[i] == id)
+            return (int)i;
+    return -1;
 }
 
 /* A request made of the output of r, to undo it (charged to no budget). */
@@ -497,42 +404,73 @@ static void run_engine(gcd_request *r)
     free(input);
 }
 
+/* A stream's frame (conn.c hands it to stream.c): here it only holds its id until its last frame. */
+static void stream_frame(conn_model *c, const Gpucomp__Request *m, int slot)
+{
+    if (slot < 0) {
+        if (!gcd_assembly_id_fits(&c->assembly, c->n_streams)) {
+            c->closing = true; /* LIMIT, and the connection closes */
+            return;
+        }
+        slot = (int)c->n_streams++;
+        c->streams[slot] = m->id;
+    }
+    if (m->last)
+        c->streams[slot] = c->streams[--c->n_streams];
+}
+
+static void request_frame(conn_model *c, const Gpucomp__Request *m)
+{
+    const int fds[2] = { -1, -1 }; /* a fuzz input carries no descriptors */
+    bool first = !find_assembling(c, m->id);
+    gcd_request *done = NULL;
+    gc_error err = { 0 };
+    switch (gcd_assembly_frame(&c->assembly, m, fds, c->n_streams, &done, &err)) {
+    case GCD_ASSEMBLY_TAKEN: {
+        gcd_request *r = find_assembling(c, m->id);
+        if (first && r && !r->refused)
+            check_new_request(r, m);
+        break;
+    }
+    case GCD_ASSEMBLY_COMPLETE:
+        if (!done || find_assembling(c, m->id) || !gcd_request_complete(done) || done->refused ||
+            done->charged != done->total_size)
+            abort();
+        run_engine(done);
+        gcd_request_free(done);
+        break;
+    case GCD_ASSEMBLY_REFUSED:
+        check_error(&err);
+        break;
+    case GCD_ASSEMBLY_FULL:
+        c->closing = true; /* LIMIT, and the connection closes */
+        break;
+    case GCD_ASSEMBLY_NO_MEMORY:
+    case GCD_ASSEMBLY_PING:
+    case GCD_ASSEMBLY_STATS:
+        if (!first || find_assembling(c, m->id))
+            abort();
+        break;
+    }
+}
+
 static void handle_request(conn_model *c, const Gpucomp__Request *m)
 {
     if (m->id == 0)
         return; /* connection-level PROTOCOL error */
-    gcd_request *r = find_assembling(c, m->id);
-    if (!r && !(r = start_request(c, m)))
-        return;
-    if (r->refused) {
-        if (m->last)
-            drop_request(c, r);
-        return;
+    int slot = stream_slot(c, m->id);
+    if (m->op == GPUCOMP__OP__OP_CANCEL) {
+        gc_error err = { 0 };
+        if (slot >= 0)
+            c->streams[slot] = c->streams[--c->n_streams];
+        else if (gcd_assembly_cancel(&c->assembly, m->id, &err) && err.code != GC_OK)
+            check_error(&err);
+    } else if (slot >= 0 || (m->stream && !find_assembling(c, m->id))) {
+        stream_frame(c, m, slot);
+    } else {
+        request_frame(c, m);
     }
-    gc_error err = { 0 };
-    if (r->received > r->total_size || r->charged != r->input_charge || r->input_charge != r->total_size)
-        abort();
-    if (m->payload.len > r->total_size - r->received) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu: payload exceeds its total_size of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->total_size);
-        refuse(c, r, &err, !m->last);
-        return;
-    }
-    if (m->payload.len)
-        memcpy(r->input + r->received, m->payload.data, m->payload.len);
-    r->received += m->payload.len;
-    if (!m->last)
-        return;
-    if (!gcd_request_complete(r)) {
-        gc_fail(&err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->received,
-                (unsigned long long)r->total_size);
-        refuse(c, r, &err, false);
-        return;
-    }
-    unlink_assembling(c, r); /* submit */
-    run_engine(r);
-    gcd_request_free(r);
+    check_assembly(c);
 }
 
 static void handle_frame(conn_model *c, const Gpucomp__Frame *f)
@@ -552,7 +490,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!budget && !(budget = gcd_budget_new(FUZZ_BUDGET, FUZZ_USER_SHARE)))
         abort();
+    gcd_config cfg = { 0 };
+    cfg.max_request = FUZZ_MAX_REQUEST;
+    cfg.max_output = FUZZ_MAX_OUTPUT;
+    cfg.register_limit = FUZZ_MAX_REQUEST;
     conn_model c = { 0 };
+    gcd_assembly_init(&c.assembly, &cfg, budget, FUZZ_UID, NULL);
     size_t at = 0;
     while (size - at >= GC_WIRE_HEADER_SIZE) {
         uint32_t body = gc_wire_body_len(data + at);
@@ -573,7 +516,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (f->body_case == GPUCOMP__FRAME__BODY__NOT_SET)
             abort();
         check_round_trip(f);
-        if (c.serving && f->body_case == GPUCOMP__FRAME__BODY_REQUEST && !budget_admits(&c, f->request)) {
+        if (c.serving && f->body_case == GPUCOMP__FRAME__BODY_REQUEST &&
+            gcd_assembly_must_wait(&c.assembly, f->request, stream_slot(&c, f->request->id) >= 0, false,
+                                   c.n_streams > 0)) {
             gc_wire_free(f);
             break;
         }
@@ -583,9 +528,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
     }
     /* The connection closes: whatever is still in assembly is dropped. */
-    while (c.assembling)
-        drop_request(&c, c.assembling);
-    if (c.n_assembling != 0 || gcd_budget_in_use(budget) != 0)
+    gcd_assembly_clear(&c.assembly);
+    if (c.assembly.n != 0 || c.assembly.list || c.assembly.started_ns || gcd_budget_in_use(budget) != 0)
         abort();
     return 0;
 }
