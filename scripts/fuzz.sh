@@ -31,9 +31,9 @@ declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
-    [frame]="-Idaemon tests/fuzz/fuzz_frame.c proto/wire.c daemon/assembly.c daemon/request.c daemon/engine.c daemon/budget.c
+    [frame]="$(daemon_includes) tests/fuzz/fuzz_frame.c proto/wire.c daemon/request/assembly.c daemon/request/request.c daemon/sched/engine.c daemon/mem/budget.c
              daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
-             daemon/fd_payload.c daemon/fd_map_cache.c daemon/shared_output.c codecs/rle/cpu/rle.c common/crc32c.c $bz2"
+             daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c codecs/rle/cpu/rle.c common/crc32c.c $bz2"
 )
 # The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
 # with the CPU engine's first stage standing in for the device's.

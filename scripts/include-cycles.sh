@@ -1,10 +1,11 @@
 #!/bin/bash
 # Print the include cycles among the daemon's and the client library's files
 # and exit 1 if there is one (a `make check` test: tests/check_include_cycles.sh).
-# A file is a node by its name without extension, so daemon/conn.c and
-# daemon/conn.h are one node "daemon/conn": a file including "x.h" is an edge
+# A file is a node by its name without extension, so daemon/conn/conn.c and
+# daemon/conn/conn.h are one node "daemon/conn/conn": a file including "x.h" is an edge
 # to x.c as well. Headers are looked up in the including file's folder, then
-# in the other folder; anything else (common/, codecs/, proto/, system) is
+# by name in every folder under daemon/ and libclient/ (the build puts them all
+# on the include path); anything else (common/, codecs/, proto/, system) is
 # outside the graph. Also fails if the daemon includes a client library header.
 # Usage: scripts/include-cycles.sh [SOURCE-TOP]
 set -uo pipefail
@@ -12,20 +13,22 @@ top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top" || exit 1
 dirs="daemon libclient"
 edges() {
-    local f d inc dir
-    for d in $dirs; do
-        for f in "$d"/*.c "$d"/*.h; do
-            [ -e "$f" ] || continue
-            sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
-                while read -r inc; do
-                    for dir in "$d" $dirs; do
-                        if [ -e "$dir/$inc" ]; then
-                            echo "${f%.*} $dir/${inc%.*}"
-                            break
-                        fi
-                    done
-                done
-        done
+    local f inc here found
+    local files
+    files=$(find $dirs -name '*.[ch]' | sort)
+    for f in $files; do
+        here=$(dirname "$f")
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+            while read -r inc; do
+                # the including file's folder first, then any folder of the graph (bare names)
+                found=""
+                if [ -e "$here/$inc" ]; then
+                    found="$here/$inc"
+                else
+                    found=$(printf '%s\n' $files | grep -m1 -E "(^|/)${inc//./\\.}\$")
+                fi
+                [ -n "$found" ] && echo "${f%.*} ${found%.*}"
+            done
     done
 }
 edges | sort -u | awk '

@@ -1,5 +1,5 @@
 /*
- * check_affinity.c - the CPUs near a PCI device (daemon/affinity.c): the
+ * check_affinity.c - the CPUs near a PCI device (daemon/sched/affinity.c): the
  * kernel's CPU-list syntax, and the lookup in a sysfs tree made here.
  */
 #include <stdio.h>

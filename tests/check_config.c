@@ -1,5 +1,5 @@
 /*
- * check_config.c - the daemon's config file (daemon/settings.c, the path
+ * check_config.c - the daemon's config file (daemon/config/settings.c, the path
  * `gpucompd --config` and SIGHUP take) and the shipped systemd/gpucompd.conf.
  *
  * Every example line of the shipped file, uncommented on its own and all of

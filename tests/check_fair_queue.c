@@ -1,6 +1,6 @@
 /*
  * check_fair_queue.c - the queue the CPU workers and the lanes serve from
- * (daemon/fair_queue.h): order within a connection, turns across users and
+ * (daemon/sched/fair_queue.h): order within a connection, turns across users and
  * across one user's connections, fairness by bytes, and memory that goes
  * back as flows empty.
  */

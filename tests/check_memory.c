@@ -3,7 +3,7 @@
  * whole requests and streams against a real gpucompd, then its private
  * memory (Private_Dirty of /proc/PID/smaps_rollup) must come back within
  * 50 MB of what it was before the soak, within 10 s of the last client
- * leaving (daemon/trim.h).
+ * leaving (daemon/mem/trim.h).
  *
  * GPUCOMP_SOAK_SECONDS sets the soak's length (default 12; scripts/soak.sh
  * runs the long one and prints the numbers). Under AddressSanitizer the

@@ -2,7 +2,7 @@
  * fuzz_frame.c - libFuzzer target for the daemon's frame handling.
  *
  * The input is the byte stream a client writes to the daemon's socket. It is
- * cut into frames the way daemon/conn.c's read_one_frame does (4-byte
+ * cut into frames the way daemon/conn/conn.c's read_one_frame does (4-byte
  * little-endian length from gc_wire_body_len, checked against the frame
  * limit before anything is allocated, then gc_wire_unpack on the body), and
  * every frame goes through:
@@ -13,18 +13,18 @@
  *    unknown fields included) that packs to the same bytes. Any difference
  *    abort()s.
  *  - the daemon's request path, for every Request after a valid Hello:
- *    daemon/assembly.c, the module daemon/conn.c assembles requests with,
+ *    daemon/request/assembly.c, the module daemon/conn/conn.c assembles requests with,
  *    driven the way conn.c drives it (its budget wait, its id cap, cancel,
  *    the first frame of an id, tombstones for refused requests, payload
  *    bounds against total_size), with gcd_request_new, gcd_engine_check and
- *    gcd_request_free from daemon/request.c and daemon/engine.c. A first
+ *    gcd_request_free from daemon/request/request.c and daemon/sched/engine.c. A first
  *    frame that would wait for memory ends the input (nothing else holds any
  *    here, so only its deadline would end the wait). Stream frames only
  *    count against the id cap: streams have their own tests.
  *  - a request that completes runs through the CPU engine
  *    (gcd_engine_run_cpu, one thread), and a COMPRESS that succeeds is
  *    decompressed by the engine again: it must give the input back.
- *  - the memory budget (daemon/budget.c, request.c's charges): a request
+ *  - the memory budget (daemon/mem/budget.c, request.c's charges): a request
  *    charges its input when admitted, the engine gives it back and charges
  *    the output; once the stream is over and every request freed, nothing
  *    may be left charged.
@@ -48,12 +48,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/assembly.h"
-#include "daemon/budget.h"
-#include "daemon/completions.h"
-#include "daemon/engine.h"
-#include "daemon/request.h"
-#include "daemon/stream.h"
+#include "daemon/request/assembly.h"
+#include "daemon/mem/budget.h"
+#include "daemon/sched/completions.h"
+#include "daemon/sched/engine.h"
+#include "daemon/request/request.h"
+#include "daemon/request/stream.h"
 #include "proto/wire.h"
 
 #define FUZZ_MAX_FRAME GC_WIRE_DEFAULT_MAX_FRAME
@@ -63,14 +63,14 @@
 #define FUZZ_USER_SHARE (6u << 20)
 #define FUZZ_UID 1000
 
-/* The memory budget the requests charge (daemon/budget.h): empty between inputs. */
+/* The memory budget the requests charge (daemon/mem/budget.h): empty between inputs. */
 static gcd_budget *budget;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
  * The codecs' stream hooks (codec.h gcd_stream_ops) hand output to
- * daemon/stream.c, which lives on the event loop and is not linked here:
+ * daemon/request/stream.c, which lives on the event loop and is not linked here:
  * this model runs requests through the engine and never a stream's part
  * (streams have their own tests, check_stream_wire). Reaching these is a
  * bug in the model.
@@ -280,7 +280,7 @@ static void check_round_trip(const Gpucomp__Frame *f)
     free(buf);
 }
 
-/* ---- the connection, as daemon/conn.c runs it ---------------------------- */
+/* ---- the connection, as daemon/conn/conn.c runs it ---------------------------- */
 
 #define MAX_STREAMS GCD_ASSEMBLY_MAX_IDS
 
