@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_size(DecBlk *blk, uint
     int lane = (int)(threadIdx.x % 32);
     if (i >= nb || blk[i].status != kDecOk)
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * kDecColumn;
+    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
     uint32_t n = blk[i].n, prev = 0, r = 0;
     uint64_t total = 0;
     for (uint32_t at = 0; at < n; at += 128) {
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_expand(const DecBlk *b
     int lane = (int)(threadIdx.x % 32);
     if (i >= nb)
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * kDecColumn;
+    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
     uint8_t *o = out + place[i].in_start;
     uint32_t n = blk[i].n, prev = 0, r = 0;
     uint64_t base = 0;

@@ -30,13 +30,13 @@ Sizes sizes_for(uint64_t piece_cap)
     Sizes z;
     z.piece = piece_cap;
     z.rle = piece_cap + piece_cap / 4 + 64;
-    z.segs = (piece_cap + kBz2Segment - 1) / kBz2Segment;
+    z.segs = (piece_cap + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES;
     if (z.segs == 0)
         z.segs = 1;
     /* every block of a segment but its last holds >= limit - 4 RLE1 bytes, >= (limit - 4) * 4 / 5 input bytes */
-    z.blocks_seg = kBz2Segment / ((kMinLimit - 4) / 2) + 3;
+    z.blocks_seg = BZ2_SEGMENT_BYTES / ((kMinLimit - 4) / 2) + 3;
     z.blocks = z.segs * z.blocks_seg;
-    z.groups = (z.rle + z.blocks) / kBz2GroupSize + 2 * z.blocks + 2;
+    z.groups = (z.rle + z.blocks) / BZ2_GROUP_SIZE + 2 * z.blocks + 2;
     z.chunks = z.rle / kBz2MtfChunk + z.blocks + 1;
     return z;
 }
@@ -93,8 +93,8 @@ bool carve_piece(uint8_t *p, uint8_t *end, const Sizes &z, Bz2Scratch *s)
     s->group_cap = z.groups;
     return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.rle + z.blocks, &s->sym) &&
            take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
-           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->lens) &&
-           take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes);
+           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->lens) &&
+           take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->codes);
 }
 
 /* The stages' working memory: free again once bz2_enc_blocks returns. */
@@ -148,7 +148,7 @@ size_t bz2_piece_bytes(uint64_t piece_cap)
     return carved_bytes([&](uint8_t *b, uint8_t *e, uint8_t **stop) {
         Bz2Scratch s;
         bool ok = carve_piece(b, e, z, &s);
-        *stop = reinterpret_cast<uint8_t *>(s.codes + z.blocks * kBz2MaxGroups * kBz2MaxAlpha);
+        *stop = reinterpret_cast<uint8_t *>(s.codes + z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA);
         return ok;
     });
 }
