@@ -16,6 +16,10 @@
 #include "gc_job.h"
 #include "gc_status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct bz2_options {
     int level;        /* 1..9: block size level*100k (0 = 9) */
     unsigned threads; /* blocks compressed/decompressed in parallel (0 = all CPUs) */
@@ -180,5 +184,9 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
 int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
                              size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
                              const gc_job *job, size_t *dst_len, size_t *used, gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,6 +21,10 @@
 #include "bzip2.h"
 #include "gc_status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The format's constants, limits and table rules: bz2_format.h (via bzip2.h). */
 
 /* ---- bz2_crc.c: the bzip2 CRC-32 (poly 0x04c11db7, MSB first) ---- */
@@ -87,5 +91,9 @@ int bz2_inverse_bwt(uint8_t *ll, size_t ll_cap, uint32_t n, uint32_t orig, const
  * normal compression writes (randomised blocks). */
 int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
                     uint8_t **dst, size_t *dst_len, gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -527,13 +527,13 @@ struct Decoder {
         return GC_OK;
     }
 
-    /* A stream's part resumes where the previous one stopped (gpu.h gc_gpu_bz2_resume). */
+    /* A stream's part resumes where the previous one stopped (gc_gpu_job.part). */
     static void resume(JobRun &j)
     {
         j.w.len_bits = j.in.len * 8;
         if (!j.job || !j.job->partial)
             return;
-        const gc_gpu_bz2_resume &p = j.job->part;
+        const bz2_dstate &p = j.job->part;
         j.w.partial = true;
         j.w.more = j.job->part_more != 0;
         j.w.pos = p.bit;
@@ -601,11 +601,11 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
     return GC_OK;
 }
 
-/* Where a part's walk stopped, for the next part (gpu.h gc_gpu_bz2_resume). */
+/* Where a part's walk stopped, for the next part (gc_gpu_job.part). */
 void finish_part(const JobRun &r, gc_gpu_job &job)
 {
     const DecWalk &w = r.w;
-    gc_gpu_bz2_resume &p = job.part;
+    bz2_dstate &p = job.part;
     bool was_garbage = p.garbage != 0;
     job.part_used = w.stopped ? (size_t)(w.pos / 8) : job.src_len;
     p.bit = w.stopped ? (unsigned)(w.pos % 8) : 0;
