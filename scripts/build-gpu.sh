@@ -33,7 +33,7 @@ pids=""
 # what the CUDA bzip2 encoder may share with the CPU)
 ENGINE=""
 cpids=""
-for f in $ENGINE_COMMON_SOURCES codecs/rle/cpu/rle.c $(engine_bz2_sources); do
+for f in $ENGINE_COMMON_SOURCES $(engine_rle_sources) $(engine_bz2_sources); do
     gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o" &
     cpids="$cpids $!"
     ENGINE="$ENGINE $O/$(basename "$f" .c).o"

@@ -1,6 +1,6 @@
 /*
  * rle_format.h - the `rle` frame layout (docs/FORMAT.md) in one place, for C
- * (codecs/rle/cpu/rle.c) and CUDA (codecs/rle/cuda, host and device code alike):
+ * (codecs/rle/cpu) and CUDA (codecs/rle/cuda, host and device code alike):
  * the sizes and offsets of the fixed header, the chunk index, the header CRC
  * and a chunk record's header, and the one function that writes the fixed
  * header. Header-only; rle.h includes it.
