@@ -2,8 +2,8 @@
  * rle.c - the `rle` codec, CPU backend (the reference for docs/FORMAT.md):
  * whole frames, their chunks coded in parallel on gc_parallel_for, and
  * streams of frames back to back (what rle_decompress takes: docs/FORMAT.md,
- * "Concatenated frames"). The chunk coders are rle_encode.c and
- * rle_decode.c, the frame header and index rle_frame.c (rle_internal.h).
+ * "Concatenated frames"). The chunk coders are rle_encode_chunk.c and
+ * rle_decode_chunk.c, the frame header and index rle_frame.c (rle_internal.h).
  *
  * Input that changes while we run: the daemon runs these coders directly on
  * client memory (memfds mapped MAP_SHARED) that the client may keep writing,

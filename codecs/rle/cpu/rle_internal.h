@@ -4,10 +4,10 @@
  * elements, the copy that checksums what it wrote, the width check, and the
  * one record decoder the frame driver calls per chunk.
  *
- *   rle_encode.c  one chunk into its record (rle_encode_chunk)
- *   rle_decode.c  one record back into its chunk (rle_decode_chunk)
- *   rle_frame.c   options, bounds, the frame header and its index
- *   rle.c         whole frames and streams of frames: the chunks in parallel
+ *   rle_encode_chunk.c  one chunk into its record (rle_encode_chunk)
+ *   rle_decode_chunk.c  one record back into its chunk (rle_decode_chunk)
+ *   rle_frame.c         options, bounds, the frame header and its index
+ *   rle.c               whole frames and streams of frames: the chunks in parallel
  */
 #ifndef GC_RLE_INTERNAL_H
 #define GC_RLE_INTERNAL_H
@@ -114,7 +114,7 @@ static inline uint64_t div_ceil(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-/* Validate and decode one record (rle_decode.c); chunk_no only names the
+/* Validate and decode one record (rle_decode_chunk.c); chunk_no only names the
  * chunk in errors (SIZE_MAX: a record decoded on its own). */
 int rle_decode_record(const uint8_t *rec, size_t rec_len, unsigned w, uint8_t *out, size_t out_len,
                       size_t chunk_no, gc_error *err);

@@ -1,6 +1,7 @@
 /*
- * rle_encode.c - the rle CPU backend's chunk encoder: one chunk of elements
- * into its record, RLE or stored (docs/FORMAT.md), whichever is smaller.
+ * rle_encode_chunk.c - the rle CPU backend's chunk encoder: one chunk of
+ * elements into its record, RLE or stored (docs/FORMAT.md), whichever is
+ * smaller.
  *
  * Speed: the encoder finds run boundaries 16 bytes at a time (SSE2 compare
  * of the data with itself shifted by one element, then movemask), counts

@@ -1,5 +1,5 @@
 /*
- * rle_decode.c - the rle CPU backend's chunk decoder: one record back into
+ * rle_decode_chunk.c - the rle CPU backend's chunk decoder: one record back into
  * its chunk, every field and the chunk's CRC32C checked (docs/FORMAT.md). The
  * decoder writes each short run as one unconditional 16-byte store.
  *
