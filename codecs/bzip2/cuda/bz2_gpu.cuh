@@ -130,7 +130,7 @@ int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, u
 
 /* Tuning aid: with GC_BZ2_PROFILE set in the environment, wait for st and
  * print to stderr the milliseconds since the last mark with `what` (and
- * `n`, an item count); otherwise nothing (bz2_enc.cu). */
+ * `n`, an item count); otherwise nothing (bz2_enc_prof.cu). */
 void bz2_prof(cudaStream_t st, const char *what, uint64_t n);
 
 /* Stage launchers (asynchronous unless they say otherwise). */

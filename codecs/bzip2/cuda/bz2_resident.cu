@@ -41,9 +41,9 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
         if (rc != GC_OK)
             return rc;
     }
-    cudaEvent_t p0, p1;
-    GC_CUDA(cudaEventCreate(&p0));
-    GC_CUDA(cudaEventCreate(&p1));
+    CudaEvent p0, p1;
+    GC_CUDA(p0.create());
+    GC_CUDA(p1.create());
     uint64_t o = BZ2_STREAM_HEADER_BITS;
     uint32_t comb = 0;
     float ms[4] = {0, 0, 0, 0};
@@ -55,13 +55,14 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
         if (rc != GC_OK)
             break;
         uint64_t word = o / 32;
-        if (cudaEventRecord(p0, st) != cudaSuccess)
+        if (cudaEventRecord(p0.get(), st) != cudaSuccess)
             rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord");
         if (rc == GC_OK)
             rc = bz2_enc_pack(s, r.blocks, r.bits, (unsigned)(o % 32), dst + 4 * word, cap - 4 * word, false, st, err);
-        if (rc == GC_OK && cudaEventRecord(p1, st) == cudaSuccess && cudaEventSynchronize(p1) == cudaSuccess) {
+        if (rc == GC_OK && cudaEventRecord(p1.get(), st) == cudaSuccess &&
+            cudaEventSynchronize(p1.get()) == cudaSuccess) {
             float t = 0;
-            cudaEventElapsedTime(&t, p0, p1);
+            cudaEventElapsedTime(&t, p0.get(), p1.get());
             pack_ms += t;
         }
         o += r.bits;
@@ -71,8 +72,6 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
             stages->pieces++;
         }
     }
-    cudaEventDestroy(p0);
-    cudaEventDestroy(p1);
     if (rc != GC_OK)
         return rc;
     uint64_t end = o + BZ2_STREAM_TRAILER_BITS;

@@ -16,7 +16,6 @@
 namespace gcgpu {
 namespace {
 
-constexpr uint32_t kFull = 0xffffffffu;
 constexpr int kLut = 1 << kDecLutBits;
 constexpr int kMaxSel = BZ2_MAX_SELECTORS;
 
