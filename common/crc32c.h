@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Continue a CRC: crc32c_update(0, p, n) is the CRC32C of p[0..n). */
 uint32_t crc32c_update(uint32_t crc, const void *data, size_t len);
 
@@ -16,5 +20,9 @@ static inline uint32_t crc32c(const void *data, size_t len)
 {
     return crc32c_update(0, data, len);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

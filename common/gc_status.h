@@ -10,6 +10,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum gc_status {
     GC_OK = 0,
     GC_E_INVALID = 1,     /* invalid argument or option */
@@ -51,5 +55,9 @@ int gc_fail(gc_error *err, gc_status code, const char *fmt, ...)
 
 /* Clear *err to GC_OK with an empty message. */
 void gc_error_clear(gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

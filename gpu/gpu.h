@@ -6,7 +6,7 @@
  * Built from the .cu files of gpu/ and of each codec's cuda/ folder into gpu/libgccuda.a when configure
  * finds CUDA; otherwise gpu/gpu_stub.c provides the same functions
  * (no devices, every other call GC_E_UNSUPPORTED). Frames are byte-identical
- * to the CPU backend (codecs/rle/cpu/rle.c, docs/FORMAT.md).
+ * to the CPU backend (codecs/rle/cpu, docs/FORMAT.md).
  *
  * Error policy: no function here aborts or exits. A CUDA failure returns
  * GC_E_DEVICE with cudaGetErrorString() in err->msg; after GC_E_DEVICE the
@@ -23,12 +23,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __cplusplus
-extern "C" { /* the engine's C headers have no guards of their own */
-#endif
-
+#include "bzip2.h" /* bz2_dstate: where a stream part's decode resumes */
 #include "gc_status.h"
 #include "rle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- device discovery ---------------------------------------------------- */
 
@@ -92,22 +93,6 @@ typedef union gc_gpu_codec_options {
     gc_gpu_bzip2_options bzip2; /* GC_GPU_CODEC_BZIP2: level */
 } gc_gpu_codec_options;
 
-/*
- * Where a bzip2 decode of a stream's part resumes and, after it, where it
- * stopped: bz2_dstate's fields (codecs/bzip2/bzip2.h, which C++ cannot
- * include); the decode follows bz2_decompress_part's rules.
- */
-typedef struct gc_gpu_bz2_resume {
-    unsigned bit;
-    int in_stream;
-    int level;
-    uint32_t combined;
-    unsigned stream_no, block_no;
-    int garbage;
-    uint64_t garbage_at;
-    int seen_any;
-} gc_gpu_bz2_resume;
-
 typedef struct gc_gpu_job {
     gc_gpu_codec codec;
     gc_gpu_op op;
@@ -154,9 +139,11 @@ typedef struct gc_gpu_job {
     uint32_t blocks;
     /* bzip2 decode of a stream's part: partial set, part_more (more input
      * follows), part (in: where to resume; out, on success: where it
-     * stopped) and part_used (out: input bytes wholly consumed). */
+     * stopped; the decode follows bz2_decompress_part's rules, but the
+     * device has no early stop: part.out_soft is ignored and kept) and
+     * part_used (out: input bytes wholly consumed). */
     int partial, part_more;
-    gc_gpu_bz2_resume part;
+    bz2_dstate part;
     size_t part_used;
 } gc_gpu_job;
 

@@ -29,6 +29,28 @@
 
 namespace gcgpu {
 
+/* Every lane of a warp, for the *_sync intrinsics. */
+constexpr uint32_t kFull = 0xffffffffu;
+
+/* A CUDA event owned by a scope: destroyed on every way out of it, the early
+ * returns of GC_CUDA included. */
+class CudaEvent {
+  public:
+    CudaEvent() = default;
+    ~CudaEvent()
+    {
+        if (e_)
+            cudaEventDestroy(e_);
+    }
+    CudaEvent(const CudaEvent &) = delete;
+    CudaEvent &operator=(const CudaEvent &) = delete;
+    cudaError_t create() { return cudaEventCreate(&e_); }
+    cudaEvent_t get() const { return e_; }
+
+  private:
+    cudaEvent_t e_ = nullptr;
+};
+
 /*
  * The device CRC machinery (crc32c_device.cuh) is a function of a reflected
  * polynomial (bit 31 is x^0) and a block geometry (threads per block): its

@@ -185,13 +185,6 @@ bool next_piece(Batch &b, size_t *pj, uint64_t *pu0, uint64_t *pn)
     return false;
 }
 
-#define BCUDA(call)                                                                              \
-    do {                                                                                         \
-        cudaError_t rc_ = (call);                                                                \
-        if (rc_ != cudaSuccess)                                                                  \
-            return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s", #call, cudaGetErrorString(rc_));    \
-    } while (0)
-
 /* Is the event done? 1 yes, 0 not yet, else the device error. */
 int ev_poll(cudaEvent_t e, gc_error *err)
 {
@@ -265,10 +258,10 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t u0, uint64_t n)
 /* Queue the output D2H of a placed piece. */
 int piece_output_d2h(Batch &b, Slot &sl, gc_error *err)
 {
-    BCUDA(cudaEventRecord(sl.e_d0, sl.st));
-    BCUDA(dma_parts(sl.d_out + sl.p.out_dev_off, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false,
+    GC_CUDA(cudaEventRecord(sl.e_d0, sl.st));
+    GC_CUDA(dma_parts(sl.d_out + sl.p.out_dev_off, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false,
                     sl.st));
-    BCUDA(cudaEventRecord(sl.e_d1, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_d1, sl.st));
     b.st.d2h_bytes += sl.p.out_len + sl.meta_d2h;
     sl.state = S_D2H;
     return GC_OK;
@@ -281,12 +274,12 @@ int piece_h2d(Batch &b, Slot &sl, gc_error *err)
 {
     if (sl.h2d_queued)
         return GC_OK;
-    BCUDA(cudaEventRecord(sl.e_h0, sl.st));
-    BCUDA(dma_parts(sl.d_in, (uint8_t *)sl.p.in_host, sl.h_in, sl.p.in_len, sl.in_lo, sl.in_hi, true, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_h0, sl.st));
+    GC_CUDA(dma_parts(sl.d_in, (uint8_t *)sl.p.in_host, sl.h_in, sl.p.in_len, sl.in_lo, sl.in_hi, true, sl.st));
     if (sl.p.meta_in_len)
-        BCUDA(cudaMemcpyAsync(sl.d_meta, sl.h_meta + sl.p.meta_in_off, sl.p.meta_in_len, cudaMemcpyHostToDevice,
+        GC_CUDA(cudaMemcpyAsync(sl.d_meta, sl.h_meta + sl.p.meta_in_off, sl.p.meta_in_len, cudaMemcpyHostToDevice,
                               sl.st));
-    BCUDA(cudaEventRecord(sl.e_h1, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_h1, sl.st));
     b.st.h2d_bytes += sl.p.in_len;
     sl.h2d_queued = true;
     return GC_OK;
@@ -313,22 +306,22 @@ int piece_queue(Batch &b, Slot &sl, gc_error *err)
     rc = cj.piece_kernels(sl.p, bufs, sl.st, err);
     if (rc != GC_OK)
         return rc;
-    BCUDA(cudaEventRecord(sl.e_k1, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_k1, sl.st));
     if (cj.out_sized_on_device) {
         /* the results first; the output once the codec has placed it */
         if ((rc = cj.piece_meta_d2h(sl.p, bufs, sl.st, &sl.meta_d2h, err)) != GC_OK)
             return rc;
-        BCUDA(cudaEventRecord(sl.e_m1, sl.st));
+        GC_CUDA(cudaEventRecord(sl.e_m1, sl.st));
         sl.state = S_GPU;
         return GC_OK;
     }
     /* the output's size is known: queue the copies now */
-    BCUDA(cudaEventRecord(sl.e_m1, sl.st));
-    BCUDA(cudaEventRecord(sl.e_d0, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_m1, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_d0, sl.st));
     if ((rc = cj.piece_meta_d2h(sl.p, bufs, sl.st, &sl.meta_d2h, err)) != GC_OK)
         return rc;
-    BCUDA(dma_parts(sl.d_out, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false, sl.st));
-    BCUDA(cudaEventRecord(sl.e_d1, sl.st));
+    GC_CUDA(dma_parts(sl.d_out, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false, sl.st));
+    GC_CUDA(cudaEventRecord(sl.e_d1, sl.st));
     b.st.d2h_bytes += sl.p.out_len + sl.meta_d2h;
     sl.state = S_D2H;
     return GC_OK;
@@ -489,9 +482,9 @@ int batch_run(Batch &b, gc_error *err)
 {
     gc_gpu_ctx *ctx = b.ctx;
     const size_t ns = ctx->slots.size();
-    BCUDA(cudaEventRecord(ctx->e_begin, ctx->slots[0].st));
+    GC_CUDA(cudaEventRecord(ctx->e_begin, ctx->slots[0].st));
     for (size_t i = 1; i < ns; i++)
-        BCUDA(cudaStreamWaitEvent(ctx->slots[i].st, ctx->e_begin, 0));
+        GC_CUDA(cudaStreamWaitEvent(ctx->slots[i].st, ctx->e_begin, 0));
     for (Slot &s : ctx->slots) {
         s.used = false;
         s.state = S_IDLE;

@@ -33,12 +33,14 @@ pids=""
 # what the CUDA bzip2 encoder may share with the CPU)
 ENGINE=""
 cpids=""
-for f in $ENGINE_COMMON_SOURCES codecs/rle/cpu/rle.c $(engine_bz2_sources); do
+for f in $ENGINE_COMMON_SOURCES $(engine_rle_sources) $(engine_bz2_sources); do
     gcc $CFLAGS -c "$f" -o "$O/$(basename "$f" .c).o" &
     cpids="$cpids $!"
     ENGINE="$ENGINE $O/$(basename "$f" .c).o"
 done
 for p in $cpids; do wait "$p"; done
+# the crafted stream the bzip2 decoder's suite checks (tests/bz2_oversub.h)
+gcc $CFLAGS -c tests/bz2_oversub.c -o "$O/bz2_oversub.o"
 gcc -std=c11 -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes $(engine_includes) \
     -c gpu/gpu_stub.c -o "$O/gpu_stub.o" # the CPU-only API must keep compiling too
 CUDA_OBJS=""
@@ -61,11 +63,9 @@ $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2" tests/bench/bench_gpu_bzip2.cu "$O/libgcc
 p4=$!
 $NVCC $NVFLAGS -o "$B/test_gpu_bzip2_stages" tests/gpu/test_gpu_bzip2_stages.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p5=$!
-# the bzip2 decoder's suite (libbz2 makes its streams; tests/bz2_oversub.c crafts
-# the stream with oversubscribed tables that bzip2 decodes) and benchmark
-gcc $CFLAGS -Itests -c tests/bz2_oversub.c -o "$O/bz2_oversub.o"
-$NVCC $NVFLAGS -Itests -o "$B/test_gpu_bzip2_dec" tests/gpu/test_gpu_bzip2_dec.cu "$O/bz2_oversub.o" "$O/libgccuda.a" \
-    $ENGINE -lbz2 -lpthread &
+# the bzip2 decoder's suite (libbz2 makes its streams) and benchmark
+$NVCC $NVFLAGS -o "$B/test_gpu_bzip2_dec" tests/gpu/test_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE "$O/bz2_oversub.o" -lbz2 \
+    -lpthread &
 p6=$!
 $NVCC $NVFLAGS -o "$B/bench_gpu_bzip2_dec" tests/bench/bench_gpu_bzip2_dec.cu "$O/libgccuda.a" $ENGINE -lpthread &
 p7=$!

@@ -9,6 +9,7 @@ engine_includes() { # engine_includes [TOP]: -I flags for every engine folder
     for d in $ENGINE_DIRS; do printf -- '-I%s ' "${1:+$1/}$d"; done
 }
 ENGINE_COMMON_SOURCES="common/gc_status.c common/parallel.c common/scratch.c common/crc32c.c"
+engine_rle_sources() { ls "${1:+$1/}"codecs/rle/cpu/rle*.c | tr '\n' ' '; }
 engine_bz2_sources() { ls "${1:+$1/}"codecs/bzip2/cpu/bz2_*.c | tr '\n' ' '; }
 engine_cuda_sources() { ls gpu/*.cu codecs/*/cuda/*.cu codecs/*/cuda/*/*.cu 2>/dev/null | tr '\n' ' '; }
 DAEMON_DIRS="daemon daemon/conn daemon/request daemon/sched daemon/device daemon/mem daemon/config"

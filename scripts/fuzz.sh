@@ -17,6 +17,7 @@ cd "$top"
 common="common/gc_status.c common/parallel.c common/scratch.c"
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE $(engine_includes) -pthread"
 bz2="$(engine_bz2_sources)"
+rle="$(engine_rle_sources)"
 # The frame target needs the protobuf-c sources that the build makes with
 # protoc-c (proto/proto.am); they are generated into build-fuzz/proto/.
 proto() {
@@ -28,12 +29,12 @@ proto() {
     echo "-I. -I$out $out/proto/gpucomp.pb-c.c $pc"
 }
 declare -A sources=(
-    [rle]="tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c"
+    [rle]="tests/fuzz/fuzz_rle_decode.c $rle common/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
     [frame]="$(daemon_includes) tests/fuzz/fuzz_frame.c proto/wire.c daemon/request/assembly.c daemon/request/request.c daemon/sched/engine.c daemon/mem/budget.c
              daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
-             daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c codecs/rle/cpu/rle.c common/crc32c.c $bz2"
+             daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c $rle common/crc32c.c $bz2"
 )
 # The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
 # with the CPU engine's first stage standing in for the device's.

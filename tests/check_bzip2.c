@@ -1536,6 +1536,34 @@ START_TEST(test_eos_magic_aperiodic)
 }
 END_TEST
 
+/* bz2_format.h's framing writers, which the CPU engine and both GPU framing
+ * paths share: the header's bytes, and the trailer at every bit offset a
+ * stream's blocks can end on, ORed in without touching the bits around it. */
+START_TEST(test_format_framing)
+{
+    uint8_t h[BZ2_STREAM_HEADER_BITS / 8];
+    for (int level = 1; level <= 9; level++) {
+        bz2_stream_header(h, level);
+        ck_assert(h[0] == 'B' && h[1] == 'Z' && h[2] == 'h' && h[3] == '0' + level);
+    }
+    for (unsigned pos = 0; pos < 16; pos++) {
+        uint8_t b[16];
+        memset(b, 0, sizeof b);
+        uint32_t crc = rnd();
+        if (pos)
+            set_bits(b, 0, pos, 0xffffffffu >> (32 - pos)); /* bits of the last block */
+        bz2_stream_trailer(b, pos, crc);
+        ck_assert_uint_eq(bits_at(b, sizeof b, 0, pos ? pos : 1), pos ? 0xffffffffu >> (32 - pos) : 0);
+        ck_assert_uint_eq(bits_at(b, sizeof b, pos, 48), BZ2_EOS_MAGIC);
+        ck_assert_uint_eq(bits_at(b, sizeof b, pos + 48, 32), crc);
+        uint64_t end = pos + BZ2_STREAM_TRAILER_BITS;
+        ck_assert_uint_eq(bits_at(b, sizeof b, end, (unsigned)(sizeof b * 8 - end)), 0);
+    }
+    ck_assert_uint_eq(bz2_combine_parts(0, 1, 7), bz2_combine_crc(0, 7));
+    ck_assert_uint_eq(bz2_combine_parts(0x80000001u, 1, 0), bz2_combine_crc(0x80000001u, 0));
+}
+END_TEST
+
 /* Reference: append bits [0, nbits) of src to dst at bit *dbits, one by one. */
 static void ref_append(uint8_t *dst, uint64_t *dbits, const uint8_t *src, uint64_t nbits)
 {
@@ -2511,6 +2539,7 @@ static Suite *bzip2_suite(void)
     TCase *streaming = tcase_create("streaming");
     tcase_set_timeout(streaming, 300);
     tcase_add_test(streaming, test_eos_magic_aperiodic);
+    tcase_add_test(streaming, test_format_framing);
     tcase_add_test(streaming, test_splice_every_shift);
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);

@@ -1,8 +1,13 @@
 /*
- * bz2_stages.h - the per-block stages of the bzip2 codec and what crosses
- * between them. A GPU backend implements a stage against these types and
- * hands its result to the CPU code for the rest; tests compare stage by
- * stage. docs/BZIP2.md, "Stage boundaries", lists the same contract.
+ * bz2_stages.h - the CPU engine's per-block stages of the bzip2 codec and
+ * what crosses between them: each block is cut at its BWT column, in both
+ * directions, so each half can be tested (and replaced) on its own
+ * (tests/check_bzip2.c compares stage by stage). The CUDA backend does not
+ * use these entry points: it runs the same stages of the format on the
+ * device, every block of a piece at once (cuda/bz2_gpu.cuh, cuda/dec/
+ * bz2_dec.cuh), and tests/gpu/test_gpu_bzip2_stages.cu compares its stages
+ * with the CPU functions of bz2_internal.h. docs/BZIP2.md, "Stage
+ * boundaries", lists the same contract.
  *
  *   encode:  slice -> RLE1 -> BWT ==[bz2_column]==> bz2_emit_block -> bits
  *   decode:  bits -> bz2_decode_column ==[bz2_column]==> bz2_invert_column
@@ -15,6 +20,10 @@
 #include <stdarg.h>
 
 #include "bz2_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* One block between its BWT and its entropy coding, in both directions. */
 typedef struct bz2_column {
@@ -79,5 +88,9 @@ int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r);
 __attribute__((format(printf, 3, 0))) int bz2_dblock_vfail(bz2_dblock *r, int code, const char *fmt,
                                                            va_list ap);
 __attribute__((format(printf, 3, 4))) int bz2_dblock_fail(bz2_dblock *r, int code, const char *fmt, ...);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

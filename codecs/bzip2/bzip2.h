@@ -12,8 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bz2_format.h"
 #include "gc_job.h"
 #include "gc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct bz2_options {
     int level;        /* 1..9: block size level*100k (0 = 9) */
@@ -76,15 +81,7 @@ int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *
  */
 int bz2_stream_body(const uint8_t *s, size_t len, uint64_t *body_bits, uint32_t *combined, gc_error *err);
 
-/* Combined CRC of a stream whose blocks are those of a part (blocks blocks,
- * combined CRC part_combined) appended to blocks with combined CRC so_far:
- * rotl32(so_far, blocks mod 32) ^ part_combined. Start with so_far = 0. */
-static inline uint32_t bz2_combine_parts(uint32_t so_far, uint32_t blocks, uint32_t part_combined)
-{
-    unsigned r = blocks & 31u;
-    uint32_t rot = r ? (so_far << r) | (so_far >> (32u - r)) : so_far;
-    return rot ^ part_combined;
-}
+/* bz2_combine_parts (bz2_format.h) folds the combined CRCs. */
 
 /*
  * A bit string being built into a caller's byte buffers: everything appended
@@ -113,12 +110,7 @@ size_t bz2_splice_finish(bz2_splicer *sp, uint32_t combined, uint8_t *out);
 
 /* ---- streaming (partial) decompression ---- */
 
-/* A decoder rejects a block whose bits run past this many bytes from the
- * byte holding the first bit of its magic (GC_E_CORRUPT "compressed block
- * exceeds ..."). No encoder comes near it: a block holds at most 900001
- * symbols of at most 20 bits plus < 40 KB of tables, under 2.3 MB. It bounds
- * what bz2_decompress_part must see to make progress. */
-#define BZ2_MAX_BLOCK_COMPRESSED ((size_t)3 << 20)
+/* A decoder rejects a block longer than BZ2_MAX_BLOCK_COMPRESSED bytes (bz2_format.h). */
 /* Progress bound of bz2_decompress_part: with more != 0 and at least this
  * many bytes of src (counting from src[0], where decoding resumes at bit
  * st->bit), a call either consumes something (*used > 0 or st->bit moves)
@@ -192,5 +184,9 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
 int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
                              size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
                              const gc_job *job, size_t *dst_len, size_t *used, gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

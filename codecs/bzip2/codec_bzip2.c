@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bz2_resume.h"
 #include "bzip2.h"
 #include "completions.h"
 #include "fd_payload.h"
@@ -241,7 +240,7 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
         if (part) { /* a stream's part: the state goes back only if the device succeeds */
             job->partial = 1;
             job->part_more = !r->part_final;
-            job->part = gcd_bz2_resume_of(&part->ds);
+            job->part = part->ds;
         }
         *out_cap = 0;
         return GC_OK;
@@ -263,7 +262,7 @@ static int gpu_finish(gcd_request *r, gc_gpu_job *job)
     if (job->op == GC_GPU_ENCODE && part)
         part->blocks = job->blocks;
     if (job->op == GC_GPU_DECODE && part && job->partial) {
-        part->ds = gcd_bz2_dstate_of(&job->part);
+        part->ds = job->part;
         part->used = job->part_used;
     }
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)

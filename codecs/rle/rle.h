@@ -14,6 +14,10 @@
 #include "gc_status.h"
 #include "rle_format.h" /* the frame layout: RLE_MAGIC, RLE_HEADER_FIXED, RLE_CHUNK_HEADER, ... */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RLE_DEFAULT_CHUNK_SIZE (1u << 20)
 #define RLE_MIN_CHUNK_SIZE 64u
 #define RLE_MAX_CHUNK_SIZE (1u << 26)
@@ -128,5 +132,9 @@ size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, 
 /* Decode and verify one record of record_len bytes into exactly chunk_len bytes. */
 int rle_decode_chunk(const uint8_t *record, size_t record_len, unsigned width,
                      uint8_t *chunk, size_t chunk_len, gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

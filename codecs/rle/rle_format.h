@@ -1,6 +1,6 @@
 /*
  * rle_format.h - the `rle` frame layout (docs/FORMAT.md) in one place, for C
- * (codecs/rle/cpu/rle.c) and CUDA (codecs/rle/cuda, host and device code alike):
+ * (codecs/rle/cpu) and CUDA (codecs/rle/cuda, host and device code alike):
  * the sizes and offsets of the fixed header, the chunk index, the header CRC
  * and a chunk record's header, and the one function that writes the fixed
  * header. Header-only; rle.h includes it.
@@ -10,11 +10,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define RLE_HD __host__ __device__
-#else
-#define RLE_HD
-#endif
+#include "gc_hd.h"
 
 #define RLE_MAGIC "GCRL"
 #define RLE_VERSION 1
@@ -48,25 +44,25 @@
 #define RLE_MODE_RLE 1
 
 /* Offset of the header CRC: the bytes it covers. */
-static inline RLE_HD uint64_t rle_header_crc_offset(uint64_t chunk_count)
+static inline GC_HD uint64_t rle_header_crc_offset(uint64_t chunk_count)
 {
     return RLE_INDEX_OFFSET + RLE_INDEX_ENTRY * chunk_count;
 }
 
 /* Bytes before the first chunk record: header, index and header CRC. */
-static inline RLE_HD uint64_t rle_header_size_for(uint64_t chunk_count)
+static inline GC_HD uint64_t rle_header_size_for(uint64_t chunk_count)
 {
     return rle_header_crc_offset(chunk_count) + RLE_HEADER_CRC;
 }
 
 /* n little-endian bytes of v at p (any alignment, any host). */
-static inline RLE_HD void rle_put_le(uint8_t *p, uint64_t v, unsigned n)
+static inline GC_HD void rle_put_le(uint8_t *p, uint64_t v, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static inline RLE_HD uint32_t rle_get_le32(const uint8_t *p)
+static inline GC_HD uint32_t rle_get_le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
@@ -78,7 +74,7 @@ static inline RLE_HD uint32_t rle_get_le32(const uint8_t *p)
  * written, so it may lie inside f[0..RLE_HEADER_FIXED). The index and the
  * header CRC are the caller's.
  */
-static inline RLE_HD void rle_header_write_fixed(uint8_t *f, unsigned width, uint32_t chunk_size,
+static inline GC_HD void rle_header_write_fixed(uint8_t *f, unsigned width, uint32_t chunk_size,
                                                  uint64_t original_size, uint32_t chunk_count,
                                                  const uint8_t *tail)
 {

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bz2_resume.h"
 #include "bzip2.h"
 #include "codec.h"
 #include "device.h"
@@ -62,10 +61,12 @@ static int device_decode(gc_gpu_job *job, gcd_request *r, uint8_t **out, size_t 
     gc_error why = { 0 };
     int rc;
     if (job->partial) { /* a stream's part, as the CUDA decoder runs it (gpu.h) */
-        bz2_dstate ds = gcd_bz2_dstate_of(&job->part);
+        bz2_dstate ds = job->part;
+        ds.out_soft = 0; /* the device has no early stop (gpu.h) */
         rc = bz2_decompress_part(job->src, job->src_len, job->part_more, &ds, 0, 1, &ask, out, out_len,
                                  &job->part_used, &why);
-        job->part = gcd_bz2_resume_of(&ds);
+        ds.out_soft = job->part.out_soft;
+        job->part = ds;
     } else {
         rc = bz2_decompress_job(job->src, job->src_len, 0, 1, &ask, out, out_len, &why);
     }

@@ -43,14 +43,8 @@
 #include <string>
 #include <vector>
 
-/* The CPU engine (the reference): bzip2.h names gc_job only through a pointer,
- * and gc_job.h's <stdatomic.h> is C-only, so C++ takes the type's name alone. */
-#define GC_JOB_H
-extern "C" {
-typedef struct gc_job gc_job;
-#include "bzip2.h"
-}
-#include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
+#include "bzip2.h" /* the CPU engine (the reference) */
+#include "gpu.h"   /* the CUDA backend's C API; brings rle.h */
 
 static double now_s(void)
 {

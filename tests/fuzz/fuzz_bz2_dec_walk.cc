@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     std::vector<uint64_t> cand;
     for (uint64_t bit = 0; bit + 48 <= (uint64_t)size * 8; bit++)
-        if (bits_at(data, size, bit, 48) == kDecBlockMagic)
+        if (bits_at(data, size, bit, 48) == BZ2_BLOCK_MAGIC)
             cand.push_back(bit);
     DecWalk w;
     w.len_bits = (uint64_t)size * 8;

@@ -8,7 +8,7 @@
  * bytes back, and the frames' outputs in order must be the whole output.
  *
  * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu \
- *   tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle.c common/crc32c.c \
+ *   tests/fuzz/fuzz_rle_decode.c codecs/rle/cpu/rle*.c common/crc32c.c \
  *   common/gc_status.c common/parallel.c -lpthread -o fuzz_rle
  */
 #include <stdint.h>

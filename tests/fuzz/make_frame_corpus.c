@@ -8,7 +8,7 @@
  * come from scripts/fuzz.sh, or: protoc-c -I. --c_out=build-fuzz proto/gpucomp.proto):
  *   cc -std=c11 -O2 -D_GNU_SOURCE -pthread -I. -Ibuild-fuzz -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu \
  *     tests/fuzz/make_frame_corpus.c proto/wire.c build-fuzz/proto/gpucomp.pb-c.c \
- *     codecs/rle/cpu/rle.c common/crc32c.c codecs/bzip2/cpu/bz2_*.c common/gc_status.c \
+ *     codecs/rle/cpu/rle*.c common/crc32c.c codecs/bzip2/cpu/bz2_*.c common/gc_status.c \
  *     common/parallel.c $(pkg-config --cflags --libs libprotobuf-c) \
  *     -o /tmp/make_frame_corpus && /tmp/make_frame_corpus tests/fuzz/corpus/frame
  */

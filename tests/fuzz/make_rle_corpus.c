@@ -5,7 +5,7 @@
  *
  * Build and run from the repository root:
  *   cc -std=c11 -O2 -pthread -Icommon -Icodecs/rle -Icodecs/bzip2 -Icodecs/bzip2/cpu tests/fuzz/make_rle_corpus.c \
- *     codecs/rle/cpu/rle.c common/crc32c.c common/gc_status.c common/parallel.c \
+ *     codecs/rle/cpu/rle*.c common/crc32c.c common/gc_status.c common/parallel.c \
  *     -o /tmp/make_rle_corpus && /tmp/make_rle_corpus tests/fuzz/corpus/rle
  */
 #include <stdio.h>

@@ -54,17 +54,8 @@
 #include <string>
 #include <vector>
 
-/* The CPU engine (the reference): bzip2.h names gc_job only through a pointer,
- * and gc_job.h's <stdatomic.h> is C-only, so C++ takes the type's name alone.
- * bz2_internal.h is not C++-clean: its one function used here is declared. */
-#define GC_JOB_H
-extern "C" {
-typedef struct gc_job gc_job;
-#include "bzip2.h"
-#define BZ2_ENC_RANDOMISE 1u /* codecs/bzip2/cpu/bz2_internal.h */
-int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags, uint8_t **dst,
-                    size_t *dst_len, gc_error *err);
-}
+/* The CPU engine (the reference). */
+#include "bz2_internal.h" /* bz2_compress_ex, BZ2_ENC_RANDOMISE */
 #include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
 #include "gpu_test_util.cuh"
 #include "../bz2_oversub.h" /* the crafted stream bzip2 decodes */
@@ -1570,17 +1561,7 @@ static bool selected(const char *only, const char *name)
 
 /* ---- stream parts (docs/BZIP2.md "Streaming"): partial jobs against bz2_decompress_part ---- */
 
-static gc_gpu_bz2_resume resume_of(const bz2_dstate &d)
-{
-    gc_gpu_bz2_resume p;
-    memset(&p, 0, sizeof p);
-    p.bit = d.bit, p.in_stream = d.in_stream, p.level = d.level, p.combined = d.combined;
-    p.stream_no = d.stream_no, p.block_no = d.block_no, p.garbage = d.garbage, p.garbage_at = d.garbage_at;
-    p.seen_any = d.seen_any;
-    return p;
-}
-
-static bool same_state(const bz2_dstate &d, const gc_gpu_bz2_resume &p)
+static bool same_state(const bz2_dstate &d, const bz2_dstate &p)
 {
     return p.bit == d.bit && !p.in_stream == !d.in_stream && (!d.in_stream || p.level == d.level) &&
            p.combined == d.combined && p.stream_no == d.stream_no && p.block_no == d.block_no &&
@@ -1615,7 +1596,7 @@ static void run_parts(const char *name, const Bytes &in, const std::vector<size_
         j.user = &gs;
         j.partial = 1;
         j.part_more = more;
-        j.part = resume_of(st);
+        j.part = st; /* the job takes the CPU decoder's own state type */
         gc_error e;
         memset(&e, 0, sizeof e);
         int brc = gc_gpu_run_batch(g_ctx, &j, 1, nullptr, &e);

@@ -19,20 +19,8 @@
 #include <chrono>
 
 #include "bz2_gpu.cuh"
+#include "bz2_internal.h" /* the CPU engine's stages: the reference */
 #include "gpu_pipeline.cuh"
-
-extern "C" {
-size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts);
-size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst);
-int32_t bz2_bwt(const uint8_t *blk, int32_t n, uint8_t *out);
-size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use, uint16_t *sym, uint32_t *freq);
-uint32_t bz2_crc_update(uint32_t crc, const uint8_t *p, size_t n);
-void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha, int n_groups,
-                       uint8_t len[6][258], uint8_t *selectors);
-int bz2_table_count(size_t n_sym);
-typedef struct bz2_options { int level; unsigned threads; const void *job; } bz2_options;
-int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst, size_t *dst_len, gc_error *err);
-}
 
 using namespace gcgpu;
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)

@@ -4,7 +4,7 @@
  *
  *   test_gpu_rle [--quick] [--big]
  *
- * Compares the CUDA backend with the CPU reference (codecs/rle/cpu/rle.c) byte
+ * Compares the CUDA backend with the CPU reference (codecs/rle/cpu) byte
  * for byte: every width, data classes random / short runs / long runs /
  * constant / mixed, sizes 0, 1, small, around chunk and tile boundaries, up
  * to 256 MiB with --big; chunk sizes 64 .. 2^22 (aligned and unaligned chunk

@@ -12,6 +12,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- writer ---- */
 typedef struct bz2_bitwriter {
     uint8_t *buf;
@@ -121,5 +125,9 @@ static inline uint64_t bz2_br_pos(const bz2_bitreader *r)
 
 /* True once a read went past the end of the input. */
 static inline int bz2_br_overrun(const bz2_bitreader *r) { return bz2_br_pos(r) > (uint64_t)r->len * 8; }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,9 +7,6 @@
 #include <string.h>
 
 #include "bz2_internal.h"
-#include "bz2_table_rules.h"
-
-_Static_assert(BZ2_RULE_ALPHA == BZ2_MAX_ALPHA, "one alphabet size");
 
 /* Plain Huffman over weights w[0..alpha) (all >= 1). Ties are broken so the
  * result is fully determined: leaves are ordered by (weight, symbol), and

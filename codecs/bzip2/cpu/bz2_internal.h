@@ -21,56 +21,18 @@
 #include "bzip2.h"
 #include "gc_status.h"
 
-#define BZ2_BLOCK_MAGIC 0x314159265359ULL /* pi */
-#define BZ2_EOS_MAGIC 0x177245385090ULL   /* sqrt(pi) */
-#define BZ2_MAX_GROUPS 6
-#define BZ2_MIN_GROUPS 2
-#define BZ2_GROUP_SIZE 50
-#define BZ2_MAX_ALPHA 258      /* RUNA, RUNB, 255 MTF values, EOB */
-#define BZ2_MAX_SELECTORS 18002 /* 2 + 900000 / 50 */
-#define BZ2_MAX_CODE_LEN_ENC 17 /* what we write (like bzip2) */
-#define BZ2_MAX_CODE_LEN_DEC 20 /* what the format allows */
-#define BZ2_MAX_BLOCK 900000u   /* largest block any stream may declare */
-#define BZ2_RUNA 0
-#define BZ2_RUNB 1
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-/* Largest RLE1 output we put in one block at a level: the same margin as
- * bzip2 itself keeps, so every decoder accepts our blocks. */
-static inline size_t bz2_block_limit(int level) { return (size_t)level * 100000u - 19u; }
+/* The format's constants, limits and table rules: bz2_format.h (via bzip2.h). */
 
 /* ---- bz2_crc.c: the bzip2 CRC-32 (poly 0x04c11db7, MSB first) ---- */
 /* crc starts at 0xffffffff; the final value is ~crc. */
 uint32_t bz2_crc_update(uint32_t crc, const uint8_t *p, size_t n);
 static inline uint32_t bz2_crc(const uint8_t *p, size_t n) { return ~bz2_crc_update(0xffffffffu, p, n); }
-static inline uint32_t bz2_combine_crc(uint32_t combined, uint32_t block_crc)
-{
-    return ((combined << 1) | (combined >> 31)) ^ block_crc;
-}
-
-/* ---- bz2_rand.c: the randomised-block table of the format ---- */
-extern const uint16_t bz2_rnums[512];
-/* Flip mask generator for randomised blocks: call bz2_rand_next once per
- * byte (in BWT-input order); it returns the value (0 or 1) to xor in. */
-typedef struct bz2_rand {
-    int32_t to_go;
-    int32_t tpos;
-} bz2_rand;
-static inline void bz2_rand_init(bz2_rand *r) { r->to_go = 0; r->tpos = 0; }
-static inline uint8_t bz2_rand_next(bz2_rand *r)
-{
-    if (r->to_go == 0) {
-        r->to_go = bz2_rnums[r->tpos];
-        r->tpos = (r->tpos + 1) & 511;
-    }
-    r->to_go--;
-    return r->to_go == 1;
-}
 
 /* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
-/* Blocks never cross a multiple of this many input bytes (docs/BZIP2.md,
- * section 3): segments are planned independently, so a GPU piece, a CPU
- * thread or a stream chunk of whole segments needs nothing from the others. */
-#define BZ2_SEGMENT_BYTES ((size_t)32 << 20)
 /* Split src into blocks whose RLE1 output is <= limit bytes, each segment of
  * BZ2_SEGMENT_BYTES on its own (segments in parallel on up to threads
  * threads, 0 = every CPU; the plan is the same for any count). Returns the
@@ -129,5 +91,9 @@ int bz2_inverse_bwt(uint8_t *ll, size_t ll_cap, uint32_t n, uint32_t orig, const
  * normal compression writes (randomised blocks). */
 int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
                     uint8_t **dst, size_t *dst_len, gc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -275,18 +275,16 @@ size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *
 
 size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out)
 {
-    uint8_t h[4] = { 'B', 'Z', 'h', (uint8_t)('0' + level) };
-    return bz2_splice(sp, h, 32, out);
+    uint8_t h[4];
+    bz2_stream_header(h, level);
+    return bz2_splice(sp, h, BZ2_STREAM_HEADER_BITS, out);
 }
 
 size_t bz2_splice_finish(bz2_splicer *sp, uint32_t combined, uint8_t *out)
 {
-    uint8_t t[10];
-    for (int k = 0; k < 6; k++)
-        t[k] = (uint8_t)(BZ2_EOS_MAGIC >> (40 - 8 * k));
-    for (int k = 0; k < 4; k++)
-        t[6 + k] = (uint8_t)(combined >> (24 - 8 * k));
-    size_t o = bz2_splice(sp, t, 80, out);
+    uint8_t t[BZ2_STREAM_TRAILER_BITS / 8] = { 0 };
+    bz2_stream_trailer(t, 0, combined);
+    size_t o = bz2_splice(sp, t, BZ2_STREAM_TRAILER_BITS, out);
     if (sp->nacc) {
         out[o++] = sp->acc; /* zero padding: acc's unused bits are 0 */
         sp->bits += 8 - sp->nacc;
@@ -563,10 +561,9 @@ static int walk(dctx *d, uint64_t *pos, gc_error *err)
                 return gc_fail(err, GC_E_TRUNCATED, "bzip2: empty input");
             return GC_OK;
         }
-        static const char hdr[3] = { 'B', 'Z', 'h' };
         size_t cmp = left < 3 ? left : 3;
         int level = left > 3 ? d->src[at + 3] - '0' : 0; /* read once: src may change under us */
-        if (memcmp(d->src + at, hdr, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
+        if (memcmp(d->src + at, BZ2_STREAM_MAGIC, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
             if (sno == 1)
                 return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
             st->garbage = 1;

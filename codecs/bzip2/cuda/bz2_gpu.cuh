@@ -19,16 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bz2_format.h"
 #include "bz2_policy.cuh"
 #include "gpu_internal.cuh"
 
 namespace gcgpu {
 
-constexpr uint64_t kBz2Segment = 32ull << 20; /* BZ2_SEGMENT_BYTES */
-constexpr int kBz2MaxAlpha = 258;
-constexpr int kBz2MaxGroups = 6;
-constexpr int kBz2GroupSize = 50;
-constexpr int kBz2MaxSelectors = 18002;
 constexpr size_t kBz2ChunkRleBytes = 32;
 
 /* One block of the piece, as the planner cut it. */
@@ -89,8 +85,8 @@ struct Bz2Scratch {
     uint8_t *sel;            /* selectors */
     uint8_t *sel_mtf;        /* their MTF indices */
     uint32_t *gbit_off;      /* each group's first bit after its block's head_bits */
-    uint8_t *lens;           /* per block kBz2MaxGroups x kBz2MaxAlpha code lengths */
-    uint32_t *codes;         /* per block kBz2MaxGroups x kBz2MaxAlpha canonical codes */
+    uint8_t *lens;           /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA code lengths */
+    uint32_t *codes;         /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA canonical codes */
     void *cub_tmp;
     size_t cub_bytes;
 };
@@ -101,7 +97,7 @@ __host__ __device__ __forceinline__ uint32_t min32(uint32_t a, uint32_t b) { ret
 /* Group index base of block b (its selectors are sel[base .. + ceil(n_sym/50))). */
 __host__ __device__ inline uint64_t bz2_group_base(const Bz2Block &b, uint32_t idx)
 {
-    return (uint64_t)(b.rle_off + idx) / kBz2GroupSize + idx;
+    return (uint64_t)(b.rle_off + idx) / BZ2_GROUP_SIZE + idx;
 }
 
 /* Scratch for pieces of piece_cap input bytes (bz2_enc.cu), in two parts:
@@ -134,7 +130,7 @@ int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, u
 
 /* Tuning aid: with GC_BZ2_PROFILE set in the environment, wait for st and
  * print to stderr the milliseconds since the last mark with `what` (and
- * `n`, an item count); otherwise nothing (bz2_enc.cu). */
+ * `n`, an item count); otherwise nothing (bz2_enc_prof.cu). */
 void bz2_prof(cudaStream_t st, const char *what, uint64_t n);
 
 /* Stage launchers (asynchronous unless they say otherwise). */

@@ -38,6 +38,8 @@ constexpr int kBz2KeyBytes = 6;
 /* MTF: the block is cut into chunks of this many bytes, each moved to front
  * by one thread from the list the chunks before it leave. */
 constexpr uint32_t kBz2MtfChunk = 4096;
+/* MTF/RLE2 kernels: warps (one chunk or block each) per CTA. */
+constexpr int kBz2MtfWarps = 4;
 
 } // namespace gcgpu
 

@@ -17,28 +17,21 @@ namespace {
 uint64_t piece_for(size_t len)
 {
     uint64_t best = 0;
-    for (uint64_t k = 1; k * kBz2Segment <= kBz2MaxPiece; k++) {
-        if (bz2_scratch_bytes(k * kBz2Segment) > len)
+    for (uint64_t k = 1; k * BZ2_SEGMENT_BYTES <= kBz2MaxPiece; k++) {
+        if (bz2_scratch_bytes(k * BZ2_SEGMENT_BYTES) > len)
             break;
-        best = k * kBz2Segment;
+        best = k * BZ2_SEGMENT_BYTES;
     }
     return best;
-}
-
-/* MSB-first bits of v into host bytes d (zero from pos on). */
-void put_bits(uint8_t *d, uint64_t pos, int n, uint64_t v)
-{
-    for (int i = n - 1; i >= 0; i--, pos++)
-        if (v >> i & 1)
-            d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
 }
 
 int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *dst, size_t cap, size_t *dst_len,
            void *scr, size_t scr_len, gc_gpu_bzip2_stages *stages, gc_error *err)
 {
     cudaStream_t st = ctx->slots[0].st;
-    const uint8_t head[4] = {'B', 'Z', 'h', (uint8_t)('0' + level)};
-    GC_CUDA(cudaMemcpyAsync(dst, head, 4, cudaMemcpyHostToDevice, st));
+    uint8_t head[BZ2_STREAM_HEADER_BITS / 8];
+    bz2_stream_header(head, level);
+    GC_CUDA(cudaMemcpyAsync(dst, head, sizeof head, cudaMemcpyHostToDevice, st));
     uint64_t piece = piece_for(scr_len);
     if (len && !piece)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %zu bytes of scratch hold no 32 MiB segment", scr_len);
@@ -48,10 +41,10 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
         if (rc != GC_OK)
             return rc;
     }
-    cudaEvent_t p0, p1;
-    GC_CUDA(cudaEventCreate(&p0));
-    GC_CUDA(cudaEventCreate(&p1));
-    uint64_t o = 32;
+    CudaEvent p0, p1;
+    GC_CUDA(p0.create());
+    GC_CUDA(p1.create());
+    uint64_t o = BZ2_STREAM_HEADER_BITS;
     uint32_t comb = 0;
     float ms[4] = {0, 0, 0, 0};
     double pack_ms = 0;
@@ -62,27 +55,26 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
         if (rc != GC_OK)
             break;
         uint64_t word = o / 32;
-        if (cudaEventRecord(p0, st) != cudaSuccess)
+        if (cudaEventRecord(p0.get(), st) != cudaSuccess)
             rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord");
         if (rc == GC_OK)
             rc = bz2_enc_pack(s, r.blocks, r.bits, (unsigned)(o % 32), dst + 4 * word, cap - 4 * word, false, st, err);
-        if (rc == GC_OK && cudaEventRecord(p1, st) == cudaSuccess && cudaEventSynchronize(p1) == cudaSuccess) {
+        if (rc == GC_OK && cudaEventRecord(p1.get(), st) == cudaSuccess &&
+            cudaEventSynchronize(p1.get()) == cudaSuccess) {
             float t = 0;
-            cudaEventElapsedTime(&t, p0, p1);
+            cudaEventElapsedTime(&t, p0.get(), p1.get());
             pack_ms += t;
         }
         o += r.bits;
-        comb = ((comb << (r.blocks % 32)) | (r.blocks % 32 ? comb >> (32 - r.blocks % 32) : 0)) ^ r.combined;
+        comb = bz2_combine_parts(comb, r.blocks, r.combined);
         if (stages) {
             stages->blocks += r.blocks;
             stages->pieces++;
         }
     }
-    cudaEventDestroy(p0);
-    cudaEventDestroy(p1);
     if (rc != GC_OK)
         return rc;
-    uint64_t end = o + 80;
+    uint64_t end = o + BZ2_STREAM_TRAILER_BITS;
     if ((end + 7) / 8 > cap)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: the stream does not fit %zu bytes", cap);
     uint8_t tail[16] = {0};
@@ -90,8 +82,7 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
     if (o % 8)
         GC_CUDA(cudaMemcpyAsync(tail, dst + b0, 1, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
-    put_bits(tail, o % 8, 48, 0x177245385090ull);
-    put_bits(tail, o % 8 + 48, 32, comb);
+    bz2_stream_trailer(tail, o % 8, comb);
     GC_CUDA(cudaMemcpyAsync(dst + b0, tail, (end + 7) / 8 - b0, cudaMemcpyHostToDevice, st));
     GC_CUDA(cudaStreamSynchronize(st));
     *dst_len = (size_t)((end + 7) / 8);
@@ -109,11 +100,11 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
 
 extern "C" size_t gc_gpu_bzip2_scratch_size(size_t piece_bytes)
 {
-    uint64_t k = (piece_bytes + kBz2Segment - 1) / kBz2Segment;
+    uint64_t k = (piece_bytes + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES;
     k = k < 1 ? 1 : k;
-    if (k * kBz2Segment > kBz2MaxPiece)
-        k = kBz2MaxPiece / kBz2Segment;
-    return bz2_scratch_bytes(k * kBz2Segment);
+    if (k * BZ2_SEGMENT_BYTES > kBz2MaxPiece)
+        k = kBz2MaxPiece / BZ2_SEGMENT_BYTES;
+    return bz2_scratch_bytes(k * BZ2_SEGMENT_BYTES);
 }
 
 extern "C" int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level, void *d_dst,

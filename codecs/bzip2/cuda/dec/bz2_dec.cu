@@ -20,10 +20,6 @@
 #include "bz2_dec_walk.cuh"
 #include "gpu_pipeline.cuh"
 
-extern "C" {
-extern const uint16_t bz2_rnums[512]; /* codecs/bzip2/cpu/bz2_rand.c: the format's table */
-}
-
 namespace gcgpu {
 
 namespace {
@@ -31,7 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-constexpr uint32_t kRandWords = (kDecColumn + 31) / 32;
+constexpr uint32_t kRandWords = (BZ2_MAX_BLOCK + 31) / 32;
 
 /* Bit k: byte k of a randomised block is flipped (bz2_rand_next's sequence). */
 const uint32_t *rand_map_host()
@@ -39,16 +35,11 @@ const uint32_t *rand_map_host()
     static uint32_t map[kRandWords];
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, [] {
-        int32_t to_go = 0, tpos = 0;
-        for (uint32_t k = 0; k < kDecColumn; k++) {
-            if (to_go == 0) {
-                to_go = bz2_rnums[tpos];
-                tpos = (tpos + 1) & 511;
-            }
-            to_go--;
-            if (to_go == 1)
+        bz2_rand r;
+        bz2_rand_init(&r);
+        for (uint32_t k = 0; k < BZ2_MAX_BLOCK; k++)
+            if (bz2_rand_next(&r))
                 map[k / 32] |= 1u << (k % 32);
-        }
     });
     return map;
 }
@@ -77,7 +68,7 @@ int geometry(uint64_t in_len, Geometry *g, gc_error *err)
     g->columns = (uint32_t)cols;
     g->sort_cols = std::min<uint32_t>(kDecSortColumns, g->columns);
     g->cand_cap = (uint32_t)std::min<uint64_t>(in_len / 6 + 64, 1u << 20);
-    g->sp_cap = g->sort_cols * (kDecColumn / kDecSplitStride + 2);
+    g->sp_cap = g->sort_cols * (BZ2_MAX_BLOCK / kDecSplitStride + 2);
     size_t a = 0, b = 0;
     int rc = bz2_dec_scan_tmp(g->cand_cap, &a, err);
     if (rc == GC_OK)
@@ -100,12 +91,12 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
     s->columns = g.columns;
     s->sort_cols = g.sort_cols;
     s->res = c.take<DecCand>(g.columns);
-    s->cols = c.take<uint8_t>((size_t)g.columns * kDecColumn);
+    s->cols = c.take<uint8_t>((size_t)g.columns * BZ2_MAX_BLOCK);
     s->sel = c.take<uint8_t>((size_t)g.columns * kDecSelBytes);
     s->blk = c.take<DecBlk>(g.columns);
-    s->keys = c.take<uint8_t>((size_t)g.sort_cols * kDecColumn);
-    s->vals_in = c.take<uint32_t>((size_t)g.sort_cols * kDecColumn);
-    s->tt = c.take<uint32_t>((size_t)g.sort_cols * kDecColumn);
+    s->keys = c.take<uint8_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
+    s->vals_in = c.take<uint32_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
+    s->tt = c.take<uint32_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
     s->sp_cap = g.sp_cap;
     s->sp_next = c.take<uint32_t>(g.sp_cap);
     s->sp_len = c.take<uint32_t>(g.sp_cap);
@@ -536,13 +527,13 @@ struct Decoder {
         return GC_OK;
     }
 
-    /* A stream's part resumes where the previous one stopped (gpu.h gc_gpu_bz2_resume). */
+    /* A stream's part resumes where the previous one stopped (gc_gpu_job.part). */
     static void resume(JobRun &j)
     {
         j.w.len_bits = j.in.len * 8;
         if (!j.job || !j.job->partial)
             return;
-        const gc_gpu_bz2_resume &p = j.job->part;
+        const bz2_dstate &p = j.job->part;
         j.w.partial = true;
         j.w.more = j.job->part_more != 0;
         j.w.pos = p.bit;
@@ -610,11 +601,11 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
     return GC_OK;
 }
 
-/* Where a part's walk stopped, for the next part (gpu.h gc_gpu_bz2_resume). */
+/* Where a part's walk stopped, for the next part (gc_gpu_job.part). */
 void finish_part(const JobRun &r, gc_gpu_job &job)
 {
     const DecWalk &w = r.w;
-    gc_gpu_bz2_resume &p = job.part;
+    bz2_dstate &p = job.part;
     bool was_garbage = p.garbage != 0;
     job.part_used = w.stopped ? (size_t)(w.pos / 8) : job.src_len;
     p.bit = w.stopped ? (unsigned)(w.pos % 8) : 0;

@@ -35,7 +35,7 @@ struct gc_gpu_ctx;
 
 namespace gcgpu {
 
-constexpr uint32_t kDecSelBytes = (kBz2MaxSelectors + 1) / 2; /* a candidate's selectors, two per byte */
+constexpr uint32_t kDecSelBytes = (BZ2_MAX_SELECTORS + 1) / 2; /* a candidate's selectors, two per byte */
 
 /* One accepted block through the inverse BWT and RLE1. */
 struct DecBlk {
@@ -67,12 +67,12 @@ struct DecScratch {
     uint32_t cand_cap;
     uint32_t *n_cand;
     DecCand *res;         /* columns */
-    uint8_t *cols;        /* columns x kDecColumn */
+    uint8_t *cols;        /* columns x BZ2_MAX_BLOCK */
     uint8_t *sel;         /* columns x kDecSelBytes */
     DecBlk *blk;          /* columns */
     uint32_t columns;     /* candidates a wave holds (<= kDecMaxColumns) */
     uint32_t sort_cols;   /* columns a sort wave spans (<= kDecSortColumns) */
-    uint8_t *keys;        /* sort: sort_cols x kDecColumn each */
+    uint8_t *keys;        /* sort: sort_cols x BZ2_MAX_BLOCK each */
     uint32_t *vals_in, *tt;
     uint32_t *sp_next, *sp_len, *sp_dist; /* splitters of a sort wave */
     uint32_t sp_cap;

@@ -16,19 +16,18 @@
 namespace gcgpu {
 namespace {
 
-constexpr uint32_t kFull = 0xffffffffu;
 constexpr int kLut = 1 << kDecLutBits;
-constexpr int kMaxSel = kBz2MaxSelectors;
+constexpr int kMaxSel = BZ2_MAX_SELECTORS;
 
 /* One warp's tables (the selectors live in global memory, kDecSelBytes per
  * candidate: shared memory is what limits the warps an SM holds). */
 struct HuffSmem {
-    uint16_t lut[kBz2MaxGroups][kLut];            /* sym << 5 | len, 0 = longer code */
-    uint16_t sorted[kBz2MaxGroups][kBz2MaxAlpha]; /* symbols by (length, symbol) */
-    int32_t first[kBz2MaxGroups][kDecMaxCodeLen + 1];
-    int32_t count[kBz2MaxGroups][kDecMaxCodeLen + 1];
-    int32_t index[kBz2MaxGroups][kDecMaxCodeLen + 1];
-    uint8_t len[kBz2MaxGroups][kBz2MaxAlpha];
+    uint16_t lut[BZ2_MAX_GROUPS][kLut];            /* sym << 5 | len, 0 = longer code */
+    uint16_t sorted[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA]; /* symbols by (length, symbol) */
+    int32_t first[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
+    int32_t count[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
+    int32_t index[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
+    uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
     uint8_t seq[256]; /* the symbol map: used bytes in order */
 };
 
@@ -149,7 +148,7 @@ __device__ uint32_t read_map(BitIn &br, HuffSmem &s, int lane, Header &h)
 __device__ uint32_t read_selectors(BitIn &br, uint8_t *sel, int lane, Header &h)
 {
     h.n_groups = (int)br.get(3);
-    if (h.n_groups < 2 || h.n_groups > kBz2MaxGroups)
+    if (h.n_groups < 2 || h.n_groups > BZ2_MAX_GROUPS)
         return kDecGroups;
     h.n_sel = br.get(15);
     if (h.n_sel < 1)
@@ -187,7 +186,7 @@ __device__ uint32_t read_lengths(BitIn &br, HuffSmem &s, int lane, const Header 
         int curr = (int)br.get(5);
         for (int a = 0; a < alpha; a++) {
             for (;;) {
-                if (curr < 1 || curr > kDecMaxCodeLen)
+                if (curr < 1 || curr > BZ2_MAX_CODE_LEN_DEC)
                     return kDecCodeLen;
                 if (!br.get(1))
                     break;
@@ -209,13 +208,13 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
 {
     if (lane == 0) {
         int32_t *count = s.count[t], *first = s.first[t], *index = s.index[t];
-        for (int l = 0; l <= kDecMaxCodeLen; l++)
+        for (int l = 0; l <= BZ2_MAX_CODE_LEN_DEC; l++)
             count[l] = 0;
         for (int a = 0; a < alpha; a++)
             count[s.len[t][a]]++;
         int32_t code = 0, idx = 0; /* first[] stays below 258 << 20 */
-        int32_t next[kDecMaxCodeLen + 1];
-        for (int l = 1; l <= kDecMaxCodeLen; l++) {
+        int32_t next[BZ2_MAX_CODE_LEN_DEC + 1];
+        for (int l = 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
             first[l] = code;
             index[l] = idx;
             next[l] = idx;
@@ -244,11 +243,11 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
  * if the bits match no code. */
 __device__ __forceinline__ uint32_t code_at(const HuffSmem &s, int t, uint32_t v)
 {
-    uint32_t e = s.lut[t][v >> (kDecMaxCodeLen - kDecLutBits)];
+    uint32_t e = s.lut[t][v >> (BZ2_MAX_CODE_LEN_DEC - kDecLutBits)];
     if (e)
         return (e >> 5) << 8 | (e & 31);
-    for (int l = kDecLutBits + 1; l <= kDecMaxCodeLen; l++) {
-        int32_t c = (int32_t)(v >> (kDecMaxCodeLen - l));
+    for (int l = kDecLutBits + 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
+        int32_t c = (int32_t)(v >> (BZ2_MAX_CODE_LEN_DEC - l));
         if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l])
             return (uint32_t)s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 8 | (uint32_t)l;
     }
@@ -289,7 +288,7 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *
             group++;
             if (!(group & 1) && group < h.n_sel)
                 next_pair = sel[group / 2];
-            left = kBz2GroupSize;
+            left = BZ2_GROUP_SIZE;
         }
         while (pos - wb >= 32) {
             wb += 32;
@@ -299,7 +298,7 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *
         }
         uint32_t o = (uint32_t)(pos - wb) + (uint32_t)lane;
         uint32_t bits = o < 32 ? __funnelshift_l(w1, w0, o) : __funnelshift_l(w2, w1, o - 32);
-        uint32_t mine = code_at(s, t, bits >> (32 - kDecMaxCodeLen));
+        uint32_t mine = code_at(s, t, bits >> (32 - BZ2_MAX_CODE_LEN_DEC));
         uint32_t c = 0;
         while (c < 32 && left > 0) {
             uint32_t code = __shfl_sync(kFull, mine, (int)c);
@@ -313,14 +312,14 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *
             if (sym <= 1) {
                 run += weight << sym;
                 weight <<= 1;
-                if (run > kDecColumn) {
+                if (run > BZ2_MAX_BLOCK) {
                     e = kDecRunLong;
                     break;
                 }
                 continue;
             }
             if (run) {
-                if (nblock + run > kDecColumn) {
+                if (nblock + run > BZ2_MAX_BLOCK) {
                     e = kDecBlockLong;
                     break;
                 }
@@ -336,7 +335,7 @@ __device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *
                 break;
             }
             uint32_t v = mtf_take(m, sym - 1, lane);
-            if (nblock >= kDecColumn) {
+            if (nblock >= BZ2_MAX_BLOCK) {
                 e = kDecBlockLong;
                 break;
             }
@@ -386,7 +385,7 @@ __global__ void __launch_bounds__(32) huff_decode(const DecInput *jobs, const ui
     BitIn br{job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane};
     br.seek(cand[ci] + 48);
     DecCand c{};
-    uint32_t e = decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * kDecColumn, c);
+    uint32_t e = decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * BZ2_MAX_BLOCK, c);
     /* garbage read as zero bits past the end: call it what it is (as the CPU engine) */
     if (e && br.overrun())
         e = kDecTruncated;

@@ -53,28 +53,28 @@ __device__ __forceinline__ bool split_unused(const DecBlk &b, uint32_t q)
 struct SegBegin {
     const DecBlk *blk;
     uint32_t col0;
-    __device__ uint64_t operator()(uint32_t i) const { return (uint64_t)(blk[i].col - col0) * kDecColumn; }
+    __device__ uint64_t operator()(uint32_t i) const { return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK; }
 };
 struct SegEnd {
     const DecBlk *blk;
     uint32_t col0;
     __device__ uint64_t operator()(uint32_t i) const
     {
-        return (uint64_t)(blk[i].col - col0) * kDecColumn + blk[i].n;
+        return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK + blk[i].n;
     }
 };
 
 __global__ void fill_rows(uint32_t *vals, uint64_t total)
 {
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += (uint64_t)gridDim.x * blockDim.x)
-        vals[q] = (uint32_t)(q % kDecColumn);
+        vals[q] = (uint32_t)(q % BZ2_MAX_BLOCK);
 }
 
 /* tt = T << 8 | F, splitter rows marked; grid.y = block. */
 __global__ void pack_tt(const DecBlk *blk, uint32_t col0, const uint8_t *keys, uint32_t *tt)
 {
     const DecBlk &b = blk[blockIdx.y];
-    uint64_t base = (uint64_t)(b.col - col0) * kDecColumn;
+    uint64_t base = (uint64_t)(b.col - col0) * BZ2_MAX_BLOCK;
     for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < b.n; r += gridDim.x * blockDim.x) {
         uint32_t mark = (r % kDecSplitStride == 0 || r == b.orig) ? kMark : 0;
         tt[base + r] = tt[base + r] << 8 | keys[base + r] | mark;
@@ -88,7 +88,7 @@ __global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *t
     uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= b.nsp || split_unused(b, q))
         return;
-    const uint32_t *t = tt + (uint64_t)(b.col - col0) * kDecColumn;
+    const uint32_t *t = tt + (uint64_t)(b.col - col0) * BZ2_MAX_BLOCK;
     uint32_t e = t[split_row(b, q)], len = 0;
     for (;;) {
         len++;
@@ -137,8 +137,8 @@ __global__ void walk_write(const DecBlk *blk, uint32_t col0, const uint32_t *tt,
     uint32_t d = sp_dist[b.sp_off + q];
     if (d == kNone)
         return;
-    const uint32_t *t = tt + (uint64_t)(b.col - col0) * kDecColumn;
-    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    const uint32_t *t = tt + (uint64_t)(b.col - col0) * BZ2_MAX_BLOCK;
+    uint8_t *out = cols + (uint64_t)b.col * BZ2_MAX_BLOCK;
     uint32_t len = sp_len[b.sp_off + q], p = split_row(b, q);
     bool rand = b.rand && b.period == b.n;
     /* the segment's bytes are contiguous: gather 8 and store a word (columns are 16-byte aligned) */
@@ -170,7 +170,7 @@ __global__ void repeat_period(const DecBlk *blk, const uint32_t *rand_map, uint8
     const DecBlk &b = blk[blockIdx.y];
     if (b.status != kDecOk || b.period == b.n)
         return;
-    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    uint8_t *out = cols + (uint64_t)b.col * BZ2_MAX_BLOCK;
     for (uint32_t k = b.period + blockIdx.x * blockDim.x + threadIdx.x; k < b.n; k += gridDim.x * blockDim.x)
         out[k] = (uint8_t)(out[k % b.period] ^ (b.rand ? rand_bit(rand_map, k) : 0u));
 }
@@ -181,7 +181,7 @@ __global__ void rand_period_head(const DecBlk *blk, const uint32_t *rand_map, ui
     const DecBlk &b = blk[blockIdx.y];
     if (b.status != kDecOk || b.period == b.n || !b.rand)
         return;
-    uint8_t *out = cols + (uint64_t)b.col * kDecColumn;
+    uint8_t *out = cols + (uint64_t)b.col * BZ2_MAX_BLOCK;
     for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < b.period; k += gridDim.x * blockDim.x)
         out[k] ^= (uint8_t)rand_bit(rand_map, k);
 }
@@ -196,7 +196,7 @@ int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err)
     *bytes = 0;
     GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, *bytes, (const uint8_t *)nullptr, (uint8_t *)nullptr,
                                                      (const uint32_t *)nullptr, (uint32_t *)nullptr,
-                                                     (int64_t)sort_cols * kDecColumn, (int64_t)sort_cols, begin, end,
+                                                     (int64_t)sort_cols * BZ2_MAX_BLOCK, (int64_t)sort_cols, begin, end,
                                                      0, 8));
     return GC_OK;
 }
@@ -208,7 +208,7 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
         return GC_OK;
     if (nsp_total > s.sp_cap)
         return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: %u splitters, room for %u", nsp_total, s.sp_cap);
-    uint64_t total = (uint64_t)s.sort_cols * kDecColumn;
+    uint64_t total = (uint64_t)s.sort_cols * BZ2_MAX_BLOCK;
     bz2_prof(st, nullptr, 0);
     fill_rows<<<1024, kDecThreads, 0, st>>>(s.vals_in, total);
     GC_CUDA_LAUNCHED("fill_rows");
@@ -216,16 +216,16 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     auto begin = thrust::make_transform_iterator(idx, SegBegin{d_blk, col0});
     auto end = thrust::make_transform_iterator(idx, SegEnd{d_blk, col0});
     size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * kDecColumn, s.keys,
+    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * BZ2_MAX_BLOCK, s.keys,
                                                      s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin, end, 0, 8,
                                                      st));
     bz2_prof(st, "dec_sort", nb);
-    dim3 rows((kDecColumn + kDecThreads - 1) / kDecThreads / 8, nb);
+    dim3 rows((BZ2_MAX_BLOCK + kDecThreads - 1) / kDecThreads / 8, nb);
     pack_tt<<<rows, kDecThreads, 0, st>>>(d_blk, col0, s.keys, s.tt);
     GC_CUDA_LAUNCHED("pack_tt");
     bz2_prof(st, "dec_pack", nb);
     GC_CUDA(cudaMemsetAsync(s.sp_dist, 0xff, (size_t)nsp_total * sizeof(uint32_t), st));
-    uint32_t max_sp = kDecColumn / kDecSplitStride + 2;
+    uint32_t max_sp = BZ2_MAX_BLOCK / kDecSplitStride + 2;
     dim3 sp((max_sp + kDecThreads - 1) / kDecThreads, nb);
     walk_measure<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_next, s.sp_len);
     GC_CUDA_LAUNCHED("walk_measure");

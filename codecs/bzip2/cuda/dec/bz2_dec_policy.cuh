@@ -18,6 +18,8 @@ constexpr uint32_t kDecMaxColumns = 2048;
 constexpr uint32_t kDecSortColumns = 512;
 /* Huffman stage: warps (one candidate each) per CTA. */
 constexpr int kDecHuffWarps = 2;
+/* RLE1 stage: warps (one block each) per CTA. */
+constexpr int kDecRle1Warps = 4;
 /* Bits of the first-level Huffman lookup table in shared memory. */
 constexpr int kDecLutBits = 10;
 /* Inverse BWT: one splitter row in this many; a thread follows the cycle

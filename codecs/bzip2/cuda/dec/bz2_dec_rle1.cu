@@ -17,9 +17,7 @@
 namespace gcgpu {
 namespace {
 
-constexpr uint32_t kFull = 0xffffffffu;
 constexpr uint32_t kIdentity = 0 | 1 << 3 | 2 << 6 | 3 << 9 | 4 << 12; /* 3 bits per state */
-constexpr int kWarpsPerCta = 4;
 
 __device__ __forceinline__ uint32_t apply(uint32_t f, uint32_t r) { return (f >> (3 * r)) & 7; }
 /* f after g */
@@ -144,13 +142,13 @@ __device__ __forceinline__ uint32_t lane_size(const Step &s)
     return lane_bytes(s, NoEmit{}, 0);
 }
 
-__global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_size(DecBlk *blk, uint32_t nb, const uint8_t *cols)
+__global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_size(DecBlk *blk, uint32_t nb, const uint8_t *cols)
 {
-    uint32_t i = blockIdx.x * kWarpsPerCta + threadIdx.x / 32;
+    uint32_t i = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
     if (i >= nb || blk[i].status != kDecOk)
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * kDecColumn;
+    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
     uint32_t n = blk[i].n, prev = 0, r = 0;
     uint64_t total = 0;
     for (uint32_t at = 0; at < n; at += 128) {
@@ -167,14 +165,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_size(DecBlk *blk, uint
     }
 }
 
-__global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_expand(const DecBlk *blk, uint32_t nb, const uint8_t *cols,
+__global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_expand(const DecBlk *blk, uint32_t nb, const uint8_t *cols,
                                                                const Bz2Block *place, uint8_t *out)
 {
-    uint32_t i = blockIdx.x * kWarpsPerCta + threadIdx.x / 32;
+    uint32_t i = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
     if (i >= nb)
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * kDecColumn;
+    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
     uint8_t *o = out + place[i].in_start;
     uint32_t n = blk[i].n, prev = 0, r = 0;
     uint64_t base = 0;
@@ -189,7 +187,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) rle1_expand(const DecBlk *b
     }
 }
 
-unsigned ctas(uint32_t nb) { return (nb + kWarpsPerCta - 1) / kWarpsPerCta; }
+unsigned ctas(uint32_t nb) { return (nb + kDecRle1Warps - 1) / kDecRle1Warps; }
 
 } // namespace
 
@@ -197,7 +195,7 @@ int bz2_dec_rle1_size(DecBlk *d_blk, uint32_t nb, DecScratch &s, cudaStream_t st
 {
     if (nb == 0)
         return GC_OK;
-    rle1_size<<<ctas(nb), 32 * kWarpsPerCta, 0, st>>>(d_blk, nb, s.cols);
+    rle1_size<<<ctas(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, nb, s.cols);
     GC_CUDA_LAUNCHED("rle1_size");
     return GC_OK;
 }
@@ -208,7 +206,7 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
     if (nb == 0)
         return GC_OK;
     bz2_prof(st, nullptr, 0);
-    rle1_expand<<<ctas(nb), 32 * kWarpsPerCta, 0, st>>>(d_blk, nb, s.cols, s.crc_blk, out);
+    rle1_expand<<<ctas(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, nb, s.cols, s.crc_blk, out);
     GC_CUDA_LAUNCHED("rle1_expand");
     bz2_prof(st, "dec_rle1_expand", nb);
     int rc = bz2_block_crcs(out, out_len, s.crc_blk, nb, s.crc_acc, d_tab32, st, err);

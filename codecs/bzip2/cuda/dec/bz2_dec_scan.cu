@@ -25,7 +25,7 @@ __global__ void scan_magic(const uint8_t *in, uint64_t len, uint64_t *cand, uint
         uint32_t b2 = byte_at(in, len, i + 2);
         bool maybe = false;
         for (int s = 0; s < 8; s++)
-            maybe |= b2 == (uint32_t)((kDecBlockMagic >> (24 + s)) & 0xff);
+            maybe |= b2 == (uint32_t)((BZ2_BLOCK_MAGIC >> (24 + s)) & 0xff);
         if (!maybe)
             continue;
         uint64_t w = 0;
@@ -33,7 +33,7 @@ __global__ void scan_magic(const uint8_t *in, uint64_t len, uint64_t *cand, uint
             w = w << 8 | byte_at(in, len, i + k);
         for (int s = 0; s < 8; s++) {
             uint64_t bit = i * 8 + s;
-            if (bit + 48 <= len * 8 && ((w >> (16 - s)) & 0xffffffffffffull) == kDecBlockMagic) {
+            if (bit + 48 <= len * 8 && ((w >> (16 - s)) & 0xffffffffffffull) == BZ2_BLOCK_MAGIC) {
                 uint32_t k = atomicAdd(n, 1u);
                 if (k < cap)
                     cand[k] = bit;

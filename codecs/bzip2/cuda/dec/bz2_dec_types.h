@@ -8,18 +8,10 @@
 
 #include <stdint.h>
 
-extern "C" {
+#include "bz2_format.h" /* the columns' stride is BZ2_MAX_BLOCK */
 #include "gc_status.h"
-}
 
 namespace gcgpu {
-
-constexpr uint32_t kDecColumn = 900000; /* BZ2_MAX_BLOCK: the stride of the columns */
-constexpr uint64_t kDecBlockMagic = 0x314159265359ull;
-constexpr uint64_t kDecEosMagic = 0x177245385090ull;
-constexpr int kDecMaxCodeLen = 20;
-/* BZ2_MAX_BLOCK_COMPRESSED: the most bytes a block may span (bzip2.h). */
-constexpr uint64_t kDecMaxBlockBytes = (uint64_t)3 << 20;
 
 /* What a kernel found wrong with a candidate or block (0 = nothing);
  * bz2_dec_error() words it. */

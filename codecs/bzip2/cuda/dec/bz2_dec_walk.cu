@@ -95,7 +95,7 @@ int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
     uint8_t b[4] = {(uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h};
     size_t cmp = left < 3 ? (size_t)left : 3;
     int level = left > 3 ? b[3] - '0' : 0;
-    if (memcmp(b, "BZh", cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
+    if (memcmp(b, BZ2_STREAM_MAGIC, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
         if (w.sno == 0)
             return gc_fail(err, GC_E_CORRUPT, "bzip2: not a bzip2 stream (bad header)");
         if (w.partial) { /* the stream's answer says so; the output stands */
@@ -139,19 +139,19 @@ int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
 
 /*
  * Take candidate ci (decoded in res) as the stream's next block. A block
- * may use kDecMaxBlockBytes from the byte of its first bit, as in the CPU
+ * may use BZ2_MAX_BLOCK_COMPRESSED from the byte of its first bit, as in the CPU
  * engine: one that needs more is corrupt wherever the input is cut.
  */
 int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepted> &acc, gc_error *err)
 {
-    uint64_t cap_bits = (w.pos / 8 + kDecMaxBlockBytes) * 8;
+    uint64_t cap_bits = (w.pos / 8 + BZ2_MAX_BLOCK_COMPRESSED) * 8;
     bool too_long = cap_bits < w.len_bits && (r.status == kDecTruncated || (r.status == kDecOk && r.end_bit > cap_bits));
     if (!too_long && r.status == kDecTruncated && stop_for_more(w))
         return GC_OK;
     w.bno++;
     if (too_long)
         return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %llu bytes", w.sno,
-                       w.bno, (unsigned long long)kDecMaxBlockBytes);
+                       w.bno, (unsigned long long)BZ2_MAX_BLOCK_COMPRESSED);
     w.skipped += w.last_cand == UINT32_MAX ? ci : ci - w.last_cand - 1;
     w.last_cand = ci;
     if (r.status != kDecOk)
@@ -165,7 +165,7 @@ int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepte
                        (unsigned long long)w.skipped);
     acc.push_back(DecAccepted{ci, w.sno, w.bno, 0});
     w.accepted++;
-    w.combined = ((w.combined << 1) | (w.combined >> 31)) ^ r.crc;
+    w.combined = bz2_combine_crc(w.combined, r.crc);
     w.pos = r.end_bit;
     w.known_at = r.end_bit;
     memcpy(w.known, r.tail, sizeof w.known);
@@ -198,7 +198,7 @@ int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, 
             } else {
                 uint64_t magic = 0;
                 rc = bits_at(w, peek, w.pos, 48, &magic, err);
-                if (rc == GC_OK && magic == kDecEosMagic)
+                if (rc == GC_OK && magic == BZ2_EOS_MAGIC)
                     rc = walk_eos(w, peek, err);
                 else if (rc == GC_OK)
                     rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", w.sno, w.bno + 1);

@@ -3,11 +3,6 @@
  * once per slot from the largest piece, carved into the stages' arrays) and
  * the order of the stages (bz2_gpu.cuh).
  */
-#include <stdio.h>
-#include <stdlib.h>
-
-#include <chrono>
-
 #include <cub/cub.cuh>
 #include <cuda/functional>
 #include <thrust/iterator/counting_iterator.h>
@@ -30,13 +25,13 @@ Sizes sizes_for(uint64_t piece_cap)
     Sizes z;
     z.piece = piece_cap;
     z.rle = piece_cap + piece_cap / 4 + 64;
-    z.segs = (piece_cap + kBz2Segment - 1) / kBz2Segment;
+    z.segs = (piece_cap + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES;
     if (z.segs == 0)
         z.segs = 1;
     /* every block of a segment but its last holds >= limit - 4 RLE1 bytes, >= (limit - 4) * 4 / 5 input bytes */
-    z.blocks_seg = kBz2Segment / ((kMinLimit - 4) / 2) + 3;
+    z.blocks_seg = BZ2_SEGMENT_BYTES / ((kMinLimit - 4) / 2) + 3;
     z.blocks = z.segs * z.blocks_seg;
-    z.groups = (z.rle + z.blocks) / kBz2GroupSize + 2 * z.blocks + 2;
+    z.groups = (z.rle + z.blocks) / BZ2_GROUP_SIZE + 2 * z.blocks + 2;
     z.chunks = z.rle / kBz2MtfChunk + z.blocks + 1;
     return z;
 }
@@ -93,8 +88,8 @@ bool carve_piece(uint8_t *p, uint8_t *end, const Sizes &z, Bz2Scratch *s)
     s->group_cap = z.groups;
     return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.rle + z.blocks, &s->sym) &&
            take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
-           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->lens) &&
-           take(p, end, z.blocks * kBz2MaxGroups * kBz2MaxAlpha, &s->codes);
+           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->lens) &&
+           take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->codes);
 }
 
 /* The stages' working memory: free again once bz2_enc_blocks returns. */
@@ -128,27 +123,13 @@ size_t carved_bytes(F carve_fn)
 
 } // namespace
 
-void bz2_prof(cudaStream_t st, const char *what, uint64_t n)
-{
-    static const bool on = getenv("GC_BZ2_PROFILE") != nullptr;
-    static thread_local std::chrono::steady_clock::time_point last;
-    if (!on)
-        return;
-    (void)cudaStreamSynchronize(st);
-    auto now = std::chrono::steady_clock::now();
-    if (what)
-        fprintf(stderr, "bz2prof %-22s %10llu %8.3f ms\n", what, (unsigned long long)n,
-                std::chrono::duration<double, std::milli>(now - last).count());
-    last = now;
-}
-
 size_t bz2_piece_bytes(uint64_t piece_cap)
 {
     Sizes z = sizes_for(piece_cap);
     return carved_bytes([&](uint8_t *b, uint8_t *e, uint8_t **stop) {
         Bz2Scratch s;
         bool ok = carve_piece(b, e, z, &s);
-        *stop = reinterpret_cast<uint8_t *>(s.codes + z.blocks * kBz2MaxGroups * kBz2MaxAlpha);
+        *stop = reinterpret_cast<uint8_t *>(s.codes + z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA);
         return ok;
     });
 }
@@ -193,12 +174,12 @@ int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s,
     if (len > s.piece_cap)
         return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: a piece of %llu bytes over the scratch's %llu",
                        (unsigned long long)len, (unsigned long long)s.piece_cap);
-    cudaEvent_t ev[5] = {};
+    CudaEvent ev[5];
     int rc = GC_OK;
     if (stage_ms)
-        for (cudaEvent_t &e : ev)
-            GC_CUDA(cudaEventCreate(&e));
-    auto mark = [&](int i) { return stage_ms ? cudaEventRecord(ev[i], st) : cudaSuccess; };
+        for (CudaEvent &e : ev)
+            GC_CUDA(e.create());
+    auto mark = [&](int i) { return stage_ms ? cudaEventRecord(ev[i].get(), st) : cudaSuccess; };
     uint32_t nb = 0;
     uint64_t rle_total = 0;
     GC_CUDA(cudaMemsetAsync(s.res, 0, sizeof(Bz2Result), st));
@@ -231,13 +212,9 @@ int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s,
     if (rc == GC_OK && stage_ms)
         for (int i = 0; i < 4; i++) {
             float ms = 0;
-            if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) == cudaSuccess)
+            if (cudaEventElapsedTime(&ms, ev[i].get(), ev[i + 1].get()) == cudaSuccess)
                 stage_ms[i] += ms;
         }
-    if (stage_ms)
-        for (cudaEvent_t e : ev)
-            if (e)
-                cudaEventDestroy(e);
     if (rc == GC_OK && h_res->status)
         rc = gc_fail(err, (gc_status)h_res->status, "gpu bzip2: the piece failed on the device");
     return rc;

@@ -25,8 +25,6 @@ namespace gcgpu {
 
 namespace {
 
-constexpr unsigned kFull = 0xffffffffu;
-constexpr int kWarpsPerCta = 4;
 
 /* 1. One CTA per block: its used bytes, as 8 words of bits. */
 __global__ void symbol_map(const uint8_t *bwt, Bz2Block *blk)
@@ -132,14 +130,14 @@ __device__ __forceinline__ uint32_t warp_mtf(uint64_t &w, uint32_t v)
 
 /* 2. One warp per chunk: its symbols by last use (latest first), which is
  * the front of the list any MTF over the chunk leaves. */
-__global__ void __launch_bounds__(32 * kWarpsPerCta) chunk_fronts(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
+__global__ void __launch_bounds__(32 * kBz2MtfWarps) chunk_fronts(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
                                                                   const uint32_t *chunk_base, uint8_t *lists,
                                                                   uint16_t *front)
 {
-    __shared__ uint8_t seq_all[kWarpsPerCta][256];
-    __shared__ uint32_t last_all[kWarpsPerCta][256];
+    __shared__ uint8_t seq_all[kBz2MtfWarps][256];
+    __shared__ uint32_t last_all[kBz2MtfWarps][256];
     const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const uint32_t c = blockIdx.x * kWarpsPerCta + wid;
+    const uint32_t c = blockIdx.x * kBz2MtfWarps + wid;
     if (c >= chunk_base[nb])
         return;
     Chunk ch = chunk_of(blk, nb, chunk_base, c);
@@ -171,13 +169,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) chunk_fronts(const uint8_t 
 }
 
 /* 4. One warp per chunk: the MTF indices from the chunk's start list. */
-__global__ void __launch_bounds__(32 * kWarpsPerCta) mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
+__global__ void __launch_bounds__(32 * kBz2MtfWarps) mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
                                                                 const uint32_t *chunk_base, const uint8_t *lists,
                                                                 uint8_t *idx)
 {
-    __shared__ uint8_t seq_all[kWarpsPerCta][256];
+    __shared__ uint8_t seq_all[kBz2MtfWarps][256];
     const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const uint32_t c = blockIdx.x * kWarpsPerCta + wid;
+    const uint32_t c = blockIdx.x * kBz2MtfWarps + wid;
     if (c >= chunk_base[nb])
         return;
     Chunk ch = chunk_of(blk, nb, chunk_base, c);
@@ -201,13 +199,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) mtf_chunks(const uint8_t *b
 
 /* 3. One warp per block: each chunk's start list, in place of its front:
  * the front, then the previous start list without the front's symbols. */
-__global__ void __launch_bounds__(32 * kWarpsPerCta) chain_lists(uint32_t nb, const uint32_t *chunk_base,
+__global__ void __launch_bounds__(32 * kBz2MtfWarps) chain_lists(uint32_t nb, const uint32_t *chunk_base,
                                                                  uint8_t *lists, const uint16_t *front)
 {
-    __shared__ uint8_t buf_all[kWarpsPerCta][2][256];
-    __shared__ uint32_t seen_all[kWarpsPerCta][8];
+    __shared__ uint8_t buf_all[kBz2MtfWarps][2][256];
+    __shared__ uint32_t seen_all[kBz2MtfWarps][8];
     const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
-    const uint32_t b = blockIdx.x * kWarpsPerCta + wid;
+    const uint32_t b = blockIdx.x * kBz2MtfWarps + wid;
     if (b >= nb)
         return;
     uint8_t *cur = buf_all[wid][0], *nxt = buf_all[wid][1];
@@ -266,12 +264,12 @@ struct ChunkRle {
 
 /* 5 (kEmit false) and 7 (true): RLE2 of one chunk per warp, 32 indices a step. */
 template <bool kEmit>
-__global__ void __launch_bounds__(32 * kWarpsPerCta) rle2_chunks(const uint8_t *idx, const Bz2Block *blk, uint32_t nb,
+__global__ void __launch_bounds__(32 * kBz2MtfWarps) rle2_chunks(const uint8_t *idx, const Bz2Block *blk, uint32_t nb,
                                                                  const uint32_t *chunk_base, ChunkRle *cr,
                                                                  uint16_t *sym_all)
 {
     const unsigned lane = threadIdx.x & 31;
-    const uint32_t c = blockIdx.x * kWarpsPerCta + threadIdx.x / 32;
+    const uint32_t c = blockIdx.x * kBz2MtfWarps + threadIdx.x / 32;
     if (c >= chunk_base[nb])
         return;
     Chunk ch = chunk_of(blk, nb, chunk_base, c);
@@ -372,12 +370,12 @@ int bz2_mtf(uint32_t nb, Bz2Scratch &s, cudaStream_t st, gc_error *err)
     chunk_bases<<<1, 1, 0, st>>>(s.blk, nb, s.chunk_base);
     GC_CUDA_LAUNCHED("chunk_bases");
     const uint64_t max_chunks = s.rle_cap / kBz2MtfChunk + s.max_blocks;
-    const unsigned g = grid_for(max_chunks, kWarpsPerCta), t = 32 * kWarpsPerCta;
+    const unsigned g = grid_for(max_chunks, kBz2MtfWarps), t = 32 * kBz2MtfWarps;
     ChunkRle *cr = reinterpret_cast<ChunkRle *>(s.mtf_rle);
     chunk_fronts<<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.mtf_front);
     GC_CUDA_LAUNCHED("chunk_fronts");
     bz2_prof(st, "chunk_fronts", nb);
-    chain_lists<<<grid_for(nb, kWarpsPerCta), t, 0, st>>>(nb, s.chunk_base, s.mtf_lists, s.mtf_front);
+    chain_lists<<<grid_for(nb, kBz2MtfWarps), t, 0, st>>>(nb, s.chunk_base, s.mtf_lists, s.mtf_front);
     GC_CUDA_LAUNCHED("chain_lists");
     bz2_prof(st, "chain_lists", nb);
     mtf_chunks<<<g, t, 0, st>>>(s.bwt, s.blk, nb, s.chunk_base, s.mtf_lists, s.rle);

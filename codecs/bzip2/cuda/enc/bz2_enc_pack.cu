@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kBz2Threads) pack_heads(const Bz2Block *blk, u
 {
     typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
-    __shared__ uint32_t tbits[kBz2MaxGroups];
+    __shared__ uint32_t tbits[BZ2_MAX_GROUPS];
     const uint32_t bi = blockIdx.x;
     const Bz2Block &b = blk[bi];
     uint32_t ranges = 0, n_ranges = 0;
@@ -74,11 +74,11 @@ __global__ void __launch_bounds__(kBz2Threads) pack_heads(const Bz2Block *blk, u
         }
     const uint64_t at = bit0 + b.bit_off;
     const uint32_t fixed = 48 + 32 + 1 + 24 + 16 + 16 * n_ranges + 3 + 15;
-    const uint32_t n_sel = (b.n_sym + kBz2GroupSize - 1) / kBz2GroupSize;
+    const uint32_t n_sel = (b.n_sym + BZ2_GROUP_SIZE - 1) / BZ2_GROUP_SIZE;
     if (threadIdx.x == 0) {
         BitSink w(out, at);
-        w.put(24, 0x314159);
-        w.put(24, 0x265359);
+        w.put(24, (uint32_t)(BZ2_BLOCK_MAGIC >> 24));
+        w.put(24, (uint32_t)(BZ2_BLOCK_MAGIC & 0xffffff));
         w.put(32, b.crc);
         w.put(1, 0);
         w.put(24, b.orig);
@@ -112,15 +112,15 @@ __global__ void __launch_bounds__(kBz2Threads) pack_heads(const Bz2Block *blk, u
         w.flush();
     }
     /* code lengths, one thread per table */
-    const uint8_t *lens = lens_all + (uint64_t)bi * kBz2MaxGroups * kBz2MaxAlpha;
+    const uint8_t *lens = lens_all + (uint64_t)bi * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA;
     if (threadIdx.x < b.groups)
-        tbits[threadIdx.x] = length_bits(lens + threadIdx.x * kBz2MaxAlpha, b.alpha);
+        tbits[threadIdx.x] = length_bits(lens + threadIdx.x * BZ2_MAX_ALPHA, b.alpha);
     __syncthreads();
     if (threadIdx.x < b.groups) {
         uint64_t pos = at + fixed + sel_bits;
         for (uint32_t t = 0; t < threadIdx.x; t++)
             pos += tbits[t];
-        const uint8_t *l = lens + threadIdx.x * kBz2MaxAlpha;
+        const uint8_t *l = lens + threadIdx.x * BZ2_MAX_ALPHA;
         BitSink w(out, pos);
         int curr = l[0];
         w.put(5, (uint32_t)curr);
@@ -159,15 +159,15 @@ __global__ void pack_groups(const Bz2Block *blk, uint32_t nb, uint64_t slots, ui
     uint32_t bi = block_of_group(blk, nb, G);
     const Bz2Block &b = blk[bi];
     uint64_t g = G - bz2_group_base(b, bi);
-    if (g * kBz2GroupSize >= b.n_sym)
+    if (g * BZ2_GROUP_SIZE >= b.n_sym)
         return;
     uint32_t t = sel_all[G];
-    const uint8_t *l = lens_all + ((uint64_t)bi * kBz2MaxGroups + t) * kBz2MaxAlpha;
-    const uint32_t *c = codes_all + ((uint64_t)bi * kBz2MaxGroups + t) * kBz2MaxAlpha;
+    const uint8_t *l = lens_all + ((uint64_t)bi * BZ2_MAX_GROUPS + t) * BZ2_MAX_ALPHA;
+    const uint32_t *c = codes_all + ((uint64_t)bi * BZ2_MAX_GROUPS + t) * BZ2_MAX_ALPHA;
     const uint16_t *sym = sym_all + b.rle_off + bi;
     BitSink w(out, bit0 + b.bit_off + b.head_bits + gbit_off_all[G]);
-    uint32_t hi = min32(b.n_sym, (uint32_t)(g + 1) * kBz2GroupSize);
-    for (uint32_t i = (uint32_t)g * kBz2GroupSize; i < hi; i++)
+    uint32_t hi = min32(b.n_sym, (uint32_t)(g + 1) * BZ2_GROUP_SIZE);
+    for (uint32_t i = (uint32_t)g * BZ2_GROUP_SIZE; i < hi; i++)
         w.put(l[sym[i]], c[sym[i]]);
     w.flush();
 }

@@ -61,7 +61,7 @@ struct RunHead {
     const uint8_t *src;
     __device__ __forceinline__ bool operator()(uint32_t i) const
     {
-        return i == 0 || (i & (uint32_t)(kBz2Segment - 1)) == 0 || src[i] != src[i - 1];
+        return i == 0 || (i & (uint32_t)(BZ2_SEGMENT_BYTES - 1)) == 0 || src[i] != src[i - 1];
     }
 };
 
@@ -119,8 +119,8 @@ __global__ void plan_segments(const uint32_t *runs, const uint32_t *off, const u
         return;
     const unsigned lane = threadIdx.x & 31;
     const uint32_t n_runs = *n_runs_p;
-    const uint32_t a = (uint32_t)(seg * kBz2Segment);
-    const uint32_t e = (uint32_t)min64(len, (uint64_t)a + kBz2Segment);
+    const uint32_t a = (uint32_t)(seg * BZ2_SEGMENT_BYTES);
+    const uint32_t e = (uint32_t)min64(len, (uint64_t)a + BZ2_SEGMENT_BYTES);
     uint32_t k = first_run_at(runs, n_runs, a);
     const uint32_t k_end = first_run_at(runs, n_runs, e);
     uint32_t skip = 0, nb = 0;
@@ -313,7 +313,7 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
     auto sizes = thrust::make_transform_iterator(idx, RunSize{s.runs, s.n_runs});
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveSum(s.cub_tmp, tmp, sizes, s.run_off, (int)len + 1, st));
-    uint32_t segs = (uint32_t)((len + kBz2Segment - 1) / kBz2Segment);
+    uint32_t segs = (uint32_t)((len + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES);
     plan_segments<<<(segs + 3) / 4, 128, 0, st>>>(s.runs, s.run_off, s.n_runs, (uint32_t)len, limit, s.seg_blk,
                                                   s.seg_blocks, s.max_blocks_seg, segs, &s.res->status);
     GC_CUDA_LAUNCHED("plan_segments");

@@ -14,21 +14,15 @@ namespace gcgpu {
 
 namespace {
 
-constexpr int kMaxCodeLen = 17; /* what we write (BZ2_MAX_CODE_LEN_ENC) */
 constexpr int kIters = 4;       /* refinement passes (docs/BZIP2.md 6.5) */
-
-__device__ int table_count(uint32_t n_sym)
-{
-    return n_sym < 200 ? 2 : n_sym < 600 ? 3 : n_sym < 1200 ? 4 : n_sym < 2400 ? 5 : 6;
-}
 
 /* One warp's room for the code lengths of one table. */
 struct HuffSmem {
-    uint32_t w[kBz2MaxAlpha];          /* weights */
-    uint16_t order[kBz2MaxAlpha];      /* leaves by (weight, symbol) */
-    uint32_t wt[2 * kBz2MaxAlpha];     /* node weights (sums of <= 900001 symbols) */
-    int16_t parent[2 * kBz2MaxAlpha];
-    uint8_t depth[2 * kBz2MaxAlpha];
+    uint32_t w[BZ2_MAX_ALPHA];          /* weights */
+    uint16_t order[BZ2_MAX_ALPHA];      /* leaves by (weight, symbol) */
+    uint32_t wt[2 * BZ2_MAX_ALPHA];     /* node weights (sums of <= 900001 symbols) */
+    int16_t parent[2 * BZ2_MAX_ALPHA];
+    uint8_t depth[2 * BZ2_MAX_ALPHA];
     int maxd;
 };
 
@@ -87,7 +81,7 @@ __device__ void code_lengths(HuffSmem &h, const uint32_t *freq, int alpha, uint8
     __syncwarp();
     for (;;) {
         huffman_depths(h, alpha, len);
-        if (h.maxd <= kMaxCodeLen)
+        if (h.maxd <= BZ2_MAX_CODE_LEN_ENC)
             break;
         for (int i = lane; i < alpha; i += 32)
             h.w[i] = 1 + h.w[i] / 2;
@@ -95,57 +89,25 @@ __device__ void code_lengths(HuffSmem &h, const uint32_t *freq, int alpha, uint8
     }
 }
 
-/* docs/BZIP2.md 6.4, as bz2_huffman.c's initial_tables. */
-__device__ void initial_tables(const uint32_t *freq, int alpha, int ng, uint32_t n_sym,
-                               uint8_t (*len)[kBz2MaxAlpha])
-{
-    uint32_t rem = n_sym;
-    int gs = 0;
-    for (int k = 0; k < ng; k++) {
-        int left = ng - k;
-        uint32_t target = rem / (uint32_t)left;
-        int ge = gs;
-        uint32_t acc = gs < alpha ? freq[gs] : 0;
-        if (k == ng - 1) {
-            ge = alpha - 1;
-            acc = rem;
-        } else {
-            while (acc < target && ge + 1 < alpha - (left - 1)) {
-                ge++;
-                acc += freq[ge];
-            }
-            if (k % 2 == 1 && ge > gs) {
-                acc -= freq[ge];
-                ge--;
-            }
-        }
-        uint8_t *l = len[ng - 1 - k];
-        for (int v = 0; v < alpha; v++)
-            l[v] = (v >= gs && v <= ge) ? 0 : 15;
-        rem -= acc < rem ? acc : rem;
-        gs = ge + 1;
-    }
-}
-
 struct TablesSmem {
-    uint8_t len[kBz2MaxGroups][kBz2MaxAlpha];
-    uint32_t tfreq[kBz2MaxGroups][kBz2MaxAlpha];
-    uint32_t freq[kBz2MaxAlpha];
+    uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
+    uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
+    uint32_t freq[BZ2_MAX_ALPHA];
     unsigned long long data_bits;
-    uint32_t len_bits[kBz2MaxGroups];
+    uint32_t len_bits[BZ2_MAX_GROUPS];
     uint32_t sel_bits;
 };
 
 /* The best table for group g (lowest index on ties) and its cost. */
 __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint32_t n_sym, int ng,
-                                          const uint8_t (*len)[kBz2MaxAlpha], uint32_t *cost)
+                                          const uint8_t (*len)[BZ2_MAX_ALPHA], uint32_t *cost)
 {
-    uint32_t c[kBz2MaxGroups] = {0, 0, 0, 0, 0, 0};
-    uint32_t hi = min(n_sym, (g + 1) * kBz2GroupSize);
-    for (uint32_t i = g * kBz2GroupSize; i < hi; i++) {
+    uint32_t c[BZ2_MAX_GROUPS] = {0, 0, 0, 0, 0, 0};
+    uint32_t hi = min(n_sym, (g + 1) * BZ2_GROUP_SIZE);
+    for (uint32_t i = g * BZ2_GROUP_SIZE; i < hi; i++) {
         uint16_t v = sym[i];
 #pragma unroll
-        for (int t = 0; t < kBz2MaxGroups; t++)
+        for (int t = 0; t < BZ2_MAX_GROUPS; t++)
             if (t < ng)
                 c[t] += len[t][v];
     }
@@ -163,35 +125,35 @@ __global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t
                                                              uint8_t *lens_all, uint32_t *codes_all)
 {
     __shared__ TablesSmem sm;
-    __shared__ HuffSmem huff[kBz2MaxGroups];
+    __shared__ HuffSmem huff[BZ2_MAX_GROUPS];
     typedef cub::BlockScan<uint32_t, kBz2TableThreads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
     const uint32_t bi = blockIdx.x;
     Bz2Block &b = blk[bi];
     const uint32_t n_sym = b.n_sym;
-    const int alpha = (int)b.alpha, ng = table_count(n_sym);
-    const uint32_t n_sel = (n_sym + kBz2GroupSize - 1) / kBz2GroupSize;
+    const int alpha = (int)b.alpha, ng = bz2_rule_table_count(n_sym);
+    const uint32_t n_sel = (n_sym + BZ2_GROUP_SIZE - 1) / BZ2_GROUP_SIZE;
     const uint16_t *sym = sym_all + b.rle_off + bi;
     const uint64_t gbase = bz2_group_base(b, bi);
     uint8_t *sel = sel_all + gbase;
-    for (int i = threadIdx.x; i < kBz2MaxAlpha; i += blockDim.x)
+    for (int i = threadIdx.x; i < BZ2_MAX_ALPHA; i += blockDim.x)
         sm.freq[i] = 0;
     __syncthreads();
     for (uint32_t i = threadIdx.x; i < n_sym; i += blockDim.x)
         atomicAdd(&sm.freq[sym[i]], 1u);
     __syncthreads();
     if (threadIdx.x == 0)
-        initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
+        bz2_rule_initial_tables(sm.freq, alpha, ng, n_sym, sm.len);
     __syncthreads();
     for (int it = 0; it < kIters; it++) {
-        for (int i = threadIdx.x; i < kBz2MaxGroups * kBz2MaxAlpha; i += blockDim.x)
+        for (int i = threadIdx.x; i < BZ2_MAX_GROUPS * BZ2_MAX_ALPHA; i += blockDim.x)
             (&sm.tfreq[0][0])[i] = 0;
         __syncthreads();
         for (uint32_t g = threadIdx.x; g < n_sel; g += blockDim.x) {
             uint32_t cost;
             int t = best_table(sym, g, n_sym, ng, sm.len, &cost);
-            uint32_t hi = min(n_sym, (g + 1) * kBz2GroupSize);
-            for (uint32_t i = g * kBz2GroupSize; i < hi; i++)
+            uint32_t hi = min(n_sym, (g + 1) * BZ2_GROUP_SIZE);
+            for (uint32_t i = g * BZ2_GROUP_SIZE; i < hi; i++)
                 atomicAdd(&sm.tfreq[t][sym[i]], 1u);
         }
         __syncthreads();
@@ -223,8 +185,8 @@ __global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t
     __syncthreads(); /* sel[] complete */
     if (threadIdx.x < (unsigned)ng) { /* this table's lengths, its bits and canonical codes */
         const uint8_t *l = sm.len[threadIdx.x];
-        uint8_t *lo = lens_all + ((uint64_t)bi * kBz2MaxGroups + threadIdx.x) * kBz2MaxAlpha;
-        uint32_t *co = codes_all + ((uint64_t)bi * kBz2MaxGroups + threadIdx.x) * kBz2MaxAlpha;
+        uint8_t *lo = lens_all + ((uint64_t)bi * BZ2_MAX_GROUPS + threadIdx.x) * BZ2_MAX_ALPHA;
+        uint32_t *co = codes_all + ((uint64_t)bi * BZ2_MAX_GROUPS + threadIdx.x) * BZ2_MAX_ALPHA;
         uint32_t bits = 5;
         int curr = l[0];
         for (int s = 0; s < alpha; s++) {
@@ -278,7 +240,7 @@ __global__ void block_offsets(Bz2Block *blk, uint32_t nb, Bz2Result *res)
     for (uint32_t b = 0; b < nb; b++) {
         blk[b].bit_off = off;
         off += blk[b].bits;
-        comb = ((comb << 1) | (comb >> 31)) ^ blk[b].crc;
+        comb = bz2_combine_crc(comb, blk[b].crc);
     }
     res->bits = off;
     res->combined = comb;

@@ -33,9 +33,6 @@ namespace gcgpu {
 
 namespace {
 
-constexpr uint64_t kStreamHeadBits = 32; /* "BZh" + level */
-constexpr uint64_t kStreamTailBits = 80; /* end-of-stream magic + combined CRC */
-
 class Bz2EncodeJob final : public GpuJob {
   public:
     explicit Bz2EncodeJob(gc_gpu_job &job) : job_(job) {}
@@ -45,10 +42,10 @@ class Bz2EncodeJob final : public GpuJob {
         level_ = job_.opt.bzip2.level == 0 ? 9 : job_.opt.bzip2.level;
         if (level_ < 1 || level_ > 9)
             return gc_fail(&job_.err, GC_E_INVALID, "gpu bzip2: job %zu: level %d out of range 1..9", j, level_);
-        if (job_.dst_cap < (kStreamHeadBits + kStreamTailBits) / 8)
+        if (job_.dst_cap < (BZ2_STREAM_HEADER_BITS + BZ2_STREAM_TRAILER_BITS) / 8)
             return gc_fail(&job_.err, GC_E_LIMIT, "gpu bzip2: job %zu: output buffer of %zu bytes is too small", j,
                            job_.dst_cap);
-        units = (job_.src_len + kBz2Segment - 1) / kBz2Segment;
+        units = (job_.src_len + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES;
         job_.blocks = 0;
         try {
             first_.assign(units, 0);
@@ -66,12 +63,12 @@ class Bz2EncodeJob final : public GpuJob {
     int piece_units(uint64_t u0, const SlotCaps &caps, uint64_t *n, gc_error *err) const override
     {
         /* as many segments as the slot's input buffer holds (at least two: min_slot_in) */
-        uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.in_cap, kBz2MaxPiece) / kBz2Segment);
+        uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.in_cap, kBz2MaxPiece) / BZ2_SEGMENT_BYTES);
         k = std::min(k, units - u0);
-        if (std::min<uint64_t>(kBz2Segment, job_.src_len) > caps.in_cap)
+        if (std::min<uint64_t>(BZ2_SEGMENT_BYTES, job_.src_len) > caps.in_cap)
             return gc_fail(err, GC_E_LIMIT, "gpu bzip2: a 32 MiB segment does not fit the GPU batch buffers (%zu bytes)",
                            caps.slot_bytes);
-        while (k > 1 && k * kBz2Segment > caps.in_cap)
+        while (k > 1 && k * BZ2_SEGMENT_BYTES > caps.in_cap)
             k--;
         *n = k;
         return GC_OK;
@@ -80,8 +77,8 @@ class Bz2EncodeJob final : public GpuJob {
     void piece_begin(Piece &p, uint8_t *h_meta) override
     {
         (void)h_meta;
-        p.in_host = job_.src + p.u0 * kBz2Segment;
-        p.in_len = std::min<uint64_t>(p.n * kBz2Segment, job_.src_len - p.u0 * kBz2Segment);
+        p.in_host = job_.src + p.u0 * BZ2_SEGMENT_BYTES;
+        p.in_len = std::min<uint64_t>(p.n * BZ2_SEGMENT_BYTES, job_.src_len - p.u0 * BZ2_SEGMENT_BYTES);
     }
 
     int piece_kernels(Piece &p, const SlotBuffers &b, cudaStream_t st, gc_error *err) override
@@ -113,10 +110,10 @@ class Bz2EncodeJob final : public GpuJob {
         if (failed_)
             return GC_OK;
         const Bz2Result &r = res_[p.u0];
-        const uint64_t o = kStreamHeadBits + bits_;
+        const uint64_t o = BZ2_STREAM_HEADER_BITS + bits_;
         const unsigned sh = (unsigned)(o % 8);
         const uint64_t dev_bytes = (sh + r.bits + 7) / 8;
-        if ((o + r.bits + kStreamTailBits + 7) / 8 > job_.dst_cap) {
+        if ((o + r.bits + BZ2_STREAM_TRAILER_BITS + 7) / 8 > job_.dst_cap) {
             fail(GC_E_LIMIT, "gpu bzip2: the stream does not fit the output buffer");
             return GC_OK;
         }
@@ -127,7 +124,7 @@ class Bz2EncodeJob final : public GpuJob {
         p.out_len = dev_bytes - p.out_dev_off;
         bits_ += r.bits;
         job_.blocks += r.blocks;
-        combined_ = rotl(combined_, r.blocks) ^ r.combined;
+        combined_ = bz2_combine_parts(combined_, r.blocks, r.combined);
         return GC_OK;
     }
 
@@ -165,20 +162,19 @@ class Bz2EncodeJob final : public GpuJob {
     size_t finish() override
     {
         uint8_t *d = job_.dst;
-        d[0] = 'B', d[1] = 'Z', d[2] = 'h', d[3] = (uint8_t)('0' + level_);
-        uint64_t o = kStreamHeadBits;
+        bz2_stream_header(d, level_);
+        uint64_t o = BZ2_STREAM_HEADER_BITS;
         /* the first bits of pieces that start mid-byte */
         for (uint64_t u = 0; u < units; u++)
             if (first_[u])
                 d[off_[u] / 8] |= (uint8_t)first_[u];
         o += bits_;
-        uint64_t end = o + kStreamTailBits;
+        uint64_t end = o + BZ2_STREAM_TRAILER_BITS;
         if (o % 8 == 0)
             d[o / 8] = 0;
         for (uint64_t i = o / 8 + 1; i < (end + 7) / 8; i++)
             d[i] = 0;
-        put(d, o, 48, 0x177245385090ull);
-        put(d, o + 48, 32, combined_);
+        bz2_stream_trailer(d, o, combined_);
         return (size_t)((end + 7) / 8);
     }
 
@@ -188,20 +184,6 @@ class Bz2EncodeJob final : public GpuJob {
         uint64_t bits;
         unsigned shift;
     };
-
-    static uint32_t rotl(uint32_t c, uint32_t k)
-    {
-        k %= 32;
-        return k ? (c << k) | (c >> (32 - k)) : c;
-    }
-
-    /* MSB-first bits into zeroed-after-pos bytes */
-    static void put(uint8_t *d, uint64_t pos, int n, uint64_t v)
-    {
-        for (int i = n - 1; i >= 0; i--, pos++)
-            if (v >> i & 1)
-                d[pos / 8] |= (uint8_t)(0x80u >> (pos % 8));
-    }
 
     /* Scratch carved for a piece of `len` input bytes (rounded up, so pieces of
      * one size carve alike): the slot's piece part, the context's work part. A
@@ -271,6 +253,6 @@ size_t bz2_slot_meta(size_t b)
 
 /* Slots hold kBz2SlotSegments segments (bz2_policy.cuh): larger pieces sort faster. */
 const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta,
-                              kBz2SlotSegments * kBz2Segment, bz2_prepare, bz2_decode_jobs};
+                              kBz2SlotSegments * BZ2_SEGMENT_BYTES, bz2_prepare, bz2_decode_jobs};
 
 } // namespace gcgpu
