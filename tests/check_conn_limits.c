@@ -37,16 +37,7 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
-static double now_s(void)
-{
-    return (double)gc_now_ns() / 1e9;
-}
 
 /* A raw connection past the handshake (receive timeout: a stalled daemon fails the test);
  * the Welcome's max_streams in *max_streams if asked. */
@@ -112,11 +103,11 @@ static uint64_t memory_in_use(void)
 /* Wait up to limit_s for the daemon to hold less than 1 MiB; the seconds it took, or -1. */
 static double wait_memory_free(double limit_s)
 {
-    double t0 = now_s();
-    while (now_s() - t0 < limit_s) {
+    double t0 = test_now_s();
+    while (test_now_s() - t0 < limit_s) {
         if (memory_in_use() < (1u << 20))
-            return now_s() - t0;
-        sleep_ms(50);
+            return test_now_s() - t0;
+        test_sleep_ms(50);
     }
     return -1;
 }
@@ -131,7 +122,7 @@ static double serve_socket_request(size_t len)
     int fd = hello();
     uint8_t *data = calloc(len, 1);
     ck_assert_ptr_nonnull(data);
-    double t0 = now_s();
+    double t0 = test_now_s();
     for (size_t off = 0; off < len;) {
         size_t n = len - off < (4u << 20) ? len - off : (4u << 20);
         Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
@@ -146,7 +137,7 @@ static double serve_socket_request(size_t len)
         raw_send_request(fd, &req);
     }
     Gpucomp__Frame *f = final_answer(fd, 7);
-    double took = now_s() - t0;
+    double took = test_now_s() - t0;
     ck_assert_msg(f != NULL, "a %zu-byte request got no answer in %.1f s", len, took);
     ck_assert_msg((int)f->response->status == GC_OK, "%zu-byte request: %s", len, f->response->message);
     gc_wire_free(f);
@@ -166,7 +157,7 @@ START_TEST(test_interleaved_requests_do_not_deadlock)
     int fd = hello();
     first_frame(fd, 1, 20u << 20);
     first_frame(fd, 2, 20u << 20);
-    sleep_ms(200);
+    test_sleep_ms(200);
     ck_assert_uint_ge(memory_in_use(), 20u << 20);
     close(fd);
     double freed = wait_memory_free(3);
@@ -181,18 +172,18 @@ START_TEST(test_interleaved_requests_do_not_deadlock)
     fd = hello();
     first_frame(fd, 1, 20u << 20);
     first_frame(fd, 2, 20u << 20);
-    double t0 = now_s();
+    double t0 = test_now_s();
     Gpucomp__Frame *f = final_answer(fd, 2);
     ck_assert_msg(f != NULL, "the second request got no answer: it waits for its own connection's memory");
     ck_assert_int_eq((int)f->response->status, GC_E_LIMIT);
-    fprintf(stderr, "  second request, after %.2f s: %s\n", now_s() - t0, f->response->message);
+    fprintf(stderr, "  second request, after %.2f s: %s\n", test_now_s() - t0, f->response->message);
     gc_wire_free(f);
     uint8_t buf[512];
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0) /* the LIMIT answers, then the close */
         ;
     ck_assert_msg(n == 0, "the silent connection was not closed (read: %s)", strerror(errno));
-    fprintf(stderr, "  the silent client's connection closed after %.2f s\n", now_s() - t0);
+    fprintf(stderr, "  the silent client's connection closed after %.2f s\n", test_now_s() - t0);
     close(fd);
     ck_assert_msg(wait_memory_free(1) >= 0, "memory still held after the connection was closed");
     serve_socket_request(14u << 20);
@@ -244,7 +235,7 @@ START_TEST(test_two_users_cannot_lock_out_a_third)
         ck_assert_msg(read(pipefd[0], &c, 1) == 1, "a user's client failed to start");
     ck_assert_uint_ge(memory_in_use(), 60u << 20);
     /* Later than the sweep's granularity: their timeouts come before the third user's wait's. */
-    sleep_ms(1500);
+    test_sleep_ms(1500);
     double took = serve_socket_request(14u << 20);
     fprintf(stderr, "  the third user's 14 MiB request served in %.2f s (request-timeout 2 s)\n", took);
     ck_assert_msg(took < 6, "served only after %.1f s", took);
@@ -277,7 +268,7 @@ START_TEST(test_abandoned_first_frames_release_descriptors)
     const char *args[] = { "--memory-budget=64M", "--user-memory-share=50", "--request-timeout=2", NULL };
     test_daemon_start(&dut, args);
     close(hello());
-    sleep_ms(200);
+    test_sleep_ms(200);
     int baseline = daemon_fds();
     enum { CLIENTS = 300 };
     static int fds[CLIENTS];
@@ -290,21 +281,21 @@ START_TEST(test_abandoned_first_frames_release_descriptors)
         fds[i] = hello();
         first_frame(fds[i], 1, 30u << 20);
     }
-    sleep_ms(300);
+    test_sleep_ms(300);
     int held = daemon_fds();
     for (int i = 1; i < CLIENTS; i++)
         close(fds[i]);
-    double t0 = now_s();
+    double t0 = test_now_s();
     int now = held;
-    while (now_s() - t0 < 1.5 && (now = daemon_fds()) > baseline + 1)
-        sleep_ms(20);
-    fprintf(stderr, "  the %d that left: descriptors down to %d after %.2f s\n", CLIENTS - 1, now, now_s() - t0);
+    while (test_now_s() - t0 < 1.5 && (now = daemon_fds()) > baseline + 1)
+        test_sleep_ms(20);
+    fprintf(stderr, "  the %d that left: descriptors down to %d after %.2f s\n", CLIENTS - 1, now, test_now_s() - t0);
     ck_assert_msg(now <= baseline + 1, "%d descriptors held 1.5 s after the clients left (baseline %d, and the one "
                   "that stays)", now, baseline);
-    while (now_s() - t0 < 3 && (now = daemon_fds()) > baseline)
-        sleep_ms(50);
+    while (test_now_s() - t0 < 3 && (now = daemon_fds()) > baseline)
+        test_sleep_ms(50);
     fprintf(stderr, "  daemon descriptors: %d before, %d with %d clients, %d %.2f s after they left\n",
-            baseline, held, CLIENTS, now, now_s() - t0);
+            baseline, held, CLIENTS, now, test_now_s() - t0);
     close(fds[0]);
     ck_assert_msg(now <= baseline, "%d descriptors held 3 s after the clients left (baseline %d, "
                   "request-timeout 2 s)", now, baseline);
@@ -395,7 +386,7 @@ START_TEST(test_refused_stream_opens_are_bounded)
     setenv("ASAN_OPTIONS", opts, 1);
     test_daemon_start(&dut, NULL);
     int fd = hello();
-    sleep_ms(200);
+    test_sleep_ms(200);
     uint64_t before = daemon_rss_kib();
     enum { OPENS = 20000 };
     int sent = 0;
@@ -445,13 +436,13 @@ START_TEST(test_refused_stream_has_a_deadline)
     req.op = GPUCOMP__OP__OP_COMPRESS;
     req.codec = (Gpucomp__Codec)99;
     raw_send_request(fd, &req); /* refused, more frames announced, none sent */
-    double t0 = now_s();
+    double t0 = test_now_s();
     uint8_t buf[512];
     ssize_t n;
     while ((n = read(fd, buf, sizeof buf)) > 0) /* the refusal, the timeout's error, the end */
         ;
     ck_assert_msg(n == 0, "a refused stream's connection outlived both timeouts (read: %s)", strerror(errno));
-    fprintf(stderr, "  a refused stream's silent client closed after %.2f s (timeouts 1 s)\n", now_s() - t0);
+    fprintf(stderr, "  a refused stream's silent client closed after %.2f s (timeouts 1 s)\n", test_now_s() - t0);
     close(fd);
 }
 END_TEST
@@ -475,7 +466,7 @@ START_TEST(test_refused_request_leaves_no_deadline)
     Gpucomp__Frame *f = final_answer(fd, 1);
     ck_assert_msg(f && f->response->status != GPUCOMP__STATUS__STATUS_OK, "no refusal of an unknown codec");
     gc_wire_free(f);
-    sleep_ms(2500); /* past the request-timeout, with nothing in assembly */
+    test_sleep_ms(2500); /* past the request-timeout, with nothing in assembly */
     Gpucomp__Request ping = GPUCOMP__REQUEST__INIT;
     ping.id = 2;
     ping.op = GPUCOMP__OP__OP_PING;

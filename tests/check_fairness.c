@@ -39,18 +39,7 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 /* One rle round trip of VICTIM_SIZE bytes; the slower of its two requests' seconds, negative on failure. */
 static double victim_round_trip(gpucomp_client *c, uint64_t seed)
@@ -63,11 +52,11 @@ static double victim_round_trip(gpucomp_client *c, uint64_t seed)
     gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
     void *packed = NULL, *unpacked = NULL;
     size_t packed_len, unpacked_len = 0;
-    double t0 = now_s();
+    double t0 = test_now_s();
     int ok = gpucomp_compress(c, &o, data, VICTIM_SIZE, &packed, &packed_len) == GPUCOMP_OK;
-    double t1 = now_s();
+    double t1 = test_now_s();
     ok = ok && gpucomp_decompress(c, &o, packed, packed_len, &unpacked, &unpacked_len) == GPUCOMP_OK;
-    double t2 = now_s();
+    double t2 = test_now_s();
     ok = ok && unpacked_len == VICTIM_SIZE && memcmp(unpacked, data, VICTIM_SIZE) == 0;
     gpucomp_free(packed);
     gpucomp_free(unpacked);
@@ -174,7 +163,7 @@ static unsigned wait_for_queue(unsigned n)
     gpucomp_client *c = NULL;
     ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
     unsigned most = 0;
-    for (double t0 = now_s(); now_s() - t0 < 20 && most < n; sleep_ms(20)) {
+    for (double t0 = test_now_s(); test_now_s() - t0 < 20 && most < n; test_sleep_ms(20)) {
         unsigned q = queued(c);
         most = q > most ? q : most;
     }
@@ -188,7 +177,7 @@ static bool wait_for_queue_below(unsigned n)
     gpucomp_client *c = NULL;
     ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
     unsigned q = queued(c);
-    for (double t0 = now_s(); now_s() - t0 < 20 && q >= n; sleep_ms(20))
+    for (double t0 = test_now_s(); test_now_s() - t0 < 20 && q >= n; test_sleep_ms(20))
         q = queued(c);
     gpucomp_close(c);
     return q < n;
@@ -199,7 +188,7 @@ static double next_trip(const victim *v, gpucomp_client **flood, double deadline
 {
     double took = -1;
     struct pollfd p = { .fd = v->results, .events = POLLIN };
-    while (now_s() < deadline) {
+    while (test_now_s() < deadline) {
         for (int k = 0; k < FLOOD_CONNS; k++)
             gpucomp_async_poll(flood[k], 0);
         if (poll(&p, 1, 20) == 1)
@@ -223,7 +212,7 @@ static void flood_and_measure(const char *const *args, flood_spec spec, const ch
     unsigned depth = wait_for_queue(1000);
     ck_assert_msg(depth >= 1000, "the flood never had 1,000 requests queued (at most %u)", depth);
     ck_assert_int_eq(write(v.go, "g", 1), 1);
-    double worst = 0, start = now_s();
+    double worst = 0, start = test_now_s();
     for (int i = 0; i < VICTIM_TRIPS; i++) {
         double took = next_trip(&v, flood, start + VICTIM_GIVE_UP_S);
         ck_assert_msg(took >= 0, "%s: the other user's round trip %d failed or took over %.0f s", where, i + 1,

@@ -58,16 +58,7 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
-static double now_s(void)
-{
-    return (double)gc_now_ns() / 1e9;
-}
 
 /* A raw connection past the handshake, with a receive timeout so a stalled daemon fails the test. */
 static int hello(void)
@@ -121,11 +112,11 @@ static void assert_daemon_serves(void)
     ping.id = 99;
     ping.op = GPUCOMP__OP__OP_PING;
     ping.last = 1;
-    double t0 = now_s();
+    double t0 = test_now_s();
     raw_send_request(fd, &ping);
     Gpucomp__Frame *f = response_to(fd, 99);
     ck_assert_msg(f != NULL, "the daemon did not answer a PING");
-    fprintf(stderr, "  another client's PING: %.2f ms\n", (now_s() - t0) * 1e3);
+    fprintf(stderr, "  another client's PING: %.2f ms\n", (test_now_s() - t0) * 1e3);
     gc_wire_free(f);
     close(fd);
 }
@@ -445,9 +436,9 @@ START_TEST(test_declared_sizes_do_not_lock_others_out)
     int attackers[5];
     for (int i = 0; i < 5; i++)
         attackers[i] = half_request(40u << 20);
-    sleep_ms(200);
+    test_sleep_ms(200);
     /* A new client gets its Welcome (hello() fails the test otherwise) and is served. */
-    double t0 = now_s();
+    double t0 = test_now_s();
     assert_daemon_serves();
     gpucomp_client *c = NULL;
     ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
@@ -458,7 +449,7 @@ START_TEST(test_declared_sizes_do_not_lock_others_out)
     size_t packed_len = 0;
     int rc = gpucomp_compress(c, &o, data, 1 << 20, &packed, &packed_len);
     ck_assert_msg(rc == GPUCOMP_OK, "compress: %s", gpucomp_last_error(c));
-    ck_assert_msg(now_s() - t0 < 8, "served only after %.1f s", now_s() - t0);
+    ck_assert_msg(test_now_s() - t0 < 8, "served only after %.1f s", test_now_s() - t0);
     /* The stalled requests time out one after another (each is admitted as
      * memory frees up; time spent waiting for the daemon does not count). */
     gpucomp_stats st;
@@ -466,7 +457,7 @@ START_TEST(test_declared_sizes_do_not_lock_others_out)
         ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
         if (st.memory_in_use < (1u << 20))
             break;
-        sleep_ms(100);
+        test_sleep_ms(100);
     }
     ck_assert_msg(st.memory_in_use < (1u << 20), "%llu bytes still held after the timeouts",
                   (unsigned long long)st.memory_in_use);
@@ -493,7 +484,7 @@ START_TEST(test_vanished_attacker_frees_its_budget)
         attackers[i] = half_request(40u << 20);
     for (int i = 0; i < 5; i++)
         close(attackers[i]);
-    sleep_ms(300);
+    test_sleep_ms(300);
     gpucomp_client *c = NULL;
     ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
     gpucomp_stats st;
@@ -535,7 +526,7 @@ START_TEST(test_rle_bombs_stay_in_the_budget)
     for (int i = 0; i < 32; i++)
         send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame,
                     frame_len);
-    sleep_ms(3000);
+    test_sleep_ms(3000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  32 bombs of 64 MiB, budget 256 MiB: peak RSS %llu MiB\n",
             (unsigned long long)(peak >> 10));
@@ -567,7 +558,7 @@ START_TEST(test_bzip2_bombs_stay_in_the_budget)
     for (int i = 0; i < 8; i++)
         send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, bz,
                     bz_len);
-    sleep_ms(6000);
+    test_sleep_ms(6000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  8 bzip2 bombs of 128 MiB, budget 192 MiB: peak RSS %llu MiB\n",
             (unsigned long long)(peak >> 10));
@@ -734,7 +725,7 @@ START_TEST(test_one_user_cannot_starve_another)
     int stalled[3];
     for (int i = 0; i < 3; i++) /* root: 20 MiB admitted and silent, two more waiting */
         stalled[i] = half_request(20u << 20);
-    sleep_ms(200);
+    test_sleep_ms(200);
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) { /* nobody: an 8 MiB compress over the socket */
@@ -753,17 +744,17 @@ START_TEST(test_one_user_cannot_starve_another)
         setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1); /* over the socket: its input is charged too */
         _exit(gpucomp_compress(c, &o, data, len, &packed, &packed_len) == GPUCOMP_OK ? 0 : 5);
     }
-    double t0 = now_s();
+    double t0 = test_now_s();
     int status = 0;
-    while (waitpid(child, &status, WNOHANG) == 0 && now_s() - t0 < 10)
-        sleep_ms(20);
-    if (now_s() - t0 >= 10) {
+    while (waitpid(child, &status, WNOHANG) == 0 && test_now_s() - t0 < 10)
+        test_sleep_ms(20);
+    if (test_now_s() - t0 >= 10) {
         kill(child, SIGKILL);
         waitpid(child, &status, 0);
         ck_abort_msg("the second user waited 10 s behind the first user's stalled requests");
     }
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "second user: exit status 0x%x", status);
-    fprintf(stderr, "  second user served in %.2f s while the first holds its share\n", now_s() - t0);
+    fprintf(stderr, "  second user served in %.2f s while the first holds its share\n", test_now_s() - t0);
     for (int i = 0; i < 3; i++)
         close(stalled[i]);
 }
@@ -807,7 +798,7 @@ START_TEST(test_non_reader_gets_no_more_work)
         gpucomp_stats st;
         ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
         most = st.memory_in_use > most ? st.memory_in_use : most;
-        sleep_ms(100);
+        test_sleep_ms(100);
     }
     gpucomp_close(c);
     fprintf(stderr, "  24 x 4 MiB bzip2 answers not read, share 32 MiB: at most %.1f MiB held\n",
@@ -844,14 +835,14 @@ START_TEST(test_slow_frame_and_idle_timeouts)
     uint8_t header[4] = { 100, 0, 0, 0 }; /* a 100-byte frame that never comes */
     ck_assert_int_eq(send(slow, header, 4, MSG_NOSIGNAL), 4);
     ck_assert_int_eq(send(slow, header, 1, MSG_NOSIGNAL), 1);
-    double t0 = now_s();
+    double t0 = test_now_s();
     uint8_t buf[512];
     while (read(slow, buf, sizeof buf) > 0)
         ;
-    double slow_s = now_s() - t0;
+    double slow_s = test_now_s() - t0;
     while (read(idle, buf, sizeof buf) > 0)
         ;
-    double idle_s = now_s() - t0;
+    double idle_s = test_now_s() - t0;
     ck_assert_msg(slow_s < 4, "slow frame held the connection for %.1f s", slow_s);
     ck_assert_msg(idle_s < 5, "idle connection held for %.1f s", idle_s);
     close(slow);
@@ -894,11 +885,11 @@ START_TEST(test_vanished_client_work_is_cancelled)
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, len);
     int fds[2] = { in, out };
     send_with_fds(sock, &req, fds, 2);
-    sleep_ms(500); /* it is running */
+    test_sleep_ms(500); /* it is running */
     close(sock);
     close(in);
     close(out);
-    double t0 = now_s(), cpu0 = daemon_cpu_s();
+    double t0 = test_now_s(), cpu0 = daemon_cpu_s();
     gpucomp_client *c = NULL;
     ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
     gpucomp_options o;
@@ -906,7 +897,7 @@ START_TEST(test_vanished_client_work_is_cancelled)
     void *packed = NULL;
     size_t packed_len = 0;
     ck_assert_int_eq(gpucomp_compress(c, &o, data, 4096, &packed, &packed_len), GPUCOMP_OK);
-    double waited = now_s() - t0;
+    double waited = test_now_s() - t0;
     fprintf(stderr, "  next request on the only worker after its client left: %.2f s (%.2f s of daemon CPU)\n",
             waited, daemon_cpu_s() - cpu0);
     ck_assert_msg(waited < 1, "the next request waited %.1f s: the abandoned job ran on", waited);

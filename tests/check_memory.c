@@ -46,12 +46,6 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The daemon's private memory, kB. */
 static long private_kb(pid_t pid)
@@ -164,7 +158,7 @@ static void *soak_main(void *arg)
         snprintf(k->failure, sizeof k->failure, "client %d: connect: %s", k->index, gpucomp_connect_error());
         return NULL;
     }
-    for (unsigned round = 0; now_s() < k->until && !k->failure[0]; round++)
+    for (unsigned round = 0; test_now_s() < k->until && !k->failure[0]; round++)
         soak_round(k, c, round);
     gpucomp_close(c);
     return NULL;
@@ -187,12 +181,12 @@ START_TEST(test_memory_back_after_soak)
     atomic_store(&peak_kb, base);
     static soaker k[CLIENTS];
     memset(k, 0, sizeof k);
-    double until = now_s() + seconds;
+    double until = test_now_s() + seconds;
     for (int i = 0; i < CLIENTS; i++) {
         k[i] = (soaker){ .index = i, .until = until, .data = data };
         ck_assert_int_eq(pthread_create(&k[i].thread, NULL, soak_main, &k[i]), 0);
     }
-    while (now_s() < until) {
+    while (test_now_s() < until) {
         long kb = private_kb(dut.pid);
         if (kb > atomic_load(&peak_kb))
             atomic_store(&peak_kb, kb);
@@ -204,14 +198,14 @@ START_TEST(test_memory_back_after_soak)
         ck_assert_msg(!k[i].failure[0], "%s", k[i].failure);
         requests += k[i].requests;
     }
-    double end = now_s();
+    double end = test_now_s();
     long after = private_kb(dut.pid);
-    while (after > base + SLACK_KB && now_s() < end + SETTLE_S) {
+    while (after > base + SLACK_KB && test_now_s() < end + SETTLE_S) {
         usleep(250 * 1000);
         after = private_kb(dut.pid);
     }
     fprintf(stderr, "soak: %d clients, %.0f s, %u requests; daemon private memory kB: baseline %ld, peak %ld, "
-            "%.1f s after the end %ld\n", CLIENTS, seconds, requests, base, atomic_load(&peak_kb), now_s() - end,
+            "%.1f s after the end %ld\n", CLIENTS, seconds, requests, base, atomic_load(&peak_kb), test_now_s() - end,
             after);
     if (CHECK_BOUND)
         ck_assert_msg(after <= base + SLACK_KB, "private memory %ld kB, %ld kB over the baseline %ld kB, %d s after "

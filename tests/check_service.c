@@ -23,12 +23,6 @@
 #include "daemon_harness.h"
 #include "libclient/gpucomp.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* A datagram socket at path, as systemd's NOTIFY_SOCKET. */
 static int notify_listen(const char *path)
@@ -51,8 +45,8 @@ typedef struct notify_counts {
 /* Read notifications for seconds, counting READY=1, STATUS= and WATCHDOG=1. */
 static void notify_read(int fd, double seconds, notify_counts *n)
 {
-    double end = now_s() + seconds;
-    for (double left; (left = end - now_s()) > 0;) {
+    double end = test_now_s() + seconds;
+    for (double left; (left = end - test_now_s()) > 0;) {
         struct pollfd p = { fd, POLLIN, 0 };
         if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
             continue;
@@ -167,14 +161,14 @@ static double idle_close_after(const test_daemon *d, double limit)
     Gpucomp__Frame *w = raw_hello(fd, 1);
     ck_assert_ptr_nonnull(w);
     gpucomp__frame__free_unpacked(w, NULL);
-    double start = now_s();
+    double start = test_now_s();
     struct pollfd p = { fd, POLLIN, 0 };
     char c;
-    while (now_s() - start < limit) {
+    while (test_now_s() - start < limit) {
         if (poll(&p, 1, 100) > 0 && recv(fd, &c, 1, MSG_DONTWAIT) == 0)
             break;
     }
-    double took = now_s() - start;
+    double took = test_now_s() - start;
     close(fd);
     return took;
 }
@@ -312,8 +306,8 @@ static void start_load(const test_daemon *d, load_client *l, pthread_t *t, uint8
 
 static void wait_for_log(const test_daemon *d, const char *line, double seconds)
 {
-    double end = now_s() + seconds;
-    while (!log_has(d, line) && now_s() < end)
+    double end = test_now_s() + seconds;
+    while (!log_has(d, line) && test_now_s() < end)
         usleep(5000);
     ck_assert_msg(log_has(d, line), "no '%s' in the daemon's log", line);
 }
@@ -331,14 +325,14 @@ START_TEST(sigterm_finishes_accepted_requests_and_refuses_new_ones)
     pthread_t t[LOAD_CLIENTS];
     start_load(&d, l, t, data, 0);
 
-    double sent = now_s();
+    double sent = test_now_s();
     kill(d.pid, SIGTERM);
     wait_for_log(&d, "finishing in-flight requests", 2.0);
     /* A new client during the drain is refused, and at once: no waiting for the exit. */
-    double t0 = now_s();
+    double t0 = test_now_s();
     gpucomp_client *late = NULL;
     int late_rc = gpucomp_connect(d.socket_path, &late);
-    double late_s = now_s() - t0;
+    double late_s = test_now_s() - t0;
     ck_assert_msg(late_rc != GPUCOMP_OK, "a connection made after SIGTERM was served");
     ck_assert_ptr_null(late);
     ck_assert_msg(late_s < 0.5, "refusing the new connection took %.2f s", late_s);
@@ -352,10 +346,10 @@ START_TEST(sigterm_finishes_accepted_requests_and_refuses_new_ones)
     }
     /* Exits once drained: well inside its 10 s grace, and with status 0. */
     int status = -1;
-    double end = now_s() + 15;
-    while (now_s() < end && waitpid(d.pid, &status, WNOHANG) != d.pid)
+    double end = test_now_s() + 15;
+    while (test_now_s() < end && waitpid(d.pid, &status, WNOHANG) != d.pid)
         usleep(10000);
-    double took = now_s() - sent;
+    double took = test_now_s() - sent;
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "gpucompd did not exit cleanly after SIGTERM");
     d.pid = 0;
     ck_assert_msg(took < 10.0, "gpucompd took %.1f s to exit after SIGTERM", took);

@@ -19,10 +19,18 @@
 
 #include "wire.h"
 
-static void sleep_ms(int ms)
+
+void test_sleep_ms(unsigned ms)
 {
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
+}
+
+double test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int raw_connect(const char *socket_path)
@@ -76,7 +84,7 @@ void test_daemon_start(test_daemon *d, const char *const *extra_args)
         }
         int status;
         ck_assert_msg(waitpid(d->pid, &status, WNOHANG) == 0, "gpucompd exited during startup");
-        sleep_ms(10);
+        test_sleep_ms(10);
     }
     ck_abort_msg("gpucompd did not start listening on %s", d->socket_path);
 }
@@ -92,7 +100,7 @@ int test_daemon_stop(test_daemon *d)
             d->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
         }
-        sleep_ms(10);
+        test_sleep_ms(10);
     }
     kill(d->pid, SIGKILL);
     waitpid(d->pid, &status, 0);

@@ -32,6 +32,10 @@ int test_daemon_stop(test_daemon *d);
 void test_daemon_cleanup(test_daemon *d);
 
 /* Connected raw socket (no handshake), or -1. */
+/* Sleep ms milliseconds; the monotonic clock in seconds (for deadlines and durations). */
+void test_sleep_ms(unsigned ms);
+double test_now_s(void);
+
 int raw_connect(const char *socket_path);
 
 /* Send a Hello with the given version; returns the Welcome frame (caller frees). */
