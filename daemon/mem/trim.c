@@ -9,8 +9,11 @@
 #include "log.h"
 
 /* Idle ticks in a row before a trim: the CPU pool's threads free their
- * scratch after a second without work (common/parallel.c). */
+ * scratch after a second without work (common/parallel.c). On a loaded host
+ * they and the workers may free it later than that, after the first trim:
+ * a second trim, later in the same idle spell, gives that back too. */
 #define TRIM_IDLE_TICKS 2
+#define TRIM_LATE_TICKS 6
 
 struct gcd_trim {
     pthread_t thread;
@@ -73,9 +76,13 @@ void gcd_trim_tick(gcd_trim *t, bool busy, uint64_t activity)
         t->dirty = true;
         return;
     }
-    if (!t->dirty || ++t->idle_ticks < TRIM_IDLE_TICKS)
+    if (!t->dirty)
         return;
-    t->dirty = false;
+    ++t->idle_ticks;
+    if (t->idle_ticks != TRIM_IDLE_TICKS && t->idle_ticks != TRIM_LATE_TICKS)
+        return;
+    if (t->idle_ticks == TRIM_LATE_TICKS)
+        t->dirty = false;
     pthread_mutex_lock(&t->lock);
     t->requested = true;
     pthread_cond_signal(&t->wake);

@@ -9,7 +9,7 @@
  * daemon's private memory stays near its peak although nothing is in use.
  * malloc_trim(0) returns the free pages of every arena. It walks every
  * arena, taking each one's lock, so it runs on a thread of its own, not
- * on the event loop, and only once per idle spell.
+ * on the event loop, and twice per idle spell at most.
  */
 #ifndef GCD_TRIM_H
 #define GCD_TRIM_H
@@ -26,7 +26,8 @@ gcd_trim *gcd_trim_start(void);
  * From the loop, once a second. busy: requests in flight or memory held
  * for them; activity: a counter that moves with every request and stream.
  * After activity, the second idle tick in a row trims (a tick later than
- * needed, so the codec threads have given their scratch back first).
+ * needed, so the codec threads have given their scratch back first), and
+ * the sixth trims again, for what was freed later on a loaded host.
  */
 void gcd_trim_tick(gcd_trim *t, bool busy, uint64_t activity);
 
