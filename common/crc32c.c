@@ -50,8 +50,7 @@ static void init_slice_table(void)
     }
     for (uint32_t b = 0; b < 256; b++)
         for (int t = 1; t < 8; t++)
-            slice_table[t][b] = (slice_table[t - 1][b] >> 8) ^
-                                slice_table[0][slice_table[t - 1][b] & 0xFF];
+            slice_table[t][b] = (slice_table[t - 1][b] >> 8) ^ slice_table[0][slice_table[t - 1][b] & 0xFF];
 }
 
 /* Raw register update (no pre/post inversion), portable slicing-by-8. */
@@ -59,10 +58,9 @@ static uint32_t crc32c_sw(uint32_t reg, const uint8_t *p, size_t len)
 {
     while (len >= 8) {
         uint64_t v = load_le64(p) ^ reg;
-        reg = slice_table[7][v & 0xFF] ^ slice_table[6][(v >> 8) & 0xFF] ^
-              slice_table[5][(v >> 16) & 0xFF] ^ slice_table[4][(v >> 24) & 0xFF] ^
-              slice_table[3][(v >> 32) & 0xFF] ^ slice_table[2][(v >> 40) & 0xFF] ^
-              slice_table[1][(v >> 48) & 0xFF] ^ slice_table[0][v >> 56];
+        reg = slice_table[7][v & 0xFF] ^ slice_table[6][(v >> 8) & 0xFF] ^ slice_table[5][(v >> 16) & 0xFF] ^
+              slice_table[4][(v >> 24) & 0xFF] ^ slice_table[3][(v >> 32) & 0xFF] ^
+              slice_table[2][(v >> 40) & 0xFF] ^ slice_table[1][(v >> 48) & 0xFF] ^ slice_table[0][v >> 56];
         p += 8;
         len -= 8;
     }
@@ -96,14 +94,12 @@ static void init_shift_table(uint32_t table[4][256], size_t zero_bytes)
 
 static inline uint32_t shift_reg(uint32_t table[4][256], uint32_t reg)
 {
-    return table[0][reg & 0xFF] ^ table[1][(reg >> 8) & 0xFF] ^
-           table[2][(reg >> 16) & 0xFF] ^ table[3][reg >> 24];
+    return table[0][reg & 0xFF] ^ table[1][(reg >> 8) & 0xFF] ^ table[2][(reg >> 16) & 0xFF] ^ table[3][reg >> 24];
 }
 
 /* Consume as many 3*block-byte groups as fit, three streams at a time. */
-__attribute__((target("sse4.2")))
-static uint32_t crc32c_hw_3way(uint32_t reg, const uint8_t **pp, size_t *lenp, size_t block,
-                               uint32_t table[4][256])
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw_3way(uint32_t reg, const uint8_t **pp, size_t *lenp,
+                                                                 size_t block, uint32_t table[4][256])
 {
     const uint8_t *p = *pp;
     size_t len = *lenp;
@@ -124,8 +120,7 @@ static uint32_t crc32c_hw_3way(uint32_t reg, const uint8_t **pp, size_t *lenp, s
     return reg;
 }
 
-__attribute__((target("sse4.2")))
-static uint32_t crc32c_hw(uint32_t reg, const uint8_t *p, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t reg, const uint8_t *p, size_t len)
 {
     reg = crc32c_hw_3way(reg, &p, &len, CRC32C_LONG, shift_long);
     reg = crc32c_hw_3way(reg, &p, &len, CRC32C_SHORT, shift_short);

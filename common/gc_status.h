@@ -50,8 +50,7 @@ const char *gc_status_str(int code);
  * Record an error (printf-style message) in *err if err is not NULL and
  * return code, so callers can write `return gc_fail(err, GC_E_CRC, ...)`.
  */
-int gc_fail(gc_error *err, gc_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int gc_fail(gc_error *err, gc_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Clear *err to GC_OK with an empty message. */
 void gc_error_clear(gc_error *err);

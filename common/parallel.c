@@ -30,11 +30,12 @@ static struct {
     pthread_cond_t wake; /* a work was opened or its limit raised */
     pthread_cond_t left; /* a helper left a work */
     gc_work *head, *tail;
-    unsigned threads;    /* started */
+    unsigned threads; /* started */
     bool started;
     bool atfork;
-} pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-           NULL, NULL, 0, false, false };
+} pool = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, false, false
+};
 
 unsigned gc_cpu_count(void)
 {

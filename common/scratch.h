@@ -20,12 +20,12 @@
 #include <stddef.h>
 
 typedef enum gc_scratch_slot {
-    GC_SCRATCH_BZ2_COPY,  /* bz2_encode_block: the block's input */
-    GC_SCRATCH_BZ2_RLE1,  /* bz2_encode_block: its RLE1 output */
-    GC_SCRATCH_BZ2_BWT,   /* bz2_encode_block: the BWT column */
-    GC_SCRATCH_BZ2_TEXT,  /* bz2_bwt: the rotated text */
-    GC_SCRATCH_BZ2_SA,    /* bz2_bwt: the suffix array */
-    GC_SCRATCH_BZ2_SYM,   /* bz2_emit_block: the MTF symbols */
+    GC_SCRATCH_BZ2_COPY, /* bz2_encode_block: the block's input */
+    GC_SCRATCH_BZ2_RLE1, /* bz2_encode_block: its RLE1 output */
+    GC_SCRATCH_BZ2_BWT,  /* bz2_encode_block: the BWT column */
+    GC_SCRATCH_BZ2_TEXT, /* bz2_bwt: the rotated text */
+    GC_SCRATCH_BZ2_SA,   /* bz2_bwt: the suffix array */
+    GC_SCRATCH_BZ2_SYM,  /* bz2_emit_block: the MTF symbols */
     GC_SCRATCH_SLOTS
 } gc_scratch_slot;
 

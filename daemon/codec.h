@@ -55,9 +55,9 @@ typedef struct gcd_stream_ops {
  */
 typedef struct gcd_codec_option {
     const char *name;
-    const char *help;           /* for --help, with its default */
+    const char *help; /* for --help, with its default */
     uint64_t default_value;
-    bool live;                  /* SIGHUP applies a change at once (settings.h gcd_setting.live) */
+    bool live; /* SIGHUP applies a change at once (settings.h gcd_setting.live) */
 } gcd_codec_option;
 
 typedef struct gcd_codec {

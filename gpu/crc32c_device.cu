@@ -30,7 +30,7 @@ template <class Tab>
 void mma_tables_build(Tab *t)
 {
     constexpr uint32_t P = Tab::kPoly;
-    constexpr int kRow = 256; /* bytes of data in one row of the A fragment: 4 lanes' segments */
+    constexpr int kRow = 256;  /* bytes of data in one row of the A fragment: 4 lanes' segments */
     uint32_t bit_crc[kRow][8]; /* raw CRC, at the row's end, of one bit set at (byte, bit); 8 KiB of
                                   stack, not static: contexts may build their tables on several threads */
     for (int pos = 0; pos < kRow; pos++)
@@ -68,11 +68,11 @@ void mma_tables_build(Tab *t)
 
 /* Raw CRC of each window of len bytes at src into part[window]. */
 template <class Tab>
-__global__ void __launch_bounds__(Tab::kThreads) crc_windows_kernel(const uint8_t *src, int64_t len,
-                                                                   const Tab *tab, uint32_t *part)
+__global__ void __launch_bounds__(Tab::kThreads)
+    crc_windows_kernel(const uint8_t *src, int64_t len, const Tab *tab, uint32_t *part)
 {
     __shared__ uint32_t red_words[64];
-    BlockRed red{red_words, 0};
+    BlockRed red{ red_words, 0 };
     const CrcSmem cs = load_crc_smem(dyn_smem, tab); /* kCrcSmemBytes */
     const uint32_t *wk = warp_shift_table(tab);
     __syncthreads();
@@ -89,11 +89,11 @@ __global__ void __launch_bounds__(Tab::kThreads) crc_windows_kernel(const uint8_
 /* The windows' raw CRCs moved to the end of the last window, XORed, and
  * turned into the CRC of the len bytes. */
 template <class Tab>
-__global__ void __launch_bounds__(Tab::kThreads) crc_finish_kernel(int64_t len, const Tab *tab,
-                                                                  const uint32_t *part, uint32_t *out)
+__global__ void __launch_bounds__(Tab::kThreads)
+    crc_finish_kernel(int64_t len, const Tab *tab, const uint32_t *part, uint32_t *out)
 {
     __shared__ uint32_t red_words[64];
-    BlockRed red{red_words, 0};
+    BlockRed red{ red_words, 0 };
     const int64_t nwin = (len + Tab::kWin - 1) / Tab::kWin, ref = nwin * Tab::kWin;
     uint32_t acc = 0;
     for (int64_t i = threadIdx.x; i < nwin; i += blockDim.x)
@@ -118,12 +118,12 @@ void crc_tables_build(CrcTablesT<Poly, Threads> *t)
         for (int i = 0; i < 256; i++)
             t->t8[s][i] = (t->t8[s - 1][i] >> 8) ^ t->t8[0][t->t8[s - 1][i] & 255];
     /* reflected: bit 31 - e stands for x^e */
-    t->xp8[0] = 0x00800000u;               /* x^8 */
+    t->xp8[0] = 0x00800000u;                /* x^8 */
     const uint32_t xinv = (Poly << 1) | 1u; /* x^-1 = (P + 1) / x: x^31 + (P - 1 - x^32) / x */
     uint32_t xi = 0x80000000u;
     for (int i = 0; i < 8; i++)
         xi = gf2_mul<Poly>(xinv, xi);
-    t->xi8[0] = xi;                        /* x^-8 */
+    t->xi8[0] = xi; /* x^-8 */
     for (int k = 1; k < 32; k++) {
         t->xp8[k] = gf2_mul<Poly>(t->xp8[k - 1], t->xp8[k - 1]);
         t->xi8[k] = gf2_mul<Poly>(t->xi8[k - 1], t->xi8[k - 1]);
@@ -166,7 +166,8 @@ int crc_launch(const Tab *d_tab, const uint8_t *d_src, uint64_t len, uint32_t *d
         if (rc != GC_OK)
             return rc;
         /* grid-stride: about a full wave of blocks */
-        const int grid = (int)std::max<uint64_t>(1, std::min<uint64_t>(nwin, (uint64_t)sms * (2048 / Tab::kThreads)));
+        const int grid =
+            (int)std::max<uint64_t>(1, std::min<uint64_t>(nwin, (uint64_t)sms * (2048 / Tab::kThreads)));
         crc_windows_kernel<Tab><<<grid, Tab::kThreads, kCrcSmemBytes, stream>>>(d_src, (int64_t)len, d_tab, part);
         GC_CUDA_LAUNCHED("crc_windows_kernel");
     }
@@ -177,10 +178,10 @@ int crc_launch(const Tab *d_tab, const uint8_t *d_src, uint64_t len, uint32_t *d
 
 /* The (polynomial, geometry) pairs in use: rle's CRC32C, and zlib's CRC-32 on
  * rle's geometry and on 128-thread blocks (tests/gpu/test_gpu_rle.cu). */
-#define GC_CRC_INSTANTIATE(POLY, THREADS)                                                                   \
-    template void crc_tables_build<POLY, THREADS>(CrcTablesT<POLY, THREADS> *);                              \
-    template int crc_launch<CrcTablesT<POLY, THREADS>>(const CrcTablesT<POLY, THREADS> *, const uint8_t *,   \
-                                                       uint64_t, uint32_t *, void *, size_t, cudaStream_t,   \
+#define GC_CRC_INSTANTIATE(POLY, THREADS)                                                                  \
+    template void crc_tables_build<POLY, THREADS>(CrcTablesT<POLY, THREADS> *);                            \
+    template int crc_launch<CrcTablesT<POLY, THREADS>>(const CrcTablesT<POLY, THREADS> *, const uint8_t *, \
+                                                       uint64_t, uint32_t *, void *, size_t, cudaStream_t, \
                                                        gc_error *);
 GC_CRC_INSTANTIATE(kCrc32cPoly, kThreads)
 GC_CRC_INSTANTIATE(kCrc32Poly, kThreads)

@@ -90,8 +90,7 @@ __device__ __forceinline__ uint32_t mul_xinv8(const Tab *t, uint32_t c, uint64_t
  * `past`, then apply the standard init/final xor (0xFFFFFFFF) for len bytes.
  */
 template <class Tab>
-__device__ __forceinline__ uint32_t crc_at_ref(const Tab *t, uint32_t acc, uint64_t past,
-                                               uint64_t len)
+__device__ __forceinline__ uint32_t crc_at_ref(const Tab *t, uint32_t acc, uint64_t past, uint64_t len)
 {
     return mul_xinv8(t, acc, past) ^ mul_xpow8(t, 0xffffffffu, len) ^ 0xffffffffu;
 }
@@ -131,7 +130,7 @@ __device__ __forceinline__ CrcSmem load_crc_smem(uint32_t *smem, const Tab *t)
         smem[i] = __ldg(&b[i]);
     for (int i = threadIdx.x; i < kMmaRWords; i += blockDim.x)
         smem[kMmaBWords + i] = __ldg(&r[i]);
-    return CrcSmem{reinterpret_cast<const uint4 *>(smem), smem + kMmaBWords};
+    return CrcSmem{ reinterpret_cast<const uint4 *>(smem), smem + kMmaBWords };
 }
 
 /* c += A (16 x 256 bits) AND-popcount B (256 x 8 bits), the PTX fragment layouts */

@@ -102,7 +102,7 @@ void occupancy_store(const void *func, int dev, size_t dyn_smem, int per_sm)
 {
     std::lock_guard<std::mutex> hold(occupancy_lock);
     if (occupancy_used < 64)
-        occupancy_cache[occupancy_used++] = Occupancy{func, dev, dyn_smem, per_sm};
+        occupancy_cache[occupancy_used++] = Occupancy{ func, dev, dyn_smem, per_sm };
 }
 
 } // namespace

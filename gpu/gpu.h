@@ -35,12 +35,12 @@ extern "C" {
 
 typedef struct gc_gpu_info {
     char name[256];
-    uint64_t total_mem;     /* bytes of device memory */
-    uint64_t free_mem;      /* bytes free when asked */
+    uint64_t total_mem; /* bytes of device memory */
+    uint64_t free_mem;  /* bytes free when asked */
     int sm_count;
     int cc_major, cc_minor; /* compute capability */
     int pci_bus_id;
-    char pci_address[32];   /* "0000:3B:00.0": domain:bus:device.function */
+    char pci_address[32]; /* "0000:3B:00.0": domain:bus:device.function */
 } gc_gpu_info;
 
 /* Number of usable CUDA devices: 0 without a driver or device (never aborts;
@@ -53,8 +53,8 @@ int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err);
 /* ---- per-device context ----------------------------------------------------- */
 
 typedef struct gc_gpu_config {
-    unsigned streams;      /* CUDA streams / pipeline slots (0 = 3) */
-    size_t batch_bytes;    /* bytes of input per slice and slot (0 = 64 MiB). A job whose
+    unsigned streams;   /* CUDA streams / pipeline slots (0 = 3) */
+    size_t batch_bytes; /* bytes of input per slice and slot (0 = 64 MiB). A job whose
                             * chunk_size exceeds it fails with GC_E_LIMIT (run it on the
                             * CPU): use >= 64 MiB (RLE_MAX_CHUNK_SIZE) to take every job. */
 } gc_gpu_config;
@@ -89,7 +89,7 @@ typedef struct gc_gpu_bzip2_options {
 
 /* A codec's options, read by encode jobs; the member is the job's codec. */
 typedef union gc_gpu_codec_options {
-    rle_options rle;       /* GC_GPU_CODEC_RLE: width / chunk_size (threads ignored) */
+    rle_options rle;            /* GC_GPU_CODEC_RLE: width / chunk_size (threads ignored) */
     gc_gpu_bzip2_options bzip2; /* GC_GPU_CODEC_BZIP2: level */
 } gc_gpu_codec_options;
 
@@ -125,10 +125,10 @@ typedef struct gc_gpu_job {
     uint8_t *dst;
     size_t dst_cap;
     /* results */
-    size_t dst_len;        /* frame length (encode) or original size (decode) */
-    int status;            /* GC_OK or the job's error code */
-    gc_error err;          /* the job's error message */
-    void *user;            /* untouched: for the caller */
+    size_t dst_len; /* frame length (encode) or original size (decode) */
+    int status;     /* GC_OK or the job's error code */
+    gc_error err;   /* the job's error message */
+    void *user;     /* untouched: for the caller */
     /* bzip2 decode only: make dst hold at least len bytes, keeping its first
      * bytes (realloc-like; may be called more than once, with growing len).
      * Return GC_OK with dst / dst_cap updated, or an error status that fails
@@ -148,17 +148,17 @@ typedef struct gc_gpu_job {
 } gc_gpu_job;
 
 typedef struct gc_gpu_batch_stats {
-    uint64_t bytes_in;     /* sum of src_len over successful jobs */
-    uint64_t bytes_out;    /* sum of dst_len over successful jobs */
+    uint64_t bytes_in;  /* sum of src_len over successful jobs */
+    uint64_t bytes_out; /* sum of dst_len over successful jobs */
     uint64_t h2d_bytes, d2h_bytes;
-    double h2d_ms;         /* sum of host-to-device copy times (CUDA events) */
-    double kernel_ms;      /* sum of kernel times (CUDA events) */
-    double d2h_ms;         /* sum of device-to-host copy times (CUDA events) */
-    double wall_ms;        /* first to last event of the batch (CUDA events), plus the host-clocked
+    double h2d_ms;    /* sum of host-to-device copy times (CUDA events) */
+    double kernel_ms; /* sum of kernel times (CUDA events) */
+    double d2h_ms;    /* sum of device-to-host copy times (CUDA events) */
+    double wall_ms;   /* first to last event of the batch (CUDA events), plus the host-clocked
                             * time of jobs that run whole (bzip2 decode); their copy and kernel
                             * times are host-clocked too */
-    double host_ms;        /* wall clock of the whole call, host staging included */
-    unsigned slices;       /* pipeline slices run */
+    double host_ms;   /* wall clock of the whole call, host staging included */
+    unsigned slices;  /* pipeline slices run */
 } gc_gpu_batch_stats;
 
 /*
@@ -171,8 +171,7 @@ typedef struct gc_gpu_batch_stats {
  * at each job's status), GC_E_DEVICE (err) when the device failed: then no
  * job's output can be trusted; rerun them all on the CPU. stats may be NULL.
  */
-int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
-                     gc_gpu_batch_stats *stats, gc_error *err);
+int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs, gc_gpu_batch_stats *stats, gc_error *err);
 
 /* dst_cap for a bzip2 encode job that fits any stream the data can give but
  * crafted worst cases (bzip2 output exceeds its input by < 1% on random bytes). */
@@ -213,16 +212,16 @@ int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_le
 /* Time per stage of gc_gpu_bzip2_decode_device (host clock around the
  * device work of each stage, summed over waves). */
 typedef struct gc_gpu_bzip2_dec_stages {
-    double scan_ms;    /* block magics at every bit offset, sorted, back to the host */
-    double huffman_ms; /* headers, tables, Huffman, RLE2 and inverse MTF of every candidate */
-    double walk_ms;    /* the framing walk on the host (which candidates are blocks) */
-    double ibwt_ms;    /* the stable sort for T and the splitter walks */
-    double rle1_ms;    /* RLE1 sizes, the expansion and the block CRCs */
-    double output_ms;  /* output rounds leaving the device (0 here) */
+    double scan_ms;      /* block magics at every bit offset, sorted, back to the host */
+    double huffman_ms;   /* headers, tables, Huffman, RLE2 and inverse MTF of every candidate */
+    double walk_ms;      /* the framing walk on the host (which candidates are blocks) */
+    double ibwt_ms;      /* the stable sort for T and the splitter walks */
+    double rle1_ms;      /* RLE1 sizes, the expansion and the block CRCs */
+    double output_ms;    /* output rounds leaving the device (0 here) */
     uint64_t candidates; /* block magics found (blocks and false positives) */
     uint64_t blocks;     /* blocks decoded */
     uint64_t streams;
-    uint64_t waves;      /* passes of up to 2048 candidates */
+    uint64_t waves; /* passes of up to 2048 candidates */
 } gc_gpu_bzip2_dec_stages;
 
 /*
@@ -255,9 +254,8 @@ size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt);
  * rle_compress_bound) may be overwritten (incompressible data is written
  * speculatively where an all-stored frame would put it).
  */
-int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
-                             const rle_options *opt, void *d_dst, size_t dst_cap,
-                             size_t *dst_len, void *d_scratch, size_t scratch_len,
+int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, const rle_options *opt,
+                             void *d_dst, size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
                              gc_error *err);
 
 /*
@@ -266,9 +264,8 @@ int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
  * read back to the host and validated there; records, run lengths and CRCs are
  * validated on the device. *dst_len is the original size.
  */
-int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len,
-                             void *d_dst, size_t dst_cap, size_t *dst_len,
-                             void *d_scratch, size_t scratch_len, gc_error *err);
+int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len, void *d_dst, size_t dst_cap,
+                             size_t *dst_len, void *d_scratch, size_t scratch_len, gc_error *err);
 
 /* The context's stream i (a cudaStream_t) for callers that time with events. */
 void *gc_gpu_stream(gc_gpu_ctx *ctx, unsigned i);

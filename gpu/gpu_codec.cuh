@@ -39,7 +39,7 @@ struct SlotBuffers {
     uint8_t *h_meta;                        /* pinned: metadata both ways */
     size_t in_cap, out_cap, meta_cap, scr_cap;
     const CrcTables *d_tab;
-    const Crc32Tables *d_tab32;             /* CRC-32 (bzip2's CRC, see gpu_internal.cuh) */
+    const Crc32Tables *d_tab32; /* CRC-32 (bzip2's CRC, see gpu_internal.cuh) */
     /* lazily made scratch of a codec that needs far more than slot_scratch
      * (bzip2): the codec allocates it on first use and the context frees it.
      * The slot's own (d_lazy) lives with the piece; the context's (d_work)
@@ -54,7 +54,10 @@ struct SlotBuffers {
 /* Input (and output) bytes of a slot buffer sized for slot_bytes of input:
  * room for a little expansion. A context sizes its slots so for the larger
  * of its slot_bytes and its codecs' min_slot_in. */
-inline size_t slot_buffer_bytes(size_t slot_bytes) { return slot_bytes + slot_bytes / 64 + (64 << 10); }
+inline size_t slot_buffer_bytes(size_t slot_bytes)
+{
+    return slot_bytes + slot_bytes / 64 + (64 << 10);
+}
 
 /* The capacities piece_units fits a piece to. */
 struct SlotCaps {
@@ -81,7 +84,9 @@ struct Piece {
 
 class GpuJob {
   public:
-    virtual ~GpuJob() {}
+    virtual ~GpuJob()
+    {
+    }
 
     uint64_t units = 0;               /* the job's units; 0: nothing for the device, finish() at once */
     size_t out_len = 0;               /* bytes of job.dst the job may write (for the DMA fast path) */

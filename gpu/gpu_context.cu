@@ -88,7 +88,7 @@ void ctx_free(gc_gpu_ctx *ctx)
         cudaFree(s.d_meta);
         cudaFree(s.d_scr);
         cudaFree(s.d_lazy);
-        for (cudaEvent_t e : {s.e_h0, s.e_h1, s.e_k1, s.e_m1, s.e_d0, s.e_d1})
+        for (cudaEvent_t e : { s.e_h0, s.e_h1, s.e_k1, s.e_m1, s.e_d0, s.e_d1 })
             if (e)
                 cudaEventDestroy(e);
         if (s.st)
@@ -153,7 +153,7 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
         GC_CUDA(cudaMalloc(&s.d_out, ctx->out_cap));
         GC_CUDA(cudaMalloc(&s.d_meta, ctx->meta_cap));
         GC_CUDA(cudaMalloc(&s.d_scr, ctx->scr_cap));
-        for (cudaEvent_t *e : {&s.e_h0, &s.e_h1, &s.e_k1, &s.e_m1, &s.e_d0, &s.e_d1})
+        for (cudaEvent_t *e : { &s.e_h0, &s.e_h1, &s.e_k1, &s.e_m1, &s.e_d0, &s.e_d1 })
             GC_CUDA(cudaEventCreate(e));
     }
     /* the staging copy pool: its threads inherit the opening thread's CPUs (the

@@ -16,12 +16,12 @@
 
 /* Every CUDA call goes through this: a failure becomes GC_E_DEVICE with the
  * runtime's message in *err and the calling function returns it. Never exits. */
-#define GC_CUDA(call)                                                                  \
-    do {                                                                               \
-        cudaError_t gc_cuda_rc_ = (call);                                              \
-        if (gc_cuda_rc_ != cudaSuccess)                                                \
-            return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s (%s:%d)", #call,             \
-                           cudaGetErrorString(gc_cuda_rc_), __FILE__, __LINE__);        \
+#define GC_CUDA(call)                                                                                        \
+    do {                                                                                                     \
+        cudaError_t gc_cuda_rc_ = (call);                                                                    \
+        if (gc_cuda_rc_ != cudaSuccess)                                                                      \
+            return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s (%s:%d)", #call, cudaGetErrorString(gc_cuda_rc_), \
+                           __FILE__, __LINE__);                                                              \
     } while (0)
 
 /* After a kernel launch: launch-configuration errors surface here. */
@@ -44,8 +44,14 @@ class CudaEvent {
     }
     CudaEvent(const CudaEvent &) = delete;
     CudaEvent &operator=(const CudaEvent &) = delete;
-    cudaError_t create() { return cudaEventCreate(&e_); }
-    cudaEvent_t get() const { return e_; }
+    cudaError_t create()
+    {
+        return cudaEventCreate(&e_);
+    }
+    cudaEvent_t get() const
+    {
+        return e_;
+    }
 
   private:
     cudaEvent_t e_ = nullptr;
@@ -88,9 +94,9 @@ struct CrcTablesT {
     static constexpr int kWarps = Threads / 32;
     static constexpr uint32_t kWin = (uint32_t)Threads * kSeg; /* bytes of a block's window */
 
-    uint32_t t8[8][256]; /* slicing-by-8 (building the others) */
-    uint32_t xp8[32];    /* x^(8*2^k) mod P  (reflected) */
-    uint32_t xi8[32];    /* x^(-8*2^k) mod P */
+    uint32_t t8[8][256];    /* slicing-by-8 (building the others) */
+    uint32_t xp8[32];       /* x^(8*2^k) mod P  (reflected) */
+    uint32_t xi8[32];       /* x^(-8*2^k) mod P */
     uint32_t kseg[Threads]; /* x^(8*kSeg*(Threads-1-t)): shift of thread t's segment to the window end */
     /* multiplications by constants, by nibbles (see mul_nibbles):
      * wm[w][n][v] = (v << 4n) * x^(8*2048*(kWarps-1-w)): warp w's CRC moved to the end of
@@ -141,15 +147,15 @@ struct ChunkEnc {
 };
 
 struct EncParams {
-    const uint8_t *src;     /* body (16-byte aligned) */
+    const uint8_t *src; /* body (16-byte aligned) */
     uint64_t body_len;
     unsigned width;
     uint32_t chunk_size;
     uint64_t chunk_count;
-    uint8_t *records;       /* where chunk records go (any alignment) */
-    uint64_t records_cap;   /* bytes writable at records */
-    uint8_t *out_base;      /* 16-byte aligned base that `records` lies in */
-    uint32_t *index;        /* chunk_count record sizes (4-byte aligned) */
+    uint8_t *records;     /* where chunk records go (any alignment) */
+    uint64_t records_cap; /* bytes writable at records */
+    uint8_t *out_base;    /* 16-byte aligned base that `records` lies in */
+    uint32_t *index;      /* chunk_count record sizes (4-byte aligned) */
 };
 
 /* Scratch bytes for an encode / decode of n bytes in chunks of chunk_size. */
@@ -160,32 +166,32 @@ size_t dec_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size)
  * Encode the body into records + index on `stream` (asynchronous). After it,
  * scratch total (device) holds the bytes of records written.
  */
-int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
-               cudaStream_t stream, unsigned long long **d_total, gc_error *err);
+int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len, cudaStream_t stream,
+               unsigned long long **d_total, gc_error *err);
 
 /* Write the frame header (fixed part + tail; index already in place) and the
  * header CRC of a whole frame at d_frame; asynchronous. */
-int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width,
-                     uint32_t chunk_size, uint64_t chunk_count, const CrcTables *d_tab,
-                     void *scratch, size_t scratch_len, cudaStream_t stream, gc_error *err);
+int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width, uint32_t chunk_size,
+                     uint64_t chunk_count, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+                     cudaStream_t stream, gc_error *err);
 
 struct DecParams {
-    const uint8_t *records;     /* chunk records back to back (any alignment) */
+    const uint8_t *records; /* chunk records back to back (any alignment) */
     uint64_t records_len;
-    const uint32_t *index;      /* device copy of the index entries (4-byte aligned) */
+    const uint32_t *index; /* device copy of the index entries (4-byte aligned) */
     unsigned width;
     uint32_t chunk_size;
     uint64_t chunk_count;
-    uint64_t body_len;          /* bytes of output (whole chunks) */
-    uint8_t *out;               /* 16-byte aligned */
+    uint64_t body_len; /* bytes of output (whole chunks) */
+    uint8_t *out;      /* 16-byte aligned */
 };
 
 /*
  * Decode and verify; asynchronous. *d_status points to chunk_count status
  * words (0 = OK, else (gc_status << 8) | check) in device scratch.
  */
-int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
-               cudaStream_t stream, uint32_t **d_status, gc_error *err);
+int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len, cudaStream_t stream,
+               uint32_t **d_status, gc_error *err);
 
 /* Turn a non-zero chunk status word into an error. */
 int dec_status_error(uint32_t status, uint64_t chunk, gc_error *err);

@@ -43,7 +43,7 @@ extern "C" {
 
 namespace gcgpu {
 
-const GpuCodec *const kCodecs[] = {&kRleCodec, &kBzip2Codec};
+const GpuCodec *const kCodecs[] = { &kRleCodec, &kBzip2Codec };
 const size_t kCodecCount = sizeof kCodecs / sizeof kCodecs[0];
 
 const GpuCodec *codec_find(int id)
@@ -100,9 +100,9 @@ void direct_part(uintptr_t lo, uintptr_t hi, const void *p, uint64_t len, uint64
 
 SlotBuffers slot_buffers(gc_gpu_ctx *ctx, Slot &sl)
 {
-    return SlotBuffers{sl.d_in,       sl.d_out,     sl.d_meta,    sl.d_scr,     sl.h_meta,       ctx->in_cap,
-                       ctx->out_cap,  ctx->meta_cap, ctx->scr_cap, ctx->d_tab,   ctx->d_tab32,    &sl.d_lazy,
-                       &sl.lazy_cap,  &ctx->d_work, &ctx->work_cap};
+    return SlotBuffers{ sl.d_in,      sl.d_out,     sl.d_meta,     sl.d_scr,     sl.h_meta,
+                        ctx->in_cap,  ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->d_tab,
+                        ctx->d_tab32, &sl.d_lazy,   &sl.lazy_cap,  &ctx->d_work, &ctx->work_cap };
 }
 
 /* Prepare a job: its codec checks it and makes its GpuJob; false when it
@@ -222,7 +222,7 @@ cudaError_t dma_parts(uint8_t *dev, uint8_t *host, uint8_t *pinned, uint64_t len
     struct Part {
         uint64_t off, n;
         uint8_t *h;
-    } parts[3] = {{0, lo, pinned}, {lo, hi - lo, host + lo}, {hi, len - hi, pinned + hi}};
+    } parts[3] = { { 0, lo, pinned }, { lo, hi - lo, host + lo }, { hi, len - hi, pinned + hi } };
     for (const Part &p : parts) {
         if (!p.n)
             continue;
@@ -259,8 +259,8 @@ void piece_begin(Batch &b, Slot &sl, size_t j, uint64_t u0, uint64_t n)
 int piece_output_d2h(Batch &b, Slot &sl, gc_error *err)
 {
     GC_CUDA(cudaEventRecord(sl.e_d0, sl.st));
-    GC_CUDA(dma_parts(sl.d_out + sl.p.out_dev_off, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi, false,
-                    sl.st));
+    GC_CUDA(dma_parts(sl.d_out + sl.p.out_dev_off, sl.p.out_host, sl.h_out, sl.p.out_len, sl.out_lo, sl.out_hi,
+                      false, sl.st));
     GC_CUDA(cudaEventRecord(sl.e_d1, sl.st));
     b.st.d2h_bytes += sl.p.out_len + sl.meta_d2h;
     sl.state = S_D2H;
@@ -278,7 +278,7 @@ int piece_h2d(Batch &b, Slot &sl, gc_error *err)
     GC_CUDA(dma_parts(sl.d_in, (uint8_t *)sl.p.in_host, sl.h_in, sl.p.in_len, sl.in_lo, sl.in_hi, true, sl.st));
     if (sl.p.meta_in_len)
         GC_CUDA(cudaMemcpyAsync(sl.d_meta, sl.h_meta + sl.p.meta_in_off, sl.p.meta_in_len, cudaMemcpyHostToDevice,
-                              sl.st));
+                                sl.st));
     GC_CUDA(cudaEventRecord(sl.e_h1, sl.st));
     b.st.h2d_bytes += sl.p.in_len;
     sl.h2d_queued = true;
@@ -527,15 +527,15 @@ extern "C" int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs
         b.ctx = ctx;
         b.jobs = jobs;
         b.n = n_jobs;
-        b.caps = SlotCaps{ctx->in_cap, ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->batch};
+        b.caps = SlotCaps{ ctx->in_cap, ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->batch };
         bool fits = true;
         try {
             b.js.resize(n_jobs);
         } catch (const std::bad_alloc &) {
             fits = false; /* every job fails on its own; the device is fine */
             for (size_t j = 0; j < n_jobs; j++)
-                jobs[j].status = gc_fail(&jobs[j].err, GC_E_NOMEM, "gpu: out of host memory for a batch of %zu jobs",
-                                         n_jobs);
+                jobs[j].status =
+                    gc_fail(&jobs[j].err, GC_E_NOMEM, "gpu: out of host memory for a batch of %zu jobs", n_jobs);
         }
         rc = ctx_use(ctx, err);
         if (rc == GC_OK && fits)

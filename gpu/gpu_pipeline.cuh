@@ -34,7 +34,7 @@ struct Slot {
     uint64_t seq = 0;
     size_t job = 0;
     Piece p;
-    uint64_t meta_d2h = 0; /* bytes of results queued back by piece_meta_d2h */
+    uint64_t meta_d2h = 0;   /* bytes of results queued back by piece_meta_d2h */
     bool h2d_queued = false; /* its input's H2D is queued (ahead of its turn, see kernels_wait) */
     /* [in_lo, in_hi) of the input goes straight from caller memory (page-locked),
      * the rest through h_in at the same offsets; likewise the output through h_out */
@@ -66,7 +66,7 @@ struct gc_gpu_ctx {
     pthread_mutex_t mu;
     std::vector<gcgpu::Slot> slots;
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;
-    uint8_t *h_small = nullptr;    /* pinned, for the *_device calls */
+    uint8_t *h_small = nullptr;      /* pinned, for the *_device calls */
     gcgpu::CopyPool *pool = nullptr; /* staging copies of the batch pipeline */
 };
 

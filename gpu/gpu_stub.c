@@ -4,8 +4,7 @@
  */
 #include "gpu.h"
 
-#define NO_CUDA(err) \
-    gc_fail(err, GC_E_UNSUPPORTED, "gpu: gpucompd was built without CUDA (configure --with-cuda)")
+#define NO_CUDA(err) gc_fail(err, GC_E_UNSUPPORTED, "gpu: gpucompd was built without CUDA (configure --with-cuda)")
 
 int gc_gpu_device_count(void)
 {
@@ -33,8 +32,7 @@ void gc_gpu_close(gc_gpu_ctx *ctx)
     (void)ctx;
 }
 
-int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs,
-                     gc_gpu_batch_stats *stats, gc_error *err)
+int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs, gc_gpu_batch_stats *stats, gc_error *err)
 {
     (void)ctx;
     (void)jobs;
@@ -50,22 +48,33 @@ size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt)
     return 0;
 }
 
-int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
-                             const rle_options *opt, void *d_dst, size_t dst_cap,
-                             size_t *dst_len, void *d_scratch, size_t scratch_len,
+int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, const rle_options *opt,
+                             void *d_dst, size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
                              gc_error *err)
 {
-    (void)ctx; (void)d_src; (void)src_len; (void)opt; (void)d_dst; (void)dst_cap;
-    (void)dst_len; (void)d_scratch; (void)scratch_len;
+    (void)ctx;
+    (void)d_src;
+    (void)src_len;
+    (void)opt;
+    (void)d_dst;
+    (void)dst_cap;
+    (void)dst_len;
+    (void)d_scratch;
+    (void)scratch_len;
     return NO_CUDA(err);
 }
 
-int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len,
-                             void *d_dst, size_t dst_cap, size_t *dst_len,
-                             void *d_scratch, size_t scratch_len, gc_error *err)
+int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len, void *d_dst, size_t dst_cap,
+                             size_t *dst_len, void *d_scratch, size_t scratch_len, gc_error *err)
 {
-    (void)ctx; (void)d_frame; (void)frame_len; (void)d_dst; (void)dst_cap;
-    (void)dst_len; (void)d_scratch; (void)scratch_len;
+    (void)ctx;
+    (void)d_frame;
+    (void)frame_len;
+    (void)d_dst;
+    (void)dst_cap;
+    (void)dst_len;
+    (void)d_scratch;
+    (void)scratch_len;
     return NO_CUDA(err);
 }
 
@@ -79,15 +88,29 @@ int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_le
                                size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
                                gc_gpu_bzip2_stages *stages, gc_error *err)
 {
-    (void)ctx; (void)d_src; (void)src_len; (void)level; (void)d_dst; (void)dst_cap;
-    (void)dst_len; (void)d_scratch; (void)scratch_len; (void)stages;
+    (void)ctx;
+    (void)d_src;
+    (void)src_len;
+    (void)level;
+    (void)d_dst;
+    (void)dst_cap;
+    (void)dst_len;
+    (void)d_scratch;
+    (void)scratch_len;
+    (void)stages;
     return NO_CUDA(err);
 }
 
 int gc_gpu_bzip2_decode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, void *d_dst, size_t dst_cap,
                                size_t *dst_len, gc_gpu_bzip2_dec_stages *stages, gc_error *err)
 {
-    (void)ctx; (void)d_src; (void)src_len; (void)d_dst; (void)dst_cap; (void)dst_len; (void)stages;
+    (void)ctx;
+    (void)d_src;
+    (void)src_len;
+    (void)d_dst;
+    (void)dst_cap;
+    (void)dst_len;
+    (void)stages;
     return NO_CUDA(err);
 }
 

@@ -59,10 +59,10 @@ void copy_bytes(uint8_t *d, const uint8_t *s, size_t n, bool nt)
 
 struct CopyPool {
     pthread_mutex_t mu;
-    pthread_cond_t cv;   /* work queued or stop */
+    pthread_cond_t cv; /* work queued or stop */
     CopyTask *q[kCopyMaxQueue];
     size_t qhead = 0, qlen = 0;
-    size_t busy = 0;     /* stripes being copied */
+    size_t busy = 0; /* stripes being copied */
     bool stop = false;
     bool nt = false;
     unsigned nthreads = 0;

@@ -24,7 +24,7 @@
  * gpucomp.Status (wire), and the code passes them between the three
  * unconverted: make any drift a compile error.
  */
-#define SAME_CODE(pub, internal, wire)                                 \
+#define SAME_CODE(pub, internal, wire)                                         \
     _Static_assert((int)(pub) == (int)(internal) && (int)(pub) == (int)(wire), \
                    #pub " must equal " #internal " and " #wire)
 SAME_CODE(GPUCOMP_OK, GC_OK, GPUCOMP__STATUS__STATUS_OK);
@@ -55,8 +55,9 @@ static _Thread_local gc_error connect_err;
 void gpucomp_options_init(gpucomp_options *o, gpucomp_codec codec)
 {
     if (o)
-        *o = (gpucomp_options){ .codec = codec, .level = 9, .element_width = 1,
-                                .chunk_size = 1u << 20, .max_output = 0 };
+        *o = (gpucomp_options){
+            .codec = codec, .level = 9, .element_width = 1, .chunk_size = 1u << 20, .max_output = 0
+        };
 }
 
 int gpucomp_connect(const char *socket_path, gpucomp_client **out)
@@ -108,7 +109,7 @@ int client_wire_options(const gpucomp_options *o, Gpucomp__CodecOptions *w, gc_e
 static gpucomp_backend to_backend(Gpucomp__Backend b)
 {
     return b == GPUCOMP__BACKEND__BACKEND_CPU || b == GPUCOMP__BACKEND__BACKEND_GPU ? (gpucomp_backend)b
-                                                                                   : GPUCOMP_BACKEND_UNKNOWN;
+                                                                                    : GPUCOMP_BACKEND_UNKNOWN;
 }
 
 /* The request fields every transform shares: op, codec, options, limit. */
@@ -121,7 +122,9 @@ static int prepare(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, 
         o = &defaults;
     }
     int rc = client_wire_options(o, wire, &c->err);
-    *req = (client_req){ .op = op, .codec = (Gpucomp__Codec)o->codec, .options = wire,
+    *req = (client_req){ .op = op,
+                         .codec = (Gpucomp__Codec)o->codec,
+                         .options = wire,
                          .max_output = op == GPUCOMP__OP__OP_DECOMPRESS ? o->max_output : 0 };
     return rc;
 }
@@ -132,8 +135,8 @@ static void note_success(gpucomp_client *c, const client_reply *rep)
     c->last_engine_ns = rep->engine_ns;
 }
 
-static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o,
-                     const void *src, size_t src_len, void **dst, size_t *dst_len)
+static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, const void *src, size_t src_len,
+                     void **dst, size_t *dst_len)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -168,8 +171,8 @@ static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o
     return rc;
 }
 
-static int transform_fd(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o,
-                        int in_fd, size_t in_len, int out_fd, size_t *out_len)
+static int transform_fd(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, int in_fd, size_t in_len,
+                        int out_fd, size_t *out_len)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -196,14 +199,14 @@ static int transform_fd(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options
     return rc;
 }
 
-int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o,
-                     const void *src, size_t src_len, void **dst, size_t *dst_len)
+int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void **dst,
+                     size_t *dst_len)
 {
     return transform(c, GPUCOMP__OP__OP_COMPRESS, o, src, src_len, dst, dst_len);
 }
 
-int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
-                       const void *src, size_t src_len, void **dst, size_t *dst_len)
+int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void **dst,
+                       size_t *dst_len)
 {
     return transform(c, GPUCOMP__OP__OP_DECOMPRESS, o, src, src_len, dst, dst_len);
 }
@@ -213,14 +216,14 @@ void gpucomp_free(void *buf)
     free(buf);
 }
 
-int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
-                        int out_fd, size_t *out_len)
+int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
+                        size_t *out_len)
 {
     return transform_fd(c, GPUCOMP__OP__OP_COMPRESS, o, in_fd, in_len, out_fd, out_len);
 }
 
-int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
-                          int out_fd, size_t *out_len)
+int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
+                          size_t *out_len)
 {
     return transform_fd(c, GPUCOMP__OP__OP_DECOMPRESS, o, in_fd, in_len, out_fd, out_len);
 }
@@ -274,11 +277,19 @@ int gpucomp_ping(gpucomp_client *c)
 static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out)
 {
     *out = (gpucomp_device_stats){
-        .batches = d->batches, .requests = d->requests,
-        .bytes_in = d->bytes_in, .bytes_out = d->bytes_out,
-        .h2d_ns = d->h2d_ns, .kernel_ns = d->kernel_ns, .d2h_ns = d->d2h_ns, .wall_ns = d->wall_ns,
-        .fallbacks = d->fallbacks, .queue_depth = d->queue_depth, .retired = d->retired != 0,
-        .requests_in_flight = d->requests_in_flight, .bytes_in_flight = d->bytes_in_flight,
+        .batches = d->batches,
+        .requests = d->requests,
+        .bytes_in = d->bytes_in,
+        .bytes_out = d->bytes_out,
+        .h2d_ns = d->h2d_ns,
+        .kernel_ns = d->kernel_ns,
+        .d2h_ns = d->d2h_ns,
+        .wall_ns = d->wall_ns,
+        .fallbacks = d->fallbacks,
+        .queue_depth = d->queue_depth,
+        .retired = d->retired != 0,
+        .requests_in_flight = d->requests_in_flight,
+        .bytes_in_flight = d->bytes_in_flight,
     };
     snprintf(out->name, sizeof out->name, "%s", d->name ? d->name : "");
 }
@@ -286,13 +297,20 @@ static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out
 static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
 {
     *out = (gpucomp_stats){
-        .uptime_ms = s->uptime_ms, .connections = s->connections,
-        .requests_ok = s->requests_ok, .requests_failed = s->requests_failed,
-        .bytes_in = s->bytes_in, .bytes_out = s->bytes_out,
-        .worker_threads = s->worker_threads, .queue_depth = s->queue_depth,
-        .memory_in_use = s->memory_in_use, .memory_budget = s->memory_budget,
-        .cpu_requests = s->cpu_requests, .gpu_requests = s->gpu_requests,
-        .registered_bytes = s->registered_bytes, .register_limit = s->register_limit,
+        .uptime_ms = s->uptime_ms,
+        .connections = s->connections,
+        .requests_ok = s->requests_ok,
+        .requests_failed = s->requests_failed,
+        .bytes_in = s->bytes_in,
+        .bytes_out = s->bytes_out,
+        .worker_threads = s->worker_threads,
+        .queue_depth = s->queue_depth,
+        .memory_in_use = s->memory_in_use,
+        .memory_budget = s->memory_budget,
+        .cpu_requests = s->cpu_requests,
+        .gpu_requests = s->gpu_requests,
+        .registered_bytes = s->registered_bytes,
+        .register_limit = s->register_limit,
     };
     snprintf(out->backend, sizeof out->backend, "%s", s->backend ? s->backend : "");
     /* A daemon with more devices than the struct holds: report the first ones. */

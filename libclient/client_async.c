@@ -64,8 +64,8 @@ typedef struct pending {
     uint64_t id;
     gpucomp_done_fn done;
     void *arg;
-    uint64_t max_output;  /* decompress: the caller's limit, 0 = none */
-    int in_fd, out_fd;    /* memfd transport; -1 for an inline request */
+    uint64_t max_output; /* decompress: the caller's limit, 0 = none */
+    int in_fd, out_fd;   /* memfd transport; -1 for an inline request */
     struct pending *next;
 } pending;
 
@@ -73,8 +73,8 @@ struct client_async {
     pthread_mutex_t send_mu;
     pthread_mutex_t mu;
     pthread_mutex_t poll_mu;
-    pending *table;       /* outstanding requests whose answer has not begun (mu) */
-    bool dead;            /* a write failed: the socket is shut down (mu) */
+    pending *table; /* outstanding requests whose answer has not begun (mu) */
+    bool dead;      /* a write failed: the socket is shut down (mu) */
     /* The inline response being reassembled (poller only, poll_mu). */
     pending *cur;
     uint8_t *buf;
@@ -250,8 +250,8 @@ static int reconnect_if_dead(gpucomp_client *c, struct client_async *a, gc_error
     return rc;
 }
 
-int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
-                   const void *src, size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id)
+int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const void *src,
+                   size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -269,8 +269,9 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
         return set_error(c, a, &err);
     }
     if (c->stream)
-        return set_error(c, a, &(gc_error){ GC_E_IN_USE, "this client is in use by its open stream: "
-                                                          "gpucomp_stream_free it first, or use another client" });
+        return set_error(c, a,
+                         &(gc_error){ GC_E_IN_USE, "this client is in use by its open stream: "
+                                                   "gpucomp_stream_free it first, or use another client" });
     gpucomp_options defaults;
     if (!o) {
         gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
@@ -280,8 +281,8 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
     if (client_wire_options(o, &wire, &err) != GC_OK)
         return set_error(c, a, &err);
     if (c->max_request && src_len > c->max_request) {
-        gc_fail(&err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
-                src_len, (unsigned long long)c->max_request);
+        gc_fail(&err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes", src_len,
+                (unsigned long long)c->max_request);
         return set_error(c, a, &err);
     }
     pending *e = calloc(1, sizeof *e);
@@ -311,7 +312,9 @@ int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_optio
         free_pending(e);
         if (rc != GC_OK)
             return set_error(c, a, &err);
-        return set_error(c, a, &(gc_error){ GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again" });
+        return set_error(
+            c, a,
+            &(gc_error){ GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again" });
     }
     e->id = client_take_id(c);
     uint64_t my_id = e->id;
@@ -363,7 +366,8 @@ int gpucomp_cancel(gpucomp_client *c, uint64_t id)
     pthread_mutex_unlock(&a->mu);
     int rc = GC_OK;
     if (!found) {
-        rc = gc_fail(&err, GC_E_INVALID, "request %llu is not outstanding on this client (or its answer is on the way)",
+        rc = gc_fail(&err, GC_E_INVALID,
+                     "request %llu is not outstanding on this client (or its answer is on the way)",
                      (unsigned long long)id);
     } else if (fd >= 0) {
         Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
@@ -455,8 +459,7 @@ static void fail_all(gpucomp_client *c, struct client_async *a, int fd, int stat
  * the output memfd, which must really hold it. The callback reads a
  * read-only mapping of it.
  */
-static int finish_fd_response(gpucomp_client *c, pending *e, const Gpucomp__Response *r, gc_error *err,
-                              int *ran)
+static int finish_fd_response(gpucomp_client *c, pending *e, const Gpucomp__Response *r, gc_error *err, int *ran)
 {
     if (!r->payload_in_fd || r->payload.len || !r->last)
         return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered memfd request %llu with an inline response",
@@ -465,7 +468,8 @@ static int finish_fd_response(gpucomp_client *c, pending *e, const Gpucomp__Resp
     if (fstat(e->out_fd, &st) != 0)
         return gc_fail(err, GC_E_IO, "cannot stat the output memfd: %s", strerror(errno));
     if ((uint64_t)st.st_size < r->total_size || r->total_size >= SIZE_MAX)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd announced %llu bytes of output, but the output memfd holds %lld",
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "gpucompd announced %llu bytes of output, but the output memfd holds %lld",
                        (unsigned long long)r->total_size, (long long)st.st_size);
     size_t len = (size_t)r->total_size;
     if (e->max_output && len > e->max_output) {
@@ -490,7 +494,8 @@ static int append(struct client_async *a, const Gpucomp__Response *r, gc_error *
 {
     size_t n = r->payload.len;
     if (n > a->total - a->len)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent more than the %llu bytes of output it announced for request %llu",
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "gpucompd sent more than the %llu bytes of output it announced for request %llu",
                        (unsigned long long)a->total, (unsigned long long)a->cur->id);
     if (a->len + n > a->cap) {
         size_t cap = a->cap * 2 < a->total ? a->cap * 2 : (size_t)a->total;
@@ -514,7 +519,8 @@ static int maybe_finish_inline(gpucomp_client *c, struct client_async *a, const 
     if (!r->last)
         return GC_OK;
     if (a->len != a->total)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd ended the response to request %llu after %zu of the %llu bytes it announced",
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "gpucompd ended the response to request %llu after %zu of the %llu bytes it announced",
                        (unsigned long long)a->cur->id, a->len, (unsigned long long)a->total);
     pending *e = a->cur;
     a->cur = NULL;
@@ -534,12 +540,14 @@ static int handle_frame(gpucomp_client *c, struct client_async *a, const Gpucomp
     const Gpucomp__Response *r = f->response;
     const char *msg = r->message && *r->message ? r->message : gc_status_str(client_wire_status(r->status));
     if (r->id == 0) {
-        *conn_status = r->status == GPUCOMP__STATUS__STATUS_OK ? GPUCOMP_E_PROTOCOL : client_wire_status(r->status);
+        *conn_status =
+            r->status == GPUCOMP__STATUS__STATUS_OK ? GPUCOMP_E_PROTOCOL : client_wire_status(r->status);
         return gc_fail(err, *conn_status, "gpucompd closed the connection: %s", msg);
     }
     if (a->cur) { /* the next frame of the response being reassembled */
         if (r->id != a->cur->id)
-            return gc_fail(err, GC_E_PROTOCOL, "gpucompd interleaved the response to request %llu with one to %llu",
+            return gc_fail(err, GC_E_PROTOCOL,
+                           "gpucompd interleaved the response to request %llu with one to %llu",
                            (unsigned long long)a->cur->id, (unsigned long long)r->id);
         if (r->status != GPUCOMP__STATUS__STATUS_OK) {
             if (!r->last)

@@ -44,8 +44,8 @@ static int open_socket(const char *path, int *fd_out, gc_error *err)
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     size_t n = strlen(path);
     if (n >= sizeof sa.sun_path)
-        return gc_fail(err, GC_E_INVALID, "socket path is longer than %zu bytes: %s",
-                       sizeof sa.sun_path - 1, path);
+        return gc_fail(err, GC_E_INVALID, "socket path is longer than %zu bytes: %s", sizeof sa.sun_path - 1,
+                       path);
     memcpy(sa.sun_path, path, n + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -61,8 +61,10 @@ static int open_socket(const char *path, int *fd_out, gc_error *err)
         close(fd);
         /* Something is there and this user may not use it: not "no daemon" (no fallback, gpucomp.h). */
         if (e == EACCES || e == EPERM)
-            return gc_fail(err, GC_E_PERMISSION, "permission denied by gpucompd at %s: %s (this user may "
-                           "not open its socket)", path, strerror(e));
+            return gc_fail(err, GC_E_PERMISSION,
+                           "permission denied by gpucompd at %s: %s (this user may "
+                           "not open its socket)",
+                           path, strerror(e));
         return gc_fail(err, GC_E_CONNECT, "cannot connect to gpucompd at %s: %s", path, strerror(e));
     }
     *fd_out = fd;
@@ -111,7 +113,8 @@ static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *e
         return gc_fail(err, GC_E_UNSUPPORTED, "gpucompd speaks protocol version %u, this client speaks version %d",
                        w->protocol_version, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
     if (w->max_frame_size < GC_WIRE_MIN_MAX_FRAME)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd announced a max_frame_size of %u bytes, below the minimum of %u",
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "gpucompd announced a max_frame_size of %u bytes, below the minimum of %u",
                        w->max_frame_size, GC_WIRE_MIN_MAX_FRAME);
     c->max_frame = w->max_frame_size;
     c->max_request = w->max_request_size;

@@ -24,21 +24,21 @@ struct gpucomp_client {
     char server_version[64];      /* from Welcome */
     gpucomp_backend last_backend; /* engine of the last successful request */
     uint64_t last_engine_ns;
-    gc_error err;                 /* last failure on this client */
+    gc_error err; /* last failure on this client */
     /* memfd transport staging, reused across calls so steady-state requests
      * touch pages that already exist (-1 until first needed) */
     int stage_in_fd, stage_out_fd;
-    size_t memfd_threshold;       /* inputs this large go through the staging memfds */
+    size_t memfd_threshold; /* inputs this large go through the staging memfds */
     /* streams (client_stream.c), asynchronous requests (client_async.c),
      * time limits and reconnection */
-    gpucomp_stream *stream;       /* the open stream; the client serves only it */
-    struct client_async *async;   /* asynchronous state, made by the first gpucomp_submit */
+    gpucomp_stream *stream;        /* the open stream; the client serves only it */
+    struct client_async *async;    /* asynchronous state, made by the first gpucomp_submit */
     atomic_uint async_outstanding; /* submitted and not yet completed */
-    unsigned timeout_ms;          /* gpucomp_set_timeout; 0 = wait forever */
-    bool reconnect;               /* gpucomp_set_reconnect (default on) */
-    uint64_t stream_window;       /* from Welcome: 0 = the daemon has no streams */
-    uint32_t max_streams;         /* from Welcome */
-    char path[108];               /* the socket path connected to (for reconnecting) */
+    unsigned timeout_ms;           /* gpucomp_set_timeout; 0 = wait forever */
+    bool reconnect;                /* gpucomp_set_reconnect (default on) */
+    uint64_t stream_window;        /* from Welcome: 0 = the daemon has no streams */
+    uint32_t max_streams;          /* from Welcome */
+    char path[108];                /* the socket path connected to (for reconnecting) */
 };
 
 /* GPUCOMP_E_IN_USE, with a message in c->err, while c serves a stream or
@@ -52,7 +52,7 @@ typedef struct client_req {
     Gpucomp__CodecOptions *options; /* NULL for PING/STATS */
     const uint8_t *src;
     size_t src_len;
-    uint64_t max_output;            /* 0 = no client-side limit */
+    uint64_t max_output; /* 0 = no client-side limit */
     /* memfd transport: src is unused, the input is src_len bytes of in_fd
      * and the daemon writes the output into out_fd; OP_REGISTER and
      * OP_UNREGISTER send in_fd alone (out_fd -1) */
@@ -72,7 +72,7 @@ typedef struct client_reply {
     size_t len;
     Gpucomp__Backend backend;
     uint64_t engine_ns;
-    Gpucomp__Frame *head;           /* first response frame (stats live here); gc_wire_free it */
+    Gpucomp__Frame *head; /* first response frame (stats live here); gc_wire_free it */
 } client_reply;
 
 /*

@@ -134,8 +134,8 @@ static int pack_frame(const Gpucomp__Frame *f, uint32_t max_body, uint8_t **buf,
 {
     *size = gc_wire_packed_size(f);
     if (*size - GC_WIRE_HEADER_SIZE > max_body)
-        return gc_fail(err, GC_E_INTERNAL, "client built a %zu-byte frame, over the daemon's limit of %u",
-                       *size, max_body);
+        return gc_fail(err, GC_E_INTERNAL, "client built a %zu-byte frame, over the daemon's limit of %u", *size,
+                       max_body);
     *buf = malloc(*size);
     if (!*buf)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate a %zu-byte frame", *size);
@@ -143,14 +143,13 @@ static int pack_frame(const Gpucomp__Frame *f, uint32_t max_body, uint8_t **buf,
     return GC_OK;
 }
 
-int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                         bool stop_on_input, gc_error *err)
+int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body, bool stop_on_input, gc_error *err)
 {
     return client_io_send_frame_timed(fd, f, max_body, stop_on_input, 0, err);
 }
 
-int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                               bool stop_on_input, unsigned timeout_ms, gc_error *err)
+int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body, bool stop_on_input,
+                               unsigned timeout_ms, gc_error *err)
 {
     if (stop_on_input && input_pending(fd))
         return CLIENT_IO_INPUT_PENDING;
@@ -164,8 +163,8 @@ int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_bod
     return rc;
 }
 
-int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                             const int *fds, unsigned n_fds, gc_error *err)
+int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body, const int *fds, unsigned n_fds,
+                             gc_error *err)
 {
     return client_io_send_frame_fds_timed(fd, f, max_body, fds, n_fds, 0, err);
 }
@@ -174,8 +173,8 @@ int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
  * The frame is small (no payload): waiting until the socket takes bytes
  * bounds the wait well enough; gc_fdpass_send then writes it whole.
  */
-int client_io_send_frame_fds_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                                   const int *fds, unsigned n_fds, unsigned timeout_ms, gc_error *err)
+int client_io_send_frame_fds_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body, const int *fds,
+                                   unsigned n_fds, unsigned timeout_ms, gc_error *err)
 {
     uint8_t *buf;
     size_t size;
@@ -233,8 +232,7 @@ int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_err
     return client_io_recv_frame_timed(fd, max_body, out, 0, err);
 }
 
-int client_io_recv_frame_timed(int fd, uint32_t max_body, Gpucomp__Frame **out, unsigned timeout_ms,
-                               gc_error *err)
+int client_io_recv_frame_timed(int fd, uint32_t max_body, Gpucomp__Frame **out, unsigned timeout_ms, gc_error *err)
 {
     uint32_t len = 0;
     *out = NULL;

@@ -30,16 +30,15 @@
  * body would exceed max_body (a bug in the caller's chunking), GC_E_NOMEM
  * or GC_E_IO; see CLIENT_IO_INPUT_PENDING for stop_on_input.
  */
-int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                         bool stop_on_input, gc_error *err);
+int client_io_send_frame(int fd, const Gpucomp__Frame *f, uint32_t max_body, bool stop_on_input, gc_error *err);
 
 /*
  * Send f as one frame with n_fds descriptors attached (SCM_RIGHTS, through
  * proto/fdpass.h), for the memfd transport. The frame is small (no
  * payload), so a plain blocking send is enough.
  */
-int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                             const int *fds, unsigned n_fds, gc_error *err);
+int client_io_send_frame_fds(int fd, const Gpucomp__Frame *f, uint32_t max_body, const int *fds, unsigned n_fds,
+                             gc_error *err);
 
 /*
  * Read one frame. A header announcing more than max_body bytes is rejected
@@ -56,10 +55,10 @@ int client_io_recv_frame(int fd, uint32_t max_body, Gpucomp__Frame **out, gc_err
  * forever, as the calls above do. The caller closes the connection after a
  * timeout: the socket may be in the middle of a frame.
  */
-int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                               bool stop_on_input, unsigned timeout_ms, gc_error *err);
-int client_io_send_frame_fds_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body,
-                                   const int *fds, unsigned n_fds, unsigned timeout_ms, gc_error *err);
+int client_io_send_frame_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body, bool stop_on_input,
+                               unsigned timeout_ms, gc_error *err);
+int client_io_send_frame_fds_timed(int fd, const Gpucomp__Frame *f, uint32_t max_body, const int *fds,
+                                   unsigned n_fds, unsigned timeout_ms, gc_error *err);
 int client_io_recv_frame_timed(int fd, uint32_t max_body, Gpucomp__Frame **out, unsigned timeout_ms,
                                gc_error *err);
 

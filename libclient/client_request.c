@@ -164,14 +164,15 @@ typedef struct assembly {
     size_t cap;
 } assembly;
 
-static int start_output(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r,
-                        assembly *a, client_reply *rep)
+static int start_output(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r, assembly *a,
+                        client_reply *rep)
 {
     if (req->max_output && r->total_size > req->max_output)
         return gc_fail(&c->err, GC_E_LIMIT, "gpucompd announced %llu bytes of output, over the limit of %llu",
                        (unsigned long long)r->total_size, (unsigned long long)req->max_output);
     if (r->total_size >= SIZE_MAX)
-        return gc_fail(&c->err, GC_E_NOMEM, "gpucompd announced %llu bytes of output, more than this process can hold",
+        return gc_fail(&c->err, GC_E_NOMEM,
+                       "gpucompd announced %llu bytes of output, more than this process can hold",
                        (unsigned long long)r->total_size);
     a->total = r->total_size;
     /*
@@ -240,8 +241,7 @@ static int recv_rest(gpucomp_client *c, uint64_t id, assembly *a, client_reply *
  * The answer to a memfd request: one frame saying how many bytes the daemon
  * wrote into out_fd. The memfd must really hold them: the caller maps it.
  */
-static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r,
-                          client_reply *rep)
+static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucomp__Response *r, client_reply *rep)
 {
     if (!r->payload_in_fd || r->payload.len || !r->last)
         return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd answered a memfd request with an inline response");
@@ -252,7 +252,8 @@ static int check_fd_reply(gpucomp_client *c, const client_req *req, const Gpucom
     if (fstat(req->out_fd, &st) != 0)
         return gc_fail(&c->err, GC_E_IO, "cannot stat the output memfd: %s", strerror(errno));
     if ((uint64_t)st.st_size < r->total_size || r->total_size >= SIZE_MAX)
-        return gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd announced %llu bytes of output, but the output memfd holds %lld",
+        return gc_fail(&c->err, GC_E_PROTOCOL,
+                       "gpucompd announced %llu bytes of output, but the output memfd holds %lld",
                        (unsigned long long)r->total_size, (long long)st.st_size);
     rep->len = (size_t)r->total_size;
     return GC_OK;
@@ -293,18 +294,21 @@ static int recv_response(gpucomp_client *c, const client_req *req, uint64_t id, 
     if (rc == GC_OK && !r->last)
         rc = recv_rest(c, id, &a, rep, clean);
     if (rc == GC_OK && rep->len != a.total)
-        rc = gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd ended the response after %zu of the %llu bytes it announced",
-                     rep->len, (unsigned long long)a.total);
+        rc =
+            gc_fail(&c->err, GC_E_PROTOCOL, "gpucompd ended the response after %zu of the %llu bytes it announced",
+                    rep->len, (unsigned long long)a.total);
     return rc;
 }
 
 int client_check_idle(gpucomp_client *c)
 {
     if (c->stream)
-        return gc_fail(&c->err, GC_E_IN_USE, "this client is in use by its open stream: gpucomp_stream_free it "
+        return gc_fail(&c->err, GC_E_IN_USE,
+                       "this client is in use by its open stream: gpucomp_stream_free it "
                        "first, or use another client");
     if (atomic_load(&c->async_outstanding))
-        return gc_fail(&c->err, GC_E_IN_USE, "this client is in use by its outstanding asynchronous requests: "
+        return gc_fail(&c->err, GC_E_IN_USE,
+                       "this client is in use by its outstanding asynchronous requests: "
                        "poll them to completion first, or use another client for blocking calls");
     return GC_OK;
 }
@@ -359,7 +363,8 @@ int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
         return c->err.code;
     bool retry = may_reconnect(c, req); /* once per call, whichever way it is spent */
     if (c->fd < 0 && !retry)
-        return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
+        return gc_fail(&c->err, GC_E_IO,
+                       "the connection to gpucompd was closed after an earlier error; connect again");
     if (c->fd < 0) {
         retry = false;
         int rc = reconnect(c, "the connection to gpucompd was closed after an earlier error");
@@ -383,8 +388,9 @@ int client_call(gpucomp_client *c, const client_req *req, client_reply *rep)
             return GC_E_IO;
         gc_error_clear(&c->err);
         if (c->max_request && req->src_len > c->max_request && !client_req_is_registration(req))
-            return gc_fail(&c->err, GC_E_LIMIT, "%zu bytes of input is over gpucompd's request limit of %llu bytes",
-                           req->src_len, (unsigned long long)c->max_request);
+            return gc_fail(&c->err, GC_E_LIMIT,
+                           "%zu bytes of input is over gpucompd's request limit of %llu bytes", req->src_len,
+                           (unsigned long long)c->max_request);
         rc = call_once(c, req, rep, &answered);
     }
     return rc;

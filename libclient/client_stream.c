@@ -38,30 +38,30 @@ struct gpucomp_stream {
     gpucomp_client *c;
     uint64_t id;
     bool decompress;
-    uint64_t max_output;        /* decompress: 0 = no limit */
+    uint64_t max_output; /* decompress: 0 = no limit */
     /* input side */
-    uint64_t sent;              /* input bytes taken from the caller into frames */
-    uint64_t consumed;          /* the daemon's last `consumed` */
-    uint64_t flushed_at;        /* `sent` when the last flush mark was packed */
-    bool last_sent;             /* a frame with last = true (or OP_CANCEL) is packed */
-    bool ended;                 /* the caller said GPUCOMP_END */
-    uint8_t *wbuf;              /* the packed frame being written */
+    uint64_t sent;       /* input bytes taken from the caller into frames */
+    uint64_t consumed;   /* the daemon's last `consumed` */
+    uint64_t flushed_at; /* `sent` when the last flush mark was packed */
+    bool last_sent;      /* a frame with last = true (or OP_CANCEL) is packed */
+    bool ended;          /* the caller said GPUCOMP_END */
+    uint8_t *wbuf;       /* the packed frame being written */
     size_t wcap, wlen, wpos;
     /* output side */
     uint8_t rhdr[GC_WIRE_HEADER_SIZE];
     size_t rhdr_got;
-    uint8_t *rbody;             /* the frame body being read (in rbuf), NULL between frames */
-    uint8_t *rbuf;              /* kept from frame to frame: fresh pages per frame cost more than the copy */
+    uint8_t *rbody; /* the frame body being read (in rbuf), NULL between frames */
+    uint8_t *rbuf;  /* kept from frame to frame: fresh pages per frame cost more than the copy */
     size_t rcap;
     uint32_t rlen;
     size_t rgot;
-    Gpucomp__Frame *held;       /* a received frame whose payload is being handed out */
+    Gpucomp__Frame *held; /* a received frame whose payload is being handed out */
     size_t held_pos;
-    uint64_t received;          /* payload bytes received */
-    uint64_t delivered;         /* payload bytes handed to the caller */
+    uint64_t received;  /* payload bytes received */
+    uint64_t delivered; /* payload bytes handed to the caller */
     /* the end */
-    bool final;                 /* the final frame arrived */
-    int status;                 /* GPUCOMP_OK, or what ended the stream */
+    bool final; /* the final frame arrived */
+    int status; /* GPUCOMP_OK, or what ended the stream */
     bool trailing_garbage;
     uint64_t garbage_offset;
     gpucomp_backend backend;
@@ -75,8 +75,8 @@ static int pack(gpucomp_stream *s, const Gpucomp__Frame *f)
     gpucomp_client *c = s->c;
     size_t size = gc_wire_packed_size(f);
     if (size - GC_WIRE_HEADER_SIZE > c->max_frame)
-        return gc_fail(&c->err, GC_E_INTERNAL, "client built a %zu-byte stream frame, over the daemon's limit of %u",
-                       size, c->max_frame);
+        return gc_fail(&c->err, GC_E_INTERNAL,
+                       "client built a %zu-byte stream frame, over the daemon's limit of %u", size, c->max_frame);
     if (size > s->wcap) {
         uint8_t *p = realloc(s->wbuf, size);
         if (!p)
@@ -228,8 +228,8 @@ static int try_read_frame(gpucomp_stream *s, Gpucomp__Frame **out, bool *moved)
             return rc;
         s->rlen = gc_wire_body_len(s->rhdr);
         if (s->rlen > s->c->max_frame)
-            return gc_fail(&s->c->err, GC_E_LIMIT, "gpucompd sent a %u-byte frame, over the limit of %u",
-                           s->rlen, s->c->max_frame);
+            return gc_fail(&s->c->err, GC_E_LIMIT, "gpucompd sent a %u-byte frame, over the limit of %u", s->rlen,
+                           s->c->max_frame);
         if (s->rcap < s->rlen || !s->rbuf) {
             uint8_t *nb = realloc(s->rbuf, s->rlen ? s->rlen : 1);
             if (!nb)
@@ -265,7 +265,8 @@ static int check_owner(gpucomp_stream *s, const Gpucomp__Frame *f)
                        r->message && *r->message ? r->message : gc_status_str(code));
     }
     if (r->id != s->id)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered request id %llu, but the only stream in flight is %llu",
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "gpucompd answered request id %llu, but the only stream in flight is %llu",
                        (unsigned long long)r->id, (unsigned long long)s->id);
     return GC_OK;
 }
@@ -292,12 +293,14 @@ static int take_final(gpucomp_stream *s, const Gpucomp__Response *r)
                        r->message && *r->message ? r->message : gc_status_str(s->status));
     }
     if (r->total_size != s->received)
-        return gc_fail(&s->c->err, GC_E_PROTOCOL, "gpucompd ended the stream at %llu bytes of output, but sent %llu",
+        return gc_fail(&s->c->err, GC_E_PROTOCOL,
+                       "gpucompd ended the stream at %llu bytes of output, but sent %llu",
                        (unsigned long long)r->total_size, (unsigned long long)s->received);
     s->trailing_garbage = r->trailing_garbage;
     s->garbage_offset = r->garbage_offset;
     s->backend = r->backend == GPUCOMP__BACKEND__BACKEND_CPU || r->backend == GPUCOMP__BACKEND__BACKEND_GPU
-                     ? (gpucomp_backend)r->backend : GPUCOMP_BACKEND_UNKNOWN;
+                     ? (gpucomp_backend)r->backend
+                     : GPUCOMP_BACKEND_UNKNOWN;
     s->c->last_backend = s->backend;
     s->c->last_engine_ns = r->engine_ns;
     return GC_OK;
@@ -428,8 +431,7 @@ static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_opt
     return client_io_send_frame(s->c->fd, &f, s->c->max_frame, false, &s->c->err);
 }
 
-int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
-                        gpucomp_stream **out)
+int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -442,7 +444,8 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
     if (client_check_idle(c) != GC_OK)
         return c->err.code;
     if (c->fd < 0)
-        return gc_fail(&c->err, GC_E_IO, "the connection to gpucompd was closed after an earlier error; connect again");
+        return gc_fail(&c->err, GC_E_IO,
+                       "the connection to gpucompd was closed after an earlier error; connect again");
     if (c->stream_window == 0)
         return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s has no streams (it announced no stream window)",
                        *c->server_version ? c->server_version : "(version unknown)");
@@ -609,8 +612,8 @@ static int run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucom
     }
 }
 
-int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out,
-                       gpucomp_end_op op, size_t *pending)
+int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op,
+                       size_t *pending)
 {
     if (pending)
         *pending = 0;

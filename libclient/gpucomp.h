@@ -50,17 +50,19 @@ enum {
     GPUCOMP_E_BUSY = 11,       /* the daemon is shutting down or over capacity: retry later */
     GPUCOMP_E_INTERNAL = 12,   /* a bug: please report */
     GPUCOMP_E_DEVICE = 13,     /* unrecoverable GPU failure */
-    GPUCOMP_E_PERMISSION = 14, /* this user may not use the daemon (socket permissions, its allow-users/allow-groups) */
-    GPUCOMP_E_CANCELLED = 15,  /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
-    GPUCOMP_E_IN_USE = 16      /* this client is in use by its own open stream or asynchronous requests
+    GPUCOMP_E_PERMISSION =
+        14, /* this user may not use the daemon (socket permissions, its allow-users/allow-groups) */
+    GPUCOMP_E_CANCELLED =
+        15, /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
+    GPUCOMP_E_IN_USE = 16 /* this client is in use by its own open stream or asynchronous requests
                                 * (or the call came from one of its callbacks): retrying will not help
                                 * until the stream is freed or the requests are done; or use another
                                 * client. Never the daemon's answer (that is GPUCOMP_E_BUSY). */
 };
 
 typedef enum gpucomp_codec {
-    GPUCOMP_CODEC_RLE = 1,   /* PARLE run-length frames (docs/FORMAT.md) */
-    GPUCOMP_CODEC_BZIP2 = 2  /* standard bzip2 streams */
+    GPUCOMP_CODEC_RLE = 1,  /* PARLE run-length frames (docs/FORMAT.md) */
+    GPUCOMP_CODEC_BZIP2 = 2 /* standard bzip2 streams */
 } gpucomp_codec;
 
 typedef enum gpucomp_backend {
@@ -71,10 +73,10 @@ typedef enum gpucomp_backend {
 
 typedef struct gpucomp_options {
     gpucomp_codec codec;
-    int level;               /* bzip2: 1..9 (block size level*100k); 0 = 9 */
-    unsigned element_width;  /* rle: 1, 2, 4 or 8 bytes; 0 = 1 */
-    uint32_t chunk_size;     /* rle: bytes per chunk; 0 = 1 MiB */
-    uint64_t max_output;     /* decompress: fail with GPUCOMP_E_LIMIT beyond this; 0 = daemon default */
+    int level;              /* bzip2: 1..9 (block size level*100k); 0 = 9 */
+    unsigned element_width; /* rle: 1, 2, 4 or 8 bytes; 0 = 1 */
+    uint32_t chunk_size;    /* rle: bytes per chunk; 0 = 1 MiB */
+    uint64_t max_output;    /* decompress: fail with GPUCOMP_E_LIMIT beyond this; 0 = daemon default */
 } gpucomp_options;
 
 #define GPUCOMP_MAX_DEVICES 16
@@ -87,13 +89,13 @@ typedef struct gpucomp_device_stats {
     uint64_t requests;
     uint64_t bytes_in;
     uint64_t bytes_out;
-    uint64_t h2d_ns;         /* host-to-device copies */
-    uint64_t kernel_ns;      /* kernels */
-    uint64_t d2h_ns;         /* device-to-host copies */
-    uint64_t wall_ns;        /* batch wall time, first copy in to last copy out */
-    uint64_t fallbacks;      /* requests rerun on the CPU: after a device failure, or handed back by it */
-    uint32_t queue_depth;    /* requests waiting for a batch */
-    int retired;             /* nonzero once the device failed and was taken out of service */
+    uint64_t h2d_ns;      /* host-to-device copies */
+    uint64_t kernel_ns;   /* kernels */
+    uint64_t d2h_ns;      /* device-to-host copies */
+    uint64_t wall_ns;     /* batch wall time, first copy in to last copy out */
+    uint64_t fallbacks;   /* requests rerun on the CPU: after a device failure, or handed back by it */
+    uint32_t queue_depth; /* requests waiting for a batch */
+    int retired;          /* nonzero once the device failed and was taken out of service */
     /* The load the daemon routes new work by (to the device with the fewest
      * bytes, then requests): submitted and not yet completed, queued or running. */
     uint32_t requests_in_flight;
@@ -114,13 +116,14 @@ typedef struct gpucomp_stats {
     uint64_t memory_budget;
     uint64_t cpu_requests;
     uint64_t gpu_requests;
-    char backend[16];        /* "cpu" or "gpu" */
-    uint32_t gpu_devices;    /* entries used in devices[] */
+    char backend[16];     /* "cpu" or "gpu" */
+    uint32_t gpu_devices; /* entries used in devices[] */
     gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES];
     uint64_t registered_bytes; /* client memory registered now (gpucomp_register_fd) */
     uint64_t register_limit;   /* most the daemon registers at once (gpucompd --register-limit) */
     uint32_t n_routing;        /* entries used in routing[] */
-    char routing[GPUCOMP_MAX_CODECS][96]; /* per codec, where its requests run: "rle: gpu from N bytes, else cpu" */
+    char routing[GPUCOMP_MAX_CODECS]
+                [96]; /* per codec, where its requests run: "rle: gpu from N bytes, else cpu" */
 } gpucomp_stats;
 
 typedef struct gpucomp_client gpucomp_client;
@@ -152,12 +155,12 @@ void gpucomp_close(gpucomp_client *c);
  * gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2). On success *dst is a
  * buffer of *dst_len bytes to release with gpucomp_free().
  */
-int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o,
-                     const void *src, size_t src_len, void **dst, size_t *dst_len);
+int gpucomp_compress(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void **dst,
+                     size_t *dst_len);
 
 /* Decompress; o->codec says which codec wrote src (o NULL: bzip2). Same conventions. */
-int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o,
-                       const void *src, size_t src_len, void **dst, size_t *dst_len);
+int gpucomp_decompress(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void **dst,
+                       size_t *dst_len);
 
 /* Release a buffer returned by gpucomp_compress/gpucomp_decompress. */
 void gpucomp_free(void *buf);
@@ -178,10 +181,10 @@ void gpucomp_free(void *buf);
  * so for many (docs/BENCHMARKS.md, "Break-even").
  */
 #define GPUCOMP_MEMFD_THRESHOLD (16u << 10)
-int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
-                        int out_fd, size_t *out_len);
-int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len,
-                          int out_fd, size_t *out_len);
+int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
+                        size_t *out_len);
+int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
+                          size_t *out_len);
 
 /* A sealable memfd for the calls above (close() it when done), or -1 with errno set. */
 int gpucomp_memfd_create(const char *name);
@@ -297,10 +300,7 @@ uint64_t gpucomp_last_engine_ns(const gpucomp_client *c);
  */
 typedef struct gpucomp_stream gpucomp_stream;
 
-typedef enum gpucomp_direction {
-    GPUCOMP_COMPRESS = 1,
-    GPUCOMP_DECOMPRESS = 2
-} gpucomp_direction;
+typedef enum gpucomp_direction { GPUCOMP_COMPRESS = 1, GPUCOMP_DECOMPRESS = 2 } gpucomp_direction;
 
 typedef enum gpucomp_end_op {
     GPUCOMP_CONTINUE = 0, /* take input, return whatever output is ready */
@@ -327,8 +327,7 @@ typedef struct gpucomp_outbuf {
  * bounded whatever its output). GPUCOMP_E_UNSUPPORTED if the daemon has no
  * streams (an older gpucompd).
  */
-int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
-                        gpucomp_stream **out);
+int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out);
 
 /*
  * Move input in and output out, waiting only until one of them moved (or,
@@ -343,8 +342,8 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
  * gpucomp_last_error says why; output already returned stays valid up to
  * that point (decompression: it is the correct prefix).
  */
-int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out,
-                       gpucomp_end_op op, size_t *pending);
+int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op,
+                       size_t *pending);
 
 /* Input bytes taken and output bytes returned so far (progress). */
 uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s);
@@ -384,12 +383,12 @@ void gpucomp_stream_free(gpucomp_stream *s);
  * GPUCOMP_E_CANCELLED. gpucomp_close runs no callbacks: outstanding requests
  * are cancelled on the daemon and dropped.
  */
-typedef void (*gpucomp_done_fn)(void *arg, uint64_t id, int status, const char *msg,
-                                const void *out, size_t out_len);
+typedef void (*gpucomp_done_fn)(void *arg, uint64_t id, int status, const char *msg, const void *out,
+                                size_t out_len);
 
 /* Submit; *id (may be NULL) gets the request's id, for gpucomp_cancel. src is copied before return. */
-int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
-                   const void *src, size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id);
+int gpucomp_submit(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const void *src,
+                   size_t src_len, gpucomp_done_fn done, void *arg, uint64_t *id);
 
 /*
  * The descriptor to poll for readability (-1 if c is closed, or its

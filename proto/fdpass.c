@@ -7,8 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int gc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned n_fds,
-                   gc_error *err)
+int gc_fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned n_fds, gc_error *err)
 {
     union {
         struct cmsghdr align;
@@ -63,16 +62,16 @@ static void take_fds(struct msghdr *msg, int *fds, unsigned *n_fds, unsigned cap
     }
 }
 
-ssize_t gc_fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned *n_fds, unsigned cap,
-                       bool *overflow)
+ssize_t gc_fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned *n_fds, unsigned cap, bool *overflow)
 {
     union {
         struct cmsghdr align;
         char space[CMSG_SPACE(sizeof(int) * GC_FDPASS_RECV_MAX)];
     } control;
     struct iovec iov = { buf, len };
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-                          .msg_control = control.space, .msg_controllen = sizeof control.space };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space, .msg_controllen = sizeof control.space
+    };
     ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (n >= 0) {
         take_fds(&msg, fds, n_fds, cap, overflow);

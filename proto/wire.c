@@ -5,8 +5,7 @@
 
 uint32_t gc_wire_body_len(const uint8_t header[GC_WIRE_HEADER_SIZE])
 {
-    return (uint32_t)header[0] | (uint32_t)header[1] << 8 |
-           (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
+    return (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 | (uint32_t)header[3] << 24;
 }
 
 size_t gc_wire_packed_size(const Gpucomp__Frame *f)

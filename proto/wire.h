@@ -15,8 +15,8 @@
 #include "proto/gpucomp.pb-c.h"
 
 #define GC_WIRE_HEADER_SIZE 4u
-#define GC_WIRE_DEFAULT_MAX_FRAME (16u << 20)   /* 16 MiB */
-#define GC_WIRE_MIN_MAX_FRAME (64u << 10)       /* smallest limit a daemon may set */
+#define GC_WIRE_DEFAULT_MAX_FRAME (16u << 20) /* 16 MiB */
+#define GC_WIRE_MIN_MAX_FRAME (64u << 10)     /* smallest limit a daemon may set */
 /* Payload bytes a sender puts in one frame: leaves room for the envelope. */
 #define GC_WIRE_PAYLOAD_SLACK 256u
 #define GC_WIRE_DEFAULT_SOCKET "/run/gpucompd/gpucompd.sock"

@@ -161,9 +161,9 @@ static size_t craft(uint8_t *dst, size_t cap, const int *len0, int *fits)
     put(&w, crc, 32);
     put(&w, 0, 1);
     put(&w, orig, 24);
-    put(&w, 0x8000u >> 6 | 0x8000u >> 7, 16); /* ranges 0x60.. and 0x70.. */
+    put(&w, 0x8000u >> 6 | 0x8000u >> 7, 16);                /* ranges 0x60.. and 0x70.. */
     put(&w, 0x8000u >> 1 | 0x8000u >> 2 | 0x8000u >> 3, 16); /* a b c */
-    put(&w, 0x8000u >> 10, 16);                                /* z */
+    put(&w, 0x8000u >> 10, 16);                              /* z */
     put(&w, 2, 3);
     size_t nsel = (nsym + 49) / 50;
     put(&w, nsel, 15);

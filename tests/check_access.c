@@ -283,9 +283,10 @@ static void expected_group_line(char *buf, size_t size)
     ck_assert_int_eq(stat(dut.socket_path, &st), 0);
     struct group *gr = getgrgid(st.st_gid);
     ck_assert_ptr_nonnull(gr);
-    snprintf(buf, size, "gpucomp: permission denied by gpucompd at %s: add your user to group '%s' "
-             "(usermod -aG %s nobody, then log in again), or use --local", dut.socket_path, gr->gr_name,
-             gr->gr_name);
+    snprintf(buf, size,
+             "gpucomp: permission denied by gpucompd at %s: add your user to group '%s' "
+             "(usermod -aG %s nobody, then log in again), or use --local",
+             dut.socket_path, gr->gr_name, gr->gr_name);
 }
 
 /* A file of nobody's in the work directory. */
@@ -341,7 +342,8 @@ START_TEST(test_cli_refused_by_the_daemon)
 
     snprintf(cmd, sizeof cmd, "'%s' --local --socket %s -k f.txt 2>err", cli(), dut.socket_path);
     ck_assert_int_eq(shell_as(&nobody, cmd), 0);
-    ck_assert_int_eq(run_shell("cd %s/work && test ! -s err && bunzip2 -c f.txt.bz2 | cmp -s - f.txt", dut.dir), 0);
+    ck_assert_int_eq(run_shell("cd %s/work && test ! -s err && bunzip2 -c f.txt.bz2 | cmp -s - f.txt", dut.dir),
+                     0);
 }
 END_TEST
 
@@ -371,8 +373,10 @@ START_TEST(test_cli_refused_by_the_socket_file)
     ck_assert_int_eq(run_shell("cd %s/work && test -f f.txt && test ! -e f.txt.bz2", dut.dir), 0);
 
     ck_assert_int_eq(chmod(dut.socket_path, 0600), 0); /* root's alone: no group to join */
-    snprintf(line, sizeof line, "gpucomp: permission denied by gpucompd at %s: the socket (mode 0600) admits "
-             "only its owner, uid 0; ask its administrator, or use --local", dut.socket_path);
+    snprintf(line, sizeof line,
+             "gpucomp: permission denied by gpucompd at %s: the socket (mode 0600) admits "
+             "only its owner, uid 0; ask its administrator, or use --local",
+             dut.socket_path);
     snprintf(cmd, sizeof cmd, "'%s' --socket %s -c f.txt >out 2>err", cli(), dut.socket_path);
     ck_assert_int_eq(shell_as(&nobody, cmd), 1);
     assert_err_is(line);

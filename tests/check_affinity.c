@@ -38,8 +38,8 @@ END_TEST
 
 START_TEST(test_cpulists_refused)
 {
-    static const char *const bad[] = { "a", "1-", "-1", "3-1", "1,,2", "1 2", "1-2-3", "0-99999", "1\n2", "1,",
-                                       "0x1" };
+    static const char *const bad[] = { "a",     "1-",      "-1",   "3-1", "1,,2", "1 2",
+                                       "1-2-3", "0-99999", "1\n2", "1,",  "0x1" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cpu_set_t s;
         ck_assert_msg(!gcd_affinity_parse_cpulist(bad[i], &s), "\"%s\" accepted", bad[i]);
@@ -108,10 +108,16 @@ START_TEST(test_near_device_declined)
     ck_assert(!gcd_affinity_narrows(0, &allowed));
     allowed = cpus("0-3");
     static const char *const unknown[] = {
-        "0000:01:00.0",                      /* no such device */
-        "0000:af:00.0",                      /* its list is not a CPU list */
-        "", "0000:3b:00", "0000:3b:00.0.1", "0000:3b:00.0x", "100000:3b:00.0", "0000:3b:20.0",
-        "../../../../etc", "0000:3b:00.0/..", /* not an address */
+        "0000:01:00.0", /* no such device */
+        "0000:af:00.0", /* its list is not a CPU list */
+        "",
+        "0000:3b:00",
+        "0000:3b:00.0.1",
+        "0000:3b:00.0x",
+        "100000:3b:00.0",
+        "0000:3b:20.0",
+        "../../../../etc",
+        "0000:3b:00.0/..", /* not an address */
     };
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
         ck_assert_msg(gcd_affinity_device_cpus(root, unknown[i], &allowed, &near) == -1, "\"%s\" found",

@@ -57,7 +57,8 @@ static void drain(gpucomp_client *c, int limit_ms)
     while (gpucomp_async_pending(c) > 0) {
         int rc = gpucomp_async_poll(c, 100);
         ck_assert_msg(rc >= 0, "gpucomp_async_poll: %d (%s)", rc, gpucomp_last_error(c));
-        ck_assert_msg(now_ms() < end, "%u requests still outstanding after %d ms", gpucomp_async_pending(c), limit_ms);
+        ck_assert_msg(now_ms() < end, "%u requests still outstanding after %d ms", gpucomp_async_pending(c),
+                      limit_ms);
     }
 }
 
@@ -178,7 +179,8 @@ START_TEST(test_many_threads_round_trips)
     while (atomic_load(&mt.finished) < THREADS * PER_THREAD) {
         int rc = gpucomp_async_poll(c, 50);
         ck_assert_msg(rc >= 0, "gpucomp_async_poll: %d (%s)", rc, gpucomp_last_error(c));
-        ck_assert_msg(now_ms() < end, "only %d of %d jobs finished", atomic_load(&mt.finished), THREADS * PER_THREAD);
+        ck_assert_msg(now_ms() < end, "only %d of %d jobs finished", atomic_load(&mt.finished),
+                      THREADS * PER_THREAD);
     }
     for (int t = 0; t < THREADS; t++) {
         pthread_join(th[t], NULL);
@@ -316,7 +318,8 @@ START_TEST(test_blocking_call_is_in_use_during_async)
     ck_assert_uint_eq(gpucomp_async_pending(c), 1);
     ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_E_IN_USE);
     ck_assert_msg(strstr(gpucomp_last_error(c), "asynchronous requests") &&
-                  strstr(gpucomp_last_error(c), "another client"), "message: %s", gpucomp_last_error(c));
+                      strstr(gpucomp_last_error(c), "another client"),
+                  "message: %s", gpucomp_last_error(c));
     void *out = NULL;
     size_t out_len = 0;
     ck_assert_int_eq(gpucomp_compress(c, NULL, data, 10, &out, &out_len), GPUCOMP_E_IN_USE);
@@ -330,14 +333,16 @@ START_TEST(test_blocking_call_is_in_use_during_async)
     ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
     /* Bad arguments fail at once, with no callback. */
     ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_COMPRESS, NULL, data, len, NULL, NULL, NULL), GPUCOMP_E_INVALID);
-    ck_assert_int_eq(gpucomp_submit(c, (gpucomp_direction)7, NULL, data, len, note, &res, NULL), GPUCOMP_E_INVALID);
+    ck_assert_int_eq(gpucomp_submit(c, (gpucomp_direction)7, NULL, data, len, note, &res, NULL),
+                     GPUCOMP_E_INVALID);
     ck_assert_int_eq(gpucomp_cancel(c, 12345), GPUCOMP_E_INVALID);
     ck_assert_uint_eq(gpucomp_async_pending(c), 0);
     /* A corrupt input completes with the daemon's error, the connection stays usable. */
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
     simple bad = { 0 };
-    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_DECOMPRESS, &o, "BZh9 not really", 15, note, &bad, NULL), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_submit(c, GPUCOMP_DECOMPRESS, &o, "BZh9 not really", 15, note, &bad, NULL),
+                     GPUCOMP_OK);
     drain(c, 30000);
     ck_assert_int_eq(bad.calls, 1);
     ck_assert(bad.status != GPUCOMP_OK && bad.status != GPUCOMP_E_IO);

@@ -35,8 +35,8 @@ static uint32_t rnd(void)
 /* Text-like data: words from a small vocabulary, some numbers. */
 static uint8_t *make_text(size_t n)
 {
-    static const char *words[] = { "the ", "compress", "block ", "sorting ", "of ", "data\n",
-                                   "Burrows", "Wheeler ", "transform, ", "and ", "Huffman ", "codes. " };
+    static const char *words[] = { "the ",    "compress", "block ",      "sorting ", "of ",      "data\n",
+                                   "Burrows", "Wheeler ", "transform, ", "and ",     "Huffman ", "codes. " };
     uint8_t *b = malloc(n ? n : 1);
     size_t i = 0;
     while (i < n) {
@@ -659,8 +659,8 @@ START_TEST(test_pbzip2_lbzip2_streams)
     uint8_t *t = make_text(n);
     memset(t + 1000, 0, 300000); /* a long run too */
     static const char *const cmds[][2] = {
-        { "pbzip2", "-c -1 -p2" }, { "pbzip2", "-c -9 -p2" }, { "lbzip2", "-c -1 -n2" }, { "lbzip2", "-c -9 -n2" },
-        { "bzip2", "-c -1" },
+        { "pbzip2", "-c -1 -p2" }, { "pbzip2", "-c -9 -p2" }, { "lbzip2", "-c -1 -n2" },
+        { "lbzip2", "-c -9 -n2" }, { "bzip2", "-c -1" },
     };
     for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
         size_t cl;
@@ -895,10 +895,10 @@ START_TEST(test_inverse_bwt_lanes)
         uint8_t *blk = s % 2 ? make_text(n) : make_random(n), *col = malloc(n);
         int32_t orig = bz2_bwt(blk, (int32_t)n, col);
         ck_assert_int_ge(orig, 0);
-        check_inverse_bwt(col, n, (uint32_t)orig, cap);      /* valid: lanes */
-        check_inverse_bwt(col, n, (uint32_t)orig, n);        /* no scratch: one chain */
-        check_inverse_bwt(blk, n, rnd() % n, cap);           /* hostile column */
-        memset(col, 'a', n / 2);                             /* many short cycles */
+        check_inverse_bwt(col, n, (uint32_t)orig, cap); /* valid: lanes */
+        check_inverse_bwt(col, n, (uint32_t)orig, n);   /* no scratch: one chain */
+        check_inverse_bwt(blk, n, rnd() % n, cap);      /* hostile column */
+        memset(col, 'a', n / 2);                        /* many short cycles */
         check_inverse_bwt(col, n, n - 1, cap);
         free(blk);
         free(col);
@@ -987,8 +987,7 @@ static void *flip_loop(void *arg)
         x ^= x >> 7;
         x ^= x << 17;
         size_t at = (x >> 8) % f->len;
-        __atomic_store_n(&f->buf[at], (uint8_t)(f->pristine[at] ^ (uint8_t)((x >> 48) | 1)),
-                         __ATOMIC_RELAXED);
+        __atomic_store_n(&f->buf[at], (uint8_t)(f->pristine[at] ^ (uint8_t)((x >> 48) | 1)), __ATOMIC_RELAXED);
         for (unsigned spin = (unsigned)(x >> 32) % 256; spin; spin--)
             __asm__ __volatile__("" ::: "memory");
         __atomic_store_n(&f->buf[at], f->pristine[at], __ATOMIC_RELAXED);
@@ -1050,8 +1049,7 @@ START_TEST(test_compress_input_changes)
             ok++;
             /* whatever bytes it saw, the stream is valid and about n bytes long */
             rc = bz2_decompress(out, out_len, 0, 2, &back, &back_len, &err);
-            ck_assert_msg(rc == GC_OK, "threads %u: stream from a changing input: %s",
-                          thread_counts[t], err.msg);
+            ck_assert_msg(rc == GC_OK, "threads %u: stream from a changing input: %s", thread_counts[t], err.msg);
             ck_assert_uint_eq(back_len, n);
             free(back);
             free(out);
@@ -1373,16 +1371,16 @@ START_TEST(test_stages_text_runs_random)
 {
     size_t n = 300000;
     uint8_t *t = make_text(n);
-    check_stages(t, n, 1, 0);                 /* 3 blocks */
+    check_stages(t, n, 1, 0); /* 3 blocks */
     check_stages(t, 150000, 1, BZ2_ENC_RANDOMISE);
     free(t);
     size_t m = 0, cap = 300 * 301 / 2 + 120000;
     uint8_t *b = malloc(cap);
-    for (size_t r = 1; r <= 300; r++) {     /* runs of every length 1..300 */
+    for (size_t r = 1; r <= 300; r++) { /* runs of every length 1..300 */
         memset(b + m, (int)(r & 0xff), r);
         m += r;
     }
-    memset(b + m, 'q', 100000);             /* and a long one */
+    memset(b + m, 'q', 100000); /* and a long one */
     m += 100000;
     check_stages(b, m, 9, 0);
     free(b);
@@ -1581,8 +1579,8 @@ START_TEST(test_splice_every_shift)
      * bit-by-bit reference; bits past nbits in src never leak. */
     enum { CAP = 4096 };
     uint8_t *src = malloc(CAP), *ref = calloc(1, 4 * CAP), *got = calloc(1, 4 * CAP + 16);
-    static const uint64_t lens[] = { 0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 71, 72, 127, 128, 129,
-                                     255, 1000, 4093, 8 * 777 + 3, 8 * CAP - 1 };
+    static const uint64_t lens[] = { 0,  1,  2,  3,  5,   7,   8,   9,   15,   16,   17,          31,         63,
+                                     64, 65, 71, 72, 127, 128, 129, 255, 1000, 4093, 8 * 777 + 3, 8 * CAP - 1 };
     for (unsigned shift = 0; shift < 8; shift++) {
         for (int round = 0; round < 6; round++) {
             memset(ref, 0, 4 * CAP);
@@ -1685,7 +1683,8 @@ START_TEST(test_stream_body)
             size_t len;
             uint32_t blocks = 99;
             uint8_t *z = counted_compress(t, sizes[k], level, 2, &len, &blocks);
-            ck_assert_uint_eq(blocks, sizes[k] ? (sizes[k] + bz2_block_limit(level) - 1) / bz2_block_limit(level) : 0);
+            ck_assert_uint_eq(blocks,
+                              sizes[k] ? (sizes[k] + bz2_block_limit(level) - 1) / bz2_block_limit(level) : 0);
             ck_assert_int_eq(bz2_stream_body(z, len, &body, &c, &err), GC_OK);
             ck_assert_uint_eq(body == 0, blocks == 0);
             ck_assert_uint_le(len * 8 - (32 + body + 80), 7);
@@ -2157,22 +2156,22 @@ static uint8_t *incomplete_table_stream(int bad, size_t *len, uint64_t *code_bit
     set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC & 0xffffff)), p += 24;
     set_bits(b, p, 32, crc), p += 32;
     set_bits(b, p, 1, 0), p += 1;
-    set_bits(b, p, 24, 0), p += 24;          /* origPtr */
-    set_bits(b, p, 16, 0x0200), p += 16;     /* range 6 (0x60..0x6f) */
-    set_bits(b, p, 16, 0x4000), p += 16;     /* byte 0x61 'a' */
-    set_bits(b, p, 3, 2), p += 3;            /* 2 tables */
-    set_bits(b, p, 15, 1), p += 15;          /* 1 selector */
-    set_bits(b, p, 1, 0), p += 1;            /* table 0 */
-    for (int t = 0; t < 2; t++) {            /* lengths 1, 3, 3 */
+    set_bits(b, p, 24, 0), p += 24;      /* origPtr */
+    set_bits(b, p, 16, 0x0200), p += 16; /* range 6 (0x60..0x6f) */
+    set_bits(b, p, 16, 0x4000), p += 16; /* byte 0x61 'a' */
+    set_bits(b, p, 3, 2), p += 3;        /* 2 tables */
+    set_bits(b, p, 15, 1), p += 15;      /* 1 selector */
+    set_bits(b, p, 1, 0), p += 1;        /* table 0 */
+    for (int t = 0; t < 2; t++) {        /* lengths 1, 3, 3 */
         set_bits(b, p, 5, 1), p += 5;
-        set_bits(b, p, 1, 0), p += 1;        /* RUNA: 1 */
-        set_bits(b, p, 5, 0x14), p += 5;     /* +1 +1, RUNB: 3 */
-        set_bits(b, p, 1, 0), p += 1;        /* EOB: 3 */
+        set_bits(b, p, 1, 0), p += 1;    /* RUNA: 1 */
+        set_bits(b, p, 5, 0x14), p += 5; /* +1 +1, RUNB: 3 */
+        set_bits(b, p, 1, 0), p += 1;    /* EOB: 3 */
     }
     *code_bit = p;
-    set_bits(b, p, 1, 0), p += 1;            /* RUNA */
-    set_bits(b, p, 3, bad ? 6 : 4), p += 3;  /* RUNB (or no code) */
-    set_bits(b, p, 3, 5), p += 3;            /* EOB */
+    set_bits(b, p, 1, 0), p += 1;           /* RUNA */
+    set_bits(b, p, 3, bad ? 6 : 4), p += 3; /* RUNB (or no code) */
+    set_bits(b, p, 3, 5), p += 3;           /* EOB */
     set_bits(b, p, 24, (uint32_t)(BZ2_EOS_MAGIC >> 24)), p += 24;
     set_bits(b, p, 24, (uint32_t)(BZ2_EOS_MAGIC & 0xffffff)), p += 24;
     set_bits(b, p, 32, crc), p += 32;
@@ -2253,9 +2252,8 @@ START_TEST(test_oversubscribed_hostile)
      * past it: never an out-of-bounds table entry (ASan), and wherever libbz2
      * refuses the stream so do we; where it decodes, the same bytes. */
     static const int sets[][6] = {
-        { 1, 1, 1, 1, 1, 1 },       { 1, 1, 1, 1, 1, 20 },    { 2, 2, 2, 2, 2, 1 },
-        { 10, 10, 10, 10, 1, 1 },   { 1, 2, 3, 4, 5, 5 },     { 12, 12, 11, 11, 1, 1 },
-        { 20, 20, 20, 20, 20, 20 }, { 3, 1, 2, 3, 3, 1 },
+        { 1, 1, 1, 1, 1, 1 }, { 1, 1, 1, 1, 1, 20 },    { 2, 2, 2, 2, 2, 1 },       { 10, 10, 10, 10, 1, 1 },
+        { 1, 2, 3, 4, 5, 5 }, { 12, 12, 11, 11, 1, 1 }, { 20, 20, 20, 20, 20, 20 }, { 3, 1, 2, 3, 3, 1 },
     };
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
         uint8_t s[BZ2_OVERSUB_CAP];
@@ -2295,20 +2293,21 @@ START_TEST(test_part_long_block_bound)
     set_bits(b, p, 24, (uint32_t)(BZ2_BLOCK_MAGIC & 0xffffff)), p += 24;
     set_bits(b, p, 32, 0x12345678), p += 32; /* block CRC */
     set_bits(b, p, 1, 0), p += 1;
-    set_bits(b, p, 24, 0), p += 24;          /* origPtr */
-    set_bits(b, p, 16, 0x8000), p += 16;     /* range 0 used */
-    set_bits(b, p, 16, 0x8000), p += 16;     /* byte 0 used */
-    set_bits(b, p, 3, 2), p += 3;            /* 2 tables */
-    set_bits(b, p, 15, 1), p += 15;          /* 1 selector */
-    set_bits(b, p, 1, 0), p += 1;            /* selector 0 */
-    set_bits(b, p, 5, 2), p += 5;            /* table 0 starts at length 2 */
+    set_bits(b, p, 24, 0), p += 24;      /* origPtr */
+    set_bits(b, p, 16, 0x8000), p += 16; /* range 0 used */
+    set_bits(b, p, 16, 0x8000), p += 16; /* byte 0 used */
+    set_bits(b, p, 3, 2), p += 3;        /* 2 tables */
+    set_bits(b, p, 15, 1), p += 15;      /* 1 selector */
+    set_bits(b, p, 1, 0), p += 1;        /* selector 0 */
+    set_bits(b, p, 5, 2), p += 5;        /* table 0 starts at length 2 */
     for (; p + 4 <= (uint64_t)n * 8; p += 4)
         set_bits(b, p, 4, 0xb); /* 1,0 (up) 1,1 (down) */
     uint8_t *o;
     size_t ol;
     gc_error err;
     ck_assert_int_eq(bz2_decompress(b, n, 0, 2, &o, &ol, &err), GC_E_CORRUPT);
-    ck_assert_msg(strstr(err.msg, "stream 1 block 1: compressed block exceeds 3145728 bytes") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "stream 1 block 1: compressed block exceeds 3145728 bytes") != NULL, "%s",
+                  err.msg);
     /* the same within the bound is just truncated */
     ck_assert_int_eq(bz2_decompress(b, BZ2_MAX_BLOCK_COMPRESSED, 0, 2, &o, &ol, &err), GC_E_TRUNCATED);
     size_t pieces[6] = { 1u << 20, 1u << 20, 1u << 20, 1u << 20, 1u << 20, 0 };
@@ -2393,11 +2392,11 @@ END_TEST
 
 /* What a decode into the caller's buffer told its job. */
 typedef struct heard {
-    const uint8_t *dst;    /* the call's buffer */
-    const uint8_t *want;   /* the whole decode's bytes from this call's first */
+    const uint8_t *dst;  /* the call's buffer */
+    const uint8_t *want; /* the whole decode's bytes from this call's first */
     size_t last, calls;
     size_t charged;
-    size_t refuse_after;   /* may_grow says no once this much is charged (0: never) */
+    size_t refuse_after; /* may_grow says no once this much is charged (0: never) */
 } heard;
 
 static void heard_progress(void *ctx, size_t final)
@@ -2434,10 +2433,12 @@ static void check_part_into(const uint8_t *bz, size_t len, const uint8_t *want, 
         size_t got = 0, used = 0, ref_used = 0, ref_len = 0;
         uint8_t *ref_out = NULL;
         gc_error err, ref_err;
-        int rc = bz2_decompress_part_into(bz + at, len - at, 0, &st, 0, buf, cap, threads, &job, &got, &used, &err);
+        int rc =
+            bz2_decompress_part_into(bz + at, len - at, 0, &st, 0, buf, cap, threads, &job, &got, &used, &err);
         ck_assert_msg(rc == GC_OK, "into: %s", err.msg);
         ck_assert_int_eq(bz2_decompress_part(bz + ref_at, len - ref_at, 0, &ref, 0, threads, NULL, &ref_out,
-                                             &ref_len, &ref_used, &ref_err), GC_OK);
+                                             &ref_len, &ref_used, &ref_err),
+                         GC_OK);
         /* the same call as bz2_decompress_part: bytes, where it stopped, its state */
         ck_assert_uint_eq(got, ref_len);
         ck_assert_uint_eq(used, ref_used);

@@ -40,7 +40,7 @@ struct fake {
     char dir[64];
     char path[128];
     int listen_fd;
-    int fd;                   /* the accepted connection */
+    int fd; /* the accepted connection */
     pthread_t thread;
     bool joined;
     scenario run;
@@ -59,8 +59,8 @@ struct fake {
     uint8_t *input;
     size_t input_len;
     unsigned frames;
-    size_t largest_frame;     /* largest body seen */
-    int fds[GC_FDPASS_MAX];   /* descriptors that came with the client's bytes */
+    size_t largest_frame;   /* largest body seen */
+    int fds[GC_FDPASS_MAX]; /* descriptors that came with the client's bytes */
     unsigned n_fds;
     bool lie_about_fd_output; /* memfd answers: announce more than was written */
     uint64_t prev_id;         /* id of the request before the last */
@@ -350,7 +350,7 @@ static uint8_t *pattern(size_t len)
     return p;
 }
 
-#define ck_assert_contains(hay, needle)                                                      \
+#define ck_assert_contains(hay, needle) \
     ck_assert_msg(strstr((hay), (needle)) != NULL, "'%s' does not contain '%s'", (hay), (needle))
 
 /* Is out exactly in with every byte xor 0x5a (what the fakes answer)? */
@@ -854,8 +854,8 @@ static void serve_error_then_ping(fake *f)
 {
     if (!handshake(f) || !read_request(f))
         return;
-    send_response(f, f->id, GPUCOMP__STATUS__STATUS_CRC, "bzip2: stream 1 block 3: block CRC mismatch", 0, NULL,
-                  0, true);
+    send_response(f, f->id, GPUCOMP__STATUS__STATUS_CRC, "bzip2: stream 1 block 3: block CRC mismatch", 0, NULL, 0,
+                  true);
     if (!read_request(f))
         return;
     if (f->op != GPUCOMP__OP__OP_PING)
@@ -1316,16 +1316,16 @@ static void compress_32k_with_threshold(scenario run, const char *env)
 START_TEST(test_memfd_threshold_from_env)
 {
     ck_assert_uint_lt(GPUCOMP_MEMFD_THRESHOLD, 32u << 10);
-    compress_32k_with_threshold(serve_memfd, NULL);    /* built in: a memfd */
-    compress_32k_with_threshold(serve_inline, "64k");  /* raised: the socket */
+    compress_32k_with_threshold(serve_memfd, NULL);   /* built in: a memfd */
+    compress_32k_with_threshold(serve_inline, "64k"); /* raised: the socket */
     compress_32k_with_threshold(serve_inline, "32769");
-    compress_32k_with_threshold(serve_memfd, "32K");   /* exactly the threshold */
+    compress_32k_with_threshold(serve_memfd, "32K"); /* exactly the threshold */
     /* the one size parser's units (size_parse.h) */
     compress_32k_with_threshold(serve_memfd, "16k");
     compress_32k_with_threshold(serve_memfd, "32KiB");
     compress_32k_with_threshold(serve_inline, "33kb");
-    compress_32k_with_threshold(serve_inline, "1T");   /* T: once refused, so the default applied */
-    compress_32k_with_threshold(serve_memfd, "0");     /* every non-empty input: a memfd */
+    compress_32k_with_threshold(serve_inline, "1T"); /* T: once refused, so the default applied */
+    compress_32k_with_threshold(serve_memfd, "0");   /* every non-empty input: a memfd */
     /* values that are not sizes leave the built-in threshold */
     compress_32k_with_threshold(serve_memfd, "12x");
     compress_32k_with_threshold(serve_memfd, "-5");
@@ -1444,7 +1444,7 @@ START_TEST(test_cli_suffixes)
     ck_assert_int_eq(c, GPUCOMP_CODEC_RLE);
     free(n);
     ck_assert_ptr_null(cli_decompressed_name("notes.txt", &c));
-    ck_assert_ptr_null(cli_decompressed_name(".bz2", &c));      /* a hidden file, not a suffix */
+    ck_assert_ptr_null(cli_decompressed_name(".bz2", &c)); /* a hidden file, not a suffix */
     ck_assert_ptr_null(cli_decompressed_name("dir/.rle", &c));
     ck_assert_ptr_null(cli_decompressed_name("a.bz2/b", &c));
     ck_assert_str_eq(cli_known_suffix("a.tbz2"), ".tbz2");
@@ -1500,13 +1500,31 @@ START_TEST(test_size_rules)
 {
     uint64_t v;
     /* every unit a power of 1024, written K, Ki, KB or KiB, in any case */
-    static const struct { const char *text; uint64_t value; } good[] = {
-        { "0", 0 }, { "0K", 0 }, { "007", 7 }, { "512B", 512 }, { "512b", 512 },
-        { "16k", 16u << 10 }, { "16K", 16u << 10 }, { "16Ki", 16u << 10 },
-        { "16KB", 16u << 10 }, { "16kb", 16u << 10 }, { "16KiB", 16u << 10 }, { "16kib", 16u << 10 },
-        { "1MB", 1u << 20 }, { "3Mi", 3u << 20 }, { "64mb", 64u << 20 },
-        { "4GiB", 4ull << 30 }, { "4gib", 4ull << 30 }, { "4G", 4ull << 30 },
-        { "1T", 1ull << 40 }, { "2TiB", 2ull << 40 }, { "16777215T", 16777215ull << 40 },
+    static const struct {
+        const char *text;
+        uint64_t value;
+    } good[] = {
+        { "0", 0 },
+        { "0K", 0 },
+        { "007", 7 },
+        { "512B", 512 },
+        { "512b", 512 },
+        { "16k", 16u << 10 },
+        { "16K", 16u << 10 },
+        { "16Ki", 16u << 10 },
+        { "16KB", 16u << 10 },
+        { "16kb", 16u << 10 },
+        { "16KiB", 16u << 10 },
+        { "16kib", 16u << 10 },
+        { "1MB", 1u << 20 },
+        { "3Mi", 3u << 20 },
+        { "64mb", 64u << 20 },
+        { "4GiB", 4ull << 30 },
+        { "4gib", 4ull << 30 },
+        { "4G", 4ull << 30 },
+        { "1T", 1ull << 40 },
+        { "2TiB", 2ull << 40 },
+        { "16777215T", 16777215ull << 40 },
         { "18446744073709551615", UINT64_MAX },
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -1515,10 +1533,30 @@ START_TEST(test_size_rules)
         ck_assert_msg(v == good[i].value, "'%s' read as %llu", good[i].text, (unsigned long long)v);
     }
     static const char *const bad[] = {
-        "", "K", "B", "iB", "-1", "+1", " 1", "1 ", "1 K", "1.5G", "0x10", "1e3", "1KK", "1Kb2",
-        "1KiBB", "1BK", "1iB", "1Bi", "1P", "1E", "1kbit", "4G\n",
-        "16777216T",                /* 2^64 */
-        "18446744073709551616",     /* 2^64 */
+        "",
+        "K",
+        "B",
+        "iB",
+        "-1",
+        "+1",
+        " 1",
+        "1 ",
+        "1 K",
+        "1.5G",
+        "0x10",
+        "1e3",
+        "1KK",
+        "1Kb2",
+        "1KiBB",
+        "1BK",
+        "1iB",
+        "1Bi",
+        "1P",
+        "1E",
+        "1kbit",
+        "4G\n",
+        "16777216T",            /* 2^64 */
+        "18446744073709551616", /* 2^64 */
         "99999999999999999999999G",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

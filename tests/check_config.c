@@ -190,7 +190,8 @@ START_TEST(test_each_example_line_sets_its_value)
         ck_assert_int_eq(parse_args(&before, 1, other), 0);
         from_file = before;
         from_args = before;
-        ck_assert_msg(parse_file(&from_file, path) == 0, "line %zu, uncommented, is refused: %s", i + 1, lines[i] + 2);
+        ck_assert_msg(parse_file(&from_file, path) == 0, "line %zu, uncommented, is refused: %s", i + 1,
+                      lines[i] + 2);
         char *value[] = { option(opt, sizeof opt, e->key, e->value) };
         ck_assert_int_eq(parse_args(&from_args, 1, value), 0);
         ck_assert_msg(memcmp(&from_file, &from_args, sizeof from_file) == 0,
@@ -315,9 +316,15 @@ static void config_with(gcd_config *cfg, const char *key, const char *value)
 START_TEST(test_each_setting_owns_its_field)
 {
     static const example more[] = { { "fail-device", "0:1", "1.1:2" } };
-    static const char *const live[] = { "max-request", "max-output", "request-timeout", "idle-timeout",
-                                        "gpu-min-bytes", "gpu-min-bytes-bzip2",
-                                        "gpu-min-bytes-bzip2-decompress", "log-level", "allow-users",
+    static const char *const live[] = { "max-request",
+                                        "max-output",
+                                        "request-timeout",
+                                        "idle-timeout",
+                                        "gpu-min-bytes",
+                                        "gpu-min-bytes-bzip2",
+                                        "gpu-min-bytes-bzip2-decompress",
+                                        "log-level",
+                                        "allow-users",
                                         "allow-groups" };
     unsigned n;
     const gcd_setting *all = gcd_settings(&n);

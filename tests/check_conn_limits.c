@@ -37,8 +37,6 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-
-
 /* A raw connection past the handshake (receive timeout: a stalled daemon fails the test);
  * the Welcome's max_streams in *max_streams if asked. */
 static int hello_max(uint32_t *max_streams)
@@ -289,16 +287,21 @@ START_TEST(test_abandoned_first_frames_release_descriptors)
     int now = held;
     while (test_now_s() - t0 < 1.5 && (now = daemon_fds()) > baseline + 1)
         test_sleep_ms(20);
-    fprintf(stderr, "  the %d that left: descriptors down to %d after %.2f s\n", CLIENTS - 1, now, test_now_s() - t0);
-    ck_assert_msg(now <= baseline + 1, "%d descriptors held 1.5 s after the clients left (baseline %d, and the one "
-                  "that stays)", now, baseline);
+    fprintf(stderr, "  the %d that left: descriptors down to %d after %.2f s\n", CLIENTS - 1, now,
+            test_now_s() - t0);
+    ck_assert_msg(now <= baseline + 1,
+                  "%d descriptors held 1.5 s after the clients left (baseline %d, and the one "
+                  "that stays)",
+                  now, baseline);
     while (test_now_s() - t0 < 3 && (now = daemon_fds()) > baseline)
         test_sleep_ms(50);
-    fprintf(stderr, "  daemon descriptors: %d before, %d with %d clients, %d %.2f s after they left\n",
-            baseline, held, CLIENTS, now, test_now_s() - t0);
+    fprintf(stderr, "  daemon descriptors: %d before, %d with %d clients, %d %.2f s after they left\n", baseline,
+            held, CLIENTS, now, test_now_s() - t0);
     close(fds[0]);
-    ck_assert_msg(now <= baseline, "%d descriptors held 3 s after the clients left (baseline %d, "
-                  "request-timeout 2 s)", now, baseline);
+    ck_assert_msg(now <= baseline,
+                  "%d descriptors held 3 s after the clients left (baseline %d, "
+                  "request-timeout 2 s)",
+                  now, baseline);
     ck_assert_msg(wait_memory_free(1) >= 0, "memory still held after the clients left");
     serve_socket_request(1u << 20);
 }
@@ -475,9 +478,8 @@ START_TEST(test_refused_request_leaves_no_deadline)
     f = raw_recv(fd, 1u << 20);
     ck_assert_msg(f && f->body_case == GPUCOMP__FRAME__BODY_RESPONSE, "the connection ended");
     ck_assert_msg(f->response->id == 2 && f->response->status == GPUCOMP__STATUS__STATUS_OK,
-                  "answer to id %llu, status %d (%s) instead of the PING's",
-                  (unsigned long long)f->response->id, (int)f->response->status,
-                  f->response->message ? f->response->message : "");
+                  "answer to id %llu, status %d (%s) instead of the PING's", (unsigned long long)f->response->id,
+                  (int)f->response->status, f->response->message ? f->response->message : "");
     gc_wire_free(f);
     close(fd);
 }

@@ -114,8 +114,7 @@ static void *client_thread(void *arg)
         size_t len = ((index * 7919 + (size_t)round * 104729) % (3u << 20)) + 1;
         uint8_t *data = malloc(len);
         fill_test_data(data, len, (int)((index + (size_t)round) % 3), index * 100 + (size_t)round);
-        round_trip(c, (index + (size_t)round) % 4 == 0 ? GPUCOMP_CODEC_BZIP2 : GPUCOMP_CODEC_RLE,
-                   data, len);
+        round_trip(c, (index + (size_t)round) % 4 == 0 ? GPUCOMP_CODEC_BZIP2 : GPUCOMP_CODEC_RLE, data, len);
         free(data);
     }
     gpucomp_close(c);
@@ -204,8 +203,8 @@ static Gpucomp__Response *expect_response(int fd, uint64_t id, Gpucomp__Status s
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(f->body_case, GPUCOMP__FRAME__BODY_RESPONSE);
     ck_assert_uint_eq(f->response->id, id);
-    ck_assert_msg(f->response->status == status, "status %d, expected %d: %s",
-                  f->response->status, status, f->response->message);
+    ck_assert_msg(f->response->status == status, "status %d, expected %d: %s", f->response->status, status,
+                  f->response->message);
     Gpucomp__Response *r = f->response;
     f->response = NULL;
     f->body_case = GPUCOMP__FRAME__BODY__NOT_SET;
@@ -440,8 +439,8 @@ START_TEST(test_cli_bzip2_interop)
     ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s '%s' -k %s/t.txt", s, cli(), d), 0);
     ck_assert_int_eq(run_shell("bunzip2 -c %s/t.txt.bz2 | cmp -s - %s/t.txt", d, d), 0);
     /* bzip2 -> ours, stdin to stdout */
-    ck_assert_int_eq(run_shell("bzip2 -c %s/t.txt | GPUCOMP_SOCKET=%s '%s' -d | cmp -s - %s/t.txt", d, s,
-                               cli(), d), 0);
+    ck_assert_int_eq(
+        run_shell("bzip2 -c %s/t.txt | GPUCOMP_SOCKET=%s '%s' -d | cmp -s - %s/t.txt", d, s, cli(), d), 0);
     /* refuses to overwrite without -f */
     ck_assert_int_ne(run_shell("GPUCOMP_SOCKET=%s '%s' -k %s/t.txt 2>/dev/null", s, cli(), d), 0);
     ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s '%s' -kf %s/t.txt", s, cli(), d), 0);
@@ -476,7 +475,9 @@ START_TEST(test_cli_no_daemon)
     int rc = run_shell("'%s' --socket %s/nothing-here %s/n.txt 2>%s/err", cli(), d, d, d);
     ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(run_shell("test \"$(cat %s/err)\" = 'gpucomp: no daemon at %s/nothing-here; "
-                               "compressing on this CPU'", d, d), 0);
+                               "compressing on this CPU'",
+                               d, d),
+                     0);
     ck_assert_int_eq(run_shell("test ! -e %s/n.txt && bunzip2 -c %s/n.txt.bz2 | cmp -s - %s/orig", d, d, d), 0);
     /* and back, quietly: nothing on stderr with -q */
     ck_assert_int_eq(run_shell("'%s' -q -d --socket %s/nothing-here %s/n.txt.bz2 2>%s/err", cli(), d, d, d), 0);
@@ -502,17 +503,21 @@ START_TEST(test_cli_local_matches_daemon)
     ck_assert_int_eq(run_shell("test ! -s %s/err && cmp -s %s/daemon.bz2 %s/local.bz2", d, d, d), 0);
     ck_assert_int_eq(run_shell("bunzip2 -c %s/local.bz2 | cmp -s - %s/l.txt", d, d), 0);
     ck_assert_int_eq(run_shell("'%s' --local -3 -c %s/l.txt > %s/l3.bz2 && '%s' --socket %s -3 -c %s/l.txt "
-                               "| cmp -s - %s/l3.bz2", cli(), d, d, cli(), s, d, d), 0);
-    ck_assert_int_eq(run_shell("'%s' --socket %s -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/daemon.rle",
-                               cli(), s, d, d), 0);
-    ck_assert_int_eq(run_shell("'%s' --local -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/local.rle", cli(), d,
-                               d), 0);
+                               "| cmp -s - %s/l3.bz2",
+                               cli(), d, d, cli(), s, d, d),
+                     0);
+    ck_assert_int_eq(
+        run_shell("'%s' --socket %s -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/daemon.rle", cli(), s, d, d), 0);
+    ck_assert_int_eq(
+        run_shell("'%s' --local -a rle -w 4 --chunk-size 64K -c %s/l.dat > %s/local.rle", cli(), d, d), 0);
     ck_assert_int_eq(run_shell("cmp -s %s/daemon.rle %s/local.rle", d, d), 0);
     ck_assert_int_eq(run_shell("'%s' --local -d -c %s/daemon.rle | cmp -s - %s/l.dat", cli(), d, d), 0);
     ck_assert_int_eq(run_shell("bzip2 -c %s/l.txt | '%s' --local -d | cmp -s - %s/l.txt", d, cli(), d), 0);
     /* corrupt input: bzip2's status 2 locally too */
     ck_assert_int_eq(run_shell("cp %s/local.bz2 %s/bad.bz2 && printf X | dd of=%s/bad.bz2 bs=1 seek=200 "
-                               "conv=notrunc 2>/dev/null", d, d, d), 0);
+                               "conv=notrunc 2>/dev/null",
+                               d, d, d),
+                     0);
     ck_assert_int_eq(run_shell("'%s' --local -t %s/bad.bz2 2>/dev/null", cli(), d), 2);
 }
 END_TEST
@@ -524,18 +529,21 @@ START_TEST(test_cli_stats_json)
     make_file("j.txt", 100000, 2);
     ck_assert_int_eq(run_shell("'%s' --socket %s -k %s/j.txt", cli(), s, d), 0);
     ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json > %s/stats.json", cli(), s, d), 0);
-    ck_assert_msg(run_shell("python3 -c 'import json,sys\n"
-                            "o = json.load(sys.stdin)\n"
-                            "want = \"uptime_ms connections requests_ok requests_failed bytes_in bytes_out "
-                            "worker_threads queue_depth memory_in_use memory_budget cpu_requests gpu_requests "
-                            "backend gpu_devices devices registered_bytes register_limit n_routing routing\"\n"
-                            "missing = [k for k in want.split() if k not in o]\n"
-                            "assert not missing, missing\n"
-                            "assert o[\"requests_ok\"] >= 1 and o[\"bytes_in\"] >= 100000, o\n"
-                            "assert isinstance(o[\"devices\"], list) and len(o[\"devices\"]) == o[\"gpu_devices\"]\n"
-                            "assert isinstance(o[\"routing\"], list) and len(o[\"routing\"]) == o[\"n_routing\"] >= 1\n"
-                            "assert all(isinstance(r, str) for r in o[\"routing\"])\n"
-                            "' < %s/stats.json", d) == 0, "--stats --json is not the whole gpucomp_stats as JSON");
+    ck_assert_msg(
+        run_shell("python3 -c 'import json,sys\n"
+                  "o = json.load(sys.stdin)\n"
+                  "want = \"uptime_ms connections requests_ok requests_failed bytes_in bytes_out "
+                  "worker_threads queue_depth memory_in_use memory_budget cpu_requests gpu_requests "
+                  "backend gpu_devices devices registered_bytes register_limit n_routing routing\"\n"
+                  "missing = [k for k in want.split() if k not in o]\n"
+                  "assert not missing, missing\n"
+                  "assert o[\"requests_ok\"] >= 1 and o[\"bytes_in\"] >= 100000, o\n"
+                  "assert isinstance(o[\"devices\"], list) and len(o[\"devices\"]) == o[\"gpu_devices\"]\n"
+                  "assert isinstance(o[\"routing\"], list) and len(o[\"routing\"]) == o[\"n_routing\"] >= 1\n"
+                  "assert all(isinstance(r, str) for r in o[\"routing\"])\n"
+                  "' < %s/stats.json",
+                  d) == 0,
+        "--stats --json is not the whole gpucomp_stats as JSON");
     /* --json alone is a usage error */
     ck_assert_int_eq(run_shell("'%s' --socket %s --json 2>/dev/null", cli(), s), 1);
 }
@@ -594,14 +602,17 @@ START_TEST(test_cli_ctrl_c_frees_the_daemon)
                   status);
 
     uint64_t t0 = gc_now_ns();
-    ck_assert_int_eq(run_shell("'%s' --no-fallback --socket %s -c %s/small.txt > %s/small.bz2", cli(), s, d, d), 0);
+    ck_assert_int_eq(run_shell("'%s' --no-fallback --socket %s -c %s/small.txt > %s/small.bz2", cli(), s, d, d),
+                     0);
     double seconds = (double)(gc_now_ns() - t0) / 1e9;
     ck_assert_msg(seconds < 1.0, "a small request after Ctrl-C took %.2f s: the daemon kept working", seconds);
     ck_assert_int_eq(run_shell("bunzip2 -c %s/small.bz2 | cmp -s - %s/small.txt", d, d), 0);
     /* the big request did reach the daemon, and ended there as failed (cancelled), not done */
     ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
                                "o = json.load(sys.stdin)\n"
-                               "assert o[\"requests_failed\"] == 1 and o[\"requests_ok\"] == 1, o'", cli(), s), 0);
+                               "assert o[\"requests_failed\"] == 1 and o[\"requests_ok\"] == 1, o'",
+                               cli(), s),
+                     0);
     /* nothing left behind: no big.txt.bz2, no temporary file; the input is whole */
     ck_assert_int_eq(run_shell("cd %s && test \"$(ls -A | grep big)\" = big.txt", d), 0);
     ck_assert_int_eq(run_shell("test $(stat -c %%s %s) -eq %u", big, 64u << 20), 0);
@@ -643,7 +654,8 @@ START_TEST(test_cli_progress_only_on_a_terminal)
         return;
     }
     ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' --socket %s -kf p.txt\" tty.log >/dev/null </dev/null",
-                               d, cli(), s), 0);
+                               d, cli(), s),
+                     0);
     /* Any progress line: reading, or compressing with whatever amount was handed over when it was drawn. */
     if (run_shell("grep -q \"$(printf '\\r')  p.txt: \\(read\\|compressing\\) \" %s/tty.log", d) != 0) {
         run_shell("echo 'tty.log:' >&2; od -c %s/tty.log | head -20 >&2", d);
@@ -651,8 +663,10 @@ START_TEST(test_cli_progress_only_on_a_terminal)
     }
     ck_assert_int_eq(run_shell("bunzip2 -c %s/p.txt.bz2 | cmp -s - %s/p.txt", d, d), 0);
     /* -q: nothing, even on a terminal */
-    ck_assert_int_eq(run_shell("cd %s && script -qec \"'%s' -q --socket %s -kf p.txt\" q.log >/dev/null </dev/null",
-                               d, cli(), s), 0);
+    ck_assert_int_eq(
+        run_shell("cd %s && script -qec \"'%s' -q --socket %s -kf p.txt\" q.log >/dev/null </dev/null", d, cli(),
+                  s),
+        0);
     ck_assert_int_eq(run_shell("grep -q 'so far' %s/q.log", d), 1);
 }
 END_TEST
@@ -669,10 +683,10 @@ END_TEST
  */
 typedef struct vs_bzip2 {
     const char *what;
-    const char *setup;  /* shell, run in the empty directory */
-    const char *env;    /* "VAR=value " before both commands, or "" */
+    const char *setup; /* shell, run in the empty directory */
+    const char *env;   /* "VAR=value " before both commands, or "" */
     const char *args;
-    int expect;         /* bzip2's exit status, measured: 0 ok, 1 environment, 2 corrupt input */
+    int expect; /* bzip2's exit status, measured: 0 ok, 1 environment, 2 corrupt input */
 } vs_bzip2;
 
 #define SEQ "seq 1 20000 > f && bzip2 -k f"
@@ -729,8 +743,8 @@ START_TEST(test_cli_like_bzip2)
     ck_assert_msg(run_shell("cd %s/bz && { %s; } && cd %s/gc && { %s; }", d, c->setup, d, c->setup) == 0,
                   "%s: setup failed", c->what);
     int bz = run_shell("cd %s/bz && %s bzip2 %s >../bz.out 2>../bz.err", d, c->env, c->args);
-    int gc = run_shell("cd %s/gc && %s GPUCOMP_SOCKET=%s '%s' %s >../gc.out 2>../gc.err", d, c->env, s, cli(),
-                       c->args);
+    int gc =
+        run_shell("cd %s/gc && %s GPUCOMP_SOCKET=%s '%s' %s >../gc.out 2>../gc.err", d, c->env, s, cli(), c->args);
     ck_assert_msg(bz == c->expect, "%s: bzip2 %s exits %d here, the table says %d", c->what, c->args, bz,
                   c->expect);
     ck_assert_msg(gc == bz, "%s: gpucomp %s exits %d, bzip2 %d", c->what, c->args, gc, bz);
@@ -739,7 +753,8 @@ START_TEST(test_cli_like_bzip2)
                   c->what);
     int same = run_shell("cd %s && for f in $(ls -A bz); do [ -d bz/$f ] && continue; case $f in "
                          "*.bz2) bzip2 -dc bz/$f >t1 2>/dev/null; bzip2 -dc gc/$f >t2 2>/dev/null; "
-                         "cmp -s t1 t2 || exit 1;; *) cmp -s bz/$f gc/$f || exit 1;; esac; done", d);
+                         "cmp -s t1 t2 || exit 1;; *) cmp -s bz/$f gc/$f || exit 1;; esac; done",
+                         d);
     ck_assert_msg(same == 0, "%s: a file's contents differ", c->what);
     if (c->expect == 0 && strstr(c->args, "-dc"))
         ck_assert_msg(run_shell("cmp -s %s/bz.out %s/gc.out", d, d) == 0, "%s: standard output differs", c->what);
@@ -759,23 +774,30 @@ START_TEST(test_cli_verbose_like_bzip2)
     ck_assert_int_eq(run_shell("cd %s && seq 1 20000 > f && : > e && printf x > t && cp f g", d), 0);
     ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk f e t 2>err", d, s, cli()), 0);
     /* "  f:        X.XXX:1,  Y.YYY bits/byte, ZZ.ZZ% saved, N in, M out. (cpu)" */
-    ck_assert_msg(run_shell("cd %s && grep -Eq '^  f: {7} ?[0-9]\\.[0-9]{3}:1,  [0-9]\\.[0-9]{3} "
-                            "bits/byte, [0-9]{2}\\.[0-9]{2}%% saved, 108894 in, [0-9]+ out\\. \\((cpu|gpu)\\)$' err",
-                            d) == 0, "compress line not in bzip2's format");
+    ck_assert_msg(
+        run_shell("cd %s && grep -Eq '^  f: {7} ?[0-9]\\.[0-9]{3}:1,  [0-9]\\.[0-9]{3} "
+                  "bits/byte, [0-9]{2}\\.[0-9]{2}%% saved, 108894 in, [0-9]+ out\\. \\((cpu|gpu)\\)$' err",
+                  d) == 0,
+        "compress line not in bzip2's format");
     /* The numbers are those of the files. */
     ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s f.bz2) && grep -q \"108894 in, $n out\" err", d), 0);
     /* An empty file and a tiny one, as bzip2 says them, and never "0 MB/s". */
     ck_assert_int_eq(run_shell("cd %s && rm -f e.bz2 t.bz2 && bzip2 -vk e t 2>bzerr && sed 's/$/ (cpu)/' bzerr "
-                               "| grep 'no data' > want && grep 'no data' err > got && cmp -s want got", d), 0);
+                               "| grep 'no data' > want && grep 'no data' err > got && cmp -s want got",
+                               d),
+                     0);
     ck_assert_int_eq(run_shell("cd %s && grep -Eq '^  t:  .*1 in, [0-9]+ out\\. \\(cpu\\)$' err", d), 0);
     ck_assert_int_ne(run_shell("grep -q 'MB/s' %s/err", d), 0);
     /* -d and -t: bzip2's "done" and "ok" lines, with the backend. */
     ck_assert_int_eq(run_shell("cd %s && rm f && bzip2 -k g && GPUCOMP_SOCKET=%s '%s' -dv f.bz2 2>got && "
                                "rm -f g && bzip2 -dv g.bz2 2>want && sed -i 's/g.bz2/f.bz2/; s/$/ (cpu)/' want && "
-                               "cmp -s want got", d, s, cli()), 0);
+                               "cmp -s want got",
+                               d, s, cli()),
+                     0);
     ck_assert_int_eq(run_shell("cd %s && bzip2 -k g && GPUCOMP_SOCKET=%s '%s' -tv g.bz2 2>got && "
                                "bzip2 -tv g.bz2 2>want && sed -i 's/$/ (cpu)/' want && cmp -s want got",
-                               d, s, cli()), 0);
+                               d, s, cli()),
+                     0);
 }
 END_TEST
 
@@ -802,15 +824,20 @@ START_TEST(test_cli_verbose_no_negative_zero)
     make_file("r.dat", 1u << 20, 0);
     ck_assert_int_eq(run_shell("cd %s && printf abc > three", d), 0);
     ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk -a rle r.dat 2>err", d, s, cli()), 0);
-    ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s r.dat.rle) && test $n -gt 1048576 && "
-                               "grep -Eq '^  r\\.dat: +1\\.000:1,  8\\.000 bits/byte,  0\\.00%% saved, 1048576 in, '$n' "
-                               "out\\. \\((cpu|gpu)\\)$' err", d), 0);
+    ck_assert_int_eq(
+        run_shell("cd %s && n=$(stat -c %%s r.dat.rle) && test $n -gt 1048576 && "
+                  "grep -Eq '^  r\\.dat: +1\\.000:1,  8\\.000 bits/byte,  0\\.00%% saved, 1048576 in, '$n' "
+                  "out\\. \\((cpu|gpu)\\)$' err",
+                  d),
+        0);
     ck_assert_int_ne(run_shell("grep -q -- '-0\\.00%%' %s/err", d), 0);
     ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -vk three 2>err", d, s, cli()), 0);
     ck_assert_int_eq(run_shell("cd %s && n=$(stat -c %%s three.bz2) && "
                                "want=$(awk -v n=$n 'BEGIN { printf \"%%5.2f\", 100 * (1 - n / 3) }') && "
                                "grep -q -- \"bits/byte, $want%% saved, 3 in, $n out\" err && "
-                               "case $want in -[1-9]*) ;; *) false;; esac", d), 0);
+                               "case $want in -[1-9]*) ;; *) false;; esac",
+                               d),
+                     0);
 }
 END_TEST
 
@@ -820,24 +847,30 @@ START_TEST(test_cli_bzip2_noop_flags)
     const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
     make_file("n.txt", 200000, 2);
     ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' -c n.txt > plain.bz2", d, s, cli()), 0);
-    const char *flags[] = { "--exponential", "--repetitive-best", "--repetitive-fast", "-s", "--small", "--best",
-                            "-q --repetitive-best" };
+    const char *flags[] = { "--exponential", "--repetitive-best",   "--repetitive-fast", "-s", "--small",
+                            "--best",        "-q --repetitive-best" };
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        ck_assert_msg(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' %s -c n.txt > flag.bz2 2>err", d, s, cli(),
-                                flags[i]) == 0, "gpucomp %s failed", flags[i]);
-        ck_assert_msg(run_shell("cd %s && cmp -s plain.bz2 flag.bz2 && bunzip2 -c flag.bz2 | cmp -s - n.txt", d) == 0,
+        ck_assert_msg(
+            run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' %s -c n.txt > flag.bz2 2>err", d, s, cli(), flags[i]) == 0,
+            "gpucomp %s failed", flags[i]);
+        ck_assert_msg(run_shell("cd %s && cmp -s plain.bz2 flag.bz2 && bunzip2 -c flag.bz2 | cmp -s - n.txt", d) ==
+                          0,
                       "gpucomp %s changed the output", flags[i]);
         bool says = strcmp(flags[i], "--repetitive-best") == 0 || strcmp(flags[i], "--repetitive-fast") == 0;
         if (says)
             ck_assert_msg(run_shell("cd %s && grep -qx 'gpucomp: %s is redundant (ignored, as by bzip2 0.9.5 and "
-                                    "later)' err && test $(wc -l < err) = 1", d, flags[i]) == 0,
+                                    "later)' err && test $(wc -l < err) = 1",
+                                    d, flags[i]) == 0,
                           "gpucomp %s: not the one line that says it is redundant", flags[i]);
         else
-            ck_assert_msg(run_shell("cd %s && test ! -s err", d) == 0, "gpucomp %s: something on stderr", flags[i]);
+            ck_assert_msg(run_shell("cd %s && test ! -s err", d) == 0, "gpucomp %s: something on stderr",
+                          flags[i]);
     }
     /* and in $BZIP2, where scripts written for bzip2 put them; decompression too */
     ck_assert_int_eq(run_shell("cd %s && BZIP2='--exponential --repetitive-fast' GPUCOMP_SOCKET=%s '%s' -dc -q "
-                               "plain.bz2 | cmp -s - n.txt", d, s, cli()), 0);
+                               "plain.bz2 | cmp -s - n.txt",
+                               d, s, cli()),
+                     0);
 }
 END_TEST
 
@@ -867,20 +900,27 @@ END_TEST
  * directory is two levels above $GPUCOMPD, daemon/gpucompd). A shell
  * variable assignment: "name='value'".
  */
-#define MAKE_VARS "b=$(dirname \"$(dirname \"$GPUCOMPD\")\") && " \
-    "eval \"$(printf 'v:\\n\\t@echo \"cc=\\047$(CC)\\047 cflags=\\047$(CFLAGS) $(AM_CFLAGS)\\047 " \
-    "src=\\047$(abs_top_srcdir)\\047\"\\n' | MAKEFLAGS= MFLAGS= MAKELEVEL= make -s --no-print-directory -C \"$b\" -f Makefile -f - v)\""
+#define MAKE_VARS                                                                                            \
+    "b=$(dirname \"$(dirname \"$GPUCOMPD\")\") && "                                                          \
+    "eval \"$(printf 'v:\\n\\t@echo \"cc=\\047$(CC)\\047 cflags=\\047$(CFLAGS) $(AM_CFLAGS)\\047 "           \
+    "src=\\047$(abs_top_srcdir)\\047\"\\n' | MAKEFLAGS= MFLAGS= MAKELEVEL= make -s --no-print-directory -C " \
+    "\"$b\" -f Makefile -f - v)\""
 
 /* The README's example is a whole program: it compiles with -Werror, links, and works (or fails cleanly). */
 START_TEST(test_readme_example_compiles_and_runs)
 {
     const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
     ck_assert_msg(run_shell(MAKE_VARS " && awk '/readme-example end/ {p=0} p && !/^```/ {print} "
-                            "/readme-example begin/ {p=1}' \"$src/README.md\" > %s/example.c && "
-                            "grep -q 'int main' %s/example.c", d, d) == 0, "no example between the README's markers");
-    ck_assert_msg(run_shell(MAKE_VARS " && $cc $cflags -I\"$src/libclient\" %s/example.c -o %s/example "
-                            "-L\"$b/libclient/.libs\" -lgpucomp-client -Wl,-rpath,\"$b/libclient/.libs\" 2>%s/cc.err",
-                            d, d, d) == 0, "the README example does not compile as pasted (see cc.err)");
+                                      "/readme-example begin/ {p=1}' \"$src/README.md\" > %s/example.c && "
+                                      "grep -q 'int main' %s/example.c",
+                            d, d) == 0,
+                  "no example between the README's markers");
+    ck_assert_msg(
+        run_shell(MAKE_VARS
+                  " && $cc $cflags -I\"$src/libclient\" %s/example.c -o %s/example "
+                  "-L\"$b/libclient/.libs\" -lgpucomp-client -Wl,-rpath,\"$b/libclient/.libs\" 2>%s/cc.err",
+                  d, d, d) == 0,
+        "the README example does not compile as pasted (see cc.err)");
     ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s %s/example | grep -q 'bytes of bzip2'", s, d), 0);
     /* No daemon: a message and exit 1, not a crash on an uninitialised pointer. */
     ck_assert_int_eq(run_shell("GPUCOMP_SOCKET=%s/nothing-here %s/example 2>%s/err", d, d, d), 1);
@@ -895,23 +935,32 @@ START_TEST(test_help_and_config_match_docs)
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);
     ck_assert_int_eq(run_shell("'%s' --help > %s/help", bin, d), 0);
-    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^\\.BR \\\\-\\\\-gpu= //p' \"$src/docs/man/gpucompd.8.in\" "
-                            "| sed 's/\\\\//g; s/ | /|/g' > %s/gpu_values && test -s %s/gpu_values && "
-                            "awk -v want=\"--gpu=$(cat %s/gpu_values)\" '$1 == want {f = 1} END {exit !f}' %s/help", d, d, d, d) == 0,
-                  "gpucompd --help and gpucompd(8) list different --gpu values");
+    ck_assert_msg(
+        run_shell(MAKE_VARS
+                  " && sed -n 's/^\\.BR \\\\-\\\\-gpu= //p' \"$src/docs/man/gpucompd.8.in\" "
+                  "| sed 's/\\\\//g; s/ | /|/g' > %s/gpu_values && test -s %s/gpu_values && "
+                  "awk -v want=\"--gpu=$(cat %s/gpu_values)\" '$1 == want {f = 1} END {exit !f}' %s/help",
+                  d, d, d, d) == 0,
+        "gpucompd --help and gpucompd(8) list different --gpu values");
     /* Help columns: every help text that shares a line with its option starts in the same column. */
     ck_assert_int_eq(run_shell("grep -E '^  (-.,|  ) --[a-z-]+(=[^ ]+)? +[a-zA-Z]' %s/help | "
                                "awk '{ match($0, /^ +(-., )?--[^ ]+ +/); print RLENGTH }' | sort -u | wc -l "
-                               "| grep -qx 1", d), 0);
+                               "| grep -qx 1",
+                               d),
+                     0);
     /* The shipped config's commented defaults are the daemon's (gpu-min-bytes, max-frame, ...). */
     /* (Lines "# key = VALUE" with no comment after them claim VALUE is the default; help lines wrap.) */
     ck_assert_int_eq(run_shell("awk '/^      --/ && p {print p} /^      --/ {p = $0; next} {p = p $0} "
-                               "END {print p}' %s/help > %s/help1", d, d), 0);
-    ck_assert_msg(run_shell(MAKE_VARS " && sed -n 's/^# \\([a-z-]*\\) = \\([0-9][0-9]*[KMGT]\\?\\) *$/\\1 \\2/p' "
+                               "END {print p}' %s/help > %s/help1",
+                               d, d),
+                     0);
+    ck_assert_msg(run_shell(MAKE_VARS
+                            " && sed -n 's/^# \\([a-z-]*\\) = \\([0-9][0-9]*[KMGT]\\?\\) *$/\\1 \\2/p' "
                             "\"$src/systemd/gpucompd.conf\" > %s/claims && grep -q '^gpu-min-bytes ' %s/claims && "
                             "while read k v; do grep -qE -- \"--$k=.*default $v\\)\" %s/help1 || "
                             "{ echo \"$k = $v\" >&2; exit 1; }; done < %s/claims",
-                            d, d, d, d) == 0, "systemd/gpucompd.conf states a default the daemon does not have");
+                            d, d, d, d) == 0,
+                  "systemd/gpucompd.conf states a default the daemon does not have");
 }
 END_TEST
 
@@ -1020,8 +1069,7 @@ START_TEST(test_access_refused)
         ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_PERMISSION);
     int seconds = (int)((gc_now_ns() - t0) / 1000000000u) + 1;
     int lines = log_lines_with("refused connection");
-    ck_assert_msg(lines >= 1 && lines <= 2 + seconds, "%d refusal lines for 301 refusals in %d s",
-                  lines, seconds);
+    ck_assert_msg(lines >= 1 && lines <= 2 + seconds, "%d refusal lines for 301 refusals in %d s", lines, seconds);
     sleep(1);
     ck_assert_int_eq(hello_status(NULL), GPUCOMP__STATUS__STATUS_PERMISSION);
     ck_assert_int_ge(log_lines_with("more refused since the last message"), 1);
@@ -1091,8 +1139,7 @@ static unsigned long long cpu_ticks(pid_t pid)
     ck_assert_ptr_nonnull(p);
     unsigned long long utime = 0, stime = 0;
     /* after the command: state (field 3) ... utime (14), stime (15) */
-    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                            &utime, &stime), 2);
+    ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime), 2);
     return utime + stime;
 }
 
@@ -1118,8 +1165,8 @@ START_TEST(test_descriptor_limit)
     unsigned long long before = cpu_ticks(daemon_under_test.pid);
     usleep(1000 * 1000);
     unsigned long long used = cpu_ticks(daemon_under_test.pid) - before;
-    ck_assert_msg(used * 2 < (unsigned long long)hz, "daemon used %llu/%ld s of CPU in 1 s at the limit",
-                  used, hz);
+    ck_assert_msg(used * 2 < (unsigned long long)hz, "daemon used %llu/%ld s of CPU in 1 s at the limit", used,
+                  hz);
     ck_assert_int_ge(log_lines_with("not accepting"), 1); /* the limit was reached */
     int lines = log_lines_with("accept failed");
     ck_assert_msg(lines <= 5, "%d 'accept failed' lines in 1.3 s", lines);
@@ -1136,8 +1183,8 @@ END_TEST
 /* The daemon's sizes take the same units as the library's and the CLI's. */
 START_TEST(test_settings_sizes)
 {
-    const char *args[] = { "--memory-budget=4GiB", "--max-request=64mb", "--register-limit=0",
-                           "--max-frame=1m", "--gpu-min-bytes=3Mi", NULL };
+    const char *args[] = { "--memory-budget=4GiB", "--max-request=64mb",  "--register-limit=0",
+                           "--max-frame=1m",       "--gpu-min-bytes=3Mi", NULL };
     test_daemon_start(&daemon_under_test, args);
     gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
@@ -1177,18 +1224,30 @@ END_TEST
 START_TEST(test_settings_sizes_refused)
 {
     static const char *const bad[] = {
-        "--memory-budget=0",          /* a size, but no budget at all: the setting refuses it */
-        "--memory-budget=4GB2", "--memory-budget=1.5G", "--memory-budget=-1",
-        "--memory-budget= 4G", "--memory-budget=4 G", "--memory-budget=+4G",
-        "--memory-budget=4P",         /* K, M, G and T only */
-        "--memory-budget=16777216T",  /* 2^64: refused, not wrapped to 0 */
+        "--memory-budget=0", /* a size, but no budget at all: the setting refuses it */
+        "--memory-budget=4GB2",
+        "--memory-budget=1.5G",
+        "--memory-budget=-1",
+        "--memory-budget= 4G",
+        "--memory-budget=4 G",
+        "--memory-budget=+4G",
+        "--memory-budget=4P",        /* K, M, G and T only */
+        "--memory-budget=16777216T", /* 2^64: refused, not wrapped to 0 */
         "--memory-budget=18446744073709551616",
-        "--max-frame=2G",             /* over the setting's own limit */
-        "--workers=4K",               /* a count, not a size */
-        "--batch-wait-us=1k",         /* microseconds, not a size */
-        "--fail-device=", "--fail-device=:2", "--fail-device=1:", "--fail-device=1:0", /* N[:K], K >= 1 */
-        "--fail-device=a", "--fail-device=1:2:3", "--fail-device=-1",
-        "--fail-device=0.", "--fail-device=.1", "--fail-device=0.1.2", "--fail-device=0.x:2",
+        "--max-frame=2G",     /* over the setting's own limit */
+        "--workers=4K",       /* a count, not a size */
+        "--batch-wait-us=1k", /* microseconds, not a size */
+        "--fail-device=",
+        "--fail-device=:2",
+        "--fail-device=1:",
+        "--fail-device=1:0", /* N[:K], K >= 1 */
+        "--fail-device=a",
+        "--fail-device=1:2:3",
+        "--fail-device=-1",
+        "--fail-device=0.",
+        "--fail-device=.1",
+        "--fail-device=0.1.2",
+        "--fail-device=0.x:2",
     };
     const char *bin = getenv("GPUCOMPD");
     ck_assert_ptr_nonnull(bin);

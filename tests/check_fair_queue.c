@@ -97,8 +97,8 @@ START_TEST(test_users_take_turns)
         int seen[4] = { 0 };
         for (int k = 0; k < 3; k++)
             seen[gcd_fair_pop(&q)->uid]++;
-        ck_assert_msg(seen[1] == 1 && seen[2] == 1 && seen[3] == 1, "round %d: %d %d %d", round, seen[1],
-                      seen[2], seen[3]);
+        ck_assert_msg(seen[1] == 1 && seen[2] == 1 && seen[3] == 1, "round %d: %d %d %d", round, seen[1], seen[2],
+                      seen[3]);
     }
     drain(&q);
 }

@@ -29,8 +29,8 @@
 #define FLOOD_CONNS 8
 #define VICTIM_SIZE (256u << 10)
 #define VICTIM_TRIPS 3
-#define VICTIM_LIMIT_S 1.0             /* the bound promised for the other user's request */
-#define VICTIM_GIVE_UP_S 30.0          /* how long the test waits for it at all */
+#define VICTIM_LIMIT_S 1.0    /* the bound promised for the other user's request */
+#define VICTIM_GIVE_UP_S 30.0 /* how long the test waits for it at all */
 
 static test_daemon dut;
 
@@ -38,8 +38,6 @@ static void teardown(void)
 {
     test_daemon_cleanup(&dut);
 }
-
-
 
 /* One rle round trip of VICTIM_SIZE bytes; the slower of its two requests' seconds, negative on failure. */
 static double victim_round_trip(gpucomp_client *c, uint64_t seed)
@@ -219,8 +217,10 @@ static void flood_and_measure(const char *const *args, flood_spec spec, const ch
                       VICTIM_GIVE_UP_S);
         worst = took > worst ? took : worst;
     }
-    fprintf(stderr, "  %s: the other user's requests (256 KiB) each answered within %.3f s (%d round trips) "
-            "while %u of the flood's came\n", where, worst, VICTIM_TRIPS, flood_answers);
+    fprintf(stderr,
+            "  %s: the other user's requests (256 KiB) each answered within %.3f s (%d round trips) "
+            "while %u of the flood's came\n",
+            where, worst, VICTIM_TRIPS, flood_answers);
     /* The flood still ran: the round trips were measured against it, not after it. */
     ck_assert_uint_lt(flood_answers, FLOOD_CONNS * spec.per_conn / 2);
     ck_assert_msg(worst < VICTIM_LIMIT_S, "%s: a request took %.3f s behind another user's flood", where, worst);
@@ -238,8 +238,13 @@ static void flood_and_measure(const char *const *args, flood_spec spec, const ch
 /* Two CPU workers, each request's blocks on two threads: a 2-core machine's defaults. */
 START_TEST(test_flood_does_not_starve_another_user_on_cpu)
 {
-    const char *args[] = { "--workers=2", "--codec-threads=2", "--allow-users=*", "--memory-budget=2G",
-                           "--user-memory-share=50", "--gpu=off", NULL };
+    const char *args[] = { "--workers=2",
+                           "--codec-threads=2",
+                           "--allow-users=*",
+                           "--memory-budget=2G",
+                           "--user-memory-share=50",
+                           "--gpu=off",
+                           NULL };
     flood_and_measure(args, (flood_spec){ 256u << 10, 0, 160 }, "cpu workers"); /* 1,280 of random bytes */
 }
 END_TEST
@@ -252,9 +257,16 @@ END_TEST
  */
 START_TEST(test_flood_does_not_starve_another_user_on_lanes)
 {
-    const char *args[] = { "--workers=2", "--codec-threads=2", "--allow-users=*", "--memory-budget=4G",
-                           "--user-memory-share=50", "--gpu=emulate", "--gpu-min-bytes=64K",
-                           "--gpu-min-bytes-bzip2=64K", "--batch-bytes=1M", NULL };
+    const char *args[] = { "--workers=2",
+                           "--codec-threads=2",
+                           "--allow-users=*",
+                           "--memory-budget=4G",
+                           "--user-memory-share=50",
+                           "--gpu=emulate",
+                           "--gpu-min-bytes=64K",
+                           "--gpu-min-bytes-bzip2=64K",
+                           "--batch-bytes=1M",
+                           NULL };
     flood_and_measure(args, (flood_spec){ 1u << 20, 2, 150 }, "emulated lanes"); /* 1,200 of text */
 }
 END_TEST

@@ -58,8 +58,6 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-
-
 /* A raw connection past the handshake, with a receive timeout so a stalled daemon fails the test. */
 static int hello(void)
 {
@@ -122,8 +120,7 @@ static void assert_daemon_serves(void)
 }
 
 /* One request whose whole input travels inline in one frame. */
-static void send_inline(int sock, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, const void *data,
-                        size_t len)
+static void send_inline(int sock, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, const void *data, size_t len)
 {
     Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
     req.id = id;
@@ -358,8 +355,8 @@ START_TEST(test_output_memfd_shrunk_while_used)
         atomic_init(&s.stop, false);
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, shrink_loop, &s), 0);
-        Gpucomp__Request req = fd_request((uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS,
-                                          GPUCOMP__CODEC__CODEC_RLE, frame_len);
+        Gpucomp__Request req =
+            fd_request((uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
         int fds[2] = { in, s.fd };
         send_with_fds(sock, &req, fds, 2);
         Gpucomp__Frame *f = response_to(sock, (uint64_t)i + 1);
@@ -528,8 +525,7 @@ START_TEST(test_rle_bombs_stay_in_the_budget)
                     frame_len);
     test_sleep_ms(3000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
-    fprintf(stderr, "  32 bombs of 64 MiB, budget 256 MiB: peak RSS %llu MiB\n",
-            (unsigned long long)(peak >> 10));
+    fprintf(stderr, "  32 bombs of 64 MiB, budget 256 MiB: peak RSS %llu MiB\n", (unsigned long long)(peak >> 10));
     ck_assert_msg(peak < (256u + 160u) << 10, "peak RSS %llu KiB: outputs are outside the budget",
                   (unsigned long long)peak);
     assert_daemon_serves();
@@ -556,8 +552,7 @@ START_TEST(test_bzip2_bombs_stay_in_the_budget)
     free(zeros);
     int sock = hello(); /* never reads its answers */
     for (int i = 0; i < 8; i++)
-        send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, bz,
-                    bz_len);
+        send_inline(sock, (uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, bz, bz_len);
     test_sleep_ms(6000);
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  8 bzip2 bombs of 128 MiB, budget 192 MiB: peak RSS %llu MiB\n",
@@ -580,8 +575,7 @@ START_TEST(test_register_limit_checked_before_mapping)
     ck_assert_int_ge(mfd, 0);
     ck_assert_int_eq(ftruncate(mfd, 1ll << 30), 0); /* sparse: no pages until touched */
     int sock = hello();
-    Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_REGISTER, GPUCOMP__CODEC__CODEC_UNSPECIFIED,
-                                      1ull << 30);
+    Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_REGISTER, GPUCOMP__CODEC__CODEC_UNSPECIFIED, 1ull << 30);
     send_with_fds(sock, &req, &mfd, 1);
     Gpucomp__Frame *f = response_to(sock, 1);
     ck_assert_msg(f != NULL, "no answer (the daemon died)");
@@ -657,8 +651,9 @@ START_TEST(test_five_descriptors_keep_the_connection)
         char space[CMSG_SPACE(sizeof fds)];
     } control;
     struct iovec iov = { buf, n };
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space,
-                          .msg_controllen = sizeof control.space };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space, .msg_controllen = sizeof control.space
+    };
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -774,8 +769,8 @@ static void *send_bzip2_requests(void *arg)
 {
     sender *s = arg;
     for (int i = 0; i < s->count; i++)
-        send_inline(s->sock, (uint64_t)i + 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2,
-                    s->data, s->len);
+        send_inline(s->sock, (uint64_t)i + 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, s->data,
+                    s->len);
     return NULL;
 }
 

@@ -46,7 +46,6 @@ static void teardown(void)
     test_daemon_cleanup(&dut);
 }
 
-
 /* The daemon's private memory, kB. */
 static long private_kb(pid_t pid)
 {
@@ -69,7 +68,7 @@ typedef struct soaker {
     double until;
     const uint8_t *data; /* shared input, SOAK_INPUT bytes */
     unsigned requests;
-    char failure[256];   /* empty: every answer was right */
+    char failure[256]; /* empty: every answer was right */
 } soaker;
 
 #define SOAK_INPUT (6u << 20)
@@ -204,12 +203,15 @@ START_TEST(test_memory_back_after_soak)
         usleep(250 * 1000);
         after = private_kb(dut.pid);
     }
-    fprintf(stderr, "soak: %d clients, %.0f s, %u requests; daemon private memory kB: baseline %ld, peak %ld, "
-            "%.1f s after the end %ld\n", CLIENTS, seconds, requests, base, atomic_load(&peak_kb), test_now_s() - end,
-            after);
+    fprintf(stderr,
+            "soak: %d clients, %.0f s, %u requests; daemon private memory kB: baseline %ld, peak %ld, "
+            "%.1f s after the end %ld\n",
+            CLIENTS, seconds, requests, base, atomic_load(&peak_kb), test_now_s() - end, after);
     if (CHECK_BOUND)
-        ck_assert_msg(after <= base + SLACK_KB, "private memory %ld kB, %ld kB over the baseline %ld kB, %d s after "
-                      "the soak", after, after - base, base, SETTLE_S);
+        ck_assert_msg(after <= base + SLACK_KB,
+                      "private memory %ld kB, %ld kB over the baseline %ld kB, %d s after "
+                      "the soak",
+                      after, after - base, base, SETTLE_S);
     free(data);
     ck_assert_int_eq(test_daemon_stop(&dut), 0);
 }

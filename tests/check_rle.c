@@ -79,8 +79,8 @@ static uint8_t *compress_or_fail(const uint8_t *src, size_t n, rle_options o, si
     return frame;
 }
 
-static void check_decodes_to(const uint8_t *frame, size_t frame_len, const uint8_t *src,
-                             size_t n, unsigned threads)
+static void check_decodes_to(const uint8_t *frame, size_t frame_len, const uint8_t *src, size_t n,
+                             unsigned threads)
 {
     uint8_t *out = xmalloc(n);
     size_t out_len = SIZE_MAX;
@@ -139,33 +139,92 @@ static int decode_status(const uint8_t *frame, size_t frame_len, size_t cap, gc_
 
 /* width 2, chunk_size 64: chunk 0 = 30 x "ab" + 2 x "cd" (rle), chunk 1 =
  * "wxyz" (2 runs * 3 bytes >= 4: stored), tail "!". */
-static const uint8_t golden_input[69] =
-    "abababababababababababababababababababababababababababababab" "cdcd" "wxyz" "!";
+static const uint8_t golden_input[69] = "abababababababababababababababababababababababababababababab"
+                                        "cdcd"
+                                        "wxyz"
+                                        "!";
 
 static const uint8_t golden_frame[78] = {
-    'G', 'C', 'R', 'L',     /* magic */
-    0x01,                   /* version */
-    0x02,                   /* width */
-    0x01,                   /* tail_len */
-    0x00,                   /* reserved */
-    0x40, 0x00, 0x00, 0x00, /* chunk_size 64 */
-    0x45, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* original_size 69 */
-    0x02, 0x00, 0x00, 0x00, /* chunk_count 2 */
-    '!', 0, 0, 0, 0, 0, 0, 0, /* tail, zero-padded */
-    0x12, 0x00, 0x00, 0x00, /* index: chunk 0 is 18 bytes */
-    0x10, 0x00, 0x00, 0x00, /* index: chunk 1 is 16 bytes */
-    0x43, 0xe7, 0x36, 0x98, /* header_crc 0x9836e743 */
+    'G',
+    'C',
+    'R',
+    'L',  /* magic */
+    0x01, /* version */
+    0x02, /* width */
+    0x01, /* tail_len */
+    0x00, /* reserved */
+    0x40,
+    0x00,
+    0x00,
+    0x00, /* chunk_size 64 */
+    0x45,
+    0x00,
+    0x00,
+    0x00,
+    0x00,
+    0x00,
+    0x00,
+    0x00, /* original_size 69 */
+    0x02,
+    0x00,
+    0x00,
+    0x00, /* chunk_count 2 */
+    '!',
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0, /* tail, zero-padded */
+    0x12,
+    0x00,
+    0x00,
+    0x00, /* index: chunk 0 is 18 bytes */
+    0x10,
+    0x00,
+    0x00,
+    0x00, /* index: chunk 1 is 16 bytes */
+    0x43,
+    0xe7,
+    0x36,
+    0x98, /* header_crc 0x9836e743 */
     /* chunk 0: rle */
-    0x01, 0x01, 0x00, 0x00, /* mode rle, len_width 1, reserved */
-    0x02, 0x00, 0x00, 0x00, /* run_count 2 */
-    0x6b, 0xd2, 0xaa, 0x68, /* crc 0x68aad26b */
-    'a', 'b', 'c', 'd',     /* symbols */
-    29, 1,                  /* run lengths - 1: 30, 2 */
+    0x01,
+    0x01,
+    0x00,
+    0x00, /* mode rle, len_width 1, reserved */
+    0x02,
+    0x00,
+    0x00,
+    0x00, /* run_count 2 */
+    0x6b,
+    0xd2,
+    0xaa,
+    0x68, /* crc 0x68aad26b */
+    'a',
+    'b',
+    'c',
+    'd', /* symbols */
+    29,
+    1, /* run lengths - 1: 30, 2 */
     /* chunk 1: stored */
-    0x00, 0x00, 0x00, 0x00, /* mode stored, len_width 0, reserved */
-    0x00, 0x00, 0x00, 0x00, /* run_count 0 */
-    0xa3, 0xc2, 0xc7, 0x81, /* crc 0x81c7c2a3 */
-    'w', 'x', 'y', 'z',
+    0x00,
+    0x00,
+    0x00,
+    0x00, /* mode stored, len_width 0, reserved */
+    0x00,
+    0x00,
+    0x00,
+    0x00, /* run_count 0 */
+    0xa3,
+    0xc2,
+    0xc7,
+    0x81, /* crc 0x81c7c2a3 */
+    'w',
+    'x',
+    'y',
+    'z',
 };
 
 /* ---- CRC32C --------------------------------------------------------------- */
@@ -279,11 +338,11 @@ START_TEST(test_empty)
     size_t frame_len;
     uint8_t *frame = compress_or_fail(NULL, 0, opts(0, 0, 0), &frame_len);
     static const uint8_t expect[36] = {
-        'G', 'C', 'R', 'L', 1, 1, 0, 0, 0x00, 0x00, 0x10, 0x00, /* chunk_size 1 MiB */
-        0, 0, 0, 0, 0, 0, 0, 0, /* original_size */
-        0, 0, 0, 0,             /* chunk_count */
-        0, 0, 0, 0, 0, 0, 0, 0, /* tail */
-        0x7f, 0x35, 0x41, 0xd0, /* header_crc 0xd041357f */
+        'G',  'C',  'R',  'L',  1, 1, 0, 0, 0x00, 0x00, 0x10, 0x00, /* chunk_size 1 MiB */
+        0,    0,    0,    0,    0, 0, 0, 0,                         /* original_size */
+        0,    0,    0,    0,                                        /* chunk_count */
+        0,    0,    0,    0,    0, 0, 0, 0,                         /* tail */
+        0x7f, 0x35, 0x41, 0xd0,                                     /* header_crc 0xd041357f */
     };
     ck_assert_uint_eq(frame_len, sizeof expect);
     ck_assert_mem_eq(frame, expect, sizeof expect);
@@ -607,23 +666,83 @@ static void expect_error(void (*edit)(uint8_t *), int code, const char *msg_part
     ck_assert_msg(strstr(err.msg, msg_part) != NULL, "message '%s' lacks '%s'", err.msg, msg_part);
 }
 
-static void edit_magic(uint8_t *f) { f[0] = 'X'; }
-static void edit_version(uint8_t *f) { f[4] = 2; reseal_header(f); }
-static void edit_width(uint8_t *f) { f[5] = 3; reseal_header(f); }
-static void edit_tail_len(uint8_t *f) { f[6] = 0; reseal_header(f); }
-static void edit_reserved(uint8_t *f) { f[7] = 1; reseal_header(f); }
-static void edit_chunk_size(uint8_t *f) { put32(f + 8, 32); reseal_header(f); }
-static void edit_chunk_count(uint8_t *f) { put32(f + 20, 3); }
-static void edit_header_crc(uint8_t *f) { f[40] ^= 1; }
-static void edit_index_small(uint8_t *f) { put32(f + 32, 11); put32(f + 36, 23); reseal_header(f); }
-static void edit_index_shift(uint8_t *f) { put32(f + 32, 17); put32(f + 36, 17); reseal_header(f); }
-static void edit_mode(uint8_t *f) { f[44] = 2; }
-static void edit_record_reserved(uint8_t *f) { f[47] = 1; }
-static void edit_len_width(uint8_t *f) { f[45] = 3; }
-static void edit_run_count_huge(uint8_t *f) { put32(f + 48, 0xFFFFFFFFu); }
-static void edit_run_sum(uint8_t *f) { f[60] = 28; }
-static void edit_stored_runs(uint8_t *f) { put32(f + 66, 1); }
-static void edit_payload(uint8_t *f) { f[77] ^= 0x20; }
+static void edit_magic(uint8_t *f)
+{
+    f[0] = 'X';
+}
+static void edit_version(uint8_t *f)
+{
+    f[4] = 2;
+    reseal_header(f);
+}
+static void edit_width(uint8_t *f)
+{
+    f[5] = 3;
+    reseal_header(f);
+}
+static void edit_tail_len(uint8_t *f)
+{
+    f[6] = 0;
+    reseal_header(f);
+}
+static void edit_reserved(uint8_t *f)
+{
+    f[7] = 1;
+    reseal_header(f);
+}
+static void edit_chunk_size(uint8_t *f)
+{
+    put32(f + 8, 32);
+    reseal_header(f);
+}
+static void edit_chunk_count(uint8_t *f)
+{
+    put32(f + 20, 3);
+}
+static void edit_header_crc(uint8_t *f)
+{
+    f[40] ^= 1;
+}
+static void edit_index_small(uint8_t *f)
+{
+    put32(f + 32, 11);
+    put32(f + 36, 23);
+    reseal_header(f);
+}
+static void edit_index_shift(uint8_t *f)
+{
+    put32(f + 32, 17);
+    put32(f + 36, 17);
+    reseal_header(f);
+}
+static void edit_mode(uint8_t *f)
+{
+    f[44] = 2;
+}
+static void edit_record_reserved(uint8_t *f)
+{
+    f[47] = 1;
+}
+static void edit_len_width(uint8_t *f)
+{
+    f[45] = 3;
+}
+static void edit_run_count_huge(uint8_t *f)
+{
+    put32(f + 48, 0xFFFFFFFFu);
+}
+static void edit_run_sum(uint8_t *f)
+{
+    f[60] = 28;
+}
+static void edit_stored_runs(uint8_t *f)
+{
+    put32(f + 66, 1);
+}
+static void edit_payload(uint8_t *f)
+{
+    f[77] ^= 0x20;
+}
 
 START_TEST(test_error_codes_and_messages)
 {
@@ -670,14 +789,12 @@ END_TEST
 START_TEST(test_dst_too_small)
 {
     gc_error err;
-    ck_assert_int_eq(decode_status(golden_frame, sizeof golden_frame, sizeof golden_input - 1, &err),
-                     GC_E_LIMIT);
+    ck_assert_int_eq(decode_status(golden_frame, sizeof golden_frame, sizeof golden_input - 1, &err), GC_E_LIMIT);
     ck_assert_ptr_nonnull(strstr(err.msg, "69 bytes"));
     rle_options o = opts(2, 64, 1);
     size_t bound = rle_compress_bound(sizeof golden_input, &o), len;
     uint8_t *dst = xmalloc(bound);
-    ck_assert_int_eq(rle_compress(golden_input, sizeof golden_input, &o, dst, bound - 1, &len, &err),
-                     GC_E_LIMIT);
+    ck_assert_int_eq(rle_compress(golden_input, sizeof golden_input, &o, dst, bound - 1, &len, &err), GC_E_LIMIT);
     free(dst);
 }
 END_TEST
@@ -685,8 +802,7 @@ END_TEST
 START_TEST(test_invalid_options)
 {
     static const rle_options bad[] = {
-        { 3, 0, 0 }, { 16, 0, 0 }, { 1, 63, 0 }, { 1, RLE_MAX_CHUNK_SIZE + 1, 0 },
-        { 8, 100, 0 }, { 4, 66, 0 },
+        { 3, 0, 0 }, { 16, 0, 0 }, { 1, 63, 0 }, { 1, RLE_MAX_CHUNK_SIZE + 1, 0 }, { 8, 100, 0 }, { 4, 66, 0 },
     };
     uint8_t dst[256], src[4] = { 0 };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -939,8 +1055,8 @@ START_TEST(test_decode_input_changes)
 {
     static const unsigned thread_counts[] = { 1, 2, 4 };
     for (size_t t = 0; t < 3; t++) {
-        hostile_decode(1, 300, 4096, thread_counts[t]);  /* 2-byte lengths */
-        hostile_decode(4, 40, 4096, thread_counts[t]);   /* 1-byte lengths */
+        hostile_decode(1, 300, 4096, thread_counts[t]);        /* 2-byte lengths */
+        hostile_decode(4, 40, 4096, thread_counts[t]);         /* 1-byte lengths */
         hostile_decode(1, 100000, 1u << 18, thread_counts[t]); /* 4-byte lengths */
     }
 }
@@ -1041,8 +1157,8 @@ START_TEST(test_same_buffer)
             guard_check(&g, "encode in place");
             /* the output starting inside the input */
             memcpy(buf + cap - frame_len, frame, frame_len);
-            check_status(rle_decompress(buf + cap - frame_len, frame_len, thread_counts[t], buf,
-                                        cap, &len, &err), "decode overlapping");
+            check_status(rle_decompress(buf + cap - frame_len, frame_len, thread_counts[t], buf, cap, &len, &err),
+                         "decode overlapping");
             guard_check(&g, "decode overlapping");
             guarded_free(&g);
             free(frame);
@@ -1063,8 +1179,8 @@ typedef struct piece {
 /* A stream of one frame per piece (pieces[i] filled from seed i + 1), back to
  * back, as a stream compressed in parts is. *data gets the pieces' bytes
  * concatenated (what the stream decodes to), ends[i] where frame i ends. */
-static uint8_t *concat_frames(const piece *pieces, size_t n, uint8_t **data, size_t *data_len,
-                              size_t *stream_len, size_t *ends)
+static uint8_t *concat_frames(const piece *pieces, size_t n, uint8_t **data, size_t *data_len, size_t *stream_len,
+                              size_t *ends)
 {
     size_t total = 0, cap = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1095,14 +1211,14 @@ static uint8_t *concat_frames(const piece *pieces, size_t n, uint8_t **data, siz
 }
 
 /* The stream decodes (1 and 4 threads) to data, sizes itself, and needs all of it. */
-static void check_stream_decodes(const uint8_t *stream, size_t stream_len, const uint8_t *data,
-                                 size_t data_len, size_t frames)
+static void check_stream_decodes(const uint8_t *stream, size_t stream_len, const uint8_t *data, size_t data_len,
+                                 size_t frames)
 {
     gc_error err;
     uint64_t size = 1;
     size_t nframes = 0;
-    ck_assert_msg(rle_stream_decoded_size(stream, stream_len, &size, &nframes, &err) == GC_OK,
-                  "sizing: %s", err.msg);
+    ck_assert_msg(rle_stream_decoded_size(stream, stream_len, &size, &nframes, &err) == GC_OK, "sizing: %s",
+                  err.msg);
     ck_assert_uint_eq(size, data_len);
     ck_assert_uint_eq(nframes, frames);
     check_decodes_to(stream, stream_len, data, data_len, 1);
@@ -1117,9 +1233,9 @@ static void check_stream_decodes(const uint8_t *stream, size_t stream_len, const
 START_TEST(test_concat_two_and_three_frames)
 {
     const piece pieces[] = {
-        { 1000, { 1, 64, 1 }, 5 },            /* 16 chunks, rle records */
-        { 10003, { 4, 4096, 4 }, 3 },         /* width 4, a 3-byte tail */
-        { 70001, { 8, 0, 0 }, 0 },            /* default chunks, random: stored, 1-byte tail */
+        { 1000, { 1, 64, 1 }, 5 },    /* 16 chunks, rle records */
+        { 10003, { 4, 4096, 4 }, 3 }, /* width 4, a 3-byte tail */
+        { 70001, { 8, 0, 0 }, 0 },    /* default chunks, random: stored, 1-byte tail */
     };
     for (size_t n = 2; n <= 3; n++) {
         uint8_t *data;
@@ -1142,8 +1258,7 @@ START_TEST(test_concat_two_and_three_frames)
     }
     /* the same pieces in the other order, and a piece split at a chunk boundary as a stream
      * compressed in parts is: same output as the whole */
-    const piece split[] = { { 4096, { 2, 1024, 1 }, 4 }, { 5000, { 2, 1024, 1 }, 4 },
-                            { 1000, { 1, 64, 1 }, 5 } };
+    const piece split[] = { { 4096, { 2, 1024, 1 }, 4 }, { 5000, { 2, 1024, 1 }, 4 }, { 1000, { 1, 64, 1 }, 5 } };
     uint8_t *data;
     size_t data_len, stream_len;
     uint8_t *stream = concat_frames(split, 3, &data, &data_len, &stream_len, NULL);
@@ -1160,8 +1275,8 @@ START_TEST(test_concat_empty_frames)
     size_t data_len, stream_len, ends[3];
     uint8_t *stream = concat_frames(pieces, 3, &data, &data_len, &stream_len, ends);
     ck_assert_uint_eq(ends[0], 36);
-    check_stream_decodes(stream, stream_len, data, data_len, 3);     /* empty, frame, empty */
-    check_stream_decodes(stream, ends[1], data, data_len, 2);        /* empty, frame */
+    check_stream_decodes(stream, stream_len, data, data_len, 3);                     /* empty, frame, empty */
+    check_stream_decodes(stream, ends[1], data, data_len, 2);                        /* empty, frame */
     check_stream_decodes(stream + ends[0], stream_len - ends[0], data, data_len, 2); /* frame, empty */
     /* two empty frames: nothing, and no output buffer needed */
     uint8_t two[72];
@@ -1178,9 +1293,8 @@ END_TEST
 
 /* first then tail; decoding gives code and message parts, sizing gives size_code
  * (it reads headers and indexes only: a chunk's CRC or the capacity pass it). */
-static void expect_stream_error(const uint8_t *first, size_t first_len, const uint8_t *tail,
-                                size_t tail_len, size_t cap, int code, int size_code,
-                                const char *part1, const char *part2)
+static void expect_stream_error(const uint8_t *first, size_t first_len, const uint8_t *tail, size_t tail_len,
+                                size_t cap, int code, int size_code, const char *part1, const char *part2)
 {
     uint8_t *s = xmalloc(first_len + tail_len);
     memcpy(s, first, first_len);
@@ -1205,10 +1319,8 @@ START_TEST(test_concat_errors)
     expect_stream_error(g, gl, (const uint8_t *)"junk!", 5, cap, GC_E_CORRUPT, GC_E_CORRUPT,
                         "rle: frame 2: ", "5 trailing bytes after frame 1");
     uint8_t zeros[100] = { 0 };
-    expect_stream_error(g, gl, zeros, sizeof zeros, cap, GC_E_CORRUPT, GC_E_CORRUPT,
-                        "rle: frame 2: ", "trailing");
-    expect_stream_error(g, gl, zeros, 1, cap, GC_E_CORRUPT, GC_E_CORRUPT,
-                        "rle: frame 2: ", "1 trailing byte ");
+    expect_stream_error(g, gl, zeros, sizeof zeros, cap, GC_E_CORRUPT, GC_E_CORRUPT, "rle: frame 2: ", "trailing");
+    expect_stream_error(g, gl, zeros, 1, cap, GC_E_CORRUPT, GC_E_CORRUPT, "rle: frame 2: ", "1 trailing byte ");
     /* a truncated second frame, at every length */
     for (size_t len = 1; len < gl; len++) {
         uint8_t *s = xmalloc(gl + len);
@@ -1224,32 +1336,27 @@ START_TEST(test_concat_errors)
     uint8_t bad[sizeof golden_frame];
     memcpy(bad, g, gl);
     bad[40] ^= 1;
-    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_E_CRC,
-                        "rle: frame 2: header CRC32C mismatch", NULL);
+    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_E_CRC, "rle: frame 2: header CRC32C mismatch", NULL);
     memcpy(bad, g, gl);
     bad[77] ^= 0x20;
-    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_OK,
-                        "rle: frame 2: chunk 1: CRC32C mismatch", NULL);
+    expect_stream_error(g, gl, bad, gl, cap, GC_E_CRC, GC_OK, "rle: frame 2: chunk 1: CRC32C mismatch", NULL);
     /* ... and the third frame's errors name it */
     uint8_t two[2 * sizeof golden_frame];
     memcpy(two, g, gl);
     memcpy(two + gl, g, gl);
-    expect_stream_error(two, sizeof two, bad, gl, cap, GC_E_CRC, GC_OK,
-                        "rle: frame 3: chunk 1: CRC32C", NULL);
-    expect_stream_error(two, sizeof two, g, 20, cap, GC_E_TRUNCATED, GC_E_TRUNCATED,
-                        "rle: frame 3: 20 bytes", NULL);
+    expect_stream_error(two, sizeof two, bad, gl, cap, GC_E_CRC, GC_OK, "rle: frame 3: chunk 1: CRC32C", NULL);
+    expect_stream_error(two, sizeof two, g, 20, cap, GC_E_TRUNCATED, GC_E_TRUNCATED, "rle: frame 3: 20 bytes",
+                        NULL);
     /* the first frame's errors read as they always have, whatever follows */
     memcpy(bad, g, gl);
     bad[40] ^= 1;
-    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_E_CRC,
-                        "rle: frame: header CRC32C mismatch", NULL);
+    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_E_CRC, "rle: frame: header CRC32C mismatch", NULL);
     memcpy(bad, g, gl);
     bad[77] ^= 0x20;
-    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_OK,
-                        "rle: chunk 1: CRC32C mismatch", NULL);
+    expect_stream_error(bad, gl, g, gl, cap, GC_E_CRC, GC_OK, "rle: chunk 1: CRC32C mismatch", NULL);
     /* the output must hold both frames: one frame's worth is too small */
-    expect_stream_error(g, gl, g, gl, sizeof golden_input, GC_E_LIMIT, GC_OK,
-                        "2 frames decode to 138 bytes", NULL);
+    expect_stream_error(g, gl, g, gl, sizeof golden_input, GC_E_LIMIT, GC_OK, "2 frames decode to 138 bytes",
+                        NULL);
     /* and an empty input is no frame at all */
     gc_error err;
     ck_assert_int_eq(decode_status(g, 0, cap, &err), GC_E_TRUNCATED);

@@ -53,8 +53,8 @@ static gpucomp_backend round_trip(gpucomp_client *c, gpucomp_codec codec, size_t
 
 static void start_emulated(const char *mode)
 {
-    const char *args[] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--batch-wait-us", "100000",
-                           "--device-lanes", "1", NULL };
+    const char *args[] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", "--device-lanes",
+                           "1",     NULL };
     test_daemon_start(&dut, args);
 }
 
@@ -184,8 +184,17 @@ END_TEST
 
 static void start_devices(const char *mode, const char *count)
 {
-    const char *args[] = { "--gpu", mode, "--emulated-devices", count, "--gpu-min-bytes", "1M",
-                           "--batch-wait-us", "100000", "--device-lanes", "1", NULL };
+    const char *args[] = { "--gpu",
+                           mode,
+                           "--emulated-devices",
+                           count,
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--batch-wait-us",
+                           "100000",
+                           "--device-lanes",
+                           "1",
+                           NULL };
     test_daemon_start(&dut, args);
 }
 
@@ -249,8 +258,17 @@ static int device_with_in_flight(const gpucomp_stats *st, uint32_t n)
  * stays counted once it is answered. */
 START_TEST(test_stats_show_load_per_device)
 {
-    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--gpu-min-bytes", "1M",
-                           "--batch-wait-us", "1000000", "--device-lanes", "1", NULL };
+    const char *args[] = { "--gpu",
+                           "emulate",
+                           "--emulated-devices",
+                           "2",
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--batch-wait-us",
+                           "1000000",
+                           "--device-lanes",
+                           "1",
+                           NULL };
     test_daemon_start(&dut, args);
     held_client h = { (2u << 20) + 4096, 0 };
     pthread_t t;
@@ -279,13 +297,16 @@ START_TEST(test_stats_show_load_per_device)
     /* gpucomp --stats prints them, in text and in JSON */
     const char *cli = getenv("GPUCOMP");
     ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
-    ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -c 'in flight: *0 requests, 0 B' | grep -qx 2", cli,
-                               dut.socket_path), 0);
-    ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
-                               "d = json.load(sys.stdin)[\"devices\"]\n"
-                               "assert len(d) == 2, d\n"
-                               "assert all(x[\"requests_in_flight\"] == 0 == x[\"bytes_in_flight\"] for x in d), d'",
-                               cli, dut.socket_path), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -c 'in flight: *0 requests, 0 B' | grep -qx 2",
+                               cli, dut.socket_path),
+                     0);
+    ck_assert_int_eq(
+        run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
+                  "d = json.load(sys.stdin)[\"devices\"]\n"
+                  "assert len(d) == 2, d\n"
+                  "assert all(x[\"requests_in_flight\"] == 0 == x[\"bytes_in_flight\"] for x in d), d'",
+                  cli, dut.socket_path),
+        0);
 }
 END_TEST
 
@@ -294,8 +315,19 @@ END_TEST
  * answered, and the first device takes the work from then on. */
 START_TEST(test_injected_failure_retires_that_device_only)
 {
-    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--fail-device", "1",
-                           "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", "--device-lanes", "1", NULL };
+    const char *args[] = { "--gpu",
+                           "emulate",
+                           "--emulated-devices",
+                           "2",
+                           "--fail-device",
+                           "1",
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--batch-wait-us",
+                           "100000",
+                           "--device-lanes",
+                           "1",
+                           NULL };
     test_daemon_start(&dut, args);
     run_concurrent_clients(8); /* 16 requests: both devices get work */
     gpucomp_client *c = connect_or_fail();
@@ -322,8 +354,10 @@ END_TEST
  * can be shown on real hardware. */
 START_TEST(test_injected_failure_of_one_lane)
 {
-    const char *args[] = { "--gpu", "emulate", "--device-lanes", "2", "--fail-device", "0.1",
-                           "--gpu-min-bytes", "1M", "--batch-wait-us", "100000", NULL };
+    const char *args[] = {
+        "--gpu", "emulate",         "--device-lanes", "2", "--fail-device", "0.1", "--gpu-min-bytes",
+        "1M",    "--batch-wait-us", "100000",         NULL
+    };
     test_daemon_start(&dut, args);
     run_concurrent_clients(8);
     gpucomp_client *c = connect_or_fail();
@@ -351,7 +385,8 @@ START_TEST(test_one_stream_uses_every_device)
     ck_assert_int_eq(run_shell("head -c %u /dev/zero | tr '\\0' x > %s/big && "
                                "'%s' --socket %s --no-fallback -a rle -c %s/big > %s/big.rle && "
                                "'%s' --socket %s --no-fallback -a rle -dc %s/big.rle | cmp -s - %s/big",
-                               128u << 20, d, cli, s, d, d, cli, s, d, d), 0);
+                               128u << 20, d, cli, s, d, d, cli, s, d, d),
+                     0);
     gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
@@ -415,9 +450,23 @@ static void wait_in_flight(gpucomp_client *c, unsigned k, uint32_t requests)
  * on device 0. */
 static gpucomp_client *start_failure_scene(async_compress *failing, async_compress *busy, pthread_t t[2])
 {
-    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--fail-device", "0:1",
-                           "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "1M", "--batch-wait-us", "1000",
-                           "--device-lanes", "1", "--codec-threads", "1", NULL };
+    const char *args[] = { "--gpu",
+                           "emulate",
+                           "--emulated-devices",
+                           "2",
+                           "--fail-device",
+                           "0:1",
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--gpu-min-bytes-bzip2",
+                           "1M",
+                           "--batch-wait-us",
+                           "1000",
+                           "--device-lanes",
+                           "1",
+                           "--codec-threads",
+                           "1",
+                           NULL };
     test_daemon_start(&dut, args);
     gpucomp_client *c = connect_or_fail();
     *failing = (async_compress){ GPUCOMP_CODEC_BZIP2, 8u << 20, 1, -1, 0 };
@@ -508,9 +557,18 @@ END_TEST
 /* An emulated device in mode, bzip2 goes to it from 2 MiB, compress and decompress (rle from 1 MiB). */
 static void start_bzip2_routing(const char *mode, const char *const *more)
 {
-    const char *args[32] = { "--gpu", mode, "--gpu-min-bytes", "1M", "--gpu-min-bytes-bzip2", "2M",
-                             "--gpu-min-bytes-bzip2-decompress", "2M", "--batch-wait-us", "1000",
-                             "--device-lanes", "1" };
+    const char *args[32] = { "--gpu",
+                             mode,
+                             "--gpu-min-bytes",
+                             "1M",
+                             "--gpu-min-bytes-bzip2",
+                             "2M",
+                             "--gpu-min-bytes-bzip2-decompress",
+                             "2M",
+                             "--batch-wait-us",
+                             "1000",
+                             "--device-lanes",
+                             "1" };
     size_t n = 12;
     for (size_t i = 0; more && more[i] && n < 31; i++)
         args[n++] = more[i];
@@ -542,8 +600,8 @@ static void assert_cpu_engine_stream(const char *name, int level, const void *pa
     char path[160];
     snprintf(path, sizeof path, "%s/%s.bz2", dut.dir, name);
     ck_assert_int_eq(write_file(path, packed, packed_len), 0);
-    ck_assert_msg(run_shell("env -u BZIP2 -u BZIP '%s' --local -q -c -%d %s/%s | cmp -s - %s", cli, level,
-                            dut.dir, name, path) == 0,
+    ck_assert_msg(run_shell("env -u BZIP2 -u BZIP '%s' --local -q -c -%d %s/%s | cmp -s - %s", cli, level, dut.dir,
+                            name, path) == 0,
                   "the stream differs from bz2_compress's at level %d", level);
     ck_assert_msg(run_shell("bunzip2 -c %s | cmp -s - %s/%s", path, dut.dir, name) == 0,
                   "bunzip2 does not give %s back", name);
@@ -619,8 +677,8 @@ static void *bzip2_packed(gpucomp_client *c, const uint8_t *data, size_t len, si
  * daemon's); on success, assert the output memfd holds want (want_len bytes).
  * Returns the status.
  */
-static int bzip2_decompress_fd(gpucomp_client *c, const void *packed, size_t packed_len,
-                               uint64_t max_output, const uint8_t *want, size_t want_len)
+static int bzip2_decompress_fd(gpucomp_client *c, const void *packed, size_t packed_len, uint64_t max_output,
+                               const uint8_t *want, size_t want_len)
 {
     int in = gpucomp_memfd_create("in"), out = gpucomp_memfd_create("out");
     ck_assert(in >= 0 && out >= 0);
@@ -642,15 +700,15 @@ static int bzip2_decompress_fd(gpucomp_client *c, const void *packed, size_t pac
 }
 
 /* Decompress packed through the socket and assert it gives want back. */
-static void bzip2_decompress_buffer(gpucomp_client *c, const void *packed, size_t packed_len,
-                                    const uint8_t *want, size_t want_len)
+static void bzip2_decompress_buffer(gpucomp_client *c, const void *packed, size_t packed_len, const uint8_t *want,
+                                    size_t want_len)
 {
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
     void *back;
     size_t back_len;
-    ck_assert_msg(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len) == GPUCOMP_OK,
-                  "decompress: %s", gpucomp_last_error(c));
+    ck_assert_msg(gpucomp_decompress(c, &o, packed, packed_len, &back, &back_len) == GPUCOMP_OK, "decompress: %s",
+                  gpucomp_last_error(c));
     ck_assert_uint_eq(back_len, want_len);
     ck_assert(memcmp(back, want, want_len) == 0);
     gpucomp_free(back);
@@ -803,8 +861,8 @@ START_TEST(test_bzip2_decompress_break_even_setting)
     close(fd);
     char config_arg[64];
     snprintf(config_arg, sizeof config_arg, "--config=%s", conf);
-    const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--batch-wait-us", "1000",
-                           "--device-lanes", "1", config_arg, NULL };
+    const char *args[] = { "--gpu",          "emulate", "--gpu-min-bytes", "1M", "--batch-wait-us", "1000",
+                           "--device-lanes", "1",       config_arg,        NULL };
     test_daemon_start(&dut, args);
     unlink(conf);
     gpucomp_client *c = connect_or_fail();
@@ -860,8 +918,9 @@ static char *daemon_log(void)
  */
 START_TEST(test_bzip2_decompress_device_failure_reruns_on_cpu)
 {
-    const char *budget[] = { "--memory-budget", "8M", "--user-memory-share", "100",
-                             "--log-level", "info", NULL }; /* the lane logs each request handed back */
+    const char *budget[] = {
+        "--memory-budget", "8M", "--user-memory-share", "100", "--log-level", "info", NULL
+    }; /* the lane logs each request handed back */
     dut.capture_log = 1;
     start_bzip2_routing("emulate-limit", budget);
     ck_assert_int_eq(setenv("GPUCOMP_MEMFD_THRESHOLD", "1G", 1), 0); /* the input through the socket */
@@ -1054,8 +1113,8 @@ END_TEST
  * back through the memfd transport, asserting back holds src. Returns the
  * compressed size.
  */
-static size_t fd_round_trip(gpucomp_client *c, const gpucomp_options *o, int in, const uint8_t *src,
-                            size_t len, int packed, int back)
+static size_t fd_round_trip(gpucomp_client *c, const gpucomp_options *o, int in, const uint8_t *src, size_t len,
+                            int packed, int back)
 {
     size_t packed_len, back_len;
     ck_assert_int_eq(gpucomp_compress_fd(c, o, in, len, packed, &packed_len), GPUCOMP_OK);
@@ -1153,8 +1212,17 @@ END_TEST
 
 static void start_with_register_limit(const char *limit)
 {
-    const char *args[] = { "--gpu", "emulate", "--gpu-min-bytes", "1M", "--batch-wait-us", "1000",
-                           "--device-lanes", "1", "--register-limit", limit, NULL };
+    const char *args[] = { "--gpu",
+                           "emulate",
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--batch-wait-us",
+                           "1000",
+                           "--device-lanes",
+                           "1",
+                           "--register-limit",
+                           limit,
+                           NULL };
     test_daemon_start(&dut, args);
 }
 

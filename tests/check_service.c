@@ -23,7 +23,6 @@
 #include "daemon_harness.h"
 #include "libclient/gpucomp.h"
 
-
 /* A datagram socket at path, as systemd's NOTIFY_SOCKET. */
 static int notify_listen(const char *path)
 {
@@ -86,11 +85,10 @@ START_TEST(watchdog_pings_at_half_the_interval)
     ck_assert_int_eq(n.ready, 1);
     ck_assert_int_ge(n.status, 1);
     ck_assert_msg(strstr(n.last_status, "backend") && strstr(n.last_status, "connection") &&
-                  strstr(n.last_status, "in flight") && strstr(n.last_status, "memory in use"),
+                      strstr(n.last_status, "in flight") && strstr(n.last_status, "memory in use"),
                   "STATUS=%s", n.last_status);
     /* 2 s at one ping per 200 ms: 10, give or take scheduling. */
-    ck_assert_msg(n.watchdog >= 7 && n.watchdog <= 12, "%d WATCHDOG=1 in 2 s, expected about 10",
-                  n.watchdog);
+    ck_assert_msg(n.watchdog >= 7 && n.watchdog <= 12, "%d WATCHDOG=1 in 2 s, expected about 10", n.watchdog);
 
     /* A loop that does not run sends nothing: stopped, no pings; resumed, pings again. */
     kill(d.pid, SIGSTOP);
@@ -291,8 +289,12 @@ static void start_load(const test_daemon *d, load_client *l, pthread_t *t, uint8
 {
     uint64_t base = accepted_requests(d->socket_path, 0); /* nothing at the workers yet */
     for (int i = 0; i < LOAD_CLIENTS; i++) {
-        l[i] = (load_client){ .socket_path = d->socket_path, .data = data, .len = LOAD_BYTES,
-                              .rc = -1, .second_rc = -1, .do_second = do_second };
+        l[i] = (load_client){ .socket_path = d->socket_path,
+                              .data = data,
+                              .len = LOAD_BYTES,
+                              .rc = -1,
+                              .second_rc = -1,
+                              .do_second = do_second };
         ck_assert_int_eq(gpucomp_connect(d->socket_path, &l[i].c), GPUCOMP_OK);
     }
     for (int i = 0; i < LOAD_CLIENTS; i++)
@@ -300,8 +302,8 @@ static void start_load(const test_daemon *d, load_client *l, pthread_t *t, uint8
     uint64_t seen = 0;
     for (int i = 0; i < 500 && (seen = accepted_requests(d->socket_path, base)) < LOAD_CLIENTS; i++)
         usleep(10000);
-    ck_assert_msg(seen >= LOAD_CLIENTS, "only %llu of %d requests reached the daemon",
-                  (unsigned long long)seen, LOAD_CLIENTS);
+    ck_assert_msg(seen >= LOAD_CLIENTS, "only %llu of %d requests reached the daemon", (unsigned long long)seen,
+                  LOAD_CLIENTS);
 }
 
 static void wait_for_log(const test_daemon *d, const char *line, double seconds)
@@ -369,8 +371,8 @@ START_TEST(sighup_under_load_drops_no_connection)
     snprintf(conf, sizeof conf, "%s/gpucompd.conf", dir);
     write_text(conf, "max-request = 64M\n");
     snprintf(conf_arg, sizeof conf_arg, "--config=%s", conf);
-    const char *const args[] = { conf_arg, "--workers=1", "--codec-threads=1", "--gpu=off",
-                                 "--log-level", "info", NULL };
+    const char *const args[] = { conf_arg, "--workers=1", "--codec-threads=1", "--gpu=off", "--log-level",
+                                 "info",   NULL };
     test_daemon_start(&d, args);
     gpucomp_client *idle = NULL; /* connected, nothing in flight */
     ck_assert_int_eq(gpucomp_connect(d.socket_path, &idle), GPUCOMP_OK);

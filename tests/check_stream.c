@@ -157,16 +157,16 @@ typedef struct round_case {
 static const round_case round_cases[] = {
     { GPUCOMP_CODEC_BZIP2, 9, 0, 16, 16 },
     { GPUCOMP_CODEC_BZIP2, 9, 1, 16, 1 },
-    { GPUCOMP_CODEC_BZIP2, 9, 5000, 700, 1 },           /* 1-byte output buffers throughout */
+    { GPUCOMP_CODEC_BZIP2, 9, 5000, 700, 1 },                   /* 1-byte output buffers throughout */
     { GPUCOMP_CODEC_BZIP2, 9, 900 * 1000 + 17, 200000, 70000 }, /* two blocks */
     { GPUCOMP_CODEC_BZIP2, 1, 0, 16, 16 },
     { GPUCOMP_CODEC_BZIP2, 1, 1, 16, 16 },
     { GPUCOMP_CODEC_BZIP2, 1, 40 * MiB + 123, 3 * MiB, 1 * MiB }, /* past the 32 MiB part boundary */
     { GPUCOMP_CODEC_RLE, 0, 0, 16, 16 },
     { GPUCOMP_CODEC_RLE, 0, 1, 16, 1 },
-    { GPUCOMP_CODEC_RLE, 0, 32 * MiB, 5 * MiB, 2 * MiB },       /* exactly one part */
-    { GPUCOMP_CODEC_RLE, 0, 33 * MiB + 5, 9 * MiB, 3 * MiB },   /* one part and a bit */
-    { GPUCOMP_CODEC_RLE, 0, 70 * MiB + 1, 17 * MiB, 5 * MiB },  /* three parts; pieces over a frame */
+    { GPUCOMP_CODEC_RLE, 0, 32 * MiB, 5 * MiB, 2 * MiB },      /* exactly one part */
+    { GPUCOMP_CODEC_RLE, 0, 33 * MiB + 5, 9 * MiB, 3 * MiB },  /* one part and a bit */
+    { GPUCOMP_CODEC_RLE, 0, 70 * MiB + 1, 17 * MiB, 5 * MiB }, /* three parts; pieces over a frame */
 };
 
 /*
@@ -184,8 +184,8 @@ START_TEST(test_round_trip)
         o.level = rc_->level;
     uint8_t *data = text(rc_->len, 1000 + (uint64_t)_i);
     sink packed = { 0 }, unpacked = { 0 };
-    int rc = stream_all(c, GPUCOMP_COMPRESS, &o, data, rc_->len, 7 + (uint64_t)_i, rc_->max_in, rc_->max_out,
-                        &packed);
+    int rc =
+        stream_all(c, GPUCOMP_COMPRESS, &o, data, rc_->len, 7 + (uint64_t)_i, rc_->max_in, rc_->max_out, &packed);
     ck_assert_msg(rc == GPUCOMP_OK, "compress stream of %zu bytes: %s", rc_->len, gpucomp_last_error(c));
     void *whole = NULL;
     size_t whole_len = 0;
@@ -492,10 +492,10 @@ END_TEST
 /* ---- a fake daemon: what the client accepts ----------------------------------- */
 
 typedef enum fake_kind {
-    FAKE_NO_STREAMS,      /* an older gpucompd: stream_window 0 */
-    FAKE_CONSUMED_AHEAD,  /* says it consumed more than was sent */
-    FAKE_WRONG_TOTAL,     /* ends the stream with a total_size that is not what it sent */
-    FAKE_OTHER_ID,        /* answers an id that is not in flight */
+    FAKE_NO_STREAMS,     /* an older gpucompd: stream_window 0 */
+    FAKE_CONSUMED_AHEAD, /* says it consumed more than was sent */
+    FAKE_WRONG_TOTAL,    /* ends the stream with a total_size that is not what it sent */
+    FAKE_OTHER_ID,       /* answers an id that is not in flight */
     FAKE_KINDS
 } fake_kind;
 
@@ -747,7 +747,8 @@ START_TEST(test_cli_pipe_bounded_memory)
      * the processes' RSS: keep it small for the children, so the bounds still mean something. */
     char asan[512];
     const char *old_asan = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%squarantine_size_mb=4", old_asan ? old_asan : "", old_asan && *old_asan ? ":" : "");
+    snprintf(asan, sizeof asan, "%s%squarantine_size_mb=4", old_asan ? old_asan : "",
+             old_asan && *old_asan ? ":" : "");
     setenv("ASAN_OPTIONS", asan, 1);
 #endif
     const char *bin = getenv("GPUCOMP");
@@ -813,17 +814,23 @@ START_TEST(test_cli_large_frame_falls_back)
     ck_assert_msg(bin != NULL, "GPUCOMP (path of the CLI) is not set");
     const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
     ck_assert_int_eq(run_shell("cd %s && { yes 'one line, many times' 2>/dev/null; } | head -c 70000000 > f && "
-                               "'%s' --local -k -a rle f", d, bin), 0);
-    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc f.rle | cmp -s - f", d, s, bin), 0);
-    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc < f.rle | cmp -s - f", d, s, bin),
+                               "'%s' --local -k -a rle f",
+                               d, bin),
                      0);
+    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc f.rle | cmp -s - f", d, s, bin),
+                     0);
+    ck_assert_int_eq(
+        run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc < f.rle | cmp -s - f", d, s, bin), 0);
     ck_assert_int_ne(run_shell("cd %s && { cat f.rle 2>/dev/null; } | "
-                               "GPUCOMP_SOCKET=%s '%s' --no-fallback -dc > out 2>err", d, s, bin), 0);
+                               "GPUCOMP_SOCKET=%s '%s' --no-fallback -dc > out 2>err",
+                               d, s, bin),
+                     0);
     ck_assert_int_eq(run_shell("grep -q 'window' %s/err", d), 0);
     /* And what the daemon writes for the same file decompresses to it, in several frames. */
     ck_assert_int_eq(run_shell("cd %s && rm f.rle && GPUCOMP_SOCKET=%s '%s' --no-fallback -k -a rle f && "
                                "mv f f.orig && GPUCOMP_SOCKET=%s '%s' --no-fallback -d f.rle && cmp -s f f.orig",
-                               d, s, bin, s, bin), 0);
+                               d, s, bin, s, bin),
+                     0);
 }
 END_TEST
 
@@ -869,9 +876,10 @@ START_TEST(test_oversubscribed_every_path)
     snprintf(path, sizeof path, "%s/ov", d);
     f = fopen(path, "wb");
     ck_assert(f && fwrite(plain, 1, n, f) == n && fclose(f) == 0);
-    ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc ov.bz2 | cmp -s - ov", d, s, bin), 0);
-    ck_assert_int_eq(run_shell("cd %s && cat ov.bz2 | GPUCOMP_SOCKET=%s '%s' --no-fallback -dc | cmp -s - ov", d, s,
-                               bin), 0);
+    ck_assert_int_eq(
+        run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc ov.bz2 | cmp -s - ov", d, s, bin), 0);
+    ck_assert_int_eq(
+        run_shell("cd %s && cat ov.bz2 | GPUCOMP_SOCKET=%s '%s' --no-fallback -dc | cmp -s - ov", d, s, bin), 0);
     ck_assert_int_eq(run_shell("cd %s && '%s' --local -dc ov.bz2 | cmp -s - ov", d, bin), 0);
 }
 END_TEST

@@ -72,7 +72,7 @@ typedef struct answer {
     uint64_t garbage_offset;
     Gpucomp__Backend backend;
     bool done;
-    bool zeros_only;  /* count the output and check it is all zeros, do not keep it */
+    bool zeros_only; /* count the output and check it is all zeros, do not keep it */
     uint64_t counted;
 } answer;
 
@@ -159,8 +159,10 @@ static void run_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec
             first = false;
             continue;
         }
-        ck_assert_msg(read_answer(fd, id, a), "the daemon closed the connection mid-stream (%s; %zu of %zu bytes sent, "
-                      "%zu out)", strerror(errno), sent, len, a->len);
+        ck_assert_msg(read_answer(fd, id, a),
+                      "the daemon closed the connection mid-stream (%s; %zu of %zu bytes sent, "
+                      "%zu out)",
+                      strerror(errno), sent, len, a->len);
     }
 }
 
@@ -225,8 +227,8 @@ END_TEST
 /* On the CPU engine (_i 0) and on an emulated device that takes every part (_i 1). */
 START_TEST(test_bzip2_stream_equals_whole_buffer)
 {
-    static const char *const device[] = { "--gpu=emulate", "--gpu-min-bytes-bzip2=1", "--gpu-min-bytes-bzip2-decompress=1",
-                                          NULL };
+    static const char *const device[] = { "--gpu=emulate", "--gpu-min-bytes-bzip2=1",
+                                          "--gpu-min-bytes-bzip2-decompress=1", NULL };
     start(_i ? device : NULL);
     uint64_t window;
     int fd = hello(&window);
@@ -249,7 +251,8 @@ START_TEST(test_bzip2_stream_equals_whole_buffer)
     ck_assert_ptr_nonnull(in);
     memcpy(in, a.out, a.len);
     in[a.len] = '\n';
-    run_stream(fd, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, in, a.len + 1, 777777, window, &d);
+    run_stream(fd, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 0, in, a.len + 1, 777777, window,
+               &d);
     ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
     ck_assert_uint_eq(d.len, len);
     ck_assert_int_eq(memcmp(d.out, src, len), 0);

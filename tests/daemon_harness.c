@@ -19,7 +19,6 @@
 
 #include "wire.h"
 
-
 void test_sleep_ms(unsigned ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -209,8 +208,8 @@ static uint64_t next_random(uint64_t *s)
 
 void fill_test_data(uint8_t *buf, size_t len, int kind, uint64_t seed)
 {
-    static const char *const words[] = { "the ", "gpu ", "compress ", "daemon ", "stream ",
-                                         "block ", "of ", "data\n", "and ", "bzip2 " };
+    static const char *const words[] = { "the ",   "gpu ", "compress ", "daemon ", "stream ",
+                                         "block ", "of ",  "data\n",    "and ",    "bzip2 " };
     size_t i = 0;
     while (i < len) {
         uint64_t r = next_random(&seed);

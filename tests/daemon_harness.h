@@ -14,11 +14,11 @@
 
 typedef struct test_daemon {
     pid_t pid;
-    char dir[64];          /* private temporary directory */
+    char dir[64]; /* private temporary directory */
     char socket_path[108];
     /* Optional, set before test_daemon_start: */
-    long nofile_limit;     /* > 0: the daemon's RLIMIT_NOFILE, soft and hard */
-    int capture_log;       /* nonzero: the daemon's stderr goes to log_path (in dir) */
+    long nofile_limit; /* > 0: the daemon's RLIMIT_NOFILE, soft and hard */
+    int capture_log;   /* nonzero: the daemon's stderr goes to log_path (in dir) */
     char log_path[128];
 } test_daemon;
 

@@ -47,8 +47,7 @@ typedef struct bz2_column {
  * if its RLE1 output is over limit (the input changed since bz2_rle1_plan
  * sized the block) nothing is written and the result is GC_E_INVALID.
  * Returns GC_OK, GC_E_INVALID or GC_E_NOMEM. */
-int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
-                     bz2_bitwriter *w, uint32_t *crc);
+int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags, bz2_bitwriter *w, uint32_t *crc);
 /* The block emitter (bz2_block_emit.c): from the column's bwt, n, orig, crc
  * and randomised, append the whole block (magic .. last symbol, section 7
  * of docs/BZIP2.md) to w: symbol map, MTF/RLE2, table choice, selectors,
@@ -70,14 +69,12 @@ typedef struct bz2_dblock {
 /* Decode the block whose 48-bit magic starts at bit magic_bit of src.
  * Output beyond max_out bytes (0 = none) is GC_E_LIMIT. The block CRC is
  * verified. Never reads outside src[0..len). Composes the two stages. */
-void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out,
-                      bz2_dblock *r);
+void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, bz2_dblock *r);
 /* Stage 1 (bz2_block_decode.c): header, selectors, code lengths, Huffman
  * symbols, RLE2 and inverse MTF into c->bwt (c->cap >= BZ2_MAX_BLOCK);
  * fills every other field of c. origPtr (and n = 0) are left to stage 2.
  * r is reset; an error sets its status and msg. Returns the status. */
-int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_column *c,
-                      bz2_dblock *r);
+int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_column *c, bz2_dblock *r);
 /* Stage 2 (bz2_block_invert.c): resets r, records c's n, crc and end_bit, then
  * checks origPtr, inverts the BWT in place in c->bwt, de-randomises, undoes
  * RLE1 into r->out (bounded by max_out, 0 = none) and checks the CRC.
@@ -85,8 +82,7 @@ int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_co
  * Returns r->status. */
 int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r);
 /* Set r->status and r->msg (the formatted problem); return code. */
-__attribute__((format(printf, 3, 0))) int bz2_dblock_vfail(bz2_dblock *r, int code, const char *fmt,
-                                                           va_list ap);
+__attribute__((format(printf, 3, 0))) int bz2_dblock_vfail(bz2_dblock *r, int code, const char *fmt, va_list ap);
 __attribute__((format(printf, 3, 4))) int bz2_dblock_fail(bz2_dblock *r, int code, const char *fmt, ...);
 
 #ifdef __cplusplus

@@ -21,8 +21,8 @@ extern "C" {
 #endif
 
 typedef struct bz2_options {
-    int level;        /* 1..9: block size level*100k (0 = 9) */
-    unsigned threads; /* blocks compressed/decompressed in parallel (0 = all CPUs) */
+    int level;         /* 1..9: block size level*100k (0 = 9) */
+    unsigned threads;  /* blocks compressed/decompressed in parallel (0 = all CPUs) */
     const gc_job *job; /* cancellation (GC_E_IO "cancelled"); NULL: none */
 } bz2_options;
 
@@ -33,8 +33,8 @@ size_t bz2_compress_bound(size_t src_len, int level);
  * Compress src into one standard bzip2 stream, malloc'd into *dst (free()).
  * The output is identical for every thread count.
  */
-int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt,
-                 uint8_t **dst, size_t *dst_len, gc_error *err);
+int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst, size_t *dst_len,
+                 gc_error *err);
 
 /*
  * Decompress one or more concatenated bzip2 streams, malloc'd into *dst.
@@ -42,23 +42,23 @@ int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt,
  * GC_E_LIMIT). Corrupt input: GC_E_CORRUPT / GC_E_TRUNCATED / GC_E_CRC with
  * a message naming the block and the problem.
  */
-int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output,
-                   unsigned threads, uint8_t **dst, size_t *dst_len, gc_error *err);
+int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads, uint8_t **dst,
+                   size_t *dst_len, gc_error *err);
 
 /*
  * bz2_decompress under a job: cancellation is checked between blocks
  * (GC_E_IO), and the output buffer grows only as job->may_grow allows
  * (GC_E_LIMIT otherwise).
  */
-int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
-                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err);
+int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads, const gc_job *job,
+                       uint8_t **dst, size_t *dst_len, gc_error *err);
 
 /*
  * bz2_compress, also telling how many blocks the stream holds (*blocks may be
  * NULL): what bz2_combine_parts needs to splice streams of consecutive parts.
  */
-int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt,
-                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err);
+int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
+                         size_t *dst_len, uint32_t *blocks, gc_error *err);
 
 /* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
  *
@@ -163,9 +163,9 @@ typedef struct bz2_dstate {
  * bz2_decompress_job. threads: as bz2_decompress. Progress: see
  * BZ2_PART_PROGRESS_BYTES. After an error st is not meaningful.
  */
-int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
-                        size_t max_output, unsigned threads, const gc_job *job,
-                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err);
+int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st, size_t max_output,
+                        unsigned threads, const gc_job *job, uint8_t **dst, size_t *dst_len, size_t *used,
+                        gc_error *err);
 
 /* The most one block can decode to: 900000 bytes of RLE1 runs, 5 bytes
  * ("aaaa" and a count of 255) becoming 259. */
@@ -181,9 +181,9 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
  * dst_cap of out_soft + BZ2_MAX_BLOCK_OUTPUT (or max_output, if less)
  * never does. Otherwise exactly bz2_decompress_part.
  */
-int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
-                             size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
-                             const gc_job *job, size_t *dst_len, size_t *used, gc_error *err);
+int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st, size_t max_output,
+                             uint8_t *dst, size_t dst_cap, unsigned threads, const gc_job *job, size_t *dst_len,
+                             size_t *used, gc_error *err);
 
 #ifdef __cplusplus
 }

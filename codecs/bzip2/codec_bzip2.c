@@ -14,9 +14,9 @@
 
 /* What a stream's part carries to its engine and back (r->part_state). */
 typedef struct bz2_part {
-    uint32_t blocks;  /* compress: blocks in the part's stream */
-    bz2_dstate ds;    /* decompress: where decoding resumes, then where it stopped */
-    size_t used;      /* decompress: input bytes wholly consumed */
+    uint32_t blocks; /* compress: blocks in the part's stream */
+    bz2_dstate ds;   /* decompress: where decoding resumes, then where it stopped */
+    size_t used;     /* decompress: input bytes wholly consumed */
 } bz2_part;
 
 static int check(const gcd_request *r, gc_error *err)
@@ -47,8 +47,8 @@ static int compress(gcd_request *r, unsigned threads, const gc_job *job, uint8_t
 {
     bz2_options opt = { .level = (int)r->level, .threads = threads, .job = job };
     bz2_part *part = r->part_state;
-    int rc = bz2_compress_counted(r->input, r->total_size, &opt, out, out_len, part ? &part->blocks : NULL,
-                                  &r->error);
+    int rc =
+        bz2_compress_counted(r->input, r->total_size, &opt, out, out_len, part ? &part->blocks : NULL, &r->error);
     if (rc == GC_OK && r->out_fd < 0) {
         rc = gcd_request_charge(r, *out_len, "output", &r->error);
         if (rc == GC_OK)
@@ -116,8 +116,7 @@ static int run_cpu(gcd_request *r, unsigned threads)
         rc = bz2_decompress_part(r->input, r->total_size, !r->part_final, &part->ds, r->max_output, threads, &job,
                                  &out, &out_len, &part->used, &r->error);
     else
-        rc = bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out, &out_len,
-                                &r->error);
+        rc = bz2_decompress_job(r->input, r->total_size, r->max_output, threads, &job, &out, &out_len, &r->error);
     if (rc == GC_OK && r->out_fd >= 0) {
         gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
         r->output_charge = 0;
@@ -148,10 +147,11 @@ static bool gpu_takes(const gcd_request *r)
 enum { OPTION_GPU_MIN_COMPRESS, OPTION_GPU_MIN_DECOMPRESS };
 static const gcd_codec_option options[] = {
     [OPTION_GPU_MIN_COMPRESS] = { "gpu-min-bytes-bzip2",
-                                  "smaller bzip2 compress requests run on the CPU engine (default 4M)",
-                                  4ull << 20, true },
+                                  "smaller bzip2 compress requests run on the CPU engine (default 4M)", 4ull << 20,
+                                  true },
     [OPTION_GPU_MIN_DECOMPRESS] = { "gpu-min-bytes-bzip2-decompress",
-                                    "smaller bzip2 decompress requests (compressed input) run on the CPU engine (default 8M)",
+                                    "smaller bzip2 decompress requests (compressed input) run on the CPU engine "
+                                    "(default 8M)",
                                     8ull << 20, true },
 };
 
@@ -290,11 +290,11 @@ static bool gpu_reruns_failures(const gcd_request *r)
 #define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
 
 typedef struct bz2_stream {
-    int level;            /* compress */
-    bz2_splicer sp;       /* compress: the output as a bit string */
-    bool started;         /* compress: the header is out */
-    uint32_t combined;    /* compress: the stream's combined CRC so far */
-    bz2_dstate ds;        /* decompress: where the next part resumes */
+    int level;         /* compress */
+    bz2_splicer sp;    /* compress: the output as a bit string */
+    bool started;      /* compress: the header is out */
+    uint32_t combined; /* compress: the stream's combined CRC so far */
+    bz2_dstate ds;     /* decompress: where the next part resumes */
 } bz2_stream;
 
 static void *stream_open(const gcd_request *proto, gc_error *err)

@@ -110,8 +110,7 @@ static int decompress(gcd_request *r, unsigned threads)
         rc = gcd_request_alloc_output(r, size, &r->error);
     if (rc != GC_OK)
         return rc;
-    return rle_decompress(r->input, r->total_size, threads, r->output, size, &r->output_len,
-                          &r->error);
+    return rle_decompress(r->input, r->total_size, threads, r->output, size, &r->output_len, &r->error);
 }
 
 static int run_cpu(gcd_request *r, unsigned threads)
@@ -202,7 +201,8 @@ static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_erro
     uint64_t count = le(buf + RLE_CHUNK_COUNT_OFFSET, 4);
     uint64_t index_end = RLE_INDEX_OFFSET + count * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
     if (index_end > GCD_STREAM_WINDOW)
-        return gc_fail(err, GC_E_LIMIT, "rle: a frame of %llu chunks has an index larger than a stream's "
+        return gc_fail(err, GC_E_LIMIT,
+                       "rle: a frame of %llu chunks has an index larger than a stream's "
                        "window of %llu bytes: decompress it with a whole-buffer request",
                        (unsigned long long)count, (unsigned long long)GCD_STREAM_WINDOW);
     if (avail < index_end)
@@ -211,7 +211,8 @@ static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_erro
     for (uint64_t i = 0; i < count; i++)
         total += le(buf + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY, 4);
     if (total > GCD_STREAM_WINDOW)
-        return gc_fail(err, GC_E_LIMIT, "rle: a frame of %llu bytes is larger than a stream's window of %llu "
+        return gc_fail(err, GC_E_LIMIT,
+                       "rle: a frame of %llu bytes is larger than a stream's window of %llu "
                        "bytes: decompress it with a whole-buffer request",
                        (unsigned long long)total, (unsigned long long)GCD_STREAM_WINDOW);
     *len = total;

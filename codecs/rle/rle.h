@@ -40,8 +40,8 @@ typedef struct rle_frame_info {
     uint32_t chunk_size;
     uint64_t original_size;
     uint32_t chunk_count;
-    size_t header_size;            /* bytes up to and including header_crc */
-    uint8_t tail[8];               /* the frame's tail field (tail_len bytes used) */
+    size_t header_size; /* bytes up to and including header_crc */
+    uint8_t tail[8];    /* the frame's tail field (tail_len bytes used) */
 } rle_frame_info;
 
 /* Validate options and fill defaults; GC_E_INVALID with a message if bad. */
@@ -57,8 +57,8 @@ size_t rle_compress_bound(size_t src_len, const rle_options *opt);
  * Compress src into dst (capacity dst_cap, at least rle_compress_bound()).
  * Returns GC_OK and the frame length in *dst_len, or an error code.
  */
-int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
-                 uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);
+int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt, uint8_t *dst, size_t dst_cap,
+                 size_t *dst_len, gc_error *err);
 
 /*
  * Parse and validate a frame's header, index and header CRC against the
@@ -78,8 +78,8 @@ int rle_frame_parse(const uint8_t *src, size_t src_len, rle_frame_info *info, gc
  * Record sizes and offsets must come from this copy only. GC_E_CRC, _CORRUPT
  * or _TRUNCATED when the frame changed since rle_frame_parse.
  */
-int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_info *info,
-                         uint32_t *index, gc_error *err);
+int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_info *info, uint32_t *index,
+                         gc_error *err);
 
 /*
  * rle_frame_parse for a frame that may be followed by more bytes (the next
@@ -87,8 +87,8 @@ int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_inf
  * records may end before src_len; *frame_len is where they end (header_size
  * plus the sum of the index entries). Reads src[0..*frame_len) at most.
  */
-int rle_frame_parse_prefix(const uint8_t *src, size_t src_len, rle_frame_info *info,
-                           size_t *frame_len, gc_error *err);
+int rle_frame_parse_prefix(const uint8_t *src, size_t src_len, rle_frame_info *info, size_t *frame_len,
+                           gc_error *err);
 
 /*
  * The output size of an rle stream: one or more frames back to back
@@ -100,8 +100,7 @@ int rle_frame_parse_prefix(const uint8_t *src, size_t src_len, rle_frame_info *i
  * magic are GC_E_CORRUPT (trailing bytes), a frame cut short GC_E_TRUNCATED;
  * GC_E_LIMIT if the sum overflows 64 bits. An empty src is GC_E_TRUNCATED.
  */
-int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames,
-                            gc_error *err);
+int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames, gc_error *err);
 
 /*
  * Decompress one or more frames back to back (docs/FORMAT.md, "Concatenated
@@ -115,8 +114,8 @@ int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, 
  * overlap (even be the same memory): the result is then an error or garbage,
  * never an access outside src[0..src_len) and dst[0..dst_cap) (see rle.c).
  */
-int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
-                   uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err);
+int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads, uint8_t *dst, size_t dst_cap,
+                   size_t *dst_len, gc_error *err);
 
 /* --- chunk level, for the batcher and the GPU backend's CPU fallback ----- */
 
@@ -130,8 +129,8 @@ size_t rle_chunk_bound(size_t chunk_len);
 size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, uint8_t *record);
 
 /* Decode and verify one record of record_len bytes into exactly chunk_len bytes. */
-int rle_decode_chunk(const uint8_t *record, size_t record_len, unsigned width,
-                     uint8_t *chunk, size_t chunk_len, gc_error *err);
+int rle_decode_chunk(const uint8_t *record, size_t record_len, unsigned width, uint8_t *chunk, size_t chunk_len,
+                     gc_error *err);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@
 #define RLE_CHUNK_COUNT_OFFSET 20u   /* 32-bit */
 #define RLE_TAIL_OFFSET 24u          /* RLE_TAIL_BYTES bytes, zero-padded */
 #define RLE_TAIL_BYTES 8u
-#define RLE_HEADER_FIXED 32u         /* bytes before the chunk index */
+#define RLE_HEADER_FIXED 32u /* bytes before the chunk index */
 
 /* ---- the chunk index and the header CRC ------------------------------------ */
 #define RLE_INDEX_OFFSET RLE_HEADER_FIXED /* chunk_count 32-bit record sizes */
@@ -75,8 +75,7 @@ static inline GC_HD uint32_t rle_get_le32(const uint8_t *p)
  * header CRC are the caller's.
  */
 static inline GC_HD void rle_header_write_fixed(uint8_t *f, unsigned width, uint32_t chunk_size,
-                                                 uint64_t original_size, uint32_t chunk_count,
-                                                 const uint8_t *tail)
+                                                uint64_t original_size, uint32_t chunk_count, const uint8_t *tail)
 {
     const unsigned tail_len = (unsigned)(original_size % width);
     uint8_t t[RLE_TAIL_BYTES] = { 0 };

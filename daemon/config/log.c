@@ -14,8 +14,7 @@ void gcd_log_set_level(int max_level)
 
 static const char *level_name(int level)
 {
-    static const char *const names[] = { "emerg", "alert", "crit", "error",
-                                         "warning", "notice", "info", "debug" };
+    static const char *const names[] = { "emerg", "alert", "crit", "error", "warning", "notice", "info", "debug" };
     return level >= 0 && level <= LOG_DEBUG ? names[level] : "log";
 }
 

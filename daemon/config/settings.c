@@ -70,12 +70,30 @@ static bool set_socket(gcd_config *c, const char *v)
     return true;
 }
 
-static bool set_workers(gcd_config *c, const char *v) { return parse_count(v, &c->workers); }
-static bool set_codec_threads(gcd_config *c, const char *v) { return parse_count(v, &c->codec_threads); }
-static bool set_max_request(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->max_request) && c->max_request > 0; }
-static bool set_max_output(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->max_output) && c->max_output > 0; }
-static bool set_memory_budget(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->memory_budget) && c->memory_budget > 0; }
-static bool set_user_share(gcd_config *c, const char *v) { return parse_count(v, &c->user_share_pct) && c->user_share_pct >= 1 && c->user_share_pct <= 100; }
+static bool set_workers(gcd_config *c, const char *v)
+{
+    return parse_count(v, &c->workers);
+}
+static bool set_codec_threads(gcd_config *c, const char *v)
+{
+    return parse_count(v, &c->codec_threads);
+}
+static bool set_max_request(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->max_request) && c->max_request > 0;
+}
+static bool set_max_output(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->max_output) && c->max_output > 0;
+}
+static bool set_memory_budget(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->memory_budget) && c->memory_budget > 0;
+}
+static bool set_user_share(gcd_config *c, const char *v)
+{
+    return parse_count(v, &c->user_share_pct) && c->user_share_pct >= 1 && c->user_share_pct <= 100;
+}
 
 /* A duration: a number of seconds, or of milliseconds with an "ms" suffix. */
 static bool parse_duration_ms(const char *v, uint64_t *ms)
@@ -93,13 +111,34 @@ static bool parse_duration_ms(const char *v, uint64_t *ms)
         return false;
     return true;
 }
-static bool set_request_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->request_timeout_ms) && c->request_timeout_ms > 0; }
-static bool set_idle_timeout(gcd_config *c, const char *v) { return parse_duration_ms(v, &c->idle_timeout_ms); }
-static bool set_register_limit(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->register_limit); }
-static bool set_gpu_min_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes); }
-static bool set_batch_bytes(gcd_config *c, const char *v) { return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20); }
-static bool set_device_lanes(gcd_config *c, const char *v) { return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4; }
-static bool set_emulated_devices(gcd_config *c, const char *v) { return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8; }
+static bool set_request_timeout(gcd_config *c, const char *v)
+{
+    return parse_duration_ms(v, &c->request_timeout_ms) && c->request_timeout_ms > 0;
+}
+static bool set_idle_timeout(gcd_config *c, const char *v)
+{
+    return parse_duration_ms(v, &c->idle_timeout_ms);
+}
+static bool set_register_limit(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->register_limit);
+}
+static bool set_gpu_min_bytes(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->gpu_min_bytes);
+}
+static bool set_batch_bytes(gcd_config *c, const char *v)
+{
+    return gc_parse_size(v, UINT64_MAX, &c->batch_bytes) && c->batch_bytes >= (1u << 20);
+}
+static bool set_device_lanes(gcd_config *c, const char *v)
+{
+    return parse_count(v, &c->device_lanes) && c->device_lanes >= 1 && c->device_lanes <= 4;
+}
+static bool set_emulated_devices(gcd_config *c, const char *v)
+{
+    return parse_count(v, &c->emulated_devices) && c->emulated_devices >= 1 && c->emulated_devices <= 8;
+}
 /* "N[.L][:K]": device N's lanes (lane L only, with .L) each fail their batch K (default 1). */
 static bool set_fail_device(gcd_config *c, const char *v)
 {
@@ -125,7 +164,10 @@ static bool set_fail_device(gcd_config *c, const char *v)
     c->fail_batch = batch;
     return true;
 }
-static bool set_batch_wait_us(gcd_config *c, const char *v) { return parse_number(v, 1000000, &c->batch_wait_us); }
+static bool set_batch_wait_us(gcd_config *c, const char *v)
+{
+    return parse_number(v, 1000000, &c->batch_wait_us);
+}
 
 static bool set_max_frame(gcd_config *c, const char *v)
 {
@@ -155,8 +197,7 @@ static bool set_gpu(gcd_config *c, const char *v)
 
 static bool set_log_level(gcd_config *c, const char *v)
 {
-    static const char *const names[] = { "emerg", "alert", "crit", "err",
-                                         "warning", "notice", "info", "debug" };
+    static const char *const names[] = { "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug" };
     for (int i = 0; i <= LOG_DEBUG; i++)
         if (strcmp(v, names[i]) == 0) {
             c->log_level = i;
@@ -252,58 +293,65 @@ static bool set_socket_group(gcd_config *c, const char *v)
 #define FIELD(f) FIELD_AT(f), false
 #define TEXT_FIELD(f) FIELD_AT(f), true
 /* Adjacent fields set together (no padding between them: checked below). */
-#define FIELDS(first, last) \
-    offsetof(gcd_config, first), offsetof(gcd_config, last) + sizeof(((gcd_config *)0)->last) - offsetof(gcd_config, first), false
+#define FIELDS(first, last)      \
+    offsetof(gcd_config, first), \
+        offsetof(gcd_config, last) + sizeof(((gcd_config *)0)->last) - offsetof(gcd_config, first), false
 #define BY_PEERS 0, 0, false /* the allow lists: peer.h's policy is rebuilt from them */
 /* Where the codecs' own settings (codec.h) are listed. */
-#define CODEC_OPTIONS { NULL, NULL, NULL, NULL, false, 0, 0, false }
+#define CODEC_OPTIONS                              \
+    {                                              \
+        NULL, NULL, NULL, NULL, false, 0, 0, false \
+    }
 
 static const setting core_settings[] = {
-    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket,
-      RESTART, TEXT_FIELD(socket_path) },
+    { "socket", "PATH", "listen on this Unix socket (default " GC_WIRE_DEFAULT_SOCKET ")", set_socket, RESTART,
+      TEXT_FIELD(socket_path) },
     { "workers", "N", "CPU worker threads running requests (default: the CPUs it may run on)", set_workers,
       RESTART, FIELD(workers) },
-    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads,
-      RESTART, FIELD(codec_threads) },
-    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame,
-      RESTART, FIELD(max_frame) },
-    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request,
-      LIVE, FIELD(max_request) },
-    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output,
-      LIVE, FIELD(max_output) },
-    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget,
-      RESTART, FIELD(memory_budget) },
+    { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads, RESTART,
+      FIELD(codec_threads) },
+    { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame, RESTART,
+      FIELD(max_frame) },
+    { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request, LIVE,
+      FIELD(max_request) },
+    { "max-output", "SIZE", "default limit on decompressed size (default 4G)", set_max_output, LIVE,
+      FIELD(max_output) },
+    { "memory-budget", "SIZE", "memory held for requests at once (default: RAM/4)", set_memory_budget, RESTART,
+      FIELD(memory_budget) },
     { "user-memory-share", "PERCENT", "of the budget, the most one user may hold (default 50)", set_user_share,
       RESTART, FIELD(user_share_pct) },
-    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)", set_request_timeout,
-      LIVE, FIELD(request_timeout_ms) },
+    { "request-timeout", "SECONDS", "a frame or streamed request must arrive within this (default 60)",
+      set_request_timeout, LIVE, FIELD(request_timeout_ms) },
     { "idle-timeout", "SECONDS", "close connections idle this long, 0 = never (default 600)", set_idle_timeout,
       LIVE, FIELD(idle_timeout_ms) },
-    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit", "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu,
-      RESTART, FIELD(gpu) },
-    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes,
-      RESTART, FIELD(batch_bytes) },
+    { "gpu", "auto|off|emulate|emulate-failing|emulate-limit",
+      "GPUs when present (default), CPU only, or a stand-in device (testing)", set_gpu, RESTART, FIELD(gpu) },
+    { "batch-bytes", "SIZE", "most input bytes in one GPU batch (default 64M)", set_batch_bytes, RESTART,
+      FIELD(batch_bytes) },
     { "batch-wait-us", "N", "longest wait for a GPU batch to fill, microseconds (default 200)", set_batch_wait_us,
       RESTART, FIELD(batch_wait_us) },
-    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes,
-      RESTART, FIELD(device_lanes) },
-    { "emulated-devices", "N", "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)", set_emulated_devices,
-      RESTART, FIELD(emulated_devices) },
-    { "fail-device", "N[.L][:K]", "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device,
+    { "device-lanes", "N", "batches in flight per GPU, 1..4 (default 2)", set_device_lanes, RESTART,
+      FIELD(device_lanes) },
+    { "emulated-devices", "N",
+      "stand-in devices of --gpu=emulate*, 1..8; emulate-failing fails the first only (default 1)",
+      set_emulated_devices, RESTART, FIELD(emulated_devices) },
+    { "fail-device", "N[.L][:K]",
+      "testing: GPU N's lanes (lane L only) fail their batch K (default 1), as a device failure", set_fail_device,
       RESTART, FIELDS(fail_device, fail_batch) },
-    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)", set_register_limit,
-      RESTART, FIELD(register_limit) },
-    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes,
-      LIVE, FIELD(gpu_min_bytes) },
+    { "register-limit", "SIZE", "client memory registered for DMA at once, 0 = none (default: RAM/4)",
+      set_register_limit, RESTART, FIELD(register_limit) },
+    { "gpu-min-bytes", "SIZE", "smaller requests run on the CPU engine (default 3M)", set_gpu_min_bytes, LIVE,
+      FIELD(gpu_min_bytes) },
     CODEC_OPTIONS,
-    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level,
-      LIVE, FIELD(log_level) },
-    { "allow-users", "LIST", "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users,
+    { "log-level", "LEVEL", "err, warning, notice, info (default) or debug", set_log_level, LIVE,
+      FIELD(log_level) },
+    { "allow-users", "LIST",
+      "users who may connect, names or uids, * = anyone (default: root and the daemon's user)", set_allow_users,
       LIVE, BY_PEERS },
-    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)", set_allow_groups,
-      LIVE, BY_PEERS },
-    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)", set_socket_group,
-      RESTART, TEXT_FIELD(socket_group) },
+    { "allow-groups", "LIST", "groups whose members may connect (default: the socket file's group)",
+      set_allow_groups, LIVE, BY_PEERS },
+    { "socket-group", "GROUP", "group of the socket the daemon creates (default gpucomp if it exists)",
+      set_socket_group, RESTART, TEXT_FIELD(socket_group) },
 };
 #define N_CORE (sizeof core_settings / sizeof core_settings[0])
 #define N_MOST (N_CORE + GCD_MAX_CODEC_OPTIONS)
@@ -327,9 +375,11 @@ static void add_codec_options(void)
                 abort();
             }
             const gcd_codec_option *o = &codecs[k]->options[i];
-            all_settings[n_settings++] = (setting){ o->name, "SIZE", o->help, NULL, o->live,
-                                                offsetof(gcd_config, codec_options) + slot * sizeof(uint64_t),
-                                                sizeof(uint64_t), false };
+            all_settings[n_settings++] =
+                (setting){ o->name,          "SIZE",
+                           o->help,          NULL,
+                           o->live,          offsetof(gcd_config, codec_options) + slot * sizeof(uint64_t),
+                           sizeof(uint64_t), false };
         }
 }
 
@@ -409,7 +459,8 @@ void gcd_config_defaults(gcd_config *cfg)
     unsigned n_codecs;
     const gcd_codec *const *codecs = gcd_codec_all(&n_codecs);
     for (unsigned k = 0; k < n_codecs; k++)
-        for (unsigned i = 0; i < codecs[k]->n_options && gcd_codec_option_slot(codecs[k], i) < GCD_MAX_CODEC_OPTIONS; i++)
+        for (unsigned i = 0;
+             i < codecs[k]->n_options && gcd_codec_option_slot(codecs[k], i) < GCD_MAX_CODEC_OPTIONS; i++)
             cfg->codec_options[gcd_codec_option_slot(codecs[k], i)] = codecs[k]->options[i].default_value;
 }
 
@@ -431,8 +482,8 @@ static bool apply(gcd_config *cfg, const char *name, const char *value, const ch
         return false;
     }
     if (s->set ? !s->set(cfg, value) : !gc_parse_size(value, UINT64_MAX, codec_option_at(cfg, s))) {
-        fprintf(stderr, "gpucompd: %s: invalid value '%s' for %s (expected %s)\n",
-                where, value, name, s->arg_help);
+        fprintf(stderr, "gpucompd: %s: invalid value '%s' for %s (expected %s)\n", where, value, name,
+                s->arg_help);
         return false;
     }
     return true;
@@ -485,7 +536,9 @@ static bool load_file(gcd_config *cfg, const char *path)
 }
 
 /* The options that are not settings, for --help. */
-static const struct { const char *opt, *help; } other_options[] = {
+static const struct {
+    const char *opt, *help;
+} other_options[] = {
     { "      --config=FILE", "read settings (key = value lines) from FILE first" },
     { "  -v, --verbose", "same as --log-level=debug" },
     { "  -h, --help", "show this help" },

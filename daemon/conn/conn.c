@@ -87,26 +87,13 @@ static void assemble(gcd_conn *c, const Gpucomp__Request *m)
     gcd_request *done = NULL;
     gc_error err = { 0 };
     switch (gcd_assembly_frame(&c->assembly, m, fds, c->streams.n, &done, &err)) {
-    case GCD_ASSEMBLY_TAKEN:
-        break;
-    case GCD_ASSEMBLY_COMPLETE:
-        gcd_conn_submit(c, done);
-        break;
-    case GCD_ASSEMBLY_REFUSED:
-        send_refusal(c, m->id, &err);
-        break;
-    case GCD_ASSEMBLY_NO_MEMORY:
-        gcd_send_error(&c->out, m->id, GC_E_NOMEM, "out of memory");
-        break;
-    case GCD_ASSEMBLY_PING:
-        gcd_send_pong(&c->out, m->id);
-        break;
-    case GCD_ASSEMBLY_STATS:
-        gcd_send_stats(&c->out, m->id, c->server);
-        break;
-    case GCD_ASSEMBLY_FULL:
-        refuse_id(c, m->id);
-        break;
+    case GCD_ASSEMBLY_TAKEN: break;
+    case GCD_ASSEMBLY_COMPLETE: gcd_conn_submit(c, done); break;
+    case GCD_ASSEMBLY_REFUSED: send_refusal(c, m->id, &err); break;
+    case GCD_ASSEMBLY_NO_MEMORY: gcd_send_error(&c->out, m->id, GC_E_NOMEM, "out of memory"); break;
+    case GCD_ASSEMBLY_PING: gcd_send_pong(&c->out, m->id); break;
+    case GCD_ASSEMBLY_STATS: gcd_send_stats(&c->out, m->id, c->server); break;
+    case GCD_ASSEMBLY_FULL: refuse_id(c, m->id); break;
     }
 }
 
@@ -329,8 +316,8 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
         return false;
     uint32_t body = gc_wire_body_len(header);
     if (body > c->server->cfg.max_frame) {
-        gcd_send_error(&c->out, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u",
-                       body, c->server->cfg.max_frame);
+        gcd_send_error(&c->out, 0, GC_E_LIMIT, "frame of %u bytes exceeds the limit of %u", body,
+                       c->server->cfg.max_frame);
         close_after_flush(c);
         return false;
     }
@@ -370,8 +357,7 @@ static void process_input(gcd_conn *c)
         c->frame_started_ns = 0;
     else if (!c->frame_started_ns && !c->waiting_budget)
         c->frame_started_ns = gc_now_ns();
-    if (c->state == GCD_CONN_CLOSING &&
-        evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0)
+    if (c->state == GCD_CONN_CLOSING && evbuffer_get_length(bufferevent_get_output(c->out.bev)) == 0)
         gcd_conn_close(c);
     else
         gcd_conn_update_reading(c);
@@ -388,8 +374,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         return;
     }
     bool overflow = false;
-    ssize_t n = gc_fdpass_recv(fd, vec.iov_base, vec.iov_len, c->fds, &c->n_fds,
-                               GCD_CONN_MAX_FDS, &overflow);
+    ssize_t n = gc_fdpass_recv(fd, vec.iov_base, vec.iov_len, c->fds, &c->n_fds, GCD_CONN_MAX_FDS, &overflow);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0) {
@@ -429,8 +414,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     gcd_conn *c = arg;
     if (what & BEV_EVENT_ERROR)
-        gcd_log(LOG_DEBUG, "connection error: %s",
-                evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        gcd_log(LOG_DEBUG, "connection error: %s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         gcd_conn_close(c);
 }
@@ -456,8 +440,8 @@ void gcd_conn_update_reading(gcd_conn *c)
         return;
     if (evbuffer_get_length(bufferevent_get_output(c->out.bev)) > GCD_OUTPUT_HIGH_WATER)
         c->paused_for_output = true;
-    bool read = !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT &&
-                !c->server->shutting_down;
+    bool read =
+        !c->waiting_budget && !c->paused_for_output && c->in_flight < MAX_IN_FLIGHT && !c->server->shutting_down;
     /* Not reading, the daemon would see the client's close only when it read
      * again: watch for it meanwhile, so a client that leaves frees at once
      * what its connection holds. */
@@ -526,8 +510,13 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool ref
     c->server = s;
     c->out.cfg = &s->cfg;
     c->out.broken = output_broken;
-    c->streams = (gcd_stream_set){ .out = &c->out, .server = s, .uid = uid, .owner = c,
-                                   .serving = serving, .gone = gone, .submit = gcd_conn_submit };
+    c->streams = (gcd_stream_set){ .out = &c->out,
+                                   .server = s,
+                                   .uid = uid,
+                                   .owner = c,
+                                   .serving = serving,
+                                   .gone = gone,
+                                   .submit = gcd_conn_submit };
     c->peer_uid = uid;
     c->refused_peer = refused_peer;
     gcd_assembly_init(&c->assembly, &s->cfg, s->budget, uid, c);

@@ -36,28 +36,28 @@ typedef enum gcd_conn_state {
 
 typedef struct gcd_conn {
     gcd_server *server;
-    gcd_output out;               /* answers: out.bev, output only (input needs recvmsg for descriptors) */
+    gcd_output out; /* answers: out.bev, output only (input needs recvmsg for descriptors) */
     struct event *read_event;
-    struct event *hup_event;      /* while not reading: notices the client's close at once */
+    struct event *hup_event; /* while not reading: notices the client's close at once */
     struct evbuffer *in;
-    int fds[GCD_CONN_MAX_FDS];    /* SCM_RIGHTS descriptors in arrival order */
+    int fds[GCD_CONN_MAX_FDS]; /* SCM_RIGHTS descriptors in arrival order */
     unsigned n_fds;
     gcd_conn_state state;
-    unsigned in_flight;           /* requests at the workers */
-    gcd_assembly assembly;        /* requests still receiving frames (with streams.n: the ids it holds) */
-    bool paused_for_output;       /* client not reading its responses */
-    bool waiting_budget;          /* its next request waits for memory (budget.h) */
-    bool wait_expired;            /* waited request-timeout: admit now or refuse */
-    uint64_t wait_since_ns;       /* waiting_budget since */
+    unsigned in_flight;     /* requests at the workers */
+    gcd_assembly assembly;  /* requests still receiving frames (with streams.n: the ids it holds) */
+    bool paused_for_output; /* client not reading its responses */
+    bool waiting_budget;    /* its next request waits for memory (budget.h) */
+    bool wait_expired;      /* waited request-timeout: admit now or refuse */
+    uint64_t wait_since_ns; /* waiting_budget since */
     struct gcd_conn *wait_prev, *wait_next; /* server->wait_head FIFO */
-    gcd_request *flight;          /* requests handed to workers or lanes (in_flight of them) */
-    uint64_t frame_started_ns;    /* first byte of an incomplete frame, else 0 */
-    uint64_t last_active_ns;      /* last frame or answer: for the idle timeout */
-    uint64_t closing_since_ns;    /* CLOSING: flushing its last answers since */
-    uint64_t output_moved_ns;     /* the kernel last took queued answers (or they were first queued) */
-    struct evbuffer_cb_entry *out_cb; /* charges queued answers to the budget */
-    gcd_stream_set streams;       /* streams held: open, or answered and not yet released (stream.h) */
-    bool refused_peer;            /* not allowed (peer.h): its Hello gets PERMISSION, then close */
+    gcd_request *flight;                    /* requests handed to workers or lanes (in_flight of them) */
+    uint64_t frame_started_ns;              /* first byte of an incomplete frame, else 0 */
+    uint64_t last_active_ns;                /* last frame or answer: for the idle timeout */
+    uint64_t closing_since_ns;              /* CLOSING: flushing its last answers since */
+    uint64_t output_moved_ns;               /* the kernel last took queued answers (or they were first queued) */
+    struct evbuffer_cb_entry *out_cb;       /* charges queued answers to the budget */
+    gcd_stream_set streams;                 /* streams held: open, or answered and not yet released (stream.h) */
+    bool refused_peer;                      /* not allowed (peer.h): its Hello gets PERMISSION, then close */
     uid_t peer_uid;
     struct gcd_conn *prev, *next; /* server->conns */
 } gcd_conn;

@@ -57,7 +57,7 @@ void gcd_peer_policy_init(gcd_peer_policy *p, const gcd_config *cfg, int listen_
         memcpy(p->gids, cfg->allow_gids, cfg->n_allow_gids * sizeof p->gids[0]);
     } else {
         gid_t gid;
-        char path[sizeof ((struct sockaddr_un *)0)->sun_path];
+        char path[sizeof((struct sockaddr_un *)0)->sun_path];
         struct group *gr;
         if (socket_file_group(listen_fd, &gid, path, sizeof path)) {
             p->gids[p->n_gids++] = gid;
@@ -163,8 +163,7 @@ void gcd_peer_log_refusal(gcd_peer_policy *p, const gcd_peer *who, uint64_t now_
     char more[64] = "";
     if (p->suppressed)
         snprintf(more, sizeof more, " (and %lu more refused since the last message)", p->suppressed);
-    gcd_log(LOG_WARNING,
-            "refused connection from uid %ld (pid %ld): " GCD_PEER_REFUSAL "%s",
+    gcd_log(LOG_WARNING, "refused connection from uid %ld (pid %ld): " GCD_PEER_REFUSAL "%s",
             who->uid == (uid_t)-1 ? -1L : (long)who->uid, (long)who->pid, more);
     p->last_log_ns = now_ns;
     p->suppressed = 0;

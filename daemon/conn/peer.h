@@ -45,7 +45,8 @@ bool gcd_peer_credentials(int fd, gcd_peer *who);
 bool gcd_peer_allowed(const gcd_peer_policy *p, const gcd_peer *who, int fd);
 
 /* Why a peer was refused, after "uid N": the same words in the log and in the Welcome. */
-#define GCD_PEER_REFUSAL "not in allow-users, and none of its groups (its gid and supplementary groups) is in allow-groups"
+#define GCD_PEER_REFUSAL \
+    "not in allow-users, and none of its groups (its gid and supplementary groups) is in allow-groups"
 
 /* Log a refusal at LOG_WARNING, at most one line per second (now_ns: monotonic). */
 void gcd_peer_log_refusal(gcd_peer_policy *p, const gcd_peer *who, uint64_t now_ns);

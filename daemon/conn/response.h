@@ -25,8 +25,8 @@ struct gcd_server;
 
 /* Where a connection's answers are queued (conn.h holds one, its streams point to it). */
 typedef struct gcd_output {
-    struct bufferevent *bev;      /* the socket: answers go to its output buffer */
-    const gcd_config *cfg;        /* max_frame: the largest frame sent */
+    struct bufferevent *bev;              /* the socket: answers go to its output buffer */
+    const gcd_config *cfg;                /* max_frame: the largest frame sent */
     void (*broken)(struct gcd_output *o); /* queueing failed: the connection closes */
 } gcd_output;
 

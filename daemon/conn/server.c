@@ -46,8 +46,7 @@
 /* STATUS= (systemctl status) is refreshed this often. */
 #define STATUS_EVERY_SEC 5
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
-                      int len, void *arg)
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr, int len, void *arg)
 {
     gcd_server *s = arg;
     if (s->shutting_down) {
@@ -95,9 +94,10 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
         return;
     uint64_t now = gc_now_ns();
     if (!s->accept_paused_log_ns || now - s->accept_paused_log_ns >= ACCEPT_PAUSE_LOG_NS) {
-        gcd_log(LOG_WARNING, "accept failed: %s (%u connections open): not accepting for %d ms "
-                "or until a connection closes", evutil_socket_error_to_string(err), s->n_conns,
-                ACCEPT_PAUSE_MS);
+        gcd_log(LOG_WARNING,
+                "accept failed: %s (%u connections open): not accepting for %d ms "
+                "or until a connection closes",
+                evutil_socket_error_to_string(err), s->n_conns, ACCEPT_PAUSE_MS);
         s->accept_paused_log_ns = now;
     }
     s->accept_paused = true;
@@ -194,8 +194,8 @@ static int create_socket(gcd_server *s)
     /* The group before listen(): a client that connects finds the socket as it stays. */
     gid_t gid;
     if (socket_group(s, &gid) && chown(addr.sun_path, (uid_t)-1, gid) != 0)
-        gcd_log(LOG_WARNING, "cannot give %s to group %u: %s; it keeps the daemon's group",
-                addr.sun_path, (unsigned)gid, strerror(errno));
+        gcd_log(LOG_WARNING, "cannot give %s to group %u: %s; it keeps the daemon's group", addr.sun_path,
+                (unsigned)gid, strerror(errno));
     if (listen(fd, 256) != 0) {
         gcd_log(LOG_ERR, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
         close(fd);
@@ -319,12 +319,12 @@ static const char *human_size(uint64_t n, char *buf, size_t size)
 static void send_status(gcd_server *s)
 {
     char used[32], limit[32];
-    sd_notifyf(0, "STATUS=%s backend, %u GPU lane(s), %u CPU workers: %u connection%s, "
+    sd_notifyf(0,
+               "STATUS=%s backend, %u GPU lane(s), %u CPU workers: %u connection%s, "
                "%llu request%s in flight, %s of %s memory in use",
                gcd_dispatch_backend(s), s->n_lanes, gcd_workers_threads(s->workers), s->n_conns,
                s->n_conns == 1 ? "" : "s", (unsigned long long)s->requests_in_flight,
-               s->requests_in_flight == 1 ? "" : "s",
-               human_size(gcd_budget_in_use(s->budget), used, sizeof used),
+               s->requests_in_flight == 1 ? "" : "s", human_size(gcd_budget_in_use(s->budget), used, sizeof used),
                human_size(gcd_budget_limit(s->budget), limit, sizeof limit));
 }
 
@@ -354,8 +354,8 @@ static bool start_notify_timers(gcd_server *s)
             gcd_log(LOG_ERR, "cannot start the watchdog timer");
             return false;
         }
-        gcd_log(LOG_INFO, "watchdog: every %llu ms (WATCHDOG_USEC=%llu)",
-                (unsigned long long)(half / 1000), (unsigned long long)usec);
+        gcd_log(LOG_INFO, "watchdog: every %llu ms (WATCHDOG_USEC=%llu)", (unsigned long long)(half / 1000),
+                (unsigned long long)usec);
     }
     struct timeval status_every = { STATUS_EVERY_SEC, 0 };
     s->status_timer = event_new(s->base, -1, EV_PERSIST, on_status_timer, s);
@@ -381,7 +381,7 @@ bool gcd_server_reload(gcd_server *s)
     gcd_config_defaults(&n);
     if (gcd_config_parse(&n, s->argc, s->argv) != 0) {
         gcd_log(LOG_ERR, "SIGHUP: the settings did not parse (see the message above); "
-                "keeping the current ones");
+                         "keeping the current ones");
         return false;
     }
     gcd_config *c = &s->cfg;
@@ -395,9 +395,11 @@ bool gcd_server_reload(gcd_server *s)
         }
     gcd_log_set_level(c->log_level);
     bool users_changed = c->allow_users_set != n.allow_users_set || c->allow_any_user != n.allow_any_user ||
-        !same_ids((const unsigned *)c->allow_uids, c->n_allow_uids, (const unsigned *)n.allow_uids, n.n_allow_uids);
-    bool groups_changed = c->allow_groups_set != n.allow_groups_set ||
-        !same_ids((const unsigned *)c->allow_gids, c->n_allow_gids, (const unsigned *)n.allow_gids, n.n_allow_gids);
+                         !same_ids((const unsigned *)c->allow_uids, c->n_allow_uids,
+                                   (const unsigned *)n.allow_uids, n.n_allow_uids);
+    bool groups_changed =
+        c->allow_groups_set != n.allow_groups_set || !same_ids((const unsigned *)c->allow_gids, c->n_allow_gids,
+                                                               (const unsigned *)n.allow_gids, n.n_allow_gids);
     if (users_changed || groups_changed) {
         c->allow_users_set = n.allow_users_set;
         c->allow_any_user = n.allow_any_user;
@@ -452,8 +454,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         close(fd);
         return false;
     }
-    s->listener = evconnlistener_new(s->base, on_accept, s,
-                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    s->listener = evconnlistener_new(s->base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
     if (!s->listener) {
         gcd_log(LOG_ERR, "cannot watch the listening socket");
         close(fd);
@@ -475,8 +476,8 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
 int gcd_server_run(gcd_server *s)
 {
     const char *backend = gcd_dispatch_backend(s);
-    gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u GPU lane(s), backend %s",
-            PACKAGE_VERSION, s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_lanes, backend);
+    gcd_log(LOG_INFO, "gpucompd %s serving on %s: %u CPU workers, %u GPU lane(s), backend %s", PACKAGE_VERSION,
+            s->cfg.socket_path, gcd_workers_threads(s->workers), s->n_lanes, backend);
     /* Devices are initialised (gcd_dispatch_init in gcd_server_init): now we are ready. */
     sd_notify(0, "READY=1");
     send_status(s);

@@ -41,31 +41,31 @@ typedef struct gcd_server {
     gcd_config cfg;
     struct event_base *base;
     struct evconnlistener *listener;
-    bool owns_socket_file;        /* created by us, so unlinked at exit */
-    gcd_peer_policy peers;        /* who may connect */
-    bool accept_paused;           /* out of descriptors: listener off until a close or the timer */
+    bool owns_socket_file; /* created by us, so unlinked at exit */
+    gcd_peer_policy peers; /* who may connect */
+    bool accept_paused;    /* out of descriptors: listener off until a close or the timer */
     struct event *accept_timer;
     uint64_t accept_paused_log_ns; /* when the last "out of descriptors" line was logged */
     struct event *sigint_event, *sigterm_event, *drain_timer;
-    struct event *sighup_event;   /* reload the settings (gcd_server_reload) */
-    int argc;                     /* the command line, re-read on SIGHUP (set by main) */
+    struct event *sighup_event; /* reload the settings (gcd_server_reload) */
+    int argc;                   /* the command line, re-read on SIGHUP (set by main) */
     char **argv;
-    struct event *watchdog_timer; /* WATCHDOG=1 at half of $WATCHDOG_USEC, from the loop */
-    struct event *status_timer;   /* STATUS= with backend, lanes and load */
+    struct event *watchdog_timer;        /* WATCHDOG=1 at half of $WATCHDOG_USEC, from the loop */
+    struct event *status_timer;          /* STATUS= with backend, lanes and load */
     struct gcd_completions *completions; /* finished requests, from workers and devices */
     gcd_workers *workers;
     struct gcd_lane *lanes[GCD_MAX_LANES]; /* --device-lanes per usable device */
     unsigned n_lanes;
-    uint64_t requests_in_flight;  /* handed to an engine, not yet answered (counted by conn.c) */
+    uint64_t requests_in_flight; /* handed to an engine, not yet answered (counted by conn.c) */
     gcd_counters counters;
 
-    struct gcd_budget *budget;    /* memory held for requests (budget.h) */
+    struct gcd_budget *budget;              /* memory held for requests (budget.h) */
     struct gcd_conn *wait_head, *wait_tail; /* connections waiting for budget, FIFO */
-    struct event *sweep_timer;    /* timeouts (gcd_conn_sweep), idle heap trimming */
-    struct gcd_trim *trim;        /* gives freed heap back once idle (trim.h) */
-    struct event *wake_event;     /* deferred gcd_conn_wake_waiters */
+    struct event *sweep_timer;              /* timeouts (gcd_conn_sweep), idle heap trimming */
+    struct gcd_trim *trim;                  /* gives freed heap back once idle (trim.h) */
+    struct event *wake_event;               /* deferred gcd_conn_wake_waiters */
 
-    struct gcd_conn *conns;       /* doubly linked list of open connections */
+    struct gcd_conn *conns; /* doubly linked list of open connections */
     unsigned n_conns;
     /* A connection closed (conn.c): a descriptor is free again, so the
      * listener, paused when they ran out, accepts again (server.c). */

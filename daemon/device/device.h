@@ -18,10 +18,10 @@
 
 /* Times for one batch, from CUDA event timestamps on a real device. */
 typedef struct gcd_batch_timing {
-    uint64_t h2d_ns;     /* summed host-to-device copy time */
-    uint64_t kernel_ns;  /* summed kernel time */
-    uint64_t d2h_ns;     /* summed device-to-host copy time */
-    uint64_t wall_ns;    /* first copy start to last copy end */
+    uint64_t h2d_ns;    /* summed host-to-device copy time */
+    uint64_t kernel_ns; /* summed kernel time */
+    uint64_t d2h_ns;    /* summed device-to-host copy time */
+    uint64_t wall_ns;   /* first copy start to last copy end */
 } gcd_batch_timing;
 
 typedef struct gcd_device_ops {
@@ -64,7 +64,7 @@ typedef struct gcd_device {
     const gcd_device_ops *ops;
     void *impl;
     char name[96];
-    bool has_cpus;   /* run the device's lane threads on cpus: the CPUs near it (affinity.h) */
+    bool has_cpus; /* run the device's lane threads on cpus: the CPUs near it (affinity.h) */
     cpu_set_t cpus;
 } gcd_device;
 

@@ -95,8 +95,8 @@ static int emulate_grown(const emulated *e, const gcd_codec *codec, gcd_request 
         if (done + round > job->dst_cap)
             rc = job->grow(job, done + round, &job->err);
         if (rc == GC_OK && done + round > job->dst_cap)
-            rc = gc_fail(&job->err, GC_E_INTERNAL, "%s: grow left %zu bytes for %zu", codec->name,
-                         job->dst_cap, done + round);
+            rc = gc_fail(&job->err, GC_E_INTERNAL, "%s: grow left %zu bytes for %zu", codec->name, job->dst_cap,
+                         done + round);
         if (rc == GC_OK) {
             memcpy(job->dst + done, dev + done, round);
             done += round;
@@ -157,8 +157,7 @@ static int emulate_job(const emulated *e, gcd_request *r)
     return rc;
 }
 
-static int emulated_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t,
-                              gc_error *err)
+static int emulated_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batch_timing *t, gc_error *err)
 {
     (void)err;
     emulated *e = impl;

@@ -126,8 +126,7 @@ static void close_fds(const int fds[2])
 static int attach_fds(gcd_request *r, gc_error *err)
 {
     if (r->in_fd < 0 || r->out_fd < 0)
-        return gc_fail(err, GC_E_PROTOCOL,
-                       "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
+        return gc_fail(err, GC_E_PROTOCOL, "request %llu: payload_in_fd set but fewer than 2 descriptors arrived",
                        (unsigned long long)r->id);
     return gcd_request_attach_fds(r, err);
 }
@@ -225,9 +224,8 @@ static gcd_assembly_outcome append(gcd_assembly *a, gcd_request *r, const Gpucom
     if (!m->last)
         return GCD_ASSEMBLY_TAKEN;
     if (!gcd_request_complete(r)) {
-        gc_fail(err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes",
-                (unsigned long long)r->id, (unsigned long long)r->received,
-                (unsigned long long)r->total_size);
+        gc_fail(err, GC_E_PROTOCOL, "request %llu ended after %llu of %llu bytes", (unsigned long long)r->id,
+                (unsigned long long)r->received, (unsigned long long)r->total_size);
         return refuse(a, r, false);
     }
     unlink_request(a, r);
@@ -272,8 +270,8 @@ bool gcd_assembly_must_wait(const gcd_assembly *a, const Gpucomp__Request *m, bo
                             bool streams_await_input)
 {
     if (m->payload_in_fd || gcd_op_is_registration(m->op) || m->op == GPUCOMP__OP__OP_PING ||
-        m->op == GPUCOMP__OP__OP_STATS || m->op == GPUCOMP__OP__OP_CANCEL || m->total_size == 0 ||
-        m->stream || known || find(a, m->id))
+        m->op == GPUCOMP__OP__OP_STATS || m->op == GPUCOMP__OP__OP_CANCEL || m->total_size == 0 || m->stream ||
+        known || find(a, m->id))
         return false;
     gcd_budget *b = a->budget;
     if (!gcd_budget_could_fit(b, m->total_size) || m->total_size > a->cfg->max_request)

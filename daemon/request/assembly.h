@@ -34,25 +34,25 @@ struct gcd_conn;
 #define GCD_ASSEMBLY_MAX_IDS 64
 
 typedef struct gcd_assembly {
-    gcd_request *list;          /* requests still receiving frames, tombstones included */
-    unsigned n;                 /* in list; with the connection's streams at most GCD_ASSEMBLY_MAX_IDS */
-    uint64_t started_ns;        /* the oldest request in list began, else 0 */
+    gcd_request *list;   /* requests still receiving frames, tombstones included */
+    unsigned n;          /* in list; with the connection's streams at most GCD_ASSEMBLY_MAX_IDS */
+    uint64_t started_ns; /* the oldest request in list began, else 0 */
     /* what every request of the connection is admitted against */
-    const gcd_config *cfg;      /* limits (read per request: reload may change them) */
-    struct gcd_budget *budget;  /* charged for socket input */
-    uid_t uid;                  /* the peer the charges belong to */
-    struct gcd_conn *owner;     /* the requests' connection (fd_map_cache's owner of their mappings) */
+    const gcd_config *cfg;     /* limits (read per request: reload may change them) */
+    struct gcd_budget *budget; /* charged for socket input */
+    uid_t uid;                 /* the peer the charges belong to */
+    struct gcd_conn *owner;    /* the requests' connection (fd_map_cache's owner of their mappings) */
 } gcd_assembly;
 
 /* What became of a request frame. */
 typedef enum gcd_assembly_outcome {
-    GCD_ASSEMBLY_TAKEN,        /* nothing to answer now (more frames to come, or a tombstone's frame) */
-    GCD_ASSEMBLY_COMPLETE,     /* *done is whole and out of the assembly: submit it */
-    GCD_ASSEMBLY_REFUSED,      /* answer err for the id (a failed request) */
-    GCD_ASSEMBLY_NO_MEMORY,    /* answer NOMEM "out of memory" for the id: nothing was made of it */
-    GCD_ASSEMBLY_PING,         /* a first frame of OP_PING: answer it */
-    GCD_ASSEMBLY_STATS,        /* a first frame of OP_STATS: answer it */
-    GCD_ASSEMBLY_FULL          /* the id cap is reached: answer LIMIT and close the connection */
+    GCD_ASSEMBLY_TAKEN,     /* nothing to answer now (more frames to come, or a tombstone's frame) */
+    GCD_ASSEMBLY_COMPLETE,  /* *done is whole and out of the assembly: submit it */
+    GCD_ASSEMBLY_REFUSED,   /* answer err for the id (a failed request) */
+    GCD_ASSEMBLY_NO_MEMORY, /* answer NOMEM "out of memory" for the id: nothing was made of it */
+    GCD_ASSEMBLY_PING,      /* a first frame of OP_PING: answer it */
+    GCD_ASSEMBLY_STATS,     /* a first frame of OP_STATS: answer it */
+    GCD_ASSEMBLY_FULL       /* the id cap is reached: answer LIMIT and close the connection */
 } gcd_assembly_outcome;
 
 /* An empty assembly for a connection of uid. */

@@ -18,8 +18,8 @@ struct gcd_fd_map {
     uint8_t *addr;
     size_t len;
     bool writable;
-    bool cached;          /* false: a one-off mapping, unmapped on release */
-    bool registered;      /* OP_REGISTER: never evicted, counted in registered_bytes */
+    bool cached;     /* false: a one-off mapping, unmapped on release */
+    bool registered; /* OP_REGISTER: never evicted, counted in registered_bytes */
     unsigned refs;
     uint64_t last_use;
     const void *owner;
@@ -50,8 +50,7 @@ uint8_t *gcd_fd_map_addr(const gcd_fd_map *m)
  * case would otherwise get every page of that bound allocated. A
  * registration populates always (populate): its pages are locked next.
  */
-static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writable, bool populate,
-                           gc_error *err)
+static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writable, bool populate, gc_error *err)
 {
     gcd_fd_map *m = calloc(1, sizeof *m);
     if (!m) {
@@ -67,8 +66,9 @@ static gcd_fd_map *map_new(int fd, const struct stat *st, size_t len, bool writa
                 writable ? " for writing" : "", strerror(errno));
         return NULL;
     }
-    *m = (gcd_fd_map){ .dev = st->st_dev, .ino = st->st_ino, .addr = p, .len = len,
-                       .writable = writable, .refs = 1 };
+    *m = (gcd_fd_map){
+        .dev = st->st_dev, .ino = st->st_ino, .addr = p, .len = len, .writable = writable, .refs = 1
+    };
     return m;
 }
 
@@ -272,8 +272,8 @@ static bool over_limit(size_t adding, size_t replacing, gc_error *err)
     if (registered_bytes - replacing + adding <= max_registered_bytes)
         return false;
     gc_fail(err, GC_E_LIMIT,
-            "registering %zu bytes would exceed the daemon's limit of %llu registered bytes (%llu in use)",
-            adding, (unsigned long long)max_registered_bytes, (unsigned long long)registered_bytes);
+            "registering %zu bytes would exceed the daemon's limit of %llu registered bytes (%llu in use)", adding,
+            (unsigned long long)max_registered_bytes, (unsigned long long)registered_bytes);
     return true;
 }
 
@@ -324,8 +324,8 @@ static bool charge_registration(gcd_fd_map *m, gc_error *err)
 }
 
 /* Put a fresh registered mapping in the cache (lock held); false with err set if it cannot. */
-static bool insert_registered(gcd_fd_map *m, const struct stat *st, const void *owner,
-                              gcd_fd_map **evicted, size_t *n_evicted, gc_error *err)
+static bool insert_registered(gcd_fd_map *m, const struct stat *st, const void *owner, gcd_fd_map **evicted,
+                              size_t *n_evicted, gc_error *err)
 {
     if (find(st) >= 0) { /* registered meanwhile by a concurrent request of this file */
         gc_fail(err, GC_E_BUSY, "this file is being registered by another request");
@@ -354,8 +354,7 @@ static void unmap_all(gcd_fd_map **maps, size_t n)
 }
 
 /* Find or make the registered entry for fd's file, holding a reference; NULL with err set. */
-static gcd_fd_map *registered_entry(int fd, const struct stat *st, size_t len, const void *owner,
-                                    gc_error *err)
+static gcd_fd_map *registered_entry(int fd, const struct stat *st, size_t len, const void *owner, gc_error *err)
 {
     gcd_fd_map *evicted[CACHE_SLOTS + 1];
     size_t n_evicted = 0;

@@ -34,8 +34,8 @@ static int seal_shrink(int fd, const char *which, gc_error *err)
                        fs.f_type == HUGETLBFS_MAGIC ? ", hugetlbfs: can fault with SIGBUS" : "");
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
         return gc_fail(err, GC_E_INVALID,
-                       "%s descriptor cannot be sealed (%s): pass a memfd made with MFD_ALLOW_SEALING",
-                       which, strerror(errno));
+                       "%s descriptor cannot be sealed (%s): pass a memfd made with MFD_ALLOW_SEALING", which,
+                       strerror(errno));
     return GC_OK;
 }
 
@@ -61,8 +61,8 @@ int gcd_fd_payload_map_input(int in_fd, int out_fd, uint64_t size, const void *o
     if (rc != GC_OK)
         return rc;
     if (fstat(in_fd, &st) != 0 || (uint64_t)st.st_size < size)
-        return gc_fail(err, GC_E_INVALID, "input memfd holds %lld bytes, request says %llu",
-                       (long long)st.st_size, (unsigned long long)size);
+        return gc_fail(err, GC_E_INVALID, "input memfd holds %lld bytes, request says %llu", (long long)st.st_size,
+                       (unsigned long long)size);
     if (size > 0 && !(*map = gcd_fd_map_acquire(in_fd, size, false, owner, err)))
         return err->code;
     return GC_OK;
@@ -79,18 +79,15 @@ static int size_output_memfd(int fd, size_t size, gc_error *err)
     if (rc != GC_OK)
         return rc;
     struct stat st;
-    if (fstat(fd, &st) != 0 ||
-        ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0))
-        return gc_fail(err, GC_E_INVALID, "cannot size the output memfd to %zu bytes: %s", size,
-                       strerror(errno));
+    if (fstat(fd, &st) != 0 || ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0))
+        return gc_fail(err, GC_E_INVALID, "cannot size the output memfd to %zu bytes: %s", size, strerror(errno));
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < size)
-        return gc_fail(err, GC_E_INVALID, "the output memfd holds %lld bytes, %zu needed",
-                       (long long)st.st_size, size);
+        return gc_fail(err, GC_E_INVALID, "the output memfd holds %lld bytes, %zu needed", (long long)st.st_size,
+                       size);
     return GC_OK;
 }
 
-int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map,
-                              gc_error *err)
+int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map, gc_error *err)
 {
     int rc = size_output_memfd(out_fd, size, err);
     if (rc != GC_OK || size == 0)
@@ -100,8 +97,7 @@ int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct
     return GC_OK;
 }
 
-int gcd_fd_payload_register(int fd, bool unregister, uint64_t size, const void *owner, bool *pinned,
-                            gc_error *err)
+int gcd_fd_payload_register(int fd, bool unregister, uint64_t size, const void *owner, bool *pinned, gc_error *err)
 {
     *pinned = false;
     if (unregister)

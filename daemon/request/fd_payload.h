@@ -32,8 +32,7 @@ int gcd_fd_payload_map_input(int in_fd, int out_fd, uint64_t size, const void *o
  * A request's output memfd grown to size, sealed against shrinking and
  * mapped from owner's cache into *map (left NULL for size 0).
  */
-int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map,
-                              gc_error *err);
+int gcd_fd_payload_map_output(int out_fd, size_t size, const void *owner, struct gcd_fd_map **map, gc_error *err);
 
 /*
  * OP_REGISTER (unregister false) or OP_UNREGISTER of fd for owner (run on

@@ -42,14 +42,12 @@ int gcd_request_charge(gcd_request *r, uint64_t bytes, const char *what, gc_erro
     }
     if (!gcd_budget_could_fit(r->budget, bytes))
         return gc_fail(err, GC_E_LIMIT,
-                       "%s of %llu bytes exceeds the %llu bytes of daemon memory one user may hold",
-                       what, (unsigned long long)bytes,
-                       (unsigned long long)gcd_budget_uid_limit(r->budget));
+                       "%s of %llu bytes exceeds the %llu bytes of daemon memory one user may hold", what,
+                       (unsigned long long)bytes, (unsigned long long)gcd_budget_uid_limit(r->budget));
     return gc_fail(err, GC_E_LIMIT,
                    "%s of %llu bytes does not fit the daemon's memory budget now "
                    "(%llu of %llu bytes held, %llu by this user): retry later",
-                   what, (unsigned long long)bytes,
-                   (unsigned long long)gcd_budget_in_use(r->budget),
+                   what, (unsigned long long)bytes, (unsigned long long)gcd_budget_in_use(r->budget),
                    (unsigned long long)gcd_budget_limit(r->budget),
                    (unsigned long long)gcd_budget_uid_in_use(r->budget, r->uid));
 }
@@ -83,8 +81,7 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
     r->output_charge += size;
     if (r->out_fd < 0) {
         r->output = malloc(size ? size : 1);
-        return r->output ? GC_OK
-                         : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
+        return r->output ? GC_OK : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
     }
     rc = gcd_fd_payload_map_output(r->out_fd, size, r->conn, &r->out_map, err);
     if (rc == GC_OK && r->out_map)

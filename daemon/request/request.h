@@ -30,14 +30,14 @@ typedef struct gcd_request {
     uint32_t level;
     uint32_t element_width;
     uint32_t chunk_size;
-    uint64_t max_output;      /* resolved: the client's limit capped by the daemon's */
+    uint64_t max_output; /* resolved: the client's limit capped by the daemon's */
 
-    uint8_t *input;           /* total_size bytes (malloc'd, or mapped from in_fd) */
+    uint8_t *input; /* total_size bytes (malloc'd, or mapped from in_fd) */
     uint64_t total_size;
     uint64_t received;
-    uint64_t input_charge;    /* of `charged`: the socket input's buffer, until it is freed */
-    uint64_t output_charge;   /* of `charged`: the output buffer */
-    bool refused;             /* answered with an error; its later frames are dropped */
+    uint64_t input_charge;  /* of `charged`: the socket input's buffer, until it is freed */
+    uint64_t output_charge; /* of `charged`: the output buffer */
+    bool refused;           /* answered with an error; its later frames are dropped */
 
     /* zero-copy transport (fd_payload.h); -1 / false / NULL when unused */
     int in_fd, out_fd;
@@ -45,37 +45,37 @@ typedef struct gcd_request {
     struct gcd_fd_map *in_map, *out_map;
 
     /* result, written by the engine */
-    gc_error error;           /* code GC_OK on success */
+    gc_error error; /* code GC_OK on success */
     uint8_t *output;
     size_t output_len;
     Gpucomp__Backend backend;
     uint64_t engine_ns;
-    bool device_declined;     /* a device handed it back (device.h): the lane reruns it on the CPU */
+    bool device_declined; /* a device handed it back (device.h): the lane reruns it on the CPU */
 
     /* memory budget (budget.h): everything charged for this request, released when it is freed */
     struct gcd_budget *budget;
     uid_t uid;
     uint64_t charged;
-    atomic_bool cancelled;    /* its client is gone or cancelled it: stop at the next chunk or block */
-    bool client_cancelled;    /* OP_CANCEL named it: a stopped run answers CANCELLED */
+    atomic_bool cancelled; /* its client is gone or cancelled it: stop at the next chunk or block */
+    bool client_cancelled; /* OP_CANCEL named it: a stopped run answers CANCELLED */
     /* a part of a stream (stream.h); stream NULL for a request of its own */
     struct gcd_stream *stream;
-    uint64_t part_seq;        /* its place in the stream's output */
-    uint64_t part_offset;     /* input offset of input[0] in the stream */
-    bool part_final;          /* no input follows this part */
-    void *part_state;         /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
+    uint64_t part_seq;    /* its place in the stream's output */
+    uint64_t part_offset; /* input offset of input[0] in the stream */
+    bool part_final;      /* no input follows this part */
+    void *part_state;     /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
     /* A part whose output goes out while its engine still writes it (stream.c): output is
      * shared->buf, freed through shared; the engine announces each final prefix to
      * progress_to (completions.h), and the loop sends it. */
     struct gcd_shared_output *shared;
     struct gcd_completions *progress_to;
-    atomic_size_t output_final;   /* engine: bytes of output that are final */
-    size_t output_sent;           /* loop: bytes of output queued to the client */
-    bool progress_queued;         /* in progress_to's list (under its lock) */
+    atomic_size_t output_final; /* engine: bytes of output that are final */
+    size_t output_sent;         /* loop: bytes of output queued to the client */
+    bool progress_queued;       /* in progress_to's list (under its lock) */
     struct gcd_request *progress_next;
 
     struct gcd_conn *conn;
-    struct gcd_request *next; /* in the connection's assembly list or a queue */
+    struct gcd_request *next;                      /* in the connection's assembly list or a queue */
     struct gcd_request *flight_prev, *flight_next; /* the connection's requests at the workers and lanes */
 } gcd_request;
 

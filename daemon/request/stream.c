@@ -24,23 +24,23 @@
 
 struct gcd_stream {
     uint64_t id;
-    gcd_stream_set *set;        /* its connection's */
-    gcd_request proto;          /* op, codec, options, max_output, uid: what every part copies */
+    gcd_stream_set *set; /* its connection's */
+    gcd_request proto;   /* op, codec, options, max_output, uid: what every part copies */
     const gcd_stream_ops *ops;
-    void *state;                /* the codec's */
+    void *state; /* the codec's */
     /* input not yet in a part: buf[0..len) is the stream's input from offset base */
     uint8_t *buf;
     size_t len, cap;
-    uint64_t charged;           /* budget held for buf */
+    uint64_t charged; /* budget held for buf */
     uint64_t base;
-    uint64_t received;          /* input bytes the client sent */
-    uint64_t consumed;          /* input bytes taken into parts (told to the client) */
-    uint64_t flush_at;          /* a flush mark not yet cut at: input offset, 0 if none */
-    bool input_ended;           /* the client's last frame came */
-    bool final_out;             /* the part after which no input follows has gone out */
-    bool client_done;           /* last frame or cancel: no more frames of this id */
-    bool answered;              /* the final frame is sent (or the connection is gone): see answered() */
-    bool garbage;               /* trailing garbage: the rest of the input is dropped */
+    uint64_t received; /* input bytes the client sent */
+    uint64_t consumed; /* input bytes taken into parts (told to the client) */
+    uint64_t flush_at; /* a flush mark not yet cut at: input offset, 0 if none */
+    bool input_ended;  /* the client's last frame came */
+    bool final_out;    /* the part after which no input follows has gone out */
+    bool client_done;  /* last frame or cancel: no more frames of this id */
+    bool answered;     /* the final frame is sent (or the connection is gone): see answered() */
+    bool garbage;      /* trailing garbage: the rest of the input is dropped */
     uint64_t garbage_offset;
     /* parts */
     uint64_t next_seq, emit_seq;
@@ -50,8 +50,8 @@ struct gcd_stream {
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
-    uint64_t waiting_since_ns;  /* waiting for the client's input (or last frame) since (0: not waiting) */
-    gcd_stream *next;           /* set->list */
+    uint64_t waiting_since_ns; /* waiting for the client's input (or last frame) since (0: not waiting) */
+    gcd_stream *next;          /* set->list */
 };
 
 static void pump(gcd_stream *s);
@@ -338,9 +338,10 @@ static bool reserve(gcd_stream *s, size_t more, gc_error *err)
         cap *= 2;
     gcd_budget *b = s->set->server->budget;
     if (!gcd_budget_try_charge(b, s->proto.uid, cap - s->cap)) {
-        gc_fail(err, GC_E_LIMIT, "the stream's input buffer of %zu bytes does not fit the daemon's memory "
-                "budget now (%llu of %llu bytes held): retry later", cap,
-                (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
+        gc_fail(err, GC_E_LIMIT,
+                "the stream's input buffer of %zu bytes does not fit the daemon's memory "
+                "budget now (%llu of %llu bytes held): retry later",
+                cap, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
         return false;
     }
     uint8_t *nb = realloc(s->buf, cap);
@@ -361,8 +362,10 @@ static void take_input(gcd_stream *s, const Gpucomp__Request *m)
     gc_error err = { 0 };
     size_t n = m->payload.len;
     if (s->received + n - s->consumed > GCD_STREAM_WINDOW) {
-        gc_fail(&err, GC_E_PROTOCOL, "stream %llu: the client sent %llu bytes beyond the %llu it was told were taken "
-                "(window %llu)", (unsigned long long)s->id, (unsigned long long)(s->received + n - s->consumed),
+        gc_fail(&err, GC_E_PROTOCOL,
+                "stream %llu: the client sent %llu bytes beyond the %llu it was told were taken "
+                "(window %llu)",
+                (unsigned long long)s->id, (unsigned long long)(s->received + n - s->consumed),
                 (unsigned long long)s->consumed, (unsigned long long)GCD_STREAM_WINDOW);
         fail(s, &err);
         return;
@@ -525,9 +528,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
 {
     gcd_budget *b = s->set->server->budget;
     if (take && !gcd_budget_try_charge(b, s->proto.uid, take)) {
-        gc_fail(err, GC_E_LIMIT, "a stream part of %zu bytes does not fit the daemon's memory budget now "
-                "(%llu of %llu bytes held): retry later", take,
-                (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
+        gc_fail(err, GC_E_LIMIT,
+                "a stream part of %zu bytes does not fit the daemon's memory budget now "
+                "(%llu of %llu bytes held): retry later",
+                take, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
         return NULL;
     }
     gcd_request *r = calloc(1, sizeof *r);

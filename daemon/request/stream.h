@@ -35,13 +35,13 @@ typedef struct gcd_stream gcd_stream;
 
 /* A connection's streams and what they need of it (conn.h holds one; conn.c fills it in). */
 typedef struct gcd_stream_set {
-    gcd_stream *list;             /* held: open, or answered and not yet released */
-    unsigned n;                   /* in list */
-    unsigned n_open;              /* of them, not yet answered: what max_streams bounds */
-    gcd_output *out;              /* where their answers go */
-    struct gcd_server *server;    /* budget, settings, counters, completion queue */
-    uid_t uid;                    /* whom their memory is charged to */
-    struct gcd_conn *owner;       /* the connection: the callbacks' argument, the parts' r->conn */
+    gcd_stream *list;                          /* held: open, or answered and not yet released */
+    unsigned n;                                /* in list */
+    unsigned n_open;                           /* of them, not yet answered: what max_streams bounds */
+    gcd_output *out;                           /* where their answers go */
+    struct gcd_server *server;                 /* budget, settings, counters, completion queue */
+    uid_t uid;                                 /* whom their memory is charged to */
+    struct gcd_conn *owner;                    /* the connection: the callbacks' argument, the parts' r->conn */
     bool (*serving)(const struct gcd_conn *c); /* answers may be sent */
     bool (*gone)(const struct gcd_conn *c);    /* closed: streams go as their parts return */
     void (*submit)(struct gcd_conn *c, struct gcd_request *part); /* to the engines, until it is done */

@@ -9,7 +9,7 @@
 struct gcd_completions {
     pthread_mutex_t lock;
     gcd_request_queue done;
-    gcd_request *announced;   /* progress_next-linked, newest first */
+    gcd_request *announced; /* progress_next-linked, newest first */
     struct event *wake;
     gcd_deliver_fn deliver, progress;
     void *ctx;

@@ -25,15 +25,11 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
     int rc;
     switch (s->cfg.gpu) {
     case GCD_GPU_EMULATE:
-    case GCD_GPU_EMULATE_FAILING:
-        rc = gcd_device_emulated_open(dev, index, false, &err);
-        break;
+    case GCD_GPU_EMULATE_FAILING: rc = gcd_device_emulated_open(dev, index, false, &err); break;
     case GCD_GPU_EMULATE_LIMIT:
         rc = gcd_device_emulated_open(dev, index, true, &err); /* compress, bzip2 decompress handed back */
         break;
-    default:
-        rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err);
-        break;
+    default: rc = gcd_device_gpu_open(dev, index, s->cfg.batch_bytes, &err); break;
     }
     uint64_t fail_at = injected_failure(&s->cfg, index, lane);
     if (rc == GC_OK && fail_at) {
@@ -67,7 +63,8 @@ bool gcd_dispatch_init(gcd_server *s)
     if (wanted > GCD_MAX_LANES)
         wanted = GCD_MAX_LANES;
     if (s->cfg.fail_batch && (s->cfg.fail_device >= wanted || s->cfg.fail_lane >= (int)s->cfg.device_lanes))
-        gcd_log(LOG_WARNING, "--fail-device %u.%d: no such device or lane (%u devices, %u lanes each): nothing will fail",
+        gcd_log(LOG_WARNING,
+                "--fail-device %u.%d: no such device or lane (%u devices, %u lanes each): nothing will fail",
                 s->cfg.fail_device, s->cfg.fail_lane, wanted, s->cfg.device_lanes);
     gcd_lane_config bc = { s->cfg.batch_bytes, s->cfg.batch_wait_us, s->cfg.codec_threads, reroute, s };
     /* Several lanes per device (each its own context: streams, staging, thread) let
@@ -179,8 +176,8 @@ void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *bu
         else if (c == d)
             snprintf(buf, size, "%s: gpu from %llu bytes, else cpu", codec->name, c);
         else
-            snprintf(buf, size, "%s: gpu from %llu bytes (compress), %llu (decompress), else cpu", codec->name,
-                     c, d);
+            snprintf(buf, size, "%s: gpu from %llu bytes (compress), %llu (decompress), else cpu", codec->name, c,
+                     d);
     }
 }
 

@@ -18,7 +18,10 @@ static void known_codecs(char *buf, size_t size)
     size_t at = 0;
     buf[0] = '\0';
     for (unsigned i = 0; i < n && at < size; i++)
-        at += (size_t)snprintf(buf + at, size - at, "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+        at += (size_t)snprintf(buf + at, size - at, "%s%s",
+                               i == 0       ? ""
+                               : i + 1 == n ? " and "
+                                            : ", ",
                                all[i]->name);
 }
 

@@ -31,20 +31,20 @@
 #define GCD_FAIR_REQUEST_COST 4096u
 
 typedef struct gcd_fair_flow {
-    uintptr_t key;                /* the uid, or the connection */
-    uint64_t served;              /* bytes served, in the parent's reckoning */
-    struct gcd_fair_flow *next;   /* the parent's next active flow */
+    uintptr_t key;                  /* the uid, or the connection */
+    uint64_t served;                /* bytes served, in the parent's reckoning */
+    struct gcd_fair_flow *next;     /* the parent's next active flow */
     struct gcd_fair_flow *children; /* a user's connections */
-    uint64_t clock;               /* a user: what its connection served last had served */
-    gcd_request_queue requests;   /* a connection's requests */
+    uint64_t clock;                 /* a user: what its connection served last had served */
+    gcd_request_queue requests;     /* a connection's requests */
 } gcd_fair_flow;
 
 typedef struct gcd_fair_queue {
-    gcd_fair_flow *users;         /* active users, oldest first */
-    uint64_t clock;               /* what the user served last had served: a newcomer starts there */
-    size_t count;                 /* requests queued */
-    uint64_t bytes;               /* their input bytes */
-    size_t flows;                 /* nodes allocated (users and connections) */
+    gcd_fair_flow *users;                       /* active users, oldest first */
+    uint64_t clock;                             /* what the user served last had served: a newcomer starts there */
+    size_t count;                               /* requests queued */
+    uint64_t bytes;                             /* their input bytes */
+    size_t flows;                               /* nodes allocated (users and connections) */
     gcd_fair_flow overflow_user, overflow_conn; /* where a request goes when a node cannot be had */
 } gcd_fair_queue;
 

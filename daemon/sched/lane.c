@@ -21,10 +21,10 @@ struct gcd_lane {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    gcd_fair_queue queue;   /* served by user, then connection */
-    gcd_lane_load load;     /* under lock */
+    gcd_fair_queue queue; /* served by user, then connection */
+    gcd_lane_load load;   /* under lock */
     bool stopping;
-    gcd_lane_stats stats;   /* under lock */
+    gcd_lane_stats stats; /* under lock */
 };
 
 /* Wait (lock held) until the queue holds a full batch, the wait expires, or we stop. */
@@ -173,8 +173,7 @@ static size_t served_first(gcd_request **reqs, size_t n)
  */
 static void rerun_declined(gcd_lane *b, gcd_request *r)
 {
-    gcd_log(LOG_INFO, "%s handed a request back (%s): rerunning it on the CPU engine", b->dev.name,
-            r->error.msg);
+    gcd_log(LOG_INFO, "%s handed a request back (%s): rerunning it on the CPU engine", b->dev.name, r->error.msg);
     reset_result(r);
     gcd_engine_run_cpu(r, b->cfg.cpu_threads);
 }
@@ -245,8 +244,7 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
-                               gcd_complete_fn complete, void *ctx)
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_complete_fn complete, void *ctx)
 {
     gcd_lane *b = calloc(1, sizeof *b);
     if (!b) {

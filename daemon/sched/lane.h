@@ -50,7 +50,7 @@ typedef struct gcd_lane_stats {
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t h2d_ns, kernel_ns, d2h_ns, wall_ns;
-    uint64_t fallbacks;     /* requests rerun on the CPU: a device failure, or a job it declined */
+    uint64_t fallbacks; /* requests rerun on the CPU: a device failure, or a job it declined */
     unsigned queue_depth;
     gcd_lane_load in_flight; /* the load it is routed by (gcd_lane_get_load) */
     bool retired;
@@ -60,8 +60,7 @@ typedef struct gcd_lane_stats {
 typedef void (*gcd_complete_fn)(gcd_request *r, void *ctx);
 
 /* Start the thread; takes ownership of dev. NULL on failure (dev closed). */
-gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg,
-                               gcd_complete_fn complete, void *ctx);
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_complete_fn complete, void *ctx);
 
 /* Queue a request (any thread). */
 void gcd_lane_submit(gcd_lane *b, gcd_request *r);

@@ -14,9 +14,9 @@
 struct gcd_workers {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    gcd_fair_queue todo;      /* submitted, not started: served by user, then connection */
+    gcd_fair_queue todo; /* submitted, not started: served by user, then connection */
     bool stopping;
-    atomic_uint pending;      /* submitted and not yet handed to done */
+    atomic_uint pending; /* submitted and not yet handed to done */
     unsigned n_threads, codec_threads;
     pthread_t *threads;
     gcd_done_fn done;

@@ -21,7 +21,7 @@ typedef struct job {
     gpucomp_client *c;
     unsigned char *data;
     size_t len;
-    int done;   /* 1: verified, -1: failed */
+    int done; /* 1: verified, -1: failed */
 } job;
 
 static int finished, failed;

@@ -38,20 +38,20 @@ typedef enum cli_mode { CLI_COMPRESS, CLI_DECOMPRESS, CLI_TEST } cli_mode;
 
 typedef struct cli_opts {
     cli_mode mode;
-    gpucomp_options codec;  /* codec, level, width, chunk size */
-    bool codec_given;       /* -a on the command line */
-    bool to_stdout;         /* -c */
-    bool keep;              /* -k */
-    bool force;             /* -f */
-    int verbosity;          /* -1 quiet (-q), 0 normal, 1 verbose (-v) */
-    int name_width;         /* -v: names padded to this, as bzip2 pads them */
-    bool stats, ping;       /* --stats, --ping */
-    bool json;              /* --json: --stats as one JSON object */
-    bool local;             /* --local: the CPU codecs in this process, no daemon */
-    bool no_fallback;       /* --no-fallback: no daemon is an error, not a local run */
-    const char *socket;     /* --socket; NULL: $GPUCOMP_SOCKET or the default */
-    unsigned redundant;     /* CLI_REDUNDANT_*: bzip2's no-op flags that it names */
-    char **files;           /* operands; none means stdin */
+    gpucomp_options codec; /* codec, level, width, chunk size */
+    bool codec_given;      /* -a on the command line */
+    bool to_stdout;        /* -c */
+    bool keep;             /* -k */
+    bool force;            /* -f */
+    int verbosity;         /* -1 quiet (-q), 0 normal, 1 verbose (-v) */
+    int name_width;        /* -v: names padded to this, as bzip2 pads them */
+    bool stats, ping;      /* --stats, --ping */
+    bool json;             /* --json: --stats as one JSON object */
+    bool local;            /* --local: the CPU codecs in this process, no daemon */
+    bool no_fallback;      /* --no-fallback: no daemon is an error, not a local run */
+    const char *socket;    /* --socket; NULL: $GPUCOMP_SOCKET or the default */
+    unsigned redundant;    /* CLI_REDUNDANT_*: bzip2's no-op flags that it names */
+    char **files;          /* operands; none means stdin */
     int n_files;
 } cli_opts;
 
@@ -72,9 +72,9 @@ void cli_process(cli_session *s, const char *operand);
 
 /* cli_daemon.c: everything that talks to gpucompd. */
 typedef struct cli_result {
-    uint8_t *data;          /* gpucomp_free() it */
+    uint8_t *data; /* gpucomp_free() it */
     size_t len;
-    double seconds;         /* wall time of the request */
+    double seconds; /* wall time of the request */
     gpucomp_backend backend;
 } cli_result;
 
@@ -91,15 +91,15 @@ bool cli_connect(cli_session *s);
 bool cli_fits(cli_session *s, const char *name, uint64_t size);
 
 /* One request; nothing reported. Returns GPUCOMP_OK or the library's code. */
-int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
-                const uint8_t *in, size_t in_len, cli_result *r);
+int cli_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len,
+                cli_result *r);
 
 /* The detailed message of the last failed request (daemon's or local). */
 const char *cli_last_error(const cli_session *s);
 
 /* cli_local.c: cli_request's work done in this process; the message goes to s->local_error. */
-int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in,
-                      size_t in_len, cli_result *r);
+int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len,
+                      cli_result *r);
 
 /* Report the failed request rc for the file called name, with the exit status it implies. */
 void cli_request_failed(cli_session *s, const char *name, int rc);
@@ -108,8 +108,8 @@ void cli_request_failed(cli_session *s, const char *name, int rc);
 int cli_exit_for(int rc);
 
 /* cli_request, with a failure reported (naming the file). */
-bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
-             const uint8_t *in, size_t in_len, cli_result *r);
+bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o, const uint8_t *in,
+             size_t in_len, cli_result *r);
 
 /* The -v line for a file that went through cli_run. */
 void cli_report(const cli_session *s, const char *name, size_t in_len, const cli_result *r);

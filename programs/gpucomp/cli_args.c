@@ -23,8 +23,18 @@
 /* rle chunk sizes the format allows at most (docs/FORMAT.md); the daemon checks the rest. */
 #define CLI_MAX_CHUNK (1u << 26)
 
-enum { OPT_CHUNK = 256, OPT_SOCKET, OPT_STATS, OPT_PING, OPT_JSON, OPT_LOCAL, OPT_NO_FALLBACK,
-       OPT_EXPONENTIAL, OPT_REPETITIVE_BEST, OPT_REPETITIVE_FAST };
+enum {
+    OPT_CHUNK = 256,
+    OPT_SOCKET,
+    OPT_STATS,
+    OPT_PING,
+    OPT_JSON,
+    OPT_LOCAL,
+    OPT_NO_FALLBACK,
+    OPT_EXPONENTIAL,
+    OPT_REPETITIVE_BEST,
+    OPT_REPETITIVE_FAST
+};
 
 static const struct option long_options[] = {
     { "compress", no_argument, NULL, 'z' },
@@ -189,12 +199,11 @@ static int codec_option(cli_session *s, int opt, const char *arg, codec_args *ca
         return -1;
     case OPT_CHUNK:
         if (!gc_parse_size(arg, CLI_MAX_CHUNK, &v) || v == 0)
-            return bad_usage(s, "invalid chunk size '%s' (bytes, with an optional K, M or KiB/MiB unit, 1 to 64M)", arg);
+            return bad_usage(s, "invalid chunk size '%s' (bytes, with an optional K, M or KiB/MiB unit, 1 to 64M)",
+                             arg);
         ca->chunk = (uint32_t)v;
         return -1;
-    default: /* '1'..'9' */
-        ca->level = opt - '0';
-        return -1;
+    default: /* '1'..'9' */ ca->level = opt - '0'; return -1;
     }
 }
 
@@ -211,7 +220,7 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case 'f': o->force = true; return -1;
     case 'v': o->verbosity = 1; return -1;
     case 'q': o->verbosity = -1; return -1;
-    case 's': return -1; /* bzip2's low-memory decoder: the daemon decodes here */
+    case 's': return -1;             /* bzip2's low-memory decoder: the daemon decodes here */
     case OPT_EXPONENTIAL: return -1; /* bzip2's sorting effort: the output is the same */
     case OPT_REPETITIVE_BEST: o->redundant |= CLI_REDUNDANT_BEST; return -1;
     case OPT_REPETITIVE_FAST: o->redundant |= CLI_REDUNDANT_FAST; return -1;
@@ -225,10 +234,8 @@ static int one_option(cli_session *s, int opt, char **argv, codec_args *ca)
     case 'V': version(); return CLI_EXIT_OK;
     case 'L': license(); return CLI_EXIT_OK;
     case ':':
-    case '?':
-        return getopt_error(s, opt, argv);
-    default:
-        return codec_option(s, opt, optarg, ca);
+    case '?': return getopt_error(s, opt, argv);
+    default: return codec_option(s, opt, optarg, ca);
     }
 }
 

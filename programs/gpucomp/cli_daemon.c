@@ -71,16 +71,19 @@ static void say_refused(cli_session *s)
     struct stat st;
     if (stat(path, &st) == 0) {
         if (!(st.st_mode & S_IWGRP)) {
-            cli_error(s, "permission denied by gpucompd at %s: the socket (mode %04o) admits only its owner, "
-                      "uid %u; ask its administrator, or use --local", path, (unsigned)(st.st_mode & 07777),
-                      (unsigned)st.st_uid);
+            cli_error(s,
+                      "permission denied by gpucompd at %s: the socket (mode %04o) admits only its owner, "
+                      "uid %u; ask its administrator, or use --local",
+                      path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
             return;
         }
         group = group_name(st.st_gid, gbuf);
     }
     const char *user = user_name(ubuf);
-    cli_error(s, "permission denied by gpucompd at %s: add your user to group '%s' (usermod -aG %s %s, then "
-              "log in again), or use --local", path, group, group, user);
+    cli_error(s,
+              "permission denied by gpucompd at %s: add your user to group '%s' (usermod -aG %s %s, then "
+              "log in again), or use --local",
+              path, group, group, user);
 }
 
 /*
@@ -103,8 +106,9 @@ bool cli_connect(cli_session *s)
         return true;
     if (rc == GPUCOMP_E_CONNECT && !s->opts.no_fallback && !s->opts.ping && !s->opts.stats) {
         /* bzip2 needs no daemon: neither do we, but say so (the daemon may be down by mistake). */
-        const char *verb = s->opts.mode == CLI_COMPRESS ? "compressing" :
-                           s->opts.mode == CLI_DECOMPRESS ? "decompressing" : "testing";
+        const char *verb = s->opts.mode == CLI_COMPRESS     ? "compressing"
+                           : s->opts.mode == CLI_DECOMPRESS ? "decompressing"
+                                                            : "testing";
         cli_note(s, "no daemon at %s; %s on this CPU", socket_path(s), verb);
         s->local = true;
         return true;
@@ -138,8 +142,8 @@ bool cli_fits(cli_session *s, const char *name, uint64_t size)
     return true;
 }
 
-int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
-                const uint8_t *in, size_t in_len, cli_result *r)
+int cli_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len,
+                cli_result *r)
 {
     memset(r, 0, sizeof *r);
     if (!cli_connect(s))
@@ -161,19 +165,15 @@ int cli_request(cli_session *s, bool decompress, const gpucomp_options *o,
 int cli_exit_for(int rc)
 {
     switch (rc) {
-    case GPUCOMP_OK:
-        return CLI_EXIT_OK;
+    case GPUCOMP_OK: return CLI_EXIT_OK;
     case GPUCOMP_E_CORRUPT:
     case GPUCOMP_E_TRUNCATED:
-    case GPUCOMP_E_CRC:
-        return CLI_EXIT_CORRUPT;
+    case GPUCOMP_E_CRC: return CLI_EXIT_CORRUPT;
     case GPUCOMP_E_INVALID:  /* the CLI sent what it should not have */
     case GPUCOMP_E_PROTOCOL: /* one side misread the other */
     case GPUCOMP_E_INTERNAL:
-    case GPUCOMP_E_IN_USE:   /* the CLI misused its own client */
-        return CLI_EXIT_INTERNAL;
-    default:                 /* no daemon, limits, memory, busy, device, permission */
-        return CLI_EXIT_ERROR;
+    case GPUCOMP_E_IN_USE: /* the CLI misused its own client */ return CLI_EXIT_INTERNAL;
+    default: /* no daemon, limits, memory, busy, device, permission */ return CLI_EXIT_ERROR;
     }
 }
 
@@ -192,8 +192,8 @@ void cli_request_failed(cli_session *s, const char *name, int rc)
     cli_disconnect(s);
 }
 
-bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o,
-             const uint8_t *in, size_t in_len, cli_result *r)
+bool cli_run(cli_session *s, const char *name, bool decompress, const gpucomp_options *o, const uint8_t *in,
+             size_t in_len, cli_result *r)
 {
     int rc = cli_request(s, decompress, o, in, in_len, r);
     if (rc != GPUCOMP_OK)
@@ -276,8 +276,8 @@ static void print_device(unsigned i, const gpucomp_device_stats *d)
     char a[32], b[32];
     printf("  gpu %u:           %s%s\n", i, d->name, d->retired ? " (retired after a failure)" : "");
     printf("    requests:      %llu in %llu batches, %llu fell back to the cpu, queue %u\n",
-           (unsigned long long)d->requests, (unsigned long long)d->batches,
-           (unsigned long long)d->fallbacks, d->queue_depth);
+           (unsigned long long)d->requests, (unsigned long long)d->batches, (unsigned long long)d->fallbacks,
+           d->queue_depth);
     printf("    bytes:         %s in, %s out\n", human(d->bytes_in, a), human(d->bytes_out, b));
     printf("    in flight:     %u requests, %s\n", d->requests_in_flight, human(d->bytes_in_flight, a));
     printf("    time:          %.1f ms copy in, %.1f ms kernels, %.1f ms copy out, %.1f ms wall\n",
@@ -289,7 +289,8 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     char a[32], b[32];
     const char *v = gpucomp_server_version(s->client);
     printf("gpucompd%s%s at %s\n", *v ? " " : "", v, socket_path(s));
-    printf("  backend:         %s (%u GPU device%s)\n", st->backend, st->gpu_devices, st->gpu_devices == 1 ? "" : "s");
+    printf("  backend:         %s (%u GPU device%s)\n", st->backend, st->gpu_devices,
+           st->gpu_devices == 1 ? "" : "s");
     printf("  uptime:          %.1f s\n", (double)st->uptime_ms / 1e3);
     printf("  connections:     %u\n", st->connections);
     printf("  worker threads:  %u\n", st->worker_threads);
@@ -299,7 +300,8 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     printf("  requests failed: %llu\n", (unsigned long long)st->requests_failed);
     printf("  bytes in:        %llu (%s)\n", (unsigned long long)st->bytes_in, human(st->bytes_in, a));
     printf("  bytes out:       %llu (%s)\n", (unsigned long long)st->bytes_out, human(st->bytes_out, a));
-    printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a), human(st->memory_budget, b));
+    printf("  memory:          %s in use of %s budget\n", human(st->memory_in_use, a),
+           human(st->memory_budget, b));
     printf("  registered:      %s of %s limit\n", human(st->registered_bytes, a), human(st->register_limit, b));
     for (uint32_t i = 0; i < st->n_routing && i < GPUCOMP_MAX_CODECS; i++)
         printf("  routing:         %s\n", st->routing[i]);

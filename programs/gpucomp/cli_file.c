@@ -26,10 +26,10 @@
 #include "cli_progress.h"
 
 typedef struct job {
-    const char *name;          /* for messages: the operand, or "(stdin)" */
+    const char *name; /* for messages: the operand, or "(stdin)" */
     int fd;
     struct stat st;
-    char *out_name;            /* NULL: standard output, or nothing for -t */
+    char *out_name; /* NULL: standard output, or nothing for -t */
     bool has_suffix_codec;
     gpucomp_codec suffix_codec; /* what the input's suffix says (-d) */
 } job;
@@ -324,13 +324,13 @@ static void run_whole(cli_session *s, job *j, uint8_t *in, size_t have)
 typedef struct streamed {
     gpucomp_stream *st;
     uint8_t *ibuf, *obuf;
-    size_t have;            /* bytes in ibuf */
-    bool eof;               /* ibuf holds the input's last bytes */
-    uint64_t read_total;    /* input bytes read */
-    cli_output out;         /* the temporary output file (a FILE operand without -c) */
-    int out_fd;             /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
-    int write_error;        /* errno of a failed output write */
-    int read_error;         /* errno of a failed input read */
+    size_t have;         /* bytes in ibuf */
+    bool eof;            /* ibuf holds the input's last bytes */
+    uint64_t read_total; /* input bytes read */
+    cli_output out;      /* the temporary output file (a FILE operand without -c) */
+    int out_fd;          /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
+    int write_error;     /* errno of a failed output write */
+    int read_error;      /* errno of a failed input read */
 } streamed;
 
 static int next_piece(const job *j, streamed *x)

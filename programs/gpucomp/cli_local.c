@@ -45,11 +45,10 @@ static int rle_decompress_local(const gpucomp_options *o, const uint8_t *in, siz
     if (rc != GC_OK)
         return rc;
     if (o->max_output && size > o->max_output)
-        return gc_fail(err, GC_E_LIMIT, "output of %llu bytes is over the limit of %llu",
-                       (unsigned long long)size, (unsigned long long)o->max_output);
+        return gc_fail(err, GC_E_LIMIT, "output of %llu bytes is over the limit of %llu", (unsigned long long)size,
+                       (unsigned long long)o->max_output);
     if (size >= SIZE_MAX)
-        return gc_fail(err, GC_E_LIMIT, "output of %llu bytes does not fit in memory",
-                       (unsigned long long)size);
+        return gc_fail(err, GC_E_LIMIT, "output of %llu bytes does not fit in memory", (unsigned long long)size);
     size_t cap = (size_t)size;
     *out = malloc(cap ? cap : 1);
     if (!*out)
@@ -57,8 +56,8 @@ static int rle_decompress_local(const gpucomp_options *o, const uint8_t *in, siz
     return rle_decompress(in, in_len, 0, *out, cap, out_len, err);
 }
 
-int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in,
-                      size_t in_len, cli_result *r)
+int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len,
+                      cli_result *r)
 {
     gc_error err;
     gc_error_clear(&err);

@@ -23,17 +23,17 @@ static struct {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    bool stop;                      /* under lock */
-    bool drawn;                     /* something is on the line (thread only, then end) */
+    bool stop;  /* under lock */
+    bool drawn; /* something is on the line (thread only, then end) */
     const char *name;
-    const char *verb;               /* "compressing", ... */
-    const char *where;              /* "gpucompd" or "this CPU" */
+    const char *verb;  /* "compressing", ... */
+    const char *where; /* "gpucompd" or "this CPU" */
     uint64_t total, t0, t_work;
     _Atomic uint64_t done;
-    _Atomic uint64_t out;           /* streaming: output bytes so far */
+    _Atomic uint64_t out; /* streaming: output bytes so far */
     atomic_bool working;
     atomic_bool streaming;
-    uint64_t rate_t, rate_done;     /* stream_rate's last sample (thread only, reset by begin) */
+    uint64_t rate_t, rate_done; /* stream_rate's last sample (thread only, reset by begin) */
     double rate;
 } p = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -154,8 +154,9 @@ void cli_progress_begin(const cli_session *s, const char *name, uint64_t total)
 {
     if (p.running || s->opts.verbosity < 0 || !isatty(STDERR_FILENO))
         return;
-    static const char *verbs[] = { [CLI_COMPRESS] = "compressing", [CLI_DECOMPRESS] = "decompressing",
-                                   [CLI_TEST] = "testing" };
+    static const char *verbs[] = {
+        [CLI_COMPRESS] = "compressing", [CLI_DECOMPRESS] = "decompressing", [CLI_TEST] = "testing"
+    };
     p.name = name;
     p.verb = verbs[s->opts.mode];
     p.where = s->local ? "this CPU" : "gpucompd";

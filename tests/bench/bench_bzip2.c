@@ -150,7 +150,9 @@ int main(int argc, char **argv)
     unsigned threads = 1, list[64];
     while ((opt = getopt(argc, argv, "cdbl:t:T:r:m")) != -1) {
         switch (opt) {
-        case 'c': case 'd': case 'b': mode = opt; break;
+        case 'c':
+        case 'd':
+        case 'b': mode = opt; break;
         case 'l': level = atoi(optarg); break;
         case 't': threads = (unsigned)atoi(optarg); break;
         case 'T':

@@ -94,8 +94,7 @@ int main(int argc, char **argv)
         else if (argv[i][0] == '-' || (zpath && opath)) {
             zpath = NULL;
             break;
-        }
-        else if (!zpath)
+        } else if (!zpath)
             zpath = argv[i];
         else
             opath = argv[i];
@@ -137,7 +136,8 @@ int main(int argc, char **argv)
         if (i > 0)
             t.push_back(t1 - t0);
         if (!d_out || out_size != orig.size()) {
-            printf("bzip2gpu FAIL stage=verify error=output_size out_bytes=%zu bytes=%zu\n", out_size, orig.size());
+            printf("bzip2gpu FAIL stage=verify error=output_size out_bytes=%zu bytes=%zu\n", out_size,
+                   orig.size());
             return 2;
         }
         CK(cudaMemcpy(back.data(), d_out, out_size, cudaMemcpyDeviceToHost));
@@ -145,8 +145,8 @@ int main(int argc, char **argv)
             size_t k = 0;
             while (k < orig.size() && back[k] == orig[k])
                 k++;
-            printf("bzip2gpu FAIL stage=verify error=output_differs out_bytes=%zu bytes=%zu first_diff=%zu\n", out_size,
-                   orig.size(), k);
+            printf("bzip2gpu FAIL stage=verify error=output_differs out_bytes=%zu bytes=%zu first_diff=%zu\n",
+                   out_size, orig.size(), k);
             return 2;
         }
         CK(cudaMemsetAsync(d_out, 0xa5, out_size, stream));

@@ -97,7 +97,7 @@ static bool cpu_unbwt(const uint8_t *L, int64_t n, int64_t idx, uint8_t *out, st
     if (idx < 1 || idx > n)
         return false;
     lf.resize((size_t)n + 1);
-    uint64_t count[256] = {0};
+    uint64_t count[256] = { 0 };
     for (int64_t i = 0; i < n; i++)
         count[L[i]]++;
     uint64_t start[256];
@@ -188,13 +188,15 @@ int main(int argc, char **argv)
     void *storage = NULL;
     int64_t r;
     while ((r = libcubwt_allocate_device_storage(&storage, n)) != LIBCUBWT_NO_ERROR) {
-        if ((r != LIBCUBWT_GPU_NOT_ENOUGH_MEMORY && r != LIBCUBWT_NOT_ENOUGH_MEMORY && r != LIBCUBWT_BAD_PARAMETER) ||
+        if ((r != LIBCUBWT_GPU_NOT_ENOUGH_MEMORY && r != LIBCUBWT_NOT_ENOUGH_MEMORY &&
+             r != LIBCUBWT_BAD_PARAMETER) ||
             n / 2 < 16)
             fail("libcubwt_allocate_device_storage", cubwt_err(r));
         (void)cudaGetLastError(); /* clear a failed allocation's sticky-free error */
         n /= 2;
     }
-    printf("# bench_cubwt gpu=\"%s\" sm=%d%d libcubwt=%s file=%s file_bytes=%lld whole_bytes=%lld block=%lld reps=%d\n",
+    printf("# bench_cubwt gpu=\"%s\" sm=%d%d libcubwt=%s file=%s file_bytes=%lld whole_bytes=%lld block=%lld "
+           "reps=%d\n",
            prop.name, prop.major, prop.minor, LIBCUBWT_VERSION_STRING, path, (long long)fsz, (long long)n,
            (long long)block, reps);
     fflush(stdout);
@@ -270,7 +272,8 @@ int main(int argc, char **argv)
         std::vector<uint8_t> bb((size_t)bsz);
         for (int64_t b = 0; b < nblocks; b++) {
             int64_t off = b * bsz, len = std::min(bsz, n - off);
-            if (!cpu_unbwt(L + off, len, idx[(size_t)b], bb.data(), lf) || memcmp(bb.data(), T + off, (size_t)len) != 0) {
+            if (!cpu_unbwt(L + off, len, idx[(size_t)b], bb.data(), lf) ||
+                memcmp(bb.data(), T + off, (size_t)len) != 0) {
                 char e[64];
                 snprintf(e, sizeof e, "cpu_inverse_differs_block_%lld", (long long)b);
                 fail("verify blocks", e);

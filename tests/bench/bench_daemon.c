@@ -169,11 +169,10 @@ static void run_large(size_t mib)
     size_t packed_len = 0, back_len = 0;
     double comp[2], decomp[2];
     for (int warm = 0; warm < 2; warm++) {
-        comp[warm] = timed(c, gpucomp_compress_fd, warm ? "large compress, warm" : "large compress, cold",
-                           in, len, packed, &packed_len);
-        decomp[warm] = timed(c, gpucomp_decompress_fd,
-                             warm ? "large decompress, warm" : "large decompress, cold", packed,
-                             packed_len, back, &back_len);
+        comp[warm] = timed(c, gpucomp_compress_fd, warm ? "large compress, warm" : "large compress, cold", in, len,
+                           packed, &packed_len);
+        decomp[warm] = timed(c, gpucomp_decompress_fd, warm ? "large decompress, warm" : "large decompress, cold",
+                             packed, packed_len, back, &back_len);
     }
     gpucomp_backend backend = gpucomp_last_backend(c);
     uint8_t *out = map_memfd(back, back_len, PROT_READ);
@@ -199,13 +198,13 @@ typedef struct worker_arg {
     size_t size;
     int rounds;
     int index;
-    int use_fd;                 /* data in memfds, gpucomp_compress_fd (no library copies);
+    int use_fd;               /* data in memfds, gpucomp_compress_fd (no library copies);
                                    FD_REGISTERED: and registered with the daemon;
                                    0: the buffer API; BUF_WARM: the same, warmed up */
-    double *latencies;          /* rounds entries */
-    pthread_barrier_t *start;   /* every client connected and its data ready */
-    pthread_barrier_t *stop;    /* every client done with its timed rounds */
-    int decompress;             /* memfd workers: time decompress_fd of one compressed frame */
+    double *latencies;        /* rounds entries */
+    pthread_barrier_t *start; /* every client connected and its data ready */
+    pthread_barrier_t *stop;  /* every client done with its timed rounds */
+    int decompress;           /* memfd workers: time decompress_fd of one compressed frame */
 } worker_arg;
 
 static void verify(gpucomp_client *c, const gpucomp_options *o, const void *packed, size_t packed_len,
@@ -359,7 +358,8 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds, 
     pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
     pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
     for (int i = 0; i < clients; i++) {
-        args[i] = (worker_arg){ size, rounds, i, use_fd, lat + (size_t)i * (size_t)rounds, &start, &stop, decompress };
+        args[i] =
+            (worker_arg){ size, rounds, i, use_fd, lat + (size_t)i * (size_t)rounds, &start, &stop, decompress };
         pthread_create(&threads[i], NULL, use_fd > 0 ? many_fd_worker : many_worker, &args[i]);
     }
     pthread_barrier_wait(&start);
@@ -374,10 +374,10 @@ static void run_clients(const char *mode, int clients, size_t size, int rounds, 
     pthread_barrier_destroy(&stop);
     size_t n = (size_t)clients * (size_t)rounds;
     qsort(lat, n, sizeof *lat, compare_double);
-    printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s %s, %.0f req/s, latency p50 %.3f ms p99 %.3f ms |\n",
-           mode, clients, rounds, size, (double)size * (double)n / wall / 1e9, decompress ? "decompress" : "compress",
-           (double)n / wall,
-           lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3);
+    printf("| %s: %d clients x %d x %zu bytes | aggregate %.2f GB/s %s, %.0f req/s, latency p50 %.3f ms p99 %.3f "
+           "ms |\n",
+           mode, clients, rounds, size, (double)size * (double)n / wall / 1e9,
+           decompress ? "decompress" : "compress", (double)n / wall, lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3);
     print_overlap(mode, t0, t1, wall);
     gpucomp_close(c);
     free(threads), free(args), free(lat);
@@ -502,8 +502,7 @@ static void run_bzip2_large(const char *path, int level, int rounds)
            "out %zu bytes, ratio %.3f; verified by the CPU engine |\n",
            len, level, rounds, backend_name(backend), gpu_rounds, rounds, (double)len / t[0] / 1e6,
            (double)len / median / 1e6, (double)len / first / 1e6,
-           best_engine > 0 ? (double)len / best_engine / 1e6 : 0.0, packed_len,
-           (double)len / (double)packed_len);
+           best_engine > 0 ? (double)len / best_engine / 1e6 : 0.0, packed_len, (double)len / (double)packed_len);
     print_overlap("bzip2-large", t0, t1, total);
     free(t);
     close(in), close(packed);
@@ -539,8 +538,9 @@ static many_result run_many(void *args, size_t arg_size, int clients, int rounds
     pthread_barrier_init(&stop, NULL, (unsigned)clients + 1);
     for (int i = 0; i < clients; i++) {
         many_common *m = (many_common *)((char *)args + (size_t)i * arg_size);
-        *m = (many_common){ .rounds = rounds, .latencies = lat + (size_t)i * (size_t)rounds, .start = &start,
-                            .stop = &stop };
+        *m = (many_common){
+            .rounds = rounds, .latencies = lat + (size_t)i * (size_t)rounds, .start = &start, .stop = &stop
+        };
         if (pthread_create(&threads[i], NULL, worker, m) != 0) {
             fprintf(stderr, "bench_daemon: cannot start client thread %d\n", i);
             exit(1);
@@ -610,18 +610,21 @@ static void run_bzip2_many(const char *path, int clients, size_t slice, int leve
     int file = open_input(path, &len);
     bz2_worker_arg *args = calloc((size_t)clients, sizeof *args);
     for (int i = 0; i < clients; i++)
-        args[i] = (bz2_worker_arg){ .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice,
-                                    .level = level };
+        args[i] = (bz2_worker_arg){
+            .file = file, .file_len = len, .off = ((size_t)i * slice) % len, .size = slice, .level = level
+        };
     many_result r = run_many(args, sizeof *args, clients, rounds, bzip2_worker);
     size_t out = 0;
     for (int i = 0; i < clients; i++)
         out += args[i].out_len;
     close(file);
-    printf("| bzip2-many: %d clients x %d x %zu bytes, level %d, memfd, of a %zu-byte file, gpu %d of %zu requests | "
-           "aggregate %.1f MB/s compress, latency p50 %.1f ms p99 %.1f ms; "
-           "out %zu bytes (last round), ratio %.3f; verified by the CPU engine |\n",
-           clients, rounds, slice, level, len, r.on_gpu, r.requests, (double)slice * (double)r.requests / r.wall / 1e6,
-           r.p50 * 1e3, r.p99 * 1e3, out, (double)slice * (double)clients / (double)out);
+    printf(
+        "| bzip2-many: %d clients x %d x %zu bytes, level %d, memfd, of a %zu-byte file, gpu %d of %zu requests | "
+        "aggregate %.1f MB/s compress, latency p50 %.1f ms p99 %.1f ms; "
+        "out %zu bytes (last round), ratio %.3f; verified by the CPU engine |\n",
+        clients, rounds, slice, level, len, r.on_gpu, r.requests,
+        (double)slice * (double)r.requests / r.wall / 1e6, r.p50 * 1e3, r.p99 * 1e3, out,
+        (double)slice * (double)clients / (double)out);
     print_overlap("bzip2-many", r.t0, r.t1, r.wall);
     free(args);
 }
@@ -782,10 +785,12 @@ static int gen_file(const char *path, size_t len)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyfd-dec|manyreg CLIENTS SIZE_MIB ROUNDS | "
-                        "small CLIENTS SIZE_BYTES ROUNDS | bzip2-large FILE LEVEL ROUNDS | "
-                        "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS | "
-                        "whole FILE OUT c|d bzip2|rle LEVEL\n");
+        fprintf(stderr,
+                "usage: bench_daemon SOCKET large SIZE_MIB | many|manywarm|manyfd|manyfd-dec|manyreg CLIENTS "
+                "SIZE_MIB ROUNDS | "
+                "small CLIENTS SIZE_BYTES ROUNDS | bzip2-large FILE LEVEL ROUNDS | "
+                "bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS | bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS | "
+                "whole FILE OUT c|d bzip2|rle LEVEL\n");
         return 2;
     }
     socket_path = argv[1];
@@ -815,7 +820,8 @@ int main(int argc, char **argv)
     else if (strcmp(argv[2], "bzip2-dec-many") == 0 && argc >= 7 && atoi(argv[4]) > 0 && atol(argv[5]) > 0 &&
              atoi(argv[6]) > 0)
         run_bzip2_dec_many(argv[3], atoi(argv[4]), (size_t)atol(argv[5]) << 20, atoi(argv[6]));
-    else if (strcmp(argv[2], "whole") == 0 && argc >= 8 && (strcmp(argv[5], "c") == 0 || strcmp(argv[5], "d") == 0) &&
+    else if (strcmp(argv[2], "whole") == 0 && argc >= 8 &&
+             (strcmp(argv[5], "c") == 0 || strcmp(argv[5], "d") == 0) &&
              (strcmp(argv[6], "bzip2") == 0 || strcmp(argv[6], "rle") == 0))
         run_whole(argv[3], argv[4], argv[5], argv[6], atoi(argv[7]));
     else

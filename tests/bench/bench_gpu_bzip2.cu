@@ -85,7 +85,7 @@ static int gen_corpus(const char *kind, size_t mib, const char *path)
         for (size_t i = 0; i < n; i++)
             p[i] = rec[i & 1023];
     } else if (!strcmp(kind, "fibonacci")) {
-        std::vector<uint8_t> a(1, 'a'), b = {'a', 'b'};
+        std::vector<uint8_t> a(1, 'a'), b = { 'a', 'b' };
         while (b.size() < n) {
             std::vector<uint8_t> c;
             c.reserve(b.size() + a.size());
@@ -223,8 +223,8 @@ int main(int argc, char **argv)
     gc_gpu_info info;
     gc_error e;
     if (gc_gpu_device_info(0, &info, &e) == GC_OK)
-        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major, info.cc_minor,
-               info.total_mem / 1073741824.0);
+        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major,
+               info.cc_minor, info.total_mem / 1073741824.0);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     printf("level %d, best of %d runs after a warm-up, MB = 10^6 bytes of input; CPU engine: %ld threads, 1 run\n",
            level, reps, ncpu);
@@ -316,11 +316,12 @@ int main(int argc, char **argv)
                 printf("MISMATCH device: %zu bytes vs CPU %zu, first difference at byte %zu\n", len, ref_len,
                        first_diff(out.data(), len, ref, ref_len));
             }
-            printf("gpu device: %.1f MB/s (%.3f s), pieces of %zu MiB (scratch %.1f MiB), %llu blocks, %llu pieces; "
-                   "plan %.2f ms, bwt %.2f, mtf %.2f, tables %.2f, pack %.2f; identical: %s\n",
-                   row.dev_mbs, best, row.piece >> 20, scr / 1048576.0, (unsigned long long)row.st.blocks,
-                   (unsigned long long)row.st.pieces, row.st.plan_ms, row.st.bwt_ms, row.st.mtf_ms, row.st.tables_ms,
-                   row.st.pack_ms, row.dev_id);
+            printf(
+                "gpu device: %.1f MB/s (%.3f s), pieces of %zu MiB (scratch %.1f MiB), %llu blocks, %llu pieces; "
+                "plan %.2f ms, bwt %.2f, mtf %.2f, tables %.2f, pack %.2f; identical: %s\n",
+                row.dev_mbs, best, row.piece >> 20, scr / 1048576.0, (unsigned long long)row.st.blocks,
+                (unsigned long long)row.st.pieces, row.st.plan_ms, row.st.bwt_ms, row.st.mtf_ms, row.st.tables_ms,
+                row.st.pack_ms, row.dev_id);
         }
         cudaFree(d_scr);
         cudaFree(d_dst);
@@ -348,7 +349,8 @@ int main(int argc, char **argv)
                 best = dt;
         }
         if (rc != GC_OK || job.status != GC_OK) {
-            fprintf(stderr, "%s: batch (1 job): rc %d status %d: %s%s\n", path, rc, job.status, e.msg, job.err.msg);
+            fprintf(stderr, "%s: batch (1 job): rc %d status %d: %s%s\n", path, rc, job.status, e.msg,
+                    job.err.msg);
             status = 1;
             row.batch1_id = "error";
             if (rc == GC_E_DEVICE)
@@ -396,7 +398,8 @@ int main(int argc, char **argv)
             jobs_ok = rc == GC_OK;
             for (size_t k = 0; k < nj && jobs_ok; k++)
                 if (jobs[k].status != GC_OK) {
-                    fprintf(stderr, "%s: batch job %zu: status %d: %s\n", path, k, jobs[k].status, jobs[k].err.msg);
+                    fprintf(stderr, "%s: batch job %zu: status %d: %s\n", path, k, jobs[k].status,
+                            jobs[k].err.msg);
                     jobs_ok = false;
                 }
             if (r > 0 && dt < best)
@@ -433,8 +436,8 @@ int main(int argc, char **argv)
                 if (!all)
                     status = 1;
             }
-            printf("gpu batch, %zu jobs of %zu MiB: %.1f MB/s (%.3f s); identical: %s\n", nj, job_mib, row.batchj_mbs,
-                   best, row.jobs_id);
+            printf("gpu batch, %zu jobs of %zu MiB: %.1f MB/s (%.3f s); identical: %s\n", nj, job_mib,
+                   row.batchj_mbs, best, row.jobs_id);
         }
         printf("RESULT\t%s\t%zu\tgpu device\t%.1f\t%zu\t%s\n", row.file.c_str(), n, row.dev_mbs, row.stream,
                row.dev_id);
@@ -463,13 +466,14 @@ int main(int argc, char **argv)
     printf("\n### bzip2 compression, level %d: MB/s (10^6 input bytes per second); identical = byte-identical to "
            "the CPU engine\n\n",
            level);
-    printf("| file | MiB | GPU device-resident | GPU batch, 1 job | GPU batch, %zu MiB jobs | CPU engine (%ld threads) "
+    printf("| file | MiB | GPU device-resident | GPU batch, 1 job | GPU batch, %zu MiB jobs | CPU engine (%ld "
+           "threads) "
            "| ratio | identical (device / 1 job / jobs) |\n",
            job_mib, ncpu);
     printf("|---|---|---|---|---|---|---|---|\n");
     for (const Row &r : rows)
-        printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %s / %s / %s |\n", r.file.c_str(), r.bytes / 1048576.0,
-               r.dev_mbs, r.batch1_mbs, r.batchj_mbs, r.cpu_mbs, r.cpu_stream ? (double)r.bytes / r.cpu_stream : 0.0,
-               r.dev_id, r.batch1_id, r.jobs_id);
+        printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %s / %s / %s |\n", r.file.c_str(),
+               r.bytes / 1048576.0, r.dev_mbs, r.batch1_mbs, r.batchj_mbs, r.cpu_mbs,
+               r.cpu_stream ? (double)r.bytes / r.cpu_stream : 0.0, r.dev_id, r.batch1_id, r.jobs_id);
     return status;
 }

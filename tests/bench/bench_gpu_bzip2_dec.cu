@@ -263,8 +263,8 @@ int main(int argc, char **argv)
     gc_gpu_info info;
     gc_error e;
     if (gc_gpu_device_info(0, &info, &e) == GC_OK)
-        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major, info.cc_minor,
-               info.total_mem / 1073741824.0);
+        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major,
+               info.cc_minor, info.total_mem / 1073741824.0);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     printf("MB = 10^6 bytes of decompressed output; GPU: best and median of %d runs after a warm-up; "
            "CPU engine: %ld threads, 1 run (the reference)\n",
@@ -366,14 +366,15 @@ int main(int argc, char **argv)
                 if (r > 0)
                     bt.push_back(dt);
                 if (job.dst_len != ref_len || (ref_len && memcmp(job.dst, ref, ref_len) != 0)) {
-                    printf("MISMATCH %s batch (run %d): %zu bytes vs CPU %zu, first difference at byte %zu\n", path,
-                           r, job.dst_len, ref_len, first_diff(job.dst, job.dst_len, ref, ref_len));
+                    printf("MISMATCH %s batch (run %d): %zu bytes vs CPU %zu, first difference at byte %zu\n",
+                           path, r, job.dst_len, ref_len, first_diff(job.dst, job.dst_len, ref, ref_len));
                     status = 1;
                     ok = false;
                     row.batch_ok = "NO";
                 }
                 if (r == reps && ok)
-                    printf("gpu batch (last run): %.3f s host wall, grow called %llu times, H2D %.2f ms, kernels %.2f "
+                    printf("gpu batch (last run): %.3f s host wall, grow called %llu times, H2D %.2f ms, kernels "
+                           "%.2f "
                            "ms, D2H %.2f ms, %u slices\n",
                            dt, grow_calls, bs.h2d_ms, bs.kernel_ms, bs.d2h_ms, bs.slices);
                 free(job.dst);
@@ -382,12 +383,13 @@ int main(int argc, char **argv)
                 row.batch_ok = "yes";
                 row.batch_best_mbs = mbs(ref_len, *std::min_element(bt.begin(), bt.end()));
                 row.batch_med_mbs = mbs(ref_len, median_of(bt));
-                printf("gpu batch, 1 job (pageable in, dst NULL + realloc grow): best %.1f MB/s, median %.1f MB/s; "
-                       "identical: yes\n",
-                       row.batch_best_mbs, row.batch_med_mbs);
+                printf(
+                    "gpu batch, 1 job (pageable in, dst NULL + realloc grow): best %.1f MB/s, median %.1f MB/s; "
+                    "identical: yes\n",
+                    row.batch_best_mbs, row.batch_med_mbs);
             }
-            printf("RESULT\t%s\t%zu\tCPU engine (in-process, %ld threads)\t%.1f\t1 run\n", row.file.c_str(), ref_len,
-                   ncpu, row.cpu_mbs);
+            printf("RESULT\t%s\t%zu\tCPU engine (in-process, %ld threads)\t%.1f\t1 run\n", row.file.c_str(),
+                   ref_len, ncpu, row.cpu_mbs);
             printf("RESULT\t%s\t%zu\tGPU device-resident (bench)\t%.1f\tbest of %d, median %.1f; identical: %s\n",
                    row.file.c_str(), ref_len, row.dev_best_mbs, reps, row.dev_med_mbs, row.dev_ok);
             printf("RESULT\t%s\t%zu\tGPU batch API, pageable host to host (bench)\t%.1f\tbest of %d, median %.1f; "
@@ -453,12 +455,13 @@ int main(int argc, char **argv)
                     row.b1_dev_med = median_of(dtm) * 1e3;
                 }
                 row.b1_ok = cok && dok ? "yes" : "NO";
-                printf("one block (%zu bytes of output, %zu-byte stream, %llu block(s) by the GPU): CPU engine best "
-                       "%.3f ms, median %.3f; GPU device-resident best %.3f ms, median %.3f (scan %.3f, huffman "
-                       "%.3f, walk %.3f, ibwt %.3f, rle1 %.3f); identical: %s\n",
-                       k, one_len, (unsigned long long)row.b1_st.blocks, row.b1_cpu_best, row.b1_cpu_med,
-                       row.b1_dev_best, row.b1_dev_med, row.b1_st.scan_ms, row.b1_st.huffman_ms, row.b1_st.walk_ms,
-                       row.b1_st.ibwt_ms, row.b1_st.rle1_ms, row.b1_ok);
+                printf(
+                    "one block (%zu bytes of output, %zu-byte stream, %llu block(s) by the GPU): CPU engine best "
+                    "%.3f ms, median %.3f; GPU device-resident best %.3f ms, median %.3f (scan %.3f, huffman "
+                    "%.3f, walk %.3f, ibwt %.3f, rle1 %.3f); identical: %s\n",
+                    k, one_len, (unsigned long long)row.b1_st.blocks, row.b1_cpu_best, row.b1_cpu_med,
+                    row.b1_dev_best, row.b1_dev_med, row.b1_st.scan_ms, row.b1_st.huffman_ms, row.b1_st.walk_ms,
+                    row.b1_st.ibwt_ms, row.b1_st.rle1_ms, row.b1_ok);
                 printf("RESULT1\t%s\t%zu\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n", row.file.c_str(), k, row.b1_cpu_best,
                        row.b1_cpu_med, row.b1_dev_best, row.b1_dev_med, row.b1_ok);
                 free(one);
@@ -475,9 +478,10 @@ int main(int argc, char **argv)
         any_b1 |= r.b1;
     }
     if (any_b1) {
-        printf("\n### bzip2 decode, one block (single-block stream, bz2_compress -9): latency in ms, best / median "
-               "of %d after a warm-up\n\n",
-               reps);
+        printf(
+            "\n### bzip2 decode, one block (single-block stream, bz2_compress -9): latency in ms, best / median "
+            "of %d after a warm-up\n\n",
+            reps);
         printf("| file | block output bytes | stream bytes | CPU engine ms | GPU resident ms | GPU stage ms "
                "(scan/huff/walk/ibwt/rle1) | identical |\n");
         printf("|---|---|---|---|---|---|---|\n");
@@ -499,11 +503,12 @@ int main(int argc, char **argv)
             if (!r.full)
                 continue;
             const gc_gpu_bzip2_dec_stages &s = r.st;
-            printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f / %.1f / %.1f / %.1f | %llu (%llu candidates) | "
-                   "%s / %s |\n",
-                   r.file.c_str(), r.out_bytes / 1e6, r.cpu_mbs, r.dev_best_mbs, r.batch_best_mbs, s.scan_ms,
-                   s.huffman_ms, s.walk_ms, s.ibwt_ms, s.rle1_ms, (unsigned long long)s.blocks,
-                   (unsigned long long)s.candidates, r.dev_ok, r.batch_ok);
+            printf(
+                "| %s | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f / %.1f / %.1f / %.1f | %llu (%llu candidates) | "
+                "%s / %s |\n",
+                r.file.c_str(), r.out_bytes / 1e6, r.cpu_mbs, r.dev_best_mbs, r.batch_best_mbs, s.scan_ms,
+                s.huffman_ms, s.walk_ms, s.ibwt_ms, s.rle1_ms, (unsigned long long)s.blocks,
+                (unsigned long long)s.candidates, r.dev_ok, r.batch_ok);
         }
     }
     return status;

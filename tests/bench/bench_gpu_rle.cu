@@ -123,8 +123,8 @@ __global__ void cmp_kernel(const uint8_t *a, const uint8_t *b, size_t n, unsigne
  * Every encode and decode reads (or writes) each byte once and checksums it,
  * so read_crc is the most either can reach without a cheaper CRC.
  */
-__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_only_kernel(const uint8_t *src, int64_t n,
-                                                                                 uint32_t *sink)
+__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB)
+    read_only_kernel(const uint8_t *src, int64_t n, uint32_t *sink)
 {
     const int64_t nwin = n / gcgpu::kWin;
     uint32_t x = 0;
@@ -137,9 +137,8 @@ __global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_only_kernel
         sink[blockIdx.x] = x;
 }
 
-__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB) read_crc_kernel(const uint8_t *src, int64_t n,
-                                                                                const gcgpu::CrcTables *tab,
-                                                                                uint32_t *sink)
+__global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB)
+    read_crc_kernel(const uint8_t *src, int64_t n, const gcgpu::CrcTables *tab, uint32_t *sink)
 {
     const gcgpu::CrcSmem cs = gcgpu::load_crc_smem(gcgpu::dyn_smem, tab);
     __syncthreads();
@@ -168,8 +167,15 @@ static double median(std::vector<double> v)
 struct Timer {
     cudaEvent_t a, b;
     cudaStream_t st;
-    explicit Timer(cudaStream_t s) : st(s) { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
-    void start() { CK(cudaEventRecord(a, st)); }
+    explicit Timer(cudaStream_t s) : st(s)
+    {
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+    }
+    void start()
+    {
+        CK(cudaEventRecord(a, st));
+    }
     double stop()
     {
         CK(cudaEventRecord(b, st));
@@ -224,7 +230,7 @@ int main(int argc, char **argv)
     }
     printf("device: %s, %d SMs, %.1f GiB\n", info.name, info.sm_count, info.total_mem / 1073741824.0);
     gc_gpu_ctx *ctx;
-    gc_gpu_config cfg = {3, 64u << 20};
+    gc_gpu_config cfg = { 3, 64u << 20 };
     if (gc_gpu_open(0, &cfg, &ctx, &err) != GC_OK) {
         printf("open: %s\n", err.msg);
         return 1;
@@ -236,7 +242,7 @@ int main(int argc, char **argv)
     CK(cudaMemcpy(d_tab, h_tab, sizeof *d_tab, cudaMemcpyHostToDevice));
 
     const size_t n = mib << 20;
-    rle_options opt = {1, RLE_DEFAULT_CHUNK_SIZE, 1};
+    rle_options opt = { 1, RLE_DEFAULT_CHUNK_SIZE, 1 };
     uint8_t *d_in;
     CK(cudaMalloc(&d_in, n));
     std::vector<Row> rows;
@@ -255,12 +261,14 @@ int main(int argc, char **argv)
         void *d_cub_u = nullptr, *d_cub_tmp = nullptr;
         int *d_cub_cnt, *d_cub_nr;
         CK(cudaMalloc(&d_cub_u, n));
-        CK(cudaMalloc(&d_cub_cnt, (n / 1 + 1) * sizeof(int) > (8ull << 30) ? (8ull << 30) : (n + 1) * sizeof(int)));
+        CK(cudaMalloc(&d_cub_cnt,
+                      (n / 1 + 1) * sizeof(int) > (8ull << 30) ? (8ull << 30) : (n + 1) * sizeof(int)));
         CK(cudaMalloc(&d_cub_nr, sizeof(int)));
         size_t cub_tmp_bytes = 0, t1 = 0, t4 = 0;
-        CK(cub::DeviceRunLengthEncode::Encode(nullptr, t1, d_in, (uint8_t *)d_cub_u, d_cub_cnt, d_cub_nr, (int64_t)n));
-        CK(cub::DeviceRunLengthEncode::Encode(nullptr, t4, (uint32_t *)d_in, (uint32_t *)d_cub_u, d_cub_cnt, d_cub_nr,
-                                              (int64_t)(n / 4)));
+        CK(cub::DeviceRunLengthEncode::Encode(nullptr, t1, d_in, (uint8_t *)d_cub_u, d_cub_cnt, d_cub_nr,
+                                              (int64_t)n));
+        CK(cub::DeviceRunLengthEncode::Encode(nullptr, t4, (uint32_t *)d_in, (uint32_t *)d_cub_u, d_cub_cnt,
+                                              d_cub_nr, (int64_t)(n / 4)));
         cub_tmp_bytes = std::max(t1, t4);
         CK(cudaMalloc(&d_cub_tmp, cub_tmp_bytes));
 
@@ -310,12 +318,13 @@ int main(int argc, char **argv)
         printf("ceilings: read only %.0f GB/s, read + CRC32C %.0f GB/s\n", ceil_read, ceil_crc);
         cudaFree(d_sink);
 
-        const char *names[] = {"random bytes", "short runs (mean 8)", "long runs (mean 256)"};
-        for (unsigned w : {1u, 4u}) {
+        const char *names[] = { "random bytes", "short runs (mean 8)", "long runs (mean 256)" };
+        for (unsigned w : { 1u, 4u }) {
             for (int kind = 0; kind < 3; kind++) {
                 if ((only_width && w != only_width) || (only_kind >= 0 && kind != only_kind))
                     continue;
-                gen_kernel<<<(unsigned)((n / 4096 + 255) / 256), 256, 0, st>>>(d_in, n, w, kind, 1000 + kind * 7 + w);
+                gen_kernel<<<(unsigned)((n / 4096 + 255) / 256), 256, 0, st>>>(d_in, n, w, kind,
+                                                                               1000 + kind * 7 + w);
                 CK(cudaGetLastError());
                 CK(cudaStreamSynchronize(st));
                 opt.width = w;
@@ -339,8 +348,8 @@ int main(int argc, char **argv)
                     tm.start();
                     int rc = gcgpu::enc_launch(p, d_tab, d_scr, scr_len, st, &d_total, &err);
                     if (rc == GC_OK)
-                        rc = gcgpu::enc_frame_header(d_frame, d_in, n, w, opt.chunk_size, cc, d_tab, d_scr, scr_len, st,
-                                                     &err);
+                        rc = gcgpu::enc_frame_header(d_frame, d_in, n, w, opt.chunk_size, cc, d_tab, d_scr,
+                                                     scr_len, st, &err);
                     double ms = tm.stop();
                     if (rc != GC_OK) {
                         printf("encode: %s\n", err.msg);
@@ -354,7 +363,8 @@ int main(int argc, char **argv)
                 flen = hdr + rec_total;
                 /* the API call gives the same frame */
                 size_t flen2 = 0;
-                if (gc_gpu_rle_encode_device(ctx, d_in, n, &opt, d_frame, bound, &flen2, d_scr, scr_len, &err) != GC_OK ||
+                if (gc_gpu_rle_encode_device(ctx, d_in, n, &opt, d_frame, bound, &flen2, d_scr, scr_len, &err) !=
+                        GC_OK ||
                     flen2 != flen) {
                     printf("encode_device: %s (%zu vs %zu)\n", err.msg, flen2, flen);
                     return 1;
@@ -410,8 +420,8 @@ int main(int argc, char **argv)
                     size_t tb = cub_tmp_bytes;
                     tm.start();
                     if (w == 1)
-                        CK(cub::DeviceRunLengthEncode::Encode(d_cub_tmp, tb, d_in, (uint8_t *)d_cub_u, d_cub_cnt, d_cub_nr,
-                                                              (int64_t)n, st));
+                        CK(cub::DeviceRunLengthEncode::Encode(d_cub_tmp, tb, d_in, (uint8_t *)d_cub_u, d_cub_cnt,
+                                                              d_cub_nr, (int64_t)n, st));
                     else
                         CK(cub::DeviceRunLengthEncode::Encode(d_cub_tmp, tb, (uint32_t *)d_in, (uint32_t *)d_cub_u,
                                                               d_cub_cnt, d_cub_nr, (int64_t)(n / 4), st));
@@ -428,9 +438,10 @@ int main(int argc, char **argv)
                 row.cub = n / median(tcub) / 1e6;
                 row.copy = n / copy_ms / 1e6;
                 row.ok = ok;
-                printf("%-22s w=%u ratio %.3f  encode %.3f ms (%.0f GB/s)  decode %.3f ms (%.0f GB/s)  cub %.3f ms (%.0f GB/s) %s\n",
-                       row.data.c_str(), w, row.ratio, median(te), row.enc, median(td), row.dec, median(tcub), row.cub,
-                       ok ? "verified" : "DECODE MISMATCH");
+                printf("%-22s w=%u ratio %.3f  encode %.3f ms (%.0f GB/s)  decode %.3f ms (%.0f GB/s)  cub %.3f "
+                       "ms (%.0f GB/s) %s\n",
+                       row.data.c_str(), w, row.ratio, median(te), row.enc, median(td), row.dec, median(tcub),
+                       row.cub, ok ? "verified" : "DECODE MISMATCH");
                 rows.push_back(row);
             }
         }
@@ -495,7 +506,8 @@ int main(int argc, char **argv)
         /* 0 compress pageable, 1 compress pinned, 2 decompress pageable, 3 decompress pinned */
         auto run_jobs = [&](gc_gpu_ctx *c, int mode, const std::string &label) {
             bool pinned = mode == 1 || mode == 3, dec = mode >= 2;
-            uint8_t *src = pinned ? pn_src : pg_src, *dst = pinned ? pn_dst : pg_dst, *out = pinned ? pn_out : pg_out;
+            uint8_t *src = pinned ? pn_src : pg_src, *dst = pinned ? pn_dst : pg_dst,
+                    *out = pinned ? pn_out : pg_out;
             for (size_t i = 0; i < njobs; i++) {
                 gc_gpu_job &j = jobs[i];
                 memset(&j, 0, sizeof j);
@@ -529,7 +541,8 @@ int main(int argc, char **argv)
                     r.ok = false;
                 }
                 if (!dec) {
-                    if (mode == 1 && (jobs[i].dst_len != flens[i] || memcmp(pn_dst + i * fb, pg_dst + i * fb, flens[i])))
+                    if (mode == 1 &&
+                        (jobs[i].dst_len != flens[i] || memcmp(pn_dst + i * fb, pg_dst + i * fb, flens[i])))
                         r.ok = false; /* pinned and pageable frames must agree */
                     if (mode == 0 && pinned_ref &&
                         (jobs[i].dst_len != flens[i] || memcmp(pn_dst + i * fb, pg_dst + i * fb, flens[i])))
@@ -541,9 +554,10 @@ int main(int argc, char **argv)
                 pinned_ref = r.ok;
             if (dec && r.ok)
                 r.ok = memcmp(out, pn_src, total) == 0;
-            printf("%-34s %s: host %.1f ms, events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H %.1f ms, %u slices\n",
-                   r.what.c_str(), r.ok ? "ok" : "FAILED", r.s.host_ms, r.s.wall_ms, r.s.h2d_ms, r.s.kernel_ms,
-                   r.s.d2h_ms, r.s.slices);
+            printf(
+                "%-34s %s: host %.1f ms, events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H %.1f ms, %u slices\n",
+                r.what.c_str(), r.ok ? "ok" : "FAILED", r.s.host_ms, r.s.wall_ms, r.s.h2d_ms, r.s.kernel_ms,
+                r.s.d2h_ms, r.s.slices);
             prow.push_back(r);
         };
         for (int mode = 0; mode < 4; mode++)
@@ -571,7 +585,7 @@ int main(int argc, char **argv)
         auto reg_cost = [&](const std::string &what, const void *p, size_t len, unsigned flags) {
             const uintptr_t pg = 4096;
             uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + len) & ~(pg - 1);
-            RRow r{what, (e - a) / 1073741824.0, 0, 0, false};
+            RRow r{ what, (e - a) / 1073741824.0, 0, 0, false };
             double t0 = wall_ms_now();
             cudaError_t rc = cudaHostRegister((void *)a, e - a, flags);
             r.reg_ms = wall_ms_now() - t0;
@@ -602,18 +616,19 @@ int main(int argc, char **argv)
             uint8_t *base = (uint8_t *)(((uintptr_t)pg_src + 4095) & ~(uintptr_t)4095);
             std::vector<RegArg> args(npieces);
             for (int i = 0; i < npieces; i++)
-                args[i] = {base + i * pl, pl, false, false};
+                args[i] = { base + i * pl, pl, false, false };
             auto work = [](void *v) -> void * {
                 std::vector<RegArg> *a = (std::vector<RegArg> *)((void **)v)[0];
                 int t = (int)(intptr_t)((void **)v)[1];
                 for (size_t i = t; i < a->size(); i += 8) {
                     RegArg &r = (*a)[i];
-                    cudaError_t rc = r.unreg ? cudaHostUnregister(r.p) : cudaHostRegister(r.p, r.len, cudaHostRegisterDefault);
+                    cudaError_t rc =
+                        r.unreg ? cudaHostUnregister(r.p) : cudaHostRegister(r.p, r.len, cudaHostRegisterDefault);
                     r.ok = rc == cudaSuccess;
                 }
                 return nullptr;
             };
-            double ms[2] = {0, 0};
+            double ms[2] = { 0, 0 };
             bool ok = true;
             for (int phase = 0; phase < 2 && ok; phase++) {
                 for (RegArg &r : args)
@@ -633,7 +648,7 @@ int main(int argc, char **argv)
                     ok = ok && r.ok;
             }
             (void)cudaGetLastError();
-            RRow r{"malloc'ed, 16 pieces from 8 threads", npieces * pl / 1073741824.0, ms[0], ms[1], ok};
+            RRow r{ "malloc'ed, 16 pieces from 8 threads", npieces * pl / 1073741824.0, ms[0], ms[1], ok };
             printf("register %-46s %.2f GiB: %.1f ms, unregister %.1f ms%s\n", r.what.c_str(), r.gib, r.reg_ms,
                    r.unreg_ms, r.ok ? "" : " (FAILED)");
             rrow.push_back(r);
@@ -642,7 +657,7 @@ int main(int argc, char **argv)
         /* ---- the daemon's path: one 4 GiB request in a memfd, output in another ---- */
         size_t fb1 = rle_compress_bound(total, &opt);
         uint8_t *mf_src = nullptr, *mf_dst = nullptr, *mf_out = nullptr;
-        int fds[3] = {-1, -1, -1};
+        int fds[3] = { -1, -1, -1 };
         bool mf_ok = fb1 <= fb * njobs;
         if (mf_ok) {
             fds[0] = memfd_create("bench-in", MFD_CLOEXEC);
@@ -665,9 +680,10 @@ int main(int argc, char **argv)
             void *b = mmap(nullptr, fb1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[1], 0);
             double t2 = wall_ms_now();
             void *c = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[2], 0);
-            printf("memfd mmap MAP_SHARED|MAP_POPULATE: input (written) %.1f ms, frame (new) %.1f ms, output (new) "
-                   "%.1f ms, %.2f GiB each\n",
-                   t1 - t0, t2 - t1, wall_ms_now() - t2, total / 1073741824.0);
+            printf(
+                "memfd mmap MAP_SHARED|MAP_POPULATE: input (written) %.1f ms, frame (new) %.1f ms, output (new) "
+                "%.1f ms, %.2f GiB each\n",
+                t1 - t0, t2 - t1, wall_ms_now() - t2, total / 1073741824.0);
             mf_ok = mf_ok && a != MAP_FAILED && b != MAP_FAILED && c != MAP_FAILED;
             mf_src = a == MAP_FAILED ? nullptr : (uint8_t *)a;
             mf_dst = b == MAP_FAILED ? nullptr : (uint8_t *)b;
@@ -709,7 +725,8 @@ int main(int argc, char **argv)
             return ok;
         };
         auto print_row = [](const PRow &r) {
-            printf("%-34s %s: host %.1f ms (first run %.1f), events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H %.1f ms, "
+            printf("%-34s %s: host %.1f ms (first run %.1f), events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H "
+                   "%.1f ms, "
                    "%u slices\n",
                    r.what.c_str(), r.ok ? "ok" : "FAILED", r.s.host_ms, r.first_host_ms, r.s.wall_ms, r.s.h2d_ms,
                    r.s.kernel_ms, r.s.d2h_ms, r.s.slices);
@@ -730,11 +747,11 @@ int main(int argc, char **argv)
         struct Var {
             const char *label, *threads, *nt;
         } vars[] = {
-            {"memfd, stage (default settings)", nullptr, nullptr},
-            {"memfd, stage, 0 copy threads", "0", nullptr},
-            {"memfd, stage, 4 copy threads", "4", nullptr},
-            {"memfd, stage, 16 copy threads", "16", nullptr},
-            {"memfd, stage, no NT stores", nullptr, "0"},
+            { "memfd, stage (default settings)", nullptr, nullptr },
+            { "memfd, stage, 0 copy threads", "0", nullptr },
+            { "memfd, stage, 4 copy threads", "4", nullptr },
+            { "memfd, stage, 16 copy threads", "16", nullptr },
+            { "memfd, stage, no NT stores", nullptr, "0" },
         };
         for (const Var &v : vars) {
             if (!mf_ok)
@@ -783,12 +800,14 @@ int main(int argc, char **argv)
     }
 
     if (!rows.empty()) {
-        printf("\n### Kernels on device-resident data (%zu MiB, chunk 1 MiB, median of %d, %s)\n\n", mib, reps, info.name);
-        printf("| data | width | frame/input | encode GB/s | decode GB/s | CUB RLE encode GB/s | encode / CUB | D2D copy GB/s (input) | decode verified |\n");
+        printf("\n### Kernels on device-resident data (%zu MiB, chunk 1 MiB, median of %d, %s)\n\n", mib, reps,
+               info.name);
+        printf("| data | width | frame/input | encode GB/s | decode GB/s | CUB RLE encode GB/s | encode / CUB | "
+               "D2D copy GB/s (input) | decode verified |\n");
         printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         for (const Row &r : rows)
-            printf("| %s | %u | %.3f | %.0f | %.0f | %.0f | %.2fx | %.0f | %s |\n", r.data.c_str(), r.w, r.ratio, r.enc,
-                   r.dec, r.cub, r.enc / r.cub, r.copy, r.ok ? "yes" : "NO");
+            printf("| %s | %u | %.3f | %.0f | %.0f | %.0f | %.2fx | %.0f | %s |\n", r.data.c_str(), r.w, r.ratio,
+                   r.enc, r.dec, r.cub, r.enc / r.cub, r.copy, r.ok ? "yes" : "NO");
         printf("\nD2D copy: %.0f GB/s read+write. Ceilings on the codec's tile geometry (GB/s of input): "
                "read only %.0f, read + CRC32C %.0f.\n",
                2 * n / copy_ms / 1e6, ceil_read, ceil_crc);
@@ -796,11 +815,14 @@ int main(int argc, char **argv)
     if (!prow.empty()) {
         printf("\n### Batch pipeline (gc_gpu_run_batch, %.1f GiB of mixed data, 3 streams, 64 MiB slices, %s)\n\n",
                pipe_gib, info.name);
-        printf("Rows without \"1 job\" or \"memfd\": %.1f GiB as 256 MiB jobs. memfd rows: one job of the whole size from a "
-               "PROT_READ MAP_SHARED|MAP_POPULATE memfd mapping into another (the daemon's path), second of two runs. "
+        printf("Rows without \"1 job\" or \"memfd\": %.1f GiB as 256 MiB jobs. memfd rows: one job of the whole "
+               "size from a "
+               "PROT_READ MAP_SHARED|MAP_POPULATE memfd mapping into another (the daemon's path), second of two "
+               "runs. "
                "H2D / kernels / D2H: sums over the slices (CUDA events).\n\n",
                pipe_gib);
-        printf("| run | GB (original) | wall ms (host) | first run ms (host) | wall ms (events) | H2D ms | kernels ms | D2H ms | max(H2D,kern,D2H) / wall | GB/s (host wall) | ok |\n");
+        printf("| run | GB (original) | wall ms (host) | first run ms (host) | wall ms (events) | H2D ms | "
+               "kernels ms | D2H ms | max(H2D,kern,D2H) / wall | GB/s (host wall) | ok |\n");
         printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         for (const PRow &r : prow) {
             double mx = std::max(r.s.h2d_ms, std::max(r.s.kernel_ms, r.s.d2h_ms));

@@ -57,18 +57,18 @@ struct Fail {
     std::string stage, error;
 };
 
-#define TRY_CUDA(stage, call)                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            throw Fail{stage, cudaGetErrorName(e_)};                                               \
+#define TRY_CUDA(stage, call)                          \
+    do {                                               \
+        cudaError_t e_ = (call);                       \
+        if (e_ != cudaSuccess)                         \
+            throw Fail{ stage, cudaGetErrorName(e_) }; \
     } while (0)
 
-#define TRY_NV(stage, call)                                                                        \
-    do {                                                                                           \
-        nvcompStatus_t s_ = (call);                                                                \
-        if (s_ != nvcompSuccess)                                                                   \
-            throw Fail{stage, nv_status_name(s_)};                                                 \
+#define TRY_NV(stage, call)                          \
+    do {                                             \
+        nvcompStatus_t s_ = (call);                  \
+        if (s_ != nvcompSuccess)                     \
+            throw Fail{ stage, nv_status_name(s_) }; \
     } while (0)
 
 static std::string nv_status_name(nvcompStatus_t s)
@@ -123,7 +123,11 @@ struct DevBuf {
     {
         TRY_CUDA(stage, cudaMalloc(&p, n ? n : 1));
     }
-    template <class T> T *as() const { return static_cast<T *>(p); }
+    template <class T>
+    T *as() const
+    {
+        return static_cast<T *>(p);
+    }
 };
 
 struct Events {
@@ -143,8 +147,8 @@ struct Events {
 };
 
 /* Counts the differing bytes of chunk y: a (slot stride sa) vs b (slot stride sb). */
-__global__ void cmp_chunks_kernel(const uint8_t *a, size_t sa, const uint8_t *b, size_t sb,
-                                  const size_t *sizes, unsigned long long *bad)
+__global__ void cmp_chunks_kernel(const uint8_t *a, size_t sa, const uint8_t *b, size_t sb, const size_t *sizes,
+                                  unsigned long long *bad)
 {
     const size_t c = blockIdx.y;
     const size_t n = sizes[c];
@@ -172,14 +176,15 @@ struct Ctx {
     size_t bytes = 0, chunk = 0, nchunks = 0, in_stride = 0;
     int iters = 5;
     cudaStream_t st = nullptr;
-    uint8_t *d_in = nullptr;        /* nchunks slots of in_stride bytes */
+    uint8_t *d_in = nullptr; /* nchunks slots of in_stride bytes */
     const void **d_in_ptrs = nullptr;
     size_t *d_in_sizes = nullptr;
     std::vector<size_t> h_sizes;
 };
 
 /* The batched API of one algorithm: every 6.0 algorithm has the same shape. */
-template <class C, class D> struct Api {
+template <class C, class D>
+struct Api {
     nvcompStatus_t (*align_c)(C, nvcompAlignmentRequirements_t *);
     nvcompStatus_t (*align_d)(D, nvcompAlignmentRequirements_t *);
     nvcompStatus_t (*temp_c)(size_t, size_t, C, size_t *, size_t, cudaStream_t);
@@ -191,13 +196,13 @@ template <class C, class D> struct Api {
                              void *const *, D, nvcompStatus_t *, cudaStream_t);
 };
 
-#define NV_API(X)                                                                                  \
-    Api<nvcompBatched##X##CompressOpts_t, nvcompBatched##X##DecompressOpts_t>                      \
-    {                                                                                              \
+#define NV_API(X)                                                                                           \
+    Api<nvcompBatched##X##CompressOpts_t, nvcompBatched##X##DecompressOpts_t>                               \
+    {                                                                                                       \
         nvcompBatched##X##CompressGetRequiredAlignments, nvcompBatched##X##DecompressGetRequiredAlignments, \
-            nvcompBatched##X##CompressGetTempSize, nvcompBatched##X##CompressGetMaxOutputChunkSize, \
-            nvcompBatched##X##CompressAsync, nvcompBatched##X##DecompressGetTempSize,              \
-            nvcompBatched##X##DecompressAsync                                                      \
+            nvcompBatched##X##CompressGetTempSize, nvcompBatched##X##CompressGetMaxOutputChunkSize,         \
+            nvcompBatched##X##CompressAsync, nvcompBatched##X##DecompressGetTempSize,                       \
+            nvcompBatched##X##DecompressAsync                                                               \
     }
 
 struct Result {
@@ -212,10 +217,11 @@ static void check_statuses(const char *stage, const nvcompStatus_t *d_st, size_t
     TRY_CUDA(stage, cudaStreamSynchronize(st));
     for (size_t i = 0; i < n; i++)
         if (h[i] != nvcompSuccess)
-            throw Fail{stage, nv_status_name(h[i]) + "@chunk" + std::to_string(i)};
+            throw Fail{ stage, nv_status_name(h[i]) + "@chunk" + std::to_string(i) };
 }
 
-template <class C, class D> static Result run_algo(const Api<C, D> &api, const C &copts, const D &dopts, Ctx &x)
+template <class C, class D>
+static Result run_algo(const Api<C, D> &api, const C &copts, const D &dopts, Ctx &x)
 {
     const size_t n = x.nchunks;
     cudaStream_t st = x.st;
@@ -223,9 +229,9 @@ template <class C, class D> static Result run_algo(const Api<C, D> &api, const C
     nvcompAlignmentRequirements_t ac{}, ad{};
     TRY_NV("align", api.align_c(copts, &ac));
     TRY_NV("align", api.align_d(dopts, &ad));
-    const size_t amax = std::max({ac.input, ac.output, ac.temp, ad.input, ad.output, ad.temp, (size_t)1});
+    const size_t amax = std::max({ ac.input, ac.output, ac.temp, ad.input, ad.output, ad.temp, (size_t)1 });
     if (amax > 256 || x.in_stride % amax)
-        throw Fail{"align", "alignment" + std::to_string(amax) + "_unsupported"};
+        throw Fail{ "align", "alignment" + std::to_string(amax) + "_unsupported" };
 
     size_t max_out = 0, temp_c = 0, temp_d = 0;
     TRY_NV("max_out", api.max_out(x.chunk, copts, &max_out));
@@ -272,11 +278,12 @@ template <class C, class D> static Result run_algo(const Api<C, D> &api, const C
         float ms = 0;
         TRY_CUDA("compress", cudaEventElapsedTime(&ms, ev.a, ev.b));
         check_statuses("compress", stats.as<nvcompStatus_t>(), n, st);
-        TRY_CUDA("compress", cudaMemcpy(h_csizes.data(), comp_sizes.p, n * sizeof(size_t), cudaMemcpyDeviceToHost));
+        TRY_CUDA("compress",
+                 cudaMemcpy(h_csizes.data(), comp_sizes.p, n * sizeof(size_t), cudaMemcpyDeviceToHost));
         size_t sum = 0;
         for (size_t i = 0; i < n; i++) {
             if (h_csizes[i] == 0 || h_csizes[i] > max_out)
-                throw Fail{"compress", "bad_size" + std::to_string(h_csizes[i]) + "@chunk" + std::to_string(i)};
+                throw Fail{ "compress", "bad_size" + std::to_string(h_csizes[i]) + "@chunk" + std::to_string(i) };
             sum += h_csizes[i];
         }
         r.comp_bytes = sum;
@@ -299,17 +306,17 @@ template <class C, class D> static Result run_algo(const Api<C, D> &api, const C
         TRY_CUDA("verify", cudaMemcpy(h_dsizes.data(), out_sizes.p, n * sizeof(size_t), cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < n; i++)
             if (h_dsizes[i] != x.h_sizes[i])
-                throw Fail{"verify", "size" + std::to_string(h_dsizes[i]) + "!=" + std::to_string(x.h_sizes[i]) +
-                                         "@chunk" + std::to_string(i)};
+                throw Fail{ "verify", "size" + std::to_string(h_dsizes[i]) + "!=" + std::to_string(x.h_sizes[i]) +
+                                          "@chunk" + std::to_string(i) };
         TRY_CUDA("verify", cudaMemsetAsync(bad.p, 0, sizeof(unsigned long long), st));
         cmp_chunks_kernel<<<cmp_grid, 256, 0, st>>>(x.d_in, x.in_stride, out.as<uint8_t>(), x.in_stride,
-                                                     x.d_in_sizes, bad.as<unsigned long long>());
+                                                    x.d_in_sizes, bad.as<unsigned long long>());
         TRY_CUDA("verify", cudaGetLastError());
         unsigned long long h_bad = 0;
         TRY_CUDA("verify", cudaMemcpyAsync(&h_bad, bad.p, sizeof h_bad, cudaMemcpyDeviceToHost, st));
         TRY_CUDA("verify", cudaStreamSynchronize(st));
         if (h_bad)
-            throw Fail{"verify", std::to_string(h_bad) + "_bytes_differ"};
+            throw Fail{ "verify", std::to_string(h_bad) + "_bytes_differ" };
         if (it > 0)
             tdecomp.push_back(ms);
     }
@@ -318,12 +325,13 @@ template <class C, class D> static Result run_algo(const Api<C, D> &api, const C
     return r;
 }
 
-static const char *const kAllAlgos[] = {"cascaded", "ans", "bitcomp", "lz4", "zstd", "deflate", "gdeflate"};
+static const char *const kAllAlgos[] = { "cascaded", "ans", "bitcomp", "lz4", "zstd", "deflate", "gdeflate" };
 
 static void usage()
 {
-    fprintf(stderr, "usage: bench_nvcomp FILE [--chunk BYTES] [--algos cascaded,ans,bitcomp,lz4,zstd,deflate,gdeflate]\n"
-                    "                    [--type u8|i32|f32] [--iters N]\n");
+    fprintf(stderr,
+            "usage: bench_nvcomp FILE [--chunk BYTES] [--algos cascaded,ans,bitcomp,lz4,zstd,deflate,gdeflate]\n"
+            "                    [--type u8|i32|f32] [--iters N]\n");
     exit(1);
 }
 
@@ -436,9 +444,10 @@ int main(int argc, char **argv)
     x.nchunks = (bytes + chunk - 1) / chunk;
     x.in_stride = round_up(chunk, 256);
     x.iters = iters;
-    printf("# bench_nvcomp gpu=\"%s\" sm=%d%d nvcomp=%s cudart=%d driver=%d file=%s bytes=%zu chunk=%zu chunks=%zu "
-           "iters=%d\n",
-           prop.name, prop.major, prop.minor, nvver.c_str(), rt, drv, path, bytes, chunk, x.nchunks, iters);
+    printf(
+        "# bench_nvcomp gpu=\"%s\" sm=%d%d nvcomp=%s cudart=%d driver=%d file=%s bytes=%zu chunk=%zu chunks=%zu "
+        "iters=%d\n",
+        prop.name, prop.major, prop.minor, nvver.c_str(), rt, drv, path, bytes, chunk, x.nchunks, iters);
     fflush(stdout);
 
     CK(cudaStreamCreateWithFlags(&x.st, cudaStreamNonBlocking));
@@ -475,7 +484,8 @@ int main(int argc, char **argv)
                 r = run_algo(NV_API(Cascaded), c, d, x);
             } else if (a == "ans") {
                 used = nvcompBatchedANSCompressDefaultOpts.data_type;
-                r = run_algo(NV_API(ANS), nvcompBatchedANSCompressDefaultOpts, nvcompBatchedANSDecompressDefaultOpts, x);
+                r = run_algo(NV_API(ANS), nvcompBatchedANSCompressDefaultOpts,
+                             nvcompBatchedANSDecompressDefaultOpts, x);
             } else if (a == "bitcomp") {
                 nvcompBatchedBitcompCompressOpts_t c = nvcompBatchedBitcompCompressDefaultOpts;
                 c.data_type = nvtype;
@@ -483,7 +493,8 @@ int main(int argc, char **argv)
                 r = run_algo(NV_API(Bitcomp), c, nvcompBatchedBitcompDecompressDefaultOpts, x);
             } else if (a == "lz4") {
                 used = nvcompBatchedLZ4CompressDefaultOpts.data_type;
-                r = run_algo(NV_API(LZ4), nvcompBatchedLZ4CompressDefaultOpts, nvcompBatchedLZ4DecompressDefaultOpts, x);
+                r = run_algo(NV_API(LZ4), nvcompBatchedLZ4CompressDefaultOpts,
+                             nvcompBatchedLZ4DecompressDefaultOpts, x);
             } else if (a == "zstd") {
                 used = NVCOMP_TYPE_CHAR;
                 r = run_algo(NV_API(Zstd), nvcompBatchedZstdCompressDefaultOpts,

@@ -16,8 +16,9 @@ void bz2_walk_model(const uint8_t *src, size_t len, uint64_t bit, bz2_walk_cand 
     bz2_column c = { .bwt = col, .cap = col ? BZ2_COLUMN_CAP : 0 };
     bz2_dblock r;
     int rc = bz2_decode_column(src, len, bit, &c, &r);
-    *out = (bz2_walk_cand){ .n = c.n, .orig = c.orig, .crc = c.crc, .rand = (uint32_t)c.randomised,
-                            .end_bit = c.end_bit };
+    *out = (bz2_walk_cand){
+        .n = c.n, .orig = c.orig, .crc = c.crc, .rand = (uint32_t)c.randomised, .end_bit = c.end_bit
+    };
     if (rc == GC_E_TRUNCATED)
         out->status = 1;
     else if (rc != GC_OK || c.orig >= c.n)

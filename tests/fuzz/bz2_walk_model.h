@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 typedef struct bz2_walk_cand {
-    int status;       /* 0 ok, 1 truncated, 2 any other problem */
+    int status; /* 0 ok, 1 truncated, 2 any other problem */
     uint32_t n, orig, crc, rand;
     uint64_t end_bit;
 } bz2_walk_cand;

@@ -44,14 +44,10 @@ static size_t next_piece(sched *s, size_t left, unsigned call)
     s->x = s->x * 1103515245u + 12345u;
     uint32_t r = s->x >> 8;
     switch (s->mode) {
-    case 0:
-        return left ? 1 : 0;
-    case 1:
-        return r % 17; /* 0 too: an empty piece must be harmless */
-    case 2:
-        return 1 + r % 4096;
-    default:
-        return call == 0 ? s->cut : left;
+    case 0: return left ? 1 : 0;
+    case 1: return r % 17; /* 0 too: an empty piece must be harmless */
+    case 2: return 1 + r % 4096;
+    default: return call == 0 ? s->cut : left;
     }
 }
 
@@ -127,11 +123,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(buf + blen, in + fed, p);
         blen += p;
         fed += p;
-        int more = fed < n || (s.mode == 1 && call % 5 == 1 && fed == n && p != 0); /* sometimes an empty last call */
+        int more =
+            fed < n || (s.mode == 1 && call % 5 == 1 && fed == n && p != 0); /* sometimes an empty last call */
         size_t ol = 0, used = 0;
         int had_garbage = st.garbage;
-        prc = part_call(buf, blen, more, &st, 1 + (sel >> 7), (sel >> 6) & 1, got + got_len, MAX_OUT - got_len, &ol,
-                        &used, &perr);
+        prc = part_call(buf, blen, more, &st, 1 + (sel >> 7), (sel >> 6) & 1, got + got_len, MAX_OUT - got_len,
+                        &ol, &used, &perr);
         if (prc != GC_OK)
             break;
         if (used > blen || st.bit > 7 || (had_garbage && ol) || got_len + ol > MAX_OUT)

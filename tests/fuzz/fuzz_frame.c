@@ -89,7 +89,7 @@ bool gcd_stream_put_output(gcd_stream *s, gcd_request *r)
 
 void gcd_completions_announce(gcd_request *r, size_t final)
 {
-    (void)r, (void)final;
+    (void)r, (void) final;
     abort();
 }
 
@@ -118,17 +118,14 @@ static bool value_equal(const ProtobufCFieldDescriptor *fd, const void *a, const
     case PROTOBUF_C_TYPE_UINT32:
     case PROTOBUF_C_TYPE_FIXED32:
     case PROTOBUF_C_TYPE_ENUM:
-    case PROTOBUF_C_TYPE_FLOAT: /* bitwise: a NaN must come back as the same NaN */
-        return memcmp(a, b, 4) == 0;
+    case PROTOBUF_C_TYPE_FLOAT: /* bitwise: a NaN must come back as the same NaN */ return memcmp(a, b, 4) == 0;
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
     case PROTOBUF_C_TYPE_SFIXED64:
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return memcmp(a, b, 8) == 0;
-    case PROTOBUF_C_TYPE_BOOL:
-        return !*(const protobuf_c_boolean *)a == !*(const protobuf_c_boolean *)b;
+    case PROTOBUF_C_TYPE_DOUBLE: return memcmp(a, b, 8) == 0;
+    case PROTOBUF_C_TYPE_BOOL: return !*(const protobuf_c_boolean *)a == !*(const protobuf_c_boolean *)b;
     case PROTOBUF_C_TYPE_STRING:
         return strcmp(str_or_empty(*(char *const *)a), str_or_empty(*(char *const *)b)) == 0;
     case PROTOBUF_C_TYPE_BYTES: {
@@ -153,18 +150,12 @@ static size_t value_size(const ProtobufCFieldDescriptor *fd)
     case PROTOBUF_C_TYPE_SFIXED64:
     case PROTOBUF_C_TYPE_UINT64:
     case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return 8;
-    case PROTOBUF_C_TYPE_BOOL:
-        return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_STRING:
-        return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES:
-        return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE:
-        return sizeof(ProtobufCMessage *);
-    default:
-        return 4;
+    case PROTOBUF_C_TYPE_DOUBLE: return 8;
+    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
+    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
+    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
+    default: return 4;
     }
 }
 
@@ -285,9 +276,9 @@ static void check_round_trip(const Gpucomp__Frame *f)
 #define MAX_STREAMS GCD_ASSEMBLY_MAX_IDS
 
 typedef struct conn_model {
-    bool serving;          /* Hello accepted */
-    bool closing;          /* the daemon closes the connection (or waits for ever) */
-    gcd_assembly assembly; /* the daemon's own */
+    bool serving;                  /* Hello accepted */
+    bool closing;                  /* the daemon closes the connection (or waits for ever) */
+    gcd_assembly assembly;         /* the daemon's own */
     uint64_t streams[MAX_STREAMS]; /* ids of streams opened and not yet ended by their client */
     unsigned n_streams;
 } conn_model;
@@ -310,9 +301,9 @@ static gcd_request *find_assembling(const conn_model *c, uint64_t id)
 /* What gcd_request_new and admission made of the first frame. */
 static void check_new_request(const gcd_request *r, const Gpucomp__Request *m)
 {
-    if (r->id != m->id || r->op != m->op || r->codec != m->codec || r->total_size != m->total_size ||
-        r->output || r->in_fd != -1 || r->out_fd != -1 || r->refused || !r->input ||
-        r->charged != r->total_size || r->input_charge != r->total_size)
+    if (r->id != m->id || r->op != m->op || r->codec != m->codec || r->total_size != m->total_size || r->output ||
+        r->in_fd != -1 || r->out_fd != -1 || r->refused || !r->input || r->charged != r->total_size ||
+        r->input_charge != r->total_size)
         abort();
     if (r->max_output == 0 || r->max_output > FUZZ_MAX_OUTPUT ||
         (m->max_output && m->max_output <= FUZZ_MAX_OUTPUT && r->max_output != m->max_output))
@@ -335,8 +326,7 @@ static void check_assembly(const conn_model *c)
                        : r->charged != r->input_charge || r->input_charge != r->total_size)
             abort();
     }
-    if (n != c->assembly.n || (n == 0) != (c->assembly.started_ns == 0) ||
-        n + c->n_streams > GCD_ASSEMBLY_MAX_IDS)
+    if (n != c->assembly.n || (n == 0) != (c->assembly.started_ns == 0) || n + c->n_streams > GCD_ASSEMBLY_MAX_IDS)
         abort();
 }
 
@@ -388,16 +378,14 @@ static void run_engine(gcd_request *r)
         if (r->output_len)
             abort();
         /* Only a decoder, the budget or an allocation may fail on input that passed the check. */
-        if (r->op == GPUCOMP__OP__OP_COMPRESS && r->error.code != GC_E_NOMEM &&
-            r->error.code != GC_E_LIMIT)
+        if (r->op == GPUCOMP__OP__OP_COMPRESS && r->error.code != GC_E_NOMEM && r->error.code != GC_E_LIMIT)
             abort();
     } else if (r->op == GPUCOMP__OP__OP_DECOMPRESS && r->output_len > r->max_output) {
         abort();
     } else if (input) {
         gcd_request *back = inverse_request(r, len);
         gcd_engine_run_cpu(back, 1);
-        if (back->error.code != GC_OK || back->output_len != len ||
-            (len && memcmp(back->output, input, len) != 0))
+        if (back->error.code != GC_OK || back->output_len != len || (len && memcmp(back->output, input, len) != 0))
             abort();
         gcd_request_free(back);
     }
@@ -439,9 +427,7 @@ static void request_frame(conn_model *c, const Gpucomp__Request *m)
         run_engine(done);
         gcd_request_free(done);
         break;
-    case GCD_ASSEMBLY_REFUSED:
-        check_error(&err);
-        break;
+    case GCD_ASSEMBLY_REFUSED: check_error(&err); break;
     case GCD_ASSEMBLY_FULL:
         c->closing = true; /* LIMIT, and the connection closes */
         break;

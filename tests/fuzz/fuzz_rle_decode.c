@@ -69,8 +69,8 @@ static void decode_one(const uint8_t *data, size_t size)
             uint8_t *part = malloc(info.original_size ? (size_t)info.original_size : 1);
             if (!part)
                 abort();
-            if (rle_decompress(data + off, frame_len, 1, part, (size_t)info.original_size, &part_len,
-                               &err) != GC_OK ||
+            if (rle_decompress(data + off, frame_len, 1, part, (size_t)info.original_size, &part_len, &err) !=
+                    GC_OK ||
                 part_len != info.original_size || (part_len && memcmp(part, out + at, part_len) != 0))
                 abort();
             free(part);

@@ -66,8 +66,8 @@ static void put_simple(stream *s, uint64_t id, Gpucomp__Op op)
 }
 
 /* A request of op/codec whose input is data, in frames of at most piece bytes. */
-static void put_data(stream *s, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec,
-                     Gpucomp__CodecOptions *opt, const uint8_t *data, size_t len, size_t piece)
+static void put_data(stream *s, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, Gpucomp__CodecOptions *opt,
+                     const uint8_t *data, size_t len, size_t piece)
 {
     size_t at = 0;
     do {
@@ -184,8 +184,7 @@ int main(int argc, char **argv)
     if (bz2_compress(text, text_len, &bo, &bz, &bz_len, &err) != GC_OK)
         abort();
     put_hello(&s, 1);
-    put_data(&s, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, NULL, bz, bz_len,
-             bz_len / 3 + 1);
+    put_data(&s, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, NULL, bz, bz_len, bz_len / 3 + 1);
     write_stream(dir, "hello_bzip2_decompress_3frames", &s);
     free(bz);
 

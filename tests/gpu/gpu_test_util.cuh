@@ -35,7 +35,9 @@ static inline double now_s(void)
 /* xorshift64: the suites' data are functions of their seeds. */
 struct Rng {
     uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1)
+    {
+    }
     uint64_t next()
     {
         s ^= s << 13;
@@ -43,7 +45,10 @@ struct Rng {
         s ^= s << 17;
         return s;
     }
-    size_t below(size_t n) { return n ? (size_t)(next() % n) : 0; }
+    size_t below(size_t n)
+    {
+        return n ? (size_t)(next() % n) : 0;
+    }
 };
 
 /* Uniform random bytes. */
@@ -60,12 +65,15 @@ static inline void gen_random(uint8_t *p, size_t n, uint64_t seed)
 }
 
 static const char *const g_words[] = {
-    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had",
-    "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there", "been", "if",
-    "more", "when", "will", "would", "who", "so", "no", "compression", "block", "stream", "sorting",
-    "rotation", "Huffman", "selector", "segment", "def", "return", "self", "import", "None", "0x1f",
-    "1999", "42", "accommodate", "bookkeeper", "Mississippi", "aaaa", "zzzzzz", "\t", "    "};
+    "the",     "of",       "and",         "to",         "in",          "a",     "is",     "that",    "for",
+    "it",      "as",       "was",         "with",       "be",          "by",    "on",     "not",     "he",
+    "this",    "are",      "or",          "his",        "from",        "at",    "which",  "but",     "have",
+    "an",      "had",      "they",        "you",        "were",        "their", "one",    "all",     "we",
+    "can",     "her",      "has",         "there",      "been",        "if",    "more",   "when",    "will",
+    "would",   "who",      "so",          "no",         "compression", "block", "stream", "sorting", "rotation",
+    "Huffman", "selector", "segment",     "def",        "return",      "self",  "import", "None",    "0x1f",
+    "1999",    "42",       "accommodate", "bookkeeper", "Mississippi", "aaaa",  "zzzzzz", "\t",      "    "
+};
 
 /* Text-like: words, punctuation, short and long lines, some indentation. */
 static inline void gen_text(uint8_t *p, size_t n, uint64_t seed)

@@ -148,7 +148,7 @@ static void gen_fibonacci(uint8_t *p, size_t n)
 {
     if (!n)
         return;
-    Bytes a(1, 'a'), b = {'a', 'b'};
+    Bytes a(1, 'a'), b = { 'a', 'b' };
     while (b.size() < n) {
         Bytes c = b;
         c.insert(c.end(), a.begin(), a.end());
@@ -159,8 +159,9 @@ static void gen_fibonacci(uint8_t *p, size_t n)
 }
 
 enum Kind { K_RANDOM, K_NORUN, K_TEXT, K_MIXED, K_CONST, K_P2, K_P3, K_P7, K_REC1K, K_FIB, K_U4K, NKIND };
-static const char *const kind_name[] = {"random", "run-free", "text", "mixed", "one-byte", "period-2", "period-3",
-                                        "period-7", "1KiB-record", "fibonacci", "u^k(4KiB)"};
+static const char *const kind_name[] = { "random",      "run-free",  "text",     "mixed",
+                                         "one-byte",    "period-2",  "period-3", "period-7",
+                                         "1KiB-record", "fibonacci", "u^k(4KiB)" };
 
 static Bytes gen(Kind k, size_t n, uint64_t seed)
 {
@@ -247,7 +248,8 @@ static bool libbz2_check(const Bytes &stream, const uint8_t *src, size_t n, std:
 {
     std::vector<char> out(n + 1);
     unsigned int olen = (unsigned int)(n + 1);
-    int rc = BZ2_bzBuffToBuffDecompress(out.data(), &olen, (char *)stream.data(), (unsigned int)stream.size(), 0, 0);
+    int rc =
+        BZ2_bzBuffToBuffDecompress(out.data(), &olen, (char *)stream.data(), (unsigned int)stream.size(), 0, 0);
     if (rc != BZ_OK) {
         *why = fmt("libbz2 rejects the stream (BZ2_bzBuffToBuffDecompress = %d)", rc);
         return false;
@@ -301,8 +303,8 @@ static std::string diff_msg(const uint8_t *got, size_t got_len, const Bytes &ref
         if (k == 0)
             s += fmt(", in the stream header (before the first of %zu blocks)", mg.size());
         else
-            s += fmt(", in block %zu of %zu of the CPU stream (magic at bit %llu, %llu bits into the block)", k - 1,
-                     mg.size(), (unsigned long long)mg[k - 1], (unsigned long long)(dbit - mg[k - 1]));
+            s += fmt(", in block %zu of %zu of the CPU stream (magic at bit %llu, %llu bits into the block)",
+                     k - 1, mg.size(), (unsigned long long)mg[k - 1], (unsigned long long)(dbit - mg[k - 1]));
     }
     std::string why;
     Bytes g(got, got + got_len);
@@ -326,7 +328,11 @@ struct DevBuf {
     DevBuf() = default;
     DevBuf(const DevBuf &) = delete;
     DevBuf &operator=(const DevBuf &) = delete;
-    ~DevBuf() { if (p) cudaFree(p); }
+    ~DevBuf()
+    {
+        if (p)
+            cudaFree(p);
+    }
     bool alloc(size_t bytes)
     {
         if (p)
@@ -337,11 +343,11 @@ struct DevBuf {
     }
 };
 
-static gc_gpu_ctx *g_ctx;       /* default config: 3 streams, 64 MiB */
-static gc_gpu_ctx *g_small;     /* 3 streams, 32 MiB batch_bytes */
-static gc_gpu_ctx *g_one;       /* 1 stream, 32 MiB */
-static size_t g_scr1, g_scr2;   /* scratch sizes for one / two segments per piece */
-static DevBuf g_scratch;        /* g_scr2 bytes (g_scr1 when --quick) */
+static gc_gpu_ctx *g_ctx;     /* default config: 3 streams, 64 MiB */
+static gc_gpu_ctx *g_small;   /* 3 streams, 32 MiB batch_bytes */
+static gc_gpu_ctx *g_one;     /* 1 stream, 32 MiB */
+static size_t g_scr1, g_scr2; /* scratch sizes for one / two segments per piece */
+static DevBuf g_scratch;      /* g_scr2 bytes (g_scr1 when --quick) */
 
 /* One case through gc_gpu_bzip2_encode_device; piece_segs = segments per
  * piece the scratch is sized for (1 or 2). */
@@ -396,9 +402,9 @@ struct Item {
     std::string name;
     const uint8_t *src;
     size_t n;
-    int level;          /* as passed in opt (0 = 9) */
-    const Bytes *ref;   /* CPU stream */
-    size_t cap;         /* dst_cap; < ref->size() expects GC_E_LIMIT */
+    int level;        /* as passed in opt (0 = 9) */
+    const Bytes *ref; /* CPU stream */
+    size_t cap;       /* dst_cap; < ref->size() expects GC_E_LIMIT */
 };
 
 /* Run items as one batch on ctx; one result per item (prefix names the batch). */
@@ -482,8 +488,9 @@ static void via_batch(gc_gpu_ctx *ctx, const char *ctx_name, std::vector<Item> &
                    pinned ? " pinned" : "", j.dst_len, guard ? "" : "; bytes past dst_cap overwritten");
         }
         bool st = stats.bytes_in == in_ok && stats.bytes_out == out_ok;
-        result(st, "batch on %s%s: %zu jobs, %.1f MB in %.1f ms; stats bytes_in %llu (want %llu) bytes_out %llu "
-                   "(want %llu)",
+        result(st,
+               "batch on %s%s: %zu jobs, %.1f MB in %.1f ms; stats bytes_in %llu (want %llu) bytes_out %llu "
+               "(want %llu)",
                ctx_name, pinned ? " pinned" : "", items.size(), tin / 1e6, dt * 1e3,
                (unsigned long long)stats.bytes_in, (unsigned long long)in_ok, (unsigned long long)stats.bytes_out,
                (unsigned long long)out_ok);
@@ -523,8 +530,8 @@ static void run_case(Case &c, gc_gpu_ctx *ctx, const char *ctx_name, unsigned pi
     if (!c.ok && !prepare(c))
         return;
     uint64_t blocks = plan_blocks(c.data.data(), c.data.size(), c.level);
-    std::vector<Item> items = {{c.name, c.data.data(), c.data.size(), c.level, &c.ref,
-                                gc_gpu_bzip2_encode_cap(c.data.size())}};
+    std::vector<Item> items = { { c.name, c.data.data(), c.data.size(), c.level, &c.ref,
+                                  gc_gpu_bzip2_encode_cap(c.data.size()) } };
     via_batch(ctx, ctx_name, items);
     via_device(c.name.c_str(), c.data.data(), c.data.size(), c.level, c.ref, blocks, piece_segs);
 }
@@ -536,12 +543,12 @@ static std::string case_name(Kind k, size_t n, int level, const char *extra = ""
 
 /* ---- groups of cases ------------------------------------------------------------- */
 
-static const int g_levels[3] = {1, 5, 9};
+static const int g_levels[3] = { 1, 5, 9 };
 
 static void test_small_sizes(void)
 {
-    const size_t sizes[] = {0, 1, 2, 3, 4, 5, 255, 256, 4096};
-    const Kind kinds[] = {K_RANDOM, K_CONST, K_TEXT, K_P2};
+    const size_t sizes[] = { 0, 1, 2, 3, 4, 5, 255, 256, 4096 };
+    const Kind kinds[] = { K_RANDOM, K_CONST, K_TEXT, K_P2 };
     for (int level : g_levels) {
         if (g_quick && level == 5)
             continue;
@@ -584,7 +591,7 @@ static void test_block_limits(void)
         if (g_quick && level != 1)
             continue;
         size_t L = block_limit(level);
-        std::vector<size_t> sizes = {L - 1, L, L + 1};
+        std::vector<size_t> sizes = { L - 1, L, L + 1 };
         if (!g_quick) {
             sizes.push_back(2 * L - 1);
             sizes.push_back(2 * L);
@@ -611,11 +618,11 @@ static void test_block_limits(void)
  * goes through the device call. */
 static void test_runs_at_block_end(void)
 {
-    std::vector<size_t> runs = {3, 4, 5, 254, 255, 256, 259};
-    std::vector<int> deltas = {-6, -5, -4, -3, -2, -1, 0, 1};
+    std::vector<size_t> runs = { 3, 4, 5, 254, 255, 256, 259 };
+    std::vector<int> deltas = { -6, -5, -4, -3, -2, -1, 0, 1 };
     if (g_quick) {
-        runs = {3, 4, 5, 259};
-        deltas = {-5, -4, 0};
+        runs = { 3, 4, 5, 259 };
+        deltas = { -5, -4, 0 };
     }
     for (int level : g_levels) {
         if (g_quick && level != 1)
@@ -639,8 +646,8 @@ static void test_runs_at_block_end(void)
         std::vector<Item> items;
         for (Case &c : cases)
             if (c.ok)
-                items.push_back({c.name, c.data.data(), c.data.size(), c.level, &c.ref,
-                                 gc_gpu_bzip2_encode_cap(c.data.size())});
+                items.push_back({ c.name, c.data.data(), c.data.size(), c.level, &c.ref,
+                                  gc_gpu_bzip2_encode_cap(c.data.size()) });
         via_batch(level == 5 ? g_small : g_ctx, level == 5 ? "32MiB" : "default", items);
         for (Case &c : cases)
             if (c.ok)
@@ -651,9 +658,9 @@ static void test_runs_at_block_end(void)
 
 static void test_text(void)
 {
-    std::vector<size_t> sizes = {100000};
+    std::vector<size_t> sizes = { 100000 };
     if (!g_quick) {
-        sizes = {1u << 20, (5u << 20) + 3};
+        sizes = { 1u << 20, (5u << 20) + 3 };
     }
     for (int level : g_levels) {
         for (size_t n : sizes) {
@@ -671,7 +678,7 @@ static void test_text(void)
 /* One byte, periods 2/3/7, a 1 KiB record, Fibonacci, u^k, random: several blocks each. */
 static void test_adversarial(void)
 {
-    const Kind kinds[] = {K_CONST, K_P2, K_P3, K_P7, K_REC1K, K_FIB, K_U4K, K_RANDOM};
+    const Kind kinds[] = { K_CONST, K_P2, K_P3, K_P7, K_REC1K, K_FIB, K_U4K, K_RANDOM };
     size_t n = g_quick ? 100000 : (3u << 20) + 11;
     for (int level : g_levels) {
         if (g_quick && level != 1)
@@ -712,10 +719,10 @@ static void test_powers(void)
         struct {
             size_t period, n;
             const char *what;
-        } v[] = {{4096, L, "4KiB u filling a block"},
-                 {p ? p : 4096, p ? L : 4096 * (L / 4096), "pure power, one block"},
-                 {4096, 3 * L + 17, "4KiB u over 4 blocks"},
-                 {65536 + 7, 2 * L + 5, "64KiB+7 u over 3 blocks"}};
+        } v[] = { { 4096, L, "4KiB u filling a block" },
+                  { p ? p : 4096, p ? L : 4096 * (L / 4096), "pure power, one block" },
+                  { 4096, 3 * L + 17, "4KiB u over 4 blocks" },
+                  { 65536 + 7, 2 * L + 5, "64KiB+7 u over 3 blocks" } };
         for (auto &x : v) {
             if (g_quick && x.n > 2 * L)
                 continue;
@@ -733,22 +740,22 @@ static void test_powers(void)
 static void test_segments(void)
 {
     struct Spec {
-        size_t run;       /* 0: none */
-        long long start;  /* run start relative to the boundary */
+        size_t run;      /* 0: none */
+        long long start; /* run start relative to the boundary */
         size_t n;
         int level;
         const char *what;
     } specs[] = {
-        {0, 0, SEG + 1234, 9, "run-free across the segment boundary"},
-        {0, 0, SEG, 1, "exactly one segment"},
-        {0, 0, SEG + 1, 5, "one segment and one byte"},
-        {3, -1, SEG + 200000, 1, "run 3 across"},
-        {4, -2, SEG + 200000, 9, "run 4 across"},
-        {5, -4, SEG + 200000, 5, "run 5 across"},
-        {255, -100, SEG + 300001, 9, "run 255 across"},
-        {256, -255, SEG + 300001, 1, "run 256 across, one byte after"},
-        {259, -3, SEG + 300001, 5, "run 259 across"},
-        {3u << 20, -(1536 << 10), SEG + (5u << 20), 9, "3 MiB run across"},
+        { 0, 0, SEG + 1234, 9, "run-free across the segment boundary" },
+        { 0, 0, SEG, 1, "exactly one segment" },
+        { 0, 0, SEG + 1, 5, "one segment and one byte" },
+        { 3, -1, SEG + 200000, 1, "run 3 across" },
+        { 4, -2, SEG + 200000, 9, "run 4 across" },
+        { 5, -4, SEG + 200000, 5, "run 5 across" },
+        { 255, -100, SEG + 300001, 9, "run 255 across" },
+        { 256, -255, SEG + 300001, 1, "run 256 across, one byte after" },
+        { 259, -3, SEG + 300001, 5, "run 259 across" },
+        { 3u << 20, -(1536 << 10), SEG + (5u << 20), 9, "3 MiB run across" },
     };
     for (auto &s : specs) {
         Case c;
@@ -773,8 +780,8 @@ static void test_segments(void)
         uint64_t blocks = plan_blocks(c.data.data(), c.data.size(), 9);
         via_device(c.name.c_str(), c.data.data(), c.data.size(), 9, c.ref, blocks, 1);
         via_device(c.name.c_str(), c.data.data(), c.data.size(), 9, c.ref, blocks, 2);
-        std::vector<Item> items = {{c.name, c.data.data(), c.data.size(), 9, &c.ref,
-                                    gc_gpu_bzip2_encode_cap(c.data.size())}};
+        std::vector<Item> items = { { c.name, c.data.data(), c.data.size(), 9, &c.ref,
+                                      gc_gpu_bzip2_encode_cap(c.data.size()) } };
         via_batch(g_small, "32MiB", items); /* a job larger than the context's batch_bytes */
         via_batch(g_ctx, "default", items, true);
     }
@@ -786,7 +793,7 @@ static void test_mixed_batches(void)
     struct Ctx {
         gc_gpu_ctx *ctx;
         const char *name;
-    } ctxs[] = {{g_ctx, "default"}, {g_small, "32MiB"}, {g_one, "1-stream"}};
+    } ctxs[] = { { g_ctx, "default" }, { g_small, "32MiB" }, { g_one, "1-stream" } };
     int round = 0;
     for (auto &cx : ctxs) {
         Rng r(555 + round);
@@ -800,7 +807,7 @@ static void test_mixed_batches(void)
             c.data = gen(k, n, r.next());
             c.name = fmt("job %zu ", i) + case_name(k, n, c.level);
             if (prepare(c))
-                items.push_back({c.name, c.data.data(), n, c.level, &c.ref, gc_gpu_bzip2_encode_cap(n)});
+                items.push_back({ c.name, c.data.data(), n, c.level, &c.ref, gc_gpu_bzip2_encode_cap(n) });
         }
         if (round == 0 && !items.empty())
             items[0].level = 0, items[0].ref = nullptr; /* set below: level 0 means 9 */
@@ -838,13 +845,14 @@ static void test_limits(void)
         return;
     size_t sz = c.ref.size();
     std::vector<Item> items = {
-        {c.name + " dst_cap=size-1", c.data.data(), c.data.size(), 9, &c.ref, sz - 1},
-        {c.name + " dst_cap=exact", c.data.data(), c.data.size(), 9, &c.ref, sz},
-        {c.name + " dst_cap=10", c.data.data(), c.data.size(), 9, &c.ref, 10},
-        {c.name + " dst_cap=0", c.data.data(), c.data.size(), 9, &c.ref, 0},
-        {c.name + " dst_cap=half", c.data.data(), c.data.size(), 9, &c.ref, sz / 2},
-        {r.name + " dst_cap=size-1 (random)", r.data.data(), r.data.size(), 1, &r.ref, r.ref.size() - 1},
-        {r.name + " dst_cap=cap", r.data.data(), r.data.size(), 1, &r.ref, gc_gpu_bzip2_encode_cap(r.data.size())},
+        { c.name + " dst_cap=size-1", c.data.data(), c.data.size(), 9, &c.ref, sz - 1 },
+        { c.name + " dst_cap=exact", c.data.data(), c.data.size(), 9, &c.ref, sz },
+        { c.name + " dst_cap=10", c.data.data(), c.data.size(), 9, &c.ref, 10 },
+        { c.name + " dst_cap=0", c.data.data(), c.data.size(), 9, &c.ref, 0 },
+        { c.name + " dst_cap=half", c.data.data(), c.data.size(), 9, &c.ref, sz / 2 },
+        { r.name + " dst_cap=size-1 (random)", r.data.data(), r.data.size(), 1, &r.ref, r.ref.size() - 1 },
+        { r.name + " dst_cap=cap", r.data.data(), r.data.size(), 1, &r.ref,
+          gc_gpu_bzip2_encode_cap(r.data.size()) },
     };
     via_batch(g_ctx, "default", items);
     via_batch(g_small, "32MiB", items);
@@ -857,12 +865,13 @@ static void test_limits(void)
         return;
     }
     cudaMemcpy(d_src.p, c.data.data(), n, cudaMemcpyHostToDevice);
-    for (size_t cap : {sz - 1, sz, (size_t)10}) {
+    for (size_t cap : { sz - 1, sz, (size_t)10 }) {
         cudaMemset(d_dst.p, 0xA5, sz + GUARD);
         size_t len = 0;
         gc_error e;
         memset(&e, 0, sizeof e);
-        int rc = gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 9, d_dst.p, cap, &len, g_scratch.p, g_scr1, nullptr, &e);
+        int rc =
+            gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 9, d_dst.p, cap, &len, g_scratch.p, g_scr1, nullptr, &e);
         Bytes out(sz + GUARD);
         cudaMemcpy(out.data(), d_dst.p, sz + GUARD, cudaMemcpyDeviceToHost);
         bool guard = true;
@@ -880,12 +889,12 @@ static void test_limits(void)
         size_t len = 0;
         gc_error e;
         memset(&e, 0, sizeof e);
-        int rc = gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 9, d_dst.p, sz + GUARD, &len, g_scratch.p, g_scr1 / 2,
-                                            nullptr, &e);
-        result(rc != GC_OK && rc != GC_E_DEVICE, "%s device with half a segment's scratch: an error (rc %d \"%s\")",
-               c.name.c_str(), rc, e.msg);
-        rc = gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 10, d_dst.p, sz + GUARD, &len, g_scratch.p, g_scr1, nullptr,
-                                        &e);
+        int rc = gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 9, d_dst.p, sz + GUARD, &len, g_scratch.p,
+                                            g_scr1 / 2, nullptr, &e);
+        result(rc != GC_OK && rc != GC_E_DEVICE,
+               "%s device with half a segment's scratch: an error (rc %d \"%s\")", c.name.c_str(), rc, e.msg);
+        rc = gc_gpu_bzip2_encode_device(g_ctx, d_src.p, n, 10, d_dst.p, sz + GUARD, &len, g_scratch.p, g_scr1,
+                                        nullptr, &e);
         result(rc != GC_OK && rc != GC_E_DEVICE, "%s device level 10: an error (rc %d \"%s\")", c.name.c_str(), rc,
                e.msg);
     }
@@ -936,7 +945,7 @@ static void test_limits(void)
 
 static void test_big(void)
 {
-    for (Kind k : {K_MIXED, K_TEXT}) {
+    for (Kind k : { K_MIXED, K_TEXT }) {
         Case c;
         c.level = 9;
         c.data = gen(k, (256u << 20) + 77, 256 + k);
@@ -975,7 +984,7 @@ int main(int argc, char **argv)
         printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major,
                info.cc_minor, info.total_mem / 1073741824.0);
 
-    gc_gpu_config small_cfg = {3, 32u << 20}, one_cfg = {1, 32u << 20};
+    gc_gpu_config small_cfg = { 3, 32u << 20 }, one_cfg = { 1, 32u << 20 };
     if (gc_gpu_open(0, nullptr, &g_ctx, &e) != GC_OK || gc_gpu_open(0, &small_cfg, &g_small, &e) != GC_OK ||
         gc_gpu_open(0, &one_cfg, &g_one, &e) != GC_OK) {
         printf("FAIL gc_gpu_open: %s\n0 passed, 1 failed\n", e.msg);
@@ -984,7 +993,8 @@ int main(int argc, char **argv)
     g_scr1 = gc_gpu_bzip2_scratch_size(0);
     g_scr2 = gc_gpu_bzip2_scratch_size(2 * SEG);
     result(g_scr1 > 0 && g_scr1 == gc_gpu_bzip2_scratch_size(SEG) && g_scr2 >= g_scr1,
-           "gc_gpu_bzip2_scratch_size: %zu bytes for one segment (0 and 32 MiB alike), %zu for two", g_scr1, g_scr2);
+           "gc_gpu_bzip2_scratch_size: %zu bytes for one segment (0 and 32 MiB alike), %zu for two", g_scr1,
+           g_scr2);
     if (!g_scratch.alloc(g_quick ? g_scr1 : std::max(g_scr1, g_scr2))) {
         printf("FAIL cudaMalloc of %zu bytes of scratch\n%d passed, %d failed\n", g_scr2, g_pass, g_fail + 1);
         return 1;
@@ -995,16 +1005,16 @@ int main(int argc, char **argv)
         void (*fn)(void);
         bool quick, full;
     } groups[] = {
-        {"small sizes", test_small_sizes, true, true},
-        {"random sizes", test_random_sizes, true, true},
-        {"block limits", test_block_limits, true, true},
-        {"runs at block ends", test_runs_at_block_end, true, true},
-        {"text", test_text, true, true},
-        {"adversarial", test_adversarial, true, true},
-        {"powers", test_powers, true, true},
-        {"dst_cap limits", test_limits, true, true},
-        {"mixed batches", test_mixed_batches, true, true},
-        {"segments", test_segments, false, true},
+        { "small sizes", test_small_sizes, true, true },
+        { "random sizes", test_random_sizes, true, true },
+        { "block limits", test_block_limits, true, true },
+        { "runs at block ends", test_runs_at_block_end, true, true },
+        { "text", test_text, true, true },
+        { "adversarial", test_adversarial, true, true },
+        { "powers", test_powers, true, true },
+        { "dst_cap limits", test_limits, true, true },
+        { "mixed batches", test_mixed_batches, true, true },
+        { "segments", test_segments, false, true },
     };
     for (auto &g : groups) {
         if (g_quick ? !g.quick : !g.full)
@@ -1012,7 +1022,8 @@ int main(int argc, char **argv)
         double t0 = now_s();
         int f0 = g_fail;
         g.fn();
-        printf("-- %s: %.1f s%s\n", g.name, now_s() - t0, g_fail > f0 ? fmt(", %d failed", g_fail - f0).c_str() : "");
+        printf("-- %s: %.1f s%s\n", g.name, now_s() - t0,
+               g_fail > f0 ? fmt(", %d failed", g_fail - f0).c_str() : "");
     }
     if (g_big) {
         double t0 = now_s();

@@ -56,7 +56,7 @@
 
 /* The CPU engine (the reference). */
 #include "bz2_internal.h" /* bz2_compress_ex, BZ2_ENC_RANDOMISE */
-#include "gpu.h" /* C API, with extern "C" inside; brings rle.h */
+#include "gpu.h"          /* C API, with extern "C" inside; brings rle.h */
 #include "gpu_test_util.cuh"
 #include "../bz2_oversub.h" /* the crafted stream bzip2 decodes */
 
@@ -107,9 +107,25 @@ static void gen_runs(uint8_t *p, size_t n, size_t len, uint64_t seed)
     }
 }
 
-enum Kind { K_TEXT, K_RANDOM, K_ZEROS, K_R3, K_R4, K_R5, K_R254, K_R255, K_R256, K_R259, K_ONE, K_ALL256, K_P2, NKIND };
-static const char *const kind_name[] = {"text",   "random",  "zeros",   "runs3",   "runs4",    "runs5",  "runs254",
-                                        "runs255", "runs256", "runs259", "one-byte", "all-256", "period-2"};
+enum Kind {
+    K_TEXT,
+    K_RANDOM,
+    K_ZEROS,
+    K_R3,
+    K_R4,
+    K_R5,
+    K_R254,
+    K_R255,
+    K_R256,
+    K_R259,
+    K_ONE,
+    K_ALL256,
+    K_P2,
+    NKIND
+};
+static const char *const kind_name[] = { "text",     "random",  "zeros",   "runs3",   "runs4",
+                                         "runs5",    "runs254", "runs255", "runs256", "runs259",
+                                         "one-byte", "all-256", "period-2" };
 
 static Bytes gen(Kind k, size_t n, uint64_t seed)
 {
@@ -142,14 +158,15 @@ static Bytes gen(Kind k, size_t n, uint64_t seed)
 /* ---- encoders ---------------------------------------------------------------- */
 
 enum Enc { E_LIB1, E_LIB5, E_LIB9, E_OUR1, E_OUR9, NENC };
-static const char *const enc_name[] = {"libbz2-1", "libbz2-5", "libbz2-9", "ours-1", "ours-9"};
-static const int enc_level[] = {1, 5, 9, 1, 9};
+static const char *const enc_name[] = { "libbz2-1", "libbz2-5", "libbz2-9", "ours-1", "ours-9" };
+static const int enc_level[] = { 1, 5, 9, 1, 9 };
 
 static bool compress_lib(const Bytes &src, int level, Bytes &out)
 {
     unsigned int cap = (unsigned int)(src.size() + src.size() / 100 + 1024);
     out.resize(cap);
-    int rc = BZ2_bzBuffToBuffCompress((char *)out.data(), &cap, (char *)(src.empty() ? (const uint8_t *)"" : src.data()),
+    int rc = BZ2_bzBuffToBuffCompress((char *)out.data(), &cap,
+                                      (char *)(src.empty() ? (const uint8_t *)"" : src.data()),
                                       (unsigned int)src.size(), level, 0, 0);
     if (rc != BZ_OK) {
         result(false, "setup: BZ2_bzBuffToBuffCompress(level %d, %zu bytes) = %d", level, src.size(), rc);
@@ -170,7 +187,8 @@ static bool compress_ours(const Bytes &src, int level, unsigned flags, Bytes &ou
     gc_error e;
     int rc = bz2_compress_ex(src.empty() ? (const uint8_t *)"" : src.data(), src.size(), &o, flags, &d, &dl, &e);
     if (rc != GC_OK) {
-        result(false, "setup: bz2_compress_ex(level %d, flags %u, %zu bytes): %s", level, flags, src.size(), e.msg);
+        result(false, "setup: bz2_compress_ex(level %d, flags %u, %zu bytes): %s", level, flags, src.size(),
+               e.msg);
         out.clear();
         return false;
     }
@@ -221,7 +239,10 @@ static uint32_t bzcrc(const Bytes &p)
         c = (c << 8) ^ g_crctab[(c >> 24) ^ b];
     return ~c;
 }
-static uint32_t combine(uint32_t comb, uint32_t blk) { return ((comb << 1) | (comb >> 31)) ^ blk; }
+static uint32_t combine(uint32_t comb, uint32_t blk)
+{
+    return ((comb << 1) | (comb >> 31)) ^ blk;
+}
 
 /* Zero run of length r as RUNA (0) / RUNB (1) symbols (bijective base 2). */
 static void add_run(std::vector<uint16_t> &syms, uint64_t r)
@@ -242,19 +263,19 @@ static void add_run(std::vector<uint16_t> &syms, uint64_t r)
  * alphabet; a canonical code then maps symbol s to the code s), unless
  * overridden. The fields the hostile cases break are written as given. */
 struct CBlock {
-    std::vector<uint8_t> map;    /* the symbol map: used byte values, ascending */
+    std::vector<uint8_t> map; /* the symbol map: used byte values, ascending */
     std::vector<uint16_t> syms;
     uint32_t orig = 0;
-    bool auto_crc = true;        /* the CRC of what the block decodes to (libbz2's reading) */
+    bool auto_crc = true; /* the CRC of what the block decodes to (libbz2's reading) */
     uint32_t crc = 0;
-    int groups = 2;              /* nGroups as written */
-    int nsel = -1;               /* nSelectors as written (-1: one per 50 symbols) */
-    int bad_sel = -1;            /* >= 0: selector 0 written as this MTF value */
+    int groups = 2;                  /* nGroups as written */
+    int nsel = -1;                   /* nSelectors as written (-1: one per 50 symbols) */
+    int bad_sel = -1;                /* >= 0: selector 0 written as this MTF value */
     int len0_sym = -1, len0_val = 0; /* table 0, symbol len0_sym: this raw length */
-    int first_len = -1;          /* >= 0: the 5-bit starting length of table 0 */
-    bool oversub = false;        /* table 0: every length 1 */
+    int first_len = -1;              /* >= 0: the 5-bit starting length of table 0 */
+    bool oversub = false;            /* table 0: every length 1 */
     /* results of decode_ref() */
-    Bytes out;                   /* what the block decodes to (valid blocks) */
+    Bytes out; /* what the block decodes to (valid blocks) */
     bool single_cycle = false;
     uint32_t n = 0;
 };
@@ -292,7 +313,7 @@ static void decode_ref(CBlock &b)
     b.n = (uint32_t)col.size();
     if (col.empty() || b.orig >= col.size())
         return;
-    uint32_t cnt[257] = {0};
+    uint32_t cnt[257] = { 0 };
     for (uint8_t c : col)
         cnt[c + 1]++;
     for (int i = 0; i < 256; i++)
@@ -346,7 +367,7 @@ static void write_block(BitW &w, CBlock &b)
     w.put(b.crc, 32);
     w.bit(0);
     w.put(b.orig, 24);
-    bool used[256] = {false};
+    bool used[256] = { false };
     for (uint8_t v : b.map)
         used[v] = true;
     unsigned hi = 0;
@@ -456,8 +477,8 @@ static std::vector<uint64_t> find_magic(const Bytes &s, uint64_t magic)
 struct Case {
     std::string name;
     Bytes in;
-    size_t hint = 0;      /* dst_cap of the fixed / device ways where the CPU fails */
-    int want_cpu = 0;     /* 1: the stream was built valid (the CPU must take it); 2: hostile */
+    size_t hint = 0;  /* dst_cap of the fixed / device ways where the CPU fails */
+    int want_cpu = 0; /* 1: the stream was built valid (the CPU must take it); 2: hostile */
     /* the CPU engine's verdict */
     bool ref = false;
     int cpu_rc = -1;
@@ -525,7 +546,8 @@ static void cpu_ref(Case &c)
                    c.name.c_str(), rc, ol, st_name(c.cpu_rc), c.cpu_out.size());
     }
     if (c.want_cpu == 2 && c.cpu_rc == GC_OK && g_verbose)
-        printf("NOTE %s: hostile stream accepted by the CPU engine (%zu bytes)\n", c.name.c_str(), c.cpu_out.size());
+        printf("NOTE %s: hostile stream accepted by the CPU engine (%zu bytes)\n", c.name.c_str(),
+               c.cpu_out.size());
 }
 
 static int g_class_lines;
@@ -540,7 +562,8 @@ static void judge(const Case &c, const char *way, int st, const char *msg, const
         g_dead = true;
     if (c.cpu_rc == GC_OK) {
         if (st != GC_OK) {
-            result(false, "%s [%s]: GPU %s \"%s\", CPU ok (%zu bytes)", nm, way, st_name(st), msg, c.cpu_out.size());
+            result(false, "%s [%s]: GPU %s \"%s\", CPU ok (%zu bytes)", nm, way, st_name(st), msg,
+                   c.cpu_out.size());
             return;
         }
         if (out_len != c.cpu_out.size() || (out_len && memcmp(out, c.cpu_out.data(), out_len) != 0)) {
@@ -555,8 +578,8 @@ static void judge(const Case &c, const char *way, int st, const char *msg, const
         return;
     }
     if (st == GC_OK) {
-        result(false, "%s [%s]: GPU accepts (%zu bytes), CPU fails: %s \"%s\"", nm, way, out_len, st_name(c.cpu_rc),
-               c.cpu_msg.c_str());
+        result(false, "%s [%s]: GPU accepts (%zu bytes), CPU fails: %s \"%s\"", nm, way, out_len,
+               st_name(c.cpu_rc), c.cpu_msg.c_str());
         return;
     }
     if (out_len) {
@@ -584,7 +607,7 @@ static void judge(const Case &c, const char *way, int st, const char *msg, const
 struct GrowState {
     unsigned calls = 0;
     size_t last = 0;
-    bool shrank = false;   /* called with a smaller len than before */
+    bool shrank = false; /* called with a smaller len than before */
     size_t refuse_above = SIZE_MAX;
     int refuse_st = GC_E_NOMEM;
 };
@@ -662,11 +685,12 @@ static void run_grow(std::vector<Case *> &cs)
             }
             if (gs[i].shrank)
                 extra += "; grow called with a smaller len than before";
-            judge(*cs[i], "grow", j.status, j.err.msg, j.dst, j.status == GC_OK ? std::min(j.dst_len, j.dst_cap) : j.dst_len,
-                  false, extra);
+            judge(*cs[i], "grow", j.status, j.err.msg, j.dst,
+                  j.status == GC_OK ? std::min(j.dst_len, j.dst_cap) : j.dst_len, false, extra);
         }
         if (stats.bytes_in != in_ok || stats.bytes_out != out_ok)
-            result(false, "batch of %zu jobs [grow] (first %s): stats %llu in / %llu out, successful jobs %llu / %llu",
+            result(false,
+                   "batch of %zu jobs [grow] (first %s): stats %llu in / %llu out, successful jobs %llu / %llu",
                    cs.size(), cs[0]->name.c_str(), (unsigned long long)stats.bytes_in,
                    (unsigned long long)stats.bytes_out, (unsigned long long)in_ok, (unsigned long long)out_ok);
     }
@@ -707,8 +731,10 @@ static void run_fixed(std::vector<Case *> &cs)
                 }
             if (j.dst != bufs[i] || j.dst_cap != cap)
                 extra += "; dst / dst_cap changed without a grow callback";
-            judge(*cs[i], "fixed", j.status, j.err.msg, bufs[i], j.status == GC_OK ? std::min(j.dst_len, cap) : j.dst_len,
-                  true, j.status == GC_OK && j.dst_len > cap ? extra + fmt("; dst_len %zu > dst_cap", j.dst_len) : extra);
+            judge(*cs[i], "fixed", j.status, j.err.msg, bufs[i],
+                  j.status == GC_OK ? std::min(j.dst_len, cap) : j.dst_len, true,
+                  j.status == GC_OK && j.dst_len > cap ? extra + fmt("; dst_len %zu > dst_cap", j.dst_len)
+                                                       : extra);
         }
     }
     for (uint8_t *p : bufs)
@@ -721,7 +747,10 @@ struct DevBuf {
     DevBuf() = default;
     DevBuf(const DevBuf &) = delete;
     DevBuf &operator=(const DevBuf &) = delete;
-    ~DevBuf() { release(); }
+    ~DevBuf()
+    {
+        release();
+    }
     void release()
     {
         if (p)
@@ -750,7 +779,8 @@ static void run_device(Case &c)
 {
     size_t cap = fixed_cap(c);
     if (!g_din.reserve(c.in.size() + 16) || !g_dout.reserve(cap + GUARD)) {
-        result(false, "%s [device]: cudaMalloc of %zu + %zu bytes failed", c.name.c_str(), c.in.size(), cap + GUARD);
+        result(false, "%s [device]: cudaMalloc of %zu + %zu bytes failed", c.name.c_str(), c.in.size(),
+               cap + GUARD);
         return;
     }
     if (!c.in.empty())
@@ -810,7 +840,8 @@ static void run_cases(std::vector<Case> &cs)
     while (i < cs.size() && !g_dead) {
         std::vector<Case *> part;
         size_t bytes = 0;
-        while (i < cs.size() && part.size() < 128 && (part.empty() || bytes + cs[i].in.size() + fixed_cap(cs[i]) < (256u << 20))) {
+        while (i < cs.size() && part.size() < 128 &&
+               (part.empty() || bytes + cs[i].in.size() + fixed_cap(cs[i]) < (256u << 20))) {
             bytes += cs[i].in.size() + fixed_cap(cs[i]);
             part.push_back(&cs[i++]);
         }
@@ -844,13 +875,13 @@ static Case make_case(const std::string &name, Bytes in, size_t hint = 0, int wa
 
 static void test_matrix(void)
 {
-    std::vector<size_t> small = {0, 1, 2, 3, 4, 5, 100, 4096};
+    std::vector<size_t> small = { 0, 1, 2, 3, 4, 5, 100, 4096 };
     std::vector<Kind> kinds;
     std::vector<Enc> encs;
     if (g_quick) {
-        small = {0, 1, 4, 100, 4096};
-        kinds = {K_TEXT, K_RANDOM, K_ZEROS, K_R255, K_ALL256};
-        encs = {E_LIB9, E_OUR1};
+        small = { 0, 1, 4, 100, 4096 };
+        kinds = { K_TEXT, K_RANDOM, K_ZEROS, K_R255, K_ALL256 };
+        encs = { E_LIB9, E_OUR1 };
     } else {
         for (int k = 0; k < NKIND; k++)
             kinds.push_back((Kind)k);
@@ -870,9 +901,9 @@ static void test_matrix(void)
     run_cases(cs);
     cs.clear();
     /* the block boundaries: every class and encoder (quick: one) */
-    std::vector<size_t> mid = {899999, 900000, 900001};
+    std::vector<size_t> mid = { 899999, 900000, 900001 };
     if (g_quick)
-        mid = {900001};
+        mid = { 900001 };
     for (size_t n : mid)
         for (Kind k : kinds) {
             if (g_quick && k != K_TEXT && k != K_ZEROS)
@@ -893,7 +924,7 @@ static void test_matrix(void)
     if (g_quick)
         return;
     /* 1 MiB and 5 MiB: every class, the encoders in turn */
-    for (size_t n : {(size_t)1 << 20, (size_t)5 << 20}) {
+    for (size_t n : { (size_t)1 << 20, (size_t)5 << 20 }) {
         for (int k = 0; k < NKIND; k++) {
             Enc e = (Enc)((k + (n >> 20)) % NENC);
             Bytes s;
@@ -908,7 +939,7 @@ static void test_matrix(void)
     struct {
         Kind k;
         Enc e;
-    } bigs[] = {{K_TEXT, E_OUR9}, {K_RANDOM, E_OUR1}, {K_ZEROS, E_LIB9}, {K_R259, E_OUR9}};
+    } bigs[] = { { K_TEXT, E_OUR9 }, { K_RANDOM, E_OUR1 }, { K_ZEROS, E_LIB9 }, { K_R259, E_OUR9 } };
     for (auto &b : bigs) {
         Bytes s;
         if (compress(b.e, gen(b.k, big, 4000 + b.k), s)) {
@@ -924,15 +955,16 @@ static void test_randomised(void)
         Kind k;
         size_t n;
         int level;
-    } rs[] = {{K_TEXT, 1000, 9},   {K_RANDOM, 2000, 1},    {K_R255, 300000, 9}, {K_TEXT, 250000, 1},
-              {K_ALL256, 600000, 5}, {K_ZEROS, 5u << 20, 1}, {K_R4, 900001, 9}, {K_P2, 4, 1}};
+    } rs[] = { { K_TEXT, 1000, 9 },     { K_RANDOM, 2000, 1 },    { K_R255, 300000, 9 }, { K_TEXT, 250000, 1 },
+               { K_ALL256, 600000, 5 }, { K_ZEROS, 5u << 20, 1 }, { K_R4, 900001, 9 },   { K_P2, 4, 1 } };
     std::vector<Case> cs;
     for (auto &r : rs) {
         if (g_quick && r.n > 300000)
             continue;
         Bytes s;
         if (compress_ours(gen(r.k, r.n, 5000 + r.n), r.level, BZ2_ENC_RANDOMISE, s))
-            cs.push_back(make_case(fmt("randomised ours-%d %s %zu", r.level, kind_name[r.k], r.n), std::move(s), 0, 1));
+            cs.push_back(
+                make_case(fmt("randomised ours-%d %s %zu", r.level, kind_name[r.k], r.n), std::move(s), 0, 1));
     }
     run_cases(cs);
 }
@@ -961,12 +993,12 @@ static void test_multistream(void)
     compress(E_LIB9, gen(K_R255, 70000, 63), c);
     compress_ours(gen(K_TEXT, 3000, 64), 9, BZ2_ENC_RANDOMISE, d);
     std::vector<Case> cs;
-    cs.push_back(make_case("multi a+empty+b", cat({&a, &e0, &b})));
-    cs.push_back(make_case("multi empty+a", cat({&e0, &a})));
-    cs.push_back(make_case("multi a+empty", cat({&a, &e0})));
-    cs.push_back(make_case("multi empty+empty", cat({&e0, &e0})));
-    cs.push_back(make_case("multi a+b+c+d(randomised)+empty+a", cat({&a, &b, &c, &d, &e0, &a})));
-    cs.push_back(make_case("multi b x3", cat({&b, &b, &b})));
+    cs.push_back(make_case("multi a+empty+b", cat({ &a, &e0, &b })));
+    cs.push_back(make_case("multi empty+a", cat({ &e0, &a })));
+    cs.push_back(make_case("multi a+empty", cat({ &a, &e0 })));
+    cs.push_back(make_case("multi empty+empty", cat({ &e0, &e0 })));
+    cs.push_back(make_case("multi a+b+c+d(randomised)+empty+a", cat({ &a, &b, &c, &d, &e0, &a })));
+    cs.push_back(make_case("multi b x3", cat({ &b, &b, &b })));
     /* like pbzip2: a 1 MB input in 100 kB streams, each its own stream */
     {
         Bytes data = gen(K_TEXT, 1000000, 65), all;
@@ -980,20 +1012,20 @@ static void test_multistream(void)
         cs.push_back(make_case("multi pbzip2-like 10 x 100kB + empty", std::move(all)));
     }
     /* trailing garbage and broken second streams: the CPU fails, so must the GPU */
-    Bytes magic = {0x31, 0x41, 0x59, 0x26, 0x53, 0x59}, bz = {'B', 'Z'}, bzh = {'B', 'Z', 'h'}, bzh0 = {'B', 'Z', 'h', '0'},
-          bzh9 = {'B', 'Z', 'h', '9'}, zero = {0};
+    Bytes magic = { 0x31, 0x41, 0x59, 0x26, 0x53, 0x59 }, bz = { 'B', 'Z' }, bzh = { 'B', 'Z', 'h' },
+          bzh0 = { 'B', 'Z', 'h', '0' }, bzh9 = { 'B', 'Z', 'h', '9' }, zero = { 0 };
     size_t hint = 300000;
-    cs.push_back(make_case("trailing block magic after a stream", cat({&a, &magic}), hint));
-    cs.push_back(make_case("trailing 'BZh9'+block magic after a stream", cat({&a, &bzh9, &magic}), hint));
-    cs.push_back(make_case("trailing 'BZ' after a stream", cat({&a, &bz}), hint));
-    cs.push_back(make_case("trailing 'BZh' after a stream", cat({&a, &bzh}), hint));
-    cs.push_back(make_case("trailing 'BZh9' after a stream", cat({&a, &bzh9}), hint));
-    cs.push_back(make_case("trailing 'BZh0' after a stream", cat({&a, &bzh0}), hint));
-    cs.push_back(make_case("trailing zero byte after a stream", cat({&a, &zero}), hint));
-    cs.push_back(make_case("trailing zero byte after an empty stream", cat({&e0, &zero}), hint));
+    cs.push_back(make_case("trailing block magic after a stream", cat({ &a, &magic }), hint));
+    cs.push_back(make_case("trailing 'BZh9'+block magic after a stream", cat({ &a, &bzh9, &magic }), hint));
+    cs.push_back(make_case("trailing 'BZ' after a stream", cat({ &a, &bz }), hint));
+    cs.push_back(make_case("trailing 'BZh' after a stream", cat({ &a, &bzh }), hint));
+    cs.push_back(make_case("trailing 'BZh9' after a stream", cat({ &a, &bzh9 }), hint));
+    cs.push_back(make_case("trailing 'BZh0' after a stream", cat({ &a, &bzh0 }), hint));
+    cs.push_back(make_case("trailing zero byte after a stream", cat({ &a, &zero }), hint));
+    cs.push_back(make_case("trailing zero byte after an empty stream", cat({ &e0, &zero }), hint));
     cs.push_back(make_case("empty input", Bytes(), hint));
     cs.push_back(make_case("input 'BZh9'", bzh9, hint));
-    cs.push_back(make_case("input 'BZh9'+block magic", cat({&bzh9, &magic}), hint));
+    cs.push_back(make_case("input 'BZh9'+block magic", cat({ &bzh9, &magic }), hint));
     run_cases(cs);
 }
 
@@ -1031,9 +1063,10 @@ static void test_false_positives(void)
             int shift = (int)r.below(8);
             uint64_t w = BLOCK_MAGIC << (16 - shift); /* 64-bit window, magic at bit shift from the top */
             for (int k = 0; k < 7; k++)
-                data[at + k] = (uint8_t)((data[at + k] & (k == 0 ? (0xFF00 >> shift) & 0xFF : 0)) | (uint8_t)(w >> (56 - 8 * k)));
+                data[at + k] = (uint8_t)((data[at + k] & (k == 0 ? (0xFF00 >> shift) & 0xFF : 0)) |
+                                         (uint8_t)(w >> (56 - 8 * k)));
         }
-        for (Enc e : {E_LIB1, E_OUR1, E_LIB9}) {
+        for (Enc e : { E_LIB1, E_OUR1, E_LIB9 }) {
             Bytes s;
             if (compress(e, data, s))
                 cs.push_back(make_case(fmt("magics in data, %s", enc_name[e]), std::move(s)));
@@ -1041,12 +1074,12 @@ static void test_false_positives(void)
         /* the raw data, magics and all, after a valid stream */
         Bytes s;
         compress(E_OUR9, gen(K_TEXT, 5000, 83), s);
-        Bytes v = cat({&s, &data});
+        Bytes v = cat({ &s, &data });
         cs.push_back(make_case("stream then raw data full of magics", std::move(v), 100000));
     }
     /* crafted: the magic inside the block's Huffman bits, shifted by k bits */
     Rng r(84);
-    for (uint64_t magic : {BLOCK_MAGIC, EOS_MAGIC}) {
+    for (uint64_t magic : { BLOCK_MAGIC, EOS_MAGIC }) {
         for (int k = 0; k < 8; k++) {
             if (g_quick && k % 3)
                 continue;
@@ -1082,7 +1115,8 @@ static void test_false_positives(void)
                 decode_ref(b);
                 bool runs4 = false;
                 for (size_t i = 3; i < b.out.size(); i++)
-                    runs4 = runs4 || (b.out[i] == b.out[i - 1] && b.out[i] == b.out[i - 2] && b.out[i] == b.out[i - 3]);
+                    runs4 = runs4 ||
+                            (b.out[i] == b.out[i - 1] && b.out[i] == b.out[i - 2] && b.out[i] == b.out[i - 3]);
                 if (!b.single_cycle || runs4 || b.out.size() != b.syms.size())
                     continue;
                 found = true;
@@ -1103,7 +1137,7 @@ static void test_false_positives(void)
                 Bytes n1;
                 compress(E_LIB1, gen(K_TEXT, 20000, 85 + k), n1);
                 cs.push_back(make_case(fmt("crafted %s magic in Huffman bits, shift %d, after a stream", mn, k),
-                                       cat({&n1, &s}), 0, 1));
+                                       cat({ &n1, &s }), 0, 1));
             }
             if (!found)
                 result(false, "setup: no single-cycle block with the magic at shift %d", k);
@@ -1124,20 +1158,20 @@ static void test_corrupt(void)
     {
         Bytes d = gen(K_TEXT, g_quick ? 120000 : 250000, 91), s;
         compress(E_LIB1, d, s);
-        srcs.push_back({fmt("libbz2-1 text %zu", d.size()), s, d.size()});
+        srcs.push_back({ fmt("libbz2-1 text %zu", d.size()), s, d.size() });
     }
     if (!g_quick) {
         Bytes d = gen(K_RANDOM, 60000, 92), d2 = gen(K_R259, 60000, 93), s;
         d.insert(d.end(), d2.begin(), d2.end());
         compress(E_OUR9, d, s);
-        srcs.push_back({fmt("ours-9 random+runs %zu", d.size()), s, d.size()});
+        srcs.push_back({ fmt("ours-9 random+runs %zu", d.size()), s, d.size() });
         Bytes t = gen(K_TEXT, 150000, 94);
         compress_ours(t, 1, BZ2_ENC_RANDOMISE, s);
-        srcs.push_back({"randomised ours-1 text 150000", s, t.size()});
+        srcs.push_back({ "randomised ours-1 text 150000", s, t.size() });
         Bytes a, b, e0 = empty_stream();
         compress(E_OUR1, gen(K_TEXT, 30000, 95), a);
         compress(E_LIB5, gen(K_RANDOM, 5000, 96), b);
-        srcs.push_back({"multi ours-1 text 30000 + empty + libbz2-5 random 5000", cat({&a, &e0, &b}), 35000});
+        srcs.push_back({ "multi ours-1 text 30000 + empty + libbz2-5 random 5000", cat({ &a, &e0, &b }), 35000 });
     }
     const int flips = g_quick ? 20 : 200, truncs = g_quick ? 10 : 30;
     for (Src &src : srcs) {
@@ -1148,14 +1182,15 @@ static void test_corrupt(void)
             uint64_t bit = r.below(src.s.size() * 8);
             Bytes v = src.s;
             v[bit / 8] ^= (uint8_t)(0x80 >> (bit % 8));
-            cs.push_back(make_case(fmt("%s flip bit %llu", src.name.c_str(), (unsigned long long)bit), std::move(v), hint));
+            cs.push_back(
+                make_case(fmt("%s flip bit %llu", src.name.c_str(), (unsigned long long)bit), std::move(v), hint));
         }
         std::vector<uint64_t> eos = find_magic(src.s, EOS_MAGIC), blk = find_magic(src.s, BLOCK_MAGIC);
         uint64_t eos_bit = eos.empty() ? src.s.size() * 8 - 80 : eos.back();
         size_t L = src.s.size(), eb = (size_t)(eos_bit / 8);
         /* header, block header, just before the end-of-stream marker, inside it and inside the stream CRC first */
-        std::vector<size_t> cuts = {1, 3, 4, 5, 10, eb, eb + 3, eb + 7, L - 1, 40, 2, 8, 14, 20, eb + 1, eb + 5, eb + 6,
-                                    eb + 8, eb + 9, L - 2};
+        std::vector<size_t> cuts = { 1, 3, 4,  5,  10,     eb,     eb + 3, eb + 7, L - 1,  40,
+                                     2, 8, 14, 20, eb + 1, eb + 5, eb + 6, eb + 8, eb + 9, L - 2 };
         if (blk.size() > 1)
             cuts.push_back((size_t)(blk[1] / 8)); /* at the second block */
         if (!blk.empty())
@@ -1183,14 +1218,15 @@ static void test_hostile(void)
         Rng r(131);
         for (int attempt = 0; attempt < 100000; attempt++) {
             CBlock b;
-            b.map = {'a', 'b', 'c', 'd', 'e'};
+            b.map = { 'a', 'b', 'c', 'd', 'e' };
             for (int i = 0; i < 60; i++)
                 b.syms.push_back((uint16_t)(r.below(8) < 2 ? r.below(2) : 2 + r.below(4)));
             b.orig = (uint32_t)r.below(40);
             decode_ref(b);
             bool runs4 = false;
             for (size_t i = 3; i < b.out.size(); i++)
-                runs4 = runs4 || (b.out[i] == b.out[i - 1] && b.out[i] == b.out[i - 2] && b.out[i] == b.out[i - 3]);
+                runs4 =
+                    runs4 || (b.out[i] == b.out[i - 1] && b.out[i] == b.out[i - 2] && b.out[i] == b.out[i - 3]);
             if (b.single_cycle && !runs4 && b.orig < b.n) {
                 valid = b;
                 break;
@@ -1243,21 +1279,23 @@ static void test_hostile(void)
         o.resize(bz2_oversub_stream(o.data(), o.size()));
         cs.push_back(make_case("crafted oversubscribed tables (valid, bzip2 decodes it)", o, 0, 1));
         static const int sets[][6] = {
-            {1, 1, 1, 1, 1, 20}, {2, 2, 2, 2, 2, 1}, {10, 10, 10, 10, 1, 1}, {1, 2, 3, 4, 5, 5}, {12, 12, 11, 11, 1, 1},
+            { 1, 1, 1, 1, 1, 20 }, { 2, 2, 2, 2, 2, 1 },     { 10, 10, 10, 10, 1, 1 },
+            { 1, 2, 3, 4, 5, 5 },  { 12, 12, 11, 11, 1, 1 },
         };
         for (const auto &l : sets) {
             Bytes h(BZ2_OVERSUB_CAP);
             h.resize(bz2_oversub_stream_with(h.data(), h.size(), l));
-            cs.push_back(make_case(fmt("oversubscribed table %d %d %d %d %d %d", l[0], l[1], l[2], l[3], l[4], l[5]), h,
-                                   1u << 10, 0));
+            cs.push_back(
+                make_case(fmt("oversubscribed table %d %d %d %d %d %d", l[0], l[1], l[2], l[3], l[4], l[5]), h,
+                          1u << 10, 0));
         }
     }
-    for (int g : {0, 1, 7}) {
+    for (int g : { 0, 1, 7 }) {
         CBlock b = base();
         b.groups = g;
         add(fmt("hostile nGroups %d", g), b, 9, 2);
     }
-    for (int g : {3, 6}) {
+    for (int g : { 3, 6 }) {
         CBlock b = base();
         b.groups = g;
         add(fmt("crafted nGroups %d (valid)", g), b, 9, 0);
@@ -1275,7 +1313,7 @@ static void test_hostile(void)
         b.nsel = 32767;
         add("crafted 32767 selectors", b, 9, 0);
     }
-    for (int g : {2, 6}) {
+    for (int g : { 2, 6 }) {
         CBlock b = base();
         b.groups = g;
         b.bad_sel = g;
@@ -1289,28 +1327,28 @@ static void test_hostile(void)
     {
         /* zero runs: exactly 900000 (the largest block) is valid at level 9 only */
         CBlock b;
-        b.map = {'a'};
+        b.map = { 'a' };
         add_run(b.syms, 900000);
         b.orig = 0;
         add("crafted zero run of 900000 (max block, level 9)", b, 9, 1);
         add("hostile zero run of 900000 at level 8", b, 8, 2);
         add("hostile zero run of 900000 at level 1", b, 1, 2);
         CBlock c;
-        c.map = {'a'};
+        c.map = { 'a' };
         add_run(c.syms, 900001);
         add("hostile zero run of 900001", c, 9, 2);
         CBlock d;
-        d.map = {'a'};
+        d.map = { 'a' };
         for (int i = 0; i < 20; i++)
             d.syms.push_back(0); /* all RUNA: 2^20 - 1 */
         add("hostile all-RUNA run of 1048575", d, 9, 2);
         CBlock f;
-        f.map = {'a'};
+        f.map = { 'a' };
         for (int i = 0; i < 40; i++)
             f.syms.push_back(1); /* all RUNB: 2^41 - 2 */
         add("hostile all-RUNB run of 2^41-2", f, 9, 2);
         CBlock g;
-        g.map = {'a', 'b'};
+        g.map = { 'a', 'b' };
         add_run(g.syms, 450000);
         g.syms.push_back(2);
         add_run(g.syms, 450000);
@@ -1350,7 +1388,7 @@ static void test_limits(void)
     if (!compress(E_OUR9, data, s))
         return;
     const size_t n = data.size();
-    for (size_t cap : {n - 1, (size_t)0, n / 2}) {
+    for (size_t cap : { n - 1, (size_t)0, n / 2 }) {
         uint8_t *buf = (uint8_t *)malloc(cap + GUARD);
         memset(buf + cap, 0xA5, GUARD);
         gc_gpu_job j;
@@ -1370,14 +1408,15 @@ static void test_limits(void)
         if (rc == GC_E_DEVICE)
             g_dead = true;
         result(rc == GC_OK && j.status == GC_E_LIMIT && j.dst_len == 0 && guard,
-               "limits: fixed dst_cap %zu for %zu bytes, grow NULL: rc %s, status %s (want GC_E_LIMIT), dst_len %zu%s",
+               "limits: fixed dst_cap %zu for %zu bytes, grow NULL: rc %s, status %s (want GC_E_LIMIT), dst_len "
+               "%zu%s",
                cap, n, st_name(rc), st_name(j.status), j.dst_len, guard ? "" : ", bytes past dst_cap overwritten");
         free(buf);
         if (g_dead)
             return;
     }
-    for (int refuse : {GC_E_NOMEM, GC_E_LIMIT, GC_E_IO}) {
-        for (size_t above : {(size_t)0, n / 2, n - 1}) {
+    for (int refuse : { GC_E_NOMEM, GC_E_LIMIT, GC_E_IO }) {
+        for (size_t above : { (size_t)0, n / 2, n - 1 }) {
             GrowState g;
             g.refuse_above = above;
             g.refuse_st = refuse;
@@ -1395,8 +1434,8 @@ static void test_limits(void)
             if (rc == GC_E_DEVICE)
                 g_dead = true;
             result(rc == GC_OK && j.status == refuse && j.dst_len == 0 && g.calls >= 1,
-                   "limits: grow refusing above %zu with %s (output %zu): status %s \"%s\", dst_len %zu, %u calls", above,
-                   st_name(refuse), n, st_name(j.status), j.err.msg, j.dst_len, g.calls);
+                   "limits: grow refusing above %zu with %s (output %zu): status %s \"%s\", dst_len %zu, %u calls",
+                   above, st_name(refuse), n, st_name(j.status), j.err.msg, j.dst_len, g.calls);
             free(j.dst);
             if (g_dead)
                 return;
@@ -1417,10 +1456,10 @@ static void test_limits(void)
         int rc = gc_gpu_run_batch(g_ctx, &j, 1, nullptr, &e);
         if (rc == GC_E_DEVICE)
             g_dead = true;
-        result(rc == GC_OK && j.status == GC_OK && j.dst_len == n && j.dst_cap >= n && memcmp(j.dst, data.data(), n) == 0 &&
-                   g.calls >= 1 && !g.shrank,
-               "limits: grow from NULL: status %s, %zu bytes, %u grow calls%s", st_name(j.status), j.dst_len, g.calls,
-               g.shrank ? ", len shrank" : "");
+        result(rc == GC_OK && j.status == GC_OK && j.dst_len == n && j.dst_cap >= n &&
+                   memcmp(j.dst, data.data(), n) == 0 && g.calls >= 1 && !g.shrank,
+               "limits: grow from NULL: status %s, %zu bytes, %u grow calls%s", st_name(j.status), j.dst_len,
+               g.calls, g.shrank ? ", len shrank" : "");
         free(j.dst);
         if (g_dead)
             return;
@@ -1431,7 +1470,7 @@ static void test_limits(void)
         return;
     }
     cudaMemcpy(g_din.p, s.data(), s.size(), cudaMemcpyHostToDevice);
-    for (size_t cap : {n, n - 1, (size_t)0}) {
+    for (size_t cap : { n, n - 1, (size_t)0 }) {
         cudaMemset((uint8_t *)g_dout.p + cap, 0xA5, GUARD);
         size_t len = (size_t)-1;
         gc_error e;
@@ -1449,11 +1488,14 @@ static void test_limits(void)
         if (cap == n) {
             Bytes out(n);
             cudaMemcpy(out.data(), g_dout.p, n, cudaMemcpyDeviceToHost);
-            result(rc == GC_OK && len == n && out == data && gok, "limits device dst_cap exact %zu: rc %s, %zu bytes%s",
-                   cap, st_name(rc), len, gok ? "" : ", bytes past dst_cap overwritten");
+            result(rc == GC_OK && len == n && out == data && gok,
+                   "limits device dst_cap exact %zu: rc %s, %zu bytes%s", cap, st_name(rc), len,
+                   gok ? "" : ", bytes past dst_cap overwritten");
         } else {
-            result(rc == GC_E_LIMIT && len == 0 && gok, "limits device dst_cap %zu < %zu: rc %s \"%s\" (want GC_E_LIMIT), "
-                   "dst_len %zu%s", cap, n, st_name(rc), e.msg, len, gok ? "" : ", bytes past dst_cap overwritten");
+            result(rc == GC_E_LIMIT && len == 0 && gok,
+                   "limits device dst_cap %zu < %zu: rc %s \"%s\" (want GC_E_LIMIT), "
+                   "dst_len %zu%s",
+                   cap, n, st_name(rc), e.msg, len, gok ? "" : ", bytes past dst_cap overwritten");
         }
     }
     {
@@ -1463,7 +1505,8 @@ static void test_limits(void)
         cudaMemcpy(g_din.p, sh.data(), sh.size(), cudaMemcpyHostToDevice);
         size_t len = (size_t)-1;
         gc_error e;
-        int rc = gc_gpu_bzip2_decode_device(g_ctx, (uint8_t *)g_din.p + 1, s.size(), g_dout.p, n, &len, nullptr, &e);
+        int rc =
+            gc_gpu_bzip2_decode_device(g_ctx, (uint8_t *)g_din.p + 1, s.size(), g_dout.p, n, &len, nullptr, &e);
         if (rc == GC_E_DEVICE)
             g_dead = true;
         result(rc != GC_OK && rc != GC_E_DEVICE, "limits device misaligned input: rc %s \"%s\" (want an error)",
@@ -1474,13 +1517,14 @@ static void test_limits(void)
 /* bzip2 decode jobs beside a bzip2 encode job and an rle encode job. */
 static void test_mixed_batch(void)
 {
-    Bytes t = gen(K_TEXT, g_quick ? 200000 : 1200000, 121), r = gen(K_RANDOM, 300000, 122), enc_src = gen(K_TEXT, 500000, 123);
+    Bytes t = gen(K_TEXT, g_quick ? 200000 : 1200000, 121), r = gen(K_RANDOM, 300000, 122),
+          enc_src = gen(K_TEXT, 500000, 123);
     Bytes st, sr, bad, multi, e0 = empty_stream();
     compress(E_OUR9, t, st);
     compress(E_LIB1, r, sr);
     bad = st;
     bad[bad.size() / 2] ^= 0x10;
-    multi = cat({&sr, &e0, &st});
+    multi = cat({ &sr, &e0, &st });
     Case cbad = make_case("mixed: flipped", bad, t.size() + 65536);
     cpu_ref(cbad);
     /* references of the encode jobs */
@@ -1523,18 +1567,23 @@ static void test_mixed_batch(void)
         result(false, "mixed batch: gc_gpu_run_batch %s \"%s\"", st_name(rc), e.msg);
     } else {
         result(j[0].status == GC_OK && j[0].dst_len == t.size() && memcmp(j[0].dst, t.data(), t.size()) == 0,
-               "mixed batch: decode (grow) %s \"%s\", %zu bytes", st_name(j[0].status), j[0].err.msg, j[0].dst_len);
+               "mixed batch: decode (grow) %s \"%s\", %zu bytes", st_name(j[0].status), j[0].err.msg,
+               j[0].dst_len);
         result(j[1].status == GC_OK && j[1].dst_len == r.size() && fixed == r,
-               "mixed batch: decode (fixed) %s \"%s\", %zu bytes", st_name(j[1].status), j[1].err.msg, j[1].dst_len);
-        result(j[2].status == GC_OK && j[2].dst_len == bz_ref.size() && memcmp(benc.data(), bz_ref.data(), bz_ref.size()) == 0,
+               "mixed batch: decode (fixed) %s \"%s\", %zu bytes", st_name(j[1].status), j[1].err.msg,
+               j[1].dst_len);
+        result(j[2].status == GC_OK && j[2].dst_len == bz_ref.size() &&
+                   memcmp(benc.data(), bz_ref.data(), bz_ref.size()) == 0,
                "mixed batch: bzip2 encode identical to bz2_compress: %s \"%s\", %zu bytes (CPU %zu)",
                st_name(j[2].status), j[2].err.msg, j[2].dst_len, bz_ref.size());
         judge(cbad, "mixed batch grow", j[3].status, j[3].err.msg, j[3].dst, j[3].dst_len, false, "");
-        Bytes mref = cat({&r, &t});
-        result(j[4].status == GC_OK && j[4].dst_len == mref.size() && memcmp(j[4].dst, mref.data(), mref.size()) == 0,
+        Bytes mref = cat({ &r, &t });
+        result(j[4].status == GC_OK && j[4].dst_len == mref.size() &&
+                   memcmp(j[4].dst, mref.data(), mref.size()) == 0,
                "mixed batch: decode multi-stream (grow) %s \"%s\", %zu bytes", st_name(j[4].status), j[4].err.msg,
                j[4].dst_len);
-        result(j[5].status == GC_OK && j[5].dst_len == rle_len && memcmp(renc.data(), rle_ref.data(), rle_len) == 0,
+        result(j[5].status == GC_OK && j[5].dst_len == rle_len &&
+                   memcmp(renc.data(), rle_ref.data(), rle_len) == 0,
                "mixed batch: rle encode identical to rle_compress: %s \"%s\"", st_name(j[5].status), j[5].err.msg);
     }
     free(j[0].dst);
@@ -1604,7 +1653,8 @@ static void run_parts(const char *name, const Bytes &in, const std::vector<size_
         size_t out_len = 0, used = 0;
         gc_error ce;
         memset(&ce, 0, sizeof ce);
-        int crc = bz2_decompress_part(src.data(), src.size(), more, &st, 0, 1, nullptr, &out, &out_len, &used, &ce);
+        int crc =
+            bz2_decompress_part(src.data(), src.size(), more, &st, 0, 1, nullptr, &out, &out_len, &used, &ce);
         if (!batch_rc(brc, e, 1, "parts", name)) {
             free(out);
             free(j.dst);
@@ -1623,14 +1673,15 @@ static void run_parts(const char *name, const Bytes &in, const std::vector<size_
             why = fmt("output %zu bytes, CPU %zu (or different bytes)", j.dst_len, out_len);
         } else if (j.part_used != used || !same_state(st, j.part)) {
             ok = false;
-            why = fmt("used %zu (CPU %zu), bit %u (%u), stream %u (%u), block %u (%u), garbage %d (%d)", j.part_used,
-                      used, j.part.bit, st.bit, j.part.stream_no, st.stream_no, j.part.block_no, st.block_no,
-                      j.part.garbage, st.garbage);
+            why = fmt("used %zu (CPU %zu), bit %u (%u), stream %u (%u), block %u (%u), garbage %d (%d)",
+                      j.part_used, used, j.part.bit, st.bit, j.part.stream_no, st.stream_no, j.part.block_no,
+                      st.block_no, j.part.garbage, st.garbage);
         }
         free(out);
         free(j.dst);
         if (!ok || crc != GC_OK) {
-            result(ok, "%s [parts]: call %zu of %zu: %s", name, k + 1, cuts.size() + 1, ok ? "both failed" : why.c_str());
+            result(ok, "%s [parts]: call %zu of %zu: %s", name, k + 1, cuts.size() + 1,
+                   ok ? "both failed" : why.c_str());
             return;
         }
         carry.assign(src.begin() + (long)used, src.end());
@@ -1648,7 +1699,7 @@ static std::vector<size_t> even_cuts(size_t len, size_t piece)
 
 static std::vector<size_t> random_cuts(size_t len, size_t most, uint64_t seed)
 {
-    Rng r{seed};
+    Rng r{ seed };
     std::vector<size_t> c;
     for (size_t x = 1 + r.below(most); x < len; x += 1 + r.below(most))
         c.push_back(x);
@@ -1662,18 +1713,23 @@ static void test_parts(void)
     compress(E_LIB1, gen(K_RANDOM, 250000, 82), b); /* three blocks, little compression */
     compress(E_LIB9, gen(K_R255, 3000000, 83), c);  /* runs: tiny blocks */
     compress_ours(gen(K_TEXT, 5000, 84), 9, BZ2_ENC_RANDOMISE, d);
-    Bytes multi = cat({&a, &e0, &b, &d}), nl = {'\n'}, garbage = cat({&a, &nl}), bz = {'B', 'Z'};
-    Bytes cut_prefix = cat({&b, &bz});
+    Bytes multi = cat({ &a, &e0, &b, &d }), nl = { '\n' }, garbage = cat({ &a, &nl }), bz = { 'B', 'Z' };
+    Bytes cut_prefix = cat({ &b, &bz });
     struct {
         const char *name;
         const Bytes *in;
-    } inputs[] = {{"text 3 blocks", &a}, {"random 3 blocks", &b}, {"runs", &c}, {"randomised", &d},
-                  {"multi-stream", &multi}, {"trailing newline", &garbage}, {"trailing 'BZ'", &cut_prefix},
-                  {"empty stream", &e0}};
+    } inputs[] = { { "text 3 blocks", &a },
+                   { "random 3 blocks", &b },
+                   { "runs", &c },
+                   { "randomised", &d },
+                   { "multi-stream", &multi },
+                   { "trailing newline", &garbage },
+                   { "trailing 'BZ'", &cut_prefix },
+                   { "empty stream", &e0 } };
     for (auto &x : inputs) {
         size_t n = x.in->size();
         run_parts(fmt("%s, whole", x.name).c_str(), *x.in, {});
-        run_parts(fmt("%s, halves", x.name).c_str(), *x.in, {n / 2});
+        run_parts(fmt("%s, halves", x.name).c_str(), *x.in, { n / 2 });
         run_parts(fmt("%s, 64 KiB pieces", x.name).c_str(), *x.in, even_cuts(n, 65536));
         run_parts(fmt("%s, random pieces", x.name).c_str(), *x.in, random_cuts(n, n / 5 + 2, n));
         if (n < 4000)
@@ -1684,7 +1740,7 @@ static void test_parts(void)
     bad[bad.size() / 2] ^= 0x40;
     run_parts("text with a flipped bit, random pieces", bad, random_cuts(bad.size(), 300000, 85));
     Bytes cut(a.begin(), a.begin() + (long)(a.size() * 2 / 3));
-    run_parts("text truncated, halves", cut, {cut.size() / 2});
+    run_parts("text truncated, halves", cut, { cut.size() / 2 });
 }
 
 int main(int argc, char **argv)
@@ -1714,8 +1770,8 @@ int main(int argc, char **argv)
     gc_gpu_info info;
     gc_error e;
     if (gc_gpu_device_info(0, &info, &e) == GC_OK)
-        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major, info.cc_minor,
-               info.total_mem / 1073741824.0);
+        printf("device 0: %s, %d SMs, cc %d.%d, %.1f GiB\n", info.name, info.sm_count, info.cc_major,
+               info.cc_minor, info.total_mem / 1073741824.0);
     if (gc_gpu_open(0, nullptr, &g_ctx, &e) != GC_OK) {
         printf("FAIL gc_gpu_open: %s\nbzip2 decode suite: 0 passed, 1 failed (0 class mismatches)\n", e.msg);
         return 1;
@@ -1725,16 +1781,16 @@ int main(int argc, char **argv)
         void (*fn)(void);
         bool quick;
     } groups[] = {
-        {"hostile blocks", test_hostile, true},
-        {"multi-stream and trailing data", test_multistream, true},
-        {"false positives", test_false_positives, true},
-        {"randomised blocks", test_randomised, true},
-        {"output limits", test_limits, true},
-        {"mixed batch", test_mixed_batch, true},
-        {"corrupt streams", test_corrupt, true},
-        {"sizes x classes x encoders", test_matrix, true},
-        {"waves (> 2048 blocks)", test_waves, false},
-        {"stream parts", test_parts, true},
+        { "hostile blocks", test_hostile, true },
+        { "multi-stream and trailing data", test_multistream, true },
+        { "false positives", test_false_positives, true },
+        { "randomised blocks", test_randomised, true },
+        { "output limits", test_limits, true },
+        { "mixed batch", test_mixed_batch, true },
+        { "corrupt streams", test_corrupt, true },
+        { "sizes x classes x encoders", test_matrix, true },
+        { "waves (> 2048 blocks)", test_waves, false },
+        { "stream parts", test_parts, true },
     };
     for (auto &g : groups) {
         if (g_dead)

@@ -66,7 +66,9 @@ static void result(bool ok, const char *fmt, ...)
 
 struct Rng {
     uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1)
+    {
+    }
     uint64_t next()
     {
         s ^= s << 13;
@@ -77,7 +79,7 @@ struct Rng {
 };
 
 enum Kind { RANDOM, SHORT, LONG, CONSTANT, MIXED, NKIND };
-static const char *kind_name[] = {"random", "short-runs", "long-runs", "constant", "mixed"};
+static const char *kind_name[] = { "random", "short-runs", "long-runs", "constant", "mixed" };
 
 static void gen(uint8_t *p, size_t n, unsigned w, Kind k, uint64_t seed)
 {
@@ -104,8 +106,8 @@ static void gen(uint8_t *p, size_t n, unsigned w, Kind k, uint64_t seed)
         size_t run;
         switch (cur) {
         case RANDOM: run = 1; break;
-        case SHORT: run = 1 + r.next() % 15; break;       /* mean 8 */
-        case LONG: run = 1 + r.next() % 511; break;       /* mean 256 */
+        case SHORT: run = 1 + r.next() % 15; break; /* mean 8 */
+        case LONG: run = 1 + r.next() % 511; break; /* mean 256 */
         default: run = n; break;
         }
         if (cur != CONSTANT)
@@ -124,10 +126,15 @@ static void gen(uint8_t *p, size_t n, unsigned w, Kind k, uint64_t seed)
 struct DevBuf {
     void *p = nullptr;
     size_t n = 0;
-    ~DevBuf() { if (p) cudaFree(p); }
+    ~DevBuf()
+    {
+        if (p)
+            cudaFree(p);
+    }
     bool alloc(size_t bytes)
     {
-        if (p) cudaFree(p);
+        if (p)
+            cudaFree(p);
         p = nullptr;
         n = bytes;
         return cudaMalloc(&p, bytes ? bytes : 16) == cudaSuccess;
@@ -136,7 +143,7 @@ struct DevBuf {
 
 static std::vector<uint8_t> cpu_frame(const uint8_t *src, size_t n, unsigned w, uint32_t cs)
 {
-    rle_options o = {w, cs, 1};
+    rle_options o = { w, cs, 1 };
     std::vector<uint8_t> f(rle_compress_bound(n, &o));
     size_t len = 0;
     gc_error e;
@@ -161,7 +168,7 @@ static size_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
 static void case_device(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned w, uint32_t cs,
                         const std::vector<uint8_t> &ref, const char *name)
 {
-    rle_options o = {w, cs, 1};
+    rle_options o = { w, cs, 1 };
     size_t bound = rle_compress_bound(n, &o);
     size_t scr = gc_gpu_rle_scratch_size(n, &o);
     DevBuf d_src, d_dst, d_scr, d_out;
@@ -181,8 +188,8 @@ static void case_device(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned 
     std::vector<uint8_t> f(flen);
     cudaMemcpy(f.data(), d_dst.p, flen, cudaMemcpyDeviceToHost);
     if (flen != ref.size() || memcmp(f.data(), ref.data(), flen) != 0) {
-        result(false, "%s device encode: frame differs from CPU (len %zu vs %zu, first diff at %zu)", name,
-               flen, ref.size(), first_diff(f.data(), ref.data(), std::min(flen, ref.size())));
+        result(false, "%s device encode: frame differs from CPU (len %zu vs %zu, first diff at %zu)", name, flen,
+               ref.size(), first_diff(f.data(), ref.data(), std::min(flen, ref.size())));
         return;
     }
     /* decode the CPU frame (identical bytes) */
@@ -204,7 +211,7 @@ static void case_device(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned 
 static void case_batch(gc_gpu_ctx *ctx, const uint8_t *src, size_t n, unsigned w, uint32_t cs,
                        const std::vector<uint8_t> &ref, const char *name, bool pinned)
 {
-    rle_options o = {w, cs, 1};
+    rle_options o = { w, cs, 1 };
     size_t bound = rle_compress_bound(n, &o);
     uint8_t *dst, *out, *in = (uint8_t *)src;
     if (pinned) {
@@ -280,7 +287,7 @@ static int gpu_decode_status(gc_gpu_ctx *ctx, const std::vector<uint8_t> &f, siz
     gc_error e;
     if (device) {
         DevBuf d_f, d_o, d_s;
-        rle_options o = {8, 64, 1};
+        rle_options o = { 8, 64, 1 };
         size_t scr = gc_gpu_rle_scratch_size(orig + 4096, &o);
         d_f.alloc(f.size() + 16);
         d_o.alloc(orig + 16);
@@ -339,7 +346,7 @@ static void test_corrupt(gc_gpu_ctx *ctx)
     std::vector<Mut> muts;
     int flips = g_quick ? 12 : 60;
     for (int i = 0; i < flips; i++) {
-        Mut m{"flip byte in records", ref};
+        Mut m{ "flip byte in records", ref };
         size_t pos = hsz + r.next() % (ref.size() - hsz);
         m.f[pos] ^= (uint8_t)(1 + r.next() % 255);
         char b[64];
@@ -348,22 +355,22 @@ static void test_corrupt(gc_gpu_ctx *ctx)
         muts.push_back(m);
     }
     for (int i = 0; i < 4; i++) {
-        Mut m{"flip header byte", ref};
+        Mut m{ "flip header byte", ref };
         m.f[r.next() % hsz] ^= 0x10;
         muts.push_back(m);
     }
-    for (size_t cut : {(size_t)0, (size_t)10, hsz - 1, hsz + 5, ref.size() / 2, ref.size() - 1}) {
-        Mut m{"truncated to " + std::to_string(cut), std::vector<uint8_t>(ref.begin(), ref.begin() + cut)};
+    for (size_t cut : { (size_t)0, (size_t)10, hsz - 1, hsz + 5, ref.size() / 2, ref.size() - 1 }) {
+        Mut m{ "truncated to " + std::to_string(cut), std::vector<uint8_t>(ref.begin(), ref.begin() + cut) };
         muts.push_back(m);
     }
     {
-        Mut m{"trailing byte", ref};
+        Mut m{ "trailing byte", ref };
         m.f.push_back(0);
         muts.push_back(m);
     }
     for (int i = 0; i < 6 && cc >= 2; i++) {
         /* lying index: move k bytes between two entries, keep the sum, fix the header CRC */
-        Mut m{"lying index (sum kept)", ref};
+        Mut m{ "lying index (sum kept)", ref };
         uint32_t a = (uint32_t)(r.next() % cc), b = (uint32_t)(r.next() % cc);
         if (a == b)
             b = (a + 1) % cc;
@@ -380,7 +387,7 @@ static void test_corrupt(gc_gpu_ctx *ctx)
         muts.push_back(m);
     }
     {
-        Mut m{"index entry below a record header", ref};
+        Mut m{ "index entry below a record header", ref };
         uint32_t v = 5;
         memcpy(m.f.data() + 32, &v, 4);
         fix_header_crc(m.f);
@@ -392,41 +399,41 @@ static void test_corrupt(gc_gpu_ctx *ctx)
         memcpy(&runs, ref.data() + ro + 4, 4);
         unsigned lw = ref[ro + 1];
         {
-            Mut m{"run_count lies", ref};
+            Mut m{ "run_count lies", ref };
             uint32_t v = runs + 1;
             memcpy(m.f.data() + ro + 4, &v, 4);
             muts.push_back(m);
         }
         {
-            Mut m{"run_count huge", ref};
+            Mut m{ "run_count huge", ref };
             uint32_t v = 0xFFFFFFF0u;
             memcpy(m.f.data() + ro + 4, &v, 4);
             muts.push_back(m);
         }
         {
-            Mut m{"len_width 3", ref};
+            Mut m{ "len_width 3", ref };
             m.f[ro + 1] = 3;
             muts.push_back(m);
         }
         {
-            Mut m{"mode 2", ref};
+            Mut m{ "mode 2", ref };
             m.f[ro] = 2;
             muts.push_back(m);
         }
         {
-            Mut m{"reserved byte set", ref};
+            Mut m{ "reserved byte set", ref };
             m.f[ro + 2] = 1;
             muts.push_back(m);
         }
         {
-            Mut m{"run length too long", ref};
+            Mut m{ "run length too long", ref };
             size_t lp = ro + 12 + (size_t)runs * w;
             for (unsigned b = 0; b < lw; b++)
                 m.f[lp + b] = 0xFF;
             muts.push_back(m);
         }
         {
-            Mut m{"run lengths swapped (sum kept, CRC catches)", ref};
+            Mut m{ "run lengths swapped (sum kept, CRC catches)", ref };
             size_t lp = ro + 12 + (size_t)runs * w;
             if (runs >= 2 && lw == 1 && m.f[lp] != m.f[lp + 1]) {
                 std::swap(m.f[lp], m.f[lp + 1]);
@@ -434,7 +441,7 @@ static void test_corrupt(gc_gpu_ctx *ctx)
             }
         }
         {
-            Mut m{"stored crc wrong", ref};
+            Mut m{ "stored crc wrong", ref };
             m.f[ro + 8] ^= 1;
             muts.push_back(m);
         }
@@ -466,7 +473,7 @@ struct Item {
 
 static void make_items(std::vector<Item> &items, int count, uint64_t seed, size_t max_size)
 {
-    static const uint32_t css[] = {64, 1000, 4096, 16392, 65536, 1u << 20};
+    static const uint32_t css[] = { 64, 1000, 4096, 16392, 65536, 1u << 20 };
     Rng r(seed);
     for (int i = 0; i < count; i++) {
         Item it;
@@ -498,7 +505,7 @@ static bool run_items(gc_gpu_ctx *ctx, std::vector<Item> &items, std::string *wh
             j.src = it.ref.data();
             j.src_len = it.ref.size();
         } else {
-            rle_options o = {it.w, it.cs, 1};
+            rle_options o = { it.w, it.cs, 1 };
             it.dst.assign(rle_compress_bound(it.src.size(), &o), 0);
             j.codec = GC_GPU_CODEC_RLE;
             j.op = GC_GPU_ENCODE;
@@ -545,7 +552,7 @@ static void *thread_main(void *p)
     gc_gpu_ctx *ctx = a->ctx;
     gc_error e;
     if (!ctx) {
-        gc_gpu_config cfg = {2, 2u << 20};
+        gc_gpu_config cfg = { 2, 2u << 20 };
         if (gc_gpu_open(a->dev, &cfg, &own, &e) != GC_OK) {
             a->ok = false;
             a->why = e.msg;
@@ -612,16 +619,16 @@ static void test_host_copy_modes(int dev)
     struct Mode {
         const char *name, *threads, *nt;
     } modes[] = {
-        {"stage, 0 copy threads", "0", nullptr},
-        {"stage, 3 copy threads, no NT", "3", "0"},
-        {"stage, default copy threads", nullptr, nullptr},
+        { "stage, 0 copy threads", "0", nullptr },
+        { "stage, 3 copy threads, no NT", "3", "0" },
+        { "stage, default copy threads", nullptr, nullptr },
     };
     const size_t n = (g_quick ? 70u << 20 : 150u << 20) + 5;
     const unsigned w = 2;
     std::vector<uint8_t> src(n);
     gen(src.data(), n, w, MIXED, 4242);
     std::vector<uint8_t> ref = cpu_frame(src.data(), n, w, RLE_DEFAULT_CHUNK_SIZE);
-    rle_options o = {w, RLE_DEFAULT_CHUNK_SIZE, 1};
+    rle_options o = { w, RLE_DEFAULT_CHUNK_SIZE, 1 };
     size_t bound = rle_compress_bound(n, &o);
     for (const Mode &m : modes) {
         if (m.threads)
@@ -633,7 +640,7 @@ static void test_host_copy_modes(int dev)
         else
             unsetenv("GC_GPU_COPY_NT");
         gc_gpu_ctx *ctx = nullptr;
-        gc_gpu_config cfg = {3, 4u << 20};
+        gc_gpu_config cfg = { 3, 4u << 20 };
         gc_error e;
         int rc = gc_gpu_open(dev, &cfg, &ctx, &e);
         unsetenv("GC_GPU_COPY_THREADS");
@@ -649,7 +656,7 @@ static void test_host_copy_modes(int dev)
             bool ok = run_items(ctx, items, &why);
             result(ok, "host copy %s: mixed batch %d%s%s", m.name, round, ok ? "" : ": ", why.c_str());
         }
-        int fds[3] = {-1, -1, -1};
+        int fds[3] = { -1, -1, -1 };
         std::vector<uint8_t> in(n + 3);
         memcpy(in.data() + 3, src.data(), n);
         uint8_t *mi = memfd_map(n + 3, PROT_READ, in.data(), &fds[0]);
@@ -778,10 +785,11 @@ static void crc_case(const char *name, const uint8_t *src, size_t n, uint32_t wa
 static void test_device_crc()
 {
     static const uint8_t check[] = "123456789";
-    result(ref_crc(gcgpu::kCrc32Poly, check, 9) == 0xCBF43926u && ref_crc(gcgpu::kCrc32cPoly, check, 9) == 0xE3069283u,
+    result(ref_crc(gcgpu::kCrc32Poly, check, 9) == 0xCBF43926u &&
+               ref_crc(gcgpu::kCrc32cPoly, check, 9) == 0xE3069283u,
            "bitwise CRC references give the catalogue check values");
     using Crc32Small = gcgpu::CrcTablesT<gcgpu::kCrc32Poly, 128>;
-    const size_t sizes[] = {0, 1, 9, 4095, 16384, 16385, (1u << 20) + 7, (5u << 20) + 3};
+    const size_t sizes[] = { 0, 1, 9, 4095, 16384, 16385, (1u << 20) + 7, (5u << 20) + 3 };
     std::vector<uint8_t> buf((5u << 20) + 3);
     Rng r(1313);
     for (auto &b : buf)
@@ -822,38 +830,38 @@ int main(int argc, char **argv)
     result(gc_gpu_device_info(ndev, &info, &e) == GC_E_INVALID, "device_info rejects device %d", ndev);
 
     gc_gpu_ctx *ctx = nullptr, *small = nullptr;
-    gc_gpu_config cfg = {3, 64u << 20};
+    gc_gpu_config cfg = { 3, 64u << 20 };
     if (gc_gpu_open(0, &cfg, &ctx, &e) != GC_OK) {
         printf("FAIL gc_gpu_open: %s\n0 passed, 1 failed\n", e.msg);
         return 1;
     }
-    gc_gpu_config scfg = {3, 1u << 20}; /* forces several pieces per job */
+    gc_gpu_config scfg = { 3, 1u << 20 }; /* forces several pieces per job */
     if (gc_gpu_open(0, &scfg, &small, &e) != GC_OK) {
         printf("FAIL gc_gpu_open (small): %s\n0 passed, 1 failed\n", e.msg);
         return 1;
     }
 
     /* sizes x widths x classes x chunk sizes */
-    std::vector<size_t> sizes = {0, 1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 127, 1000, 4095, 4096, 4097,
-                                 16383, 16384, 16385, 65536 + 3, 100003};
+    std::vector<size_t> sizes = { 0,  1,   2,    3,    7,    8,    15,    16,    17,    63,        64,
+                                  65, 127, 1000, 4095, 4096, 4097, 16383, 16384, 16385, 65536 + 3, 100003 };
     if (g_quick)
-        sizes = {0, 1, 9, 64, 65, 1000, 4097, 16385, 100003};
+        sizes = { 0, 1, 9, 64, 65, 1000, 4097, 16385, 100003 };
     if (!g_quick) {
         sizes.push_back((1u << 20) - 1);
         sizes.push_back((1u << 20) + 7);
         sizes.push_back(3u << 20);
         sizes.push_back((17u << 20) + 5);
     }
-    std::vector<uint32_t> chunks = {64, 72, 1000, 4096, 16392, 65536, 1u << 20, 1u << 22};
+    std::vector<uint32_t> chunks = { 64, 72, 1000, 4096, 16392, 65536, 1u << 20, 1u << 22 };
     Rng pick(42);
     int idx = 0;
     for (size_t n : sizes) {
-        for (unsigned w : {1u, 2u, 4u, 8u}) {
+        for (unsigned w : { 1u, 2u, 4u, 8u }) {
             for (int k = 0; k < NKIND; k++) {
                 if (g_quick && (k + idx) % NKIND >= 2)
                     continue;
                 /* not every combination: a rotating choice of chunk size, always one small one */
-                uint32_t cs_list[2] = {chunks[pick.next() % chunks.size()], chunks[(idx++) % 3]};
+                uint32_t cs_list[2] = { chunks[pick.next() % chunks.size()], chunks[(idx++) % 3] };
                 for (uint32_t cs : cs_list) {
                     cs -= cs % w;
                     if (cs < 64)
@@ -877,14 +885,15 @@ int main(int argc, char **argv)
     /* dense run heads inside rle chunks: every element starts a run over the first
      * eighth (or a sixteenth) of each chunk, then one long run, so run tiles cover
      * little output with 64 heads per segment, and len_width is 2 or 4 */
-    for (unsigned w : {1u, 2u, 4u, 8u}) {
-        for (uint32_t cs : {65536u, 1u << 20}) {
+    for (unsigned w : { 1u, 2u, 4u, 8u }) {
+        for (uint32_t cs : { 65536u, 1u << 20 }) {
             size_t n = (size_t)cs * 2 + 37 * w + 3;
             std::vector<uint8_t> src(n);
             size_t cel = cs / w, frac = (w == 8 ? 16 : 8);
             for (size_t q = 0; q * w < n; q++) {
                 size_t qc = q % cel;
-                uint64_t v = qc < cel / frac ? (q * 0x9E3779B97F4A7C15ull) | 1 : 0x0101010101010101ull * (q / cel + 2);
+                uint64_t v =
+                    qc < cel / frac ? (q * 0x9E3779B97F4A7C15ull) | 1 : 0x0101010101010101ull * (q / cel + 2);
                 for (unsigned b = 0; b < w && q * w + b < n; b++)
                     src[q * w + b] = (uint8_t)(v >> (8 * b));
             }
@@ -904,7 +913,7 @@ int main(int argc, char **argv)
     for (size_t n : bigs) {
         std::vector<uint8_t> src(n);
         for (int k = 0; k < NKIND; k++) {
-            for (unsigned w : {1u, 4u}) {
+            for (unsigned w : { 1u, 4u }) {
                 gen(src.data(), n, w, (Kind)k, 99 + k);
                 std::vector<uint8_t> ref = cpu_frame(src.data(), n, w, RLE_DEFAULT_CHUNK_SIZE);
                 char name[160];
@@ -930,8 +939,8 @@ int main(int argc, char **argv)
         /* a chunk larger than the context's slices: GC_E_LIMIT for that job only */
         std::vector<uint8_t> src(3u << 20);
         gen(src.data(), src.size(), 1, LONG, 5);
-        rle_options o = {1, 2u << 20, 1};
-        rle_options o2 = {1, 1u << 16, 1};
+        rle_options o = { 1, 2u << 20, 1 };
+        rle_options o2 = { 1, 1u << 16, 1 };
         std::vector<uint8_t> dst(rle_compress_bound(src.size(), &o)), dst2(rle_compress_bound(src.size(), &o2));
         gc_gpu_job j[3];
         memset(j, 0, sizeof j);
@@ -950,8 +959,8 @@ int main(int argc, char **argv)
         std::vector<uint8_t> ref = cpu_frame(src.data(), src.size(), 1, 1u << 16);
         result(rc == GC_OK && j[0].status == GC_E_LIMIT && j[1].status == GC_OK && j[1].dst_len == ref.size() &&
                    memcmp(dst2.data(), ref.data(), ref.size()) == 0 && j[2].status == GC_E_INVALID,
-               "chunk larger than batch_bytes, a job of no codec: an error for that job only (%s; %s)", j[0].err.msg,
-               j[2].err.msg);
+               "chunk larger than batch_bytes, a job of no codec: an error for that job only (%s; %s)",
+               j[0].err.msg, j[2].err.msg);
     }
 
     test_device_crc();

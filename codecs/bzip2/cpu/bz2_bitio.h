@@ -35,7 +35,10 @@ void bz2_bw_append(bz2_bitwriter *w, const uint8_t *src, uint64_t nbits);
 /* Pad with zero bits to a byte boundary and move everything to buf. */
 void bz2_bw_flush(bz2_bitwriter *w);
 
-static inline uint64_t bz2_bw_bits(const bz2_bitwriter *w) { return (uint64_t)w->len * 8 + w->nacc; }
+static inline uint64_t bz2_bw_bits(const bz2_bitwriter *w)
+{
+    return (uint64_t)w->len * 8 + w->nacc;
+}
 
 /* Write the low n bits of v (n <= 32). */
 static inline void bz2_bw_put(bz2_bitwriter *w, unsigned n, uint32_t v)
@@ -64,11 +67,11 @@ static inline void bz2_bw_put(bz2_bitwriter *w, unsigned n, uint32_t v)
 /* ---- reader ---- */
 typedef struct bz2_bitreader {
     const uint8_t *src;
-    size_t len;     /* bytes in src */
-    size_t next;    /* next byte to load into buf */
-    uint64_t buf;   /* unread bits, left-aligned at bit 63 */
-    unsigned nbuf;  /* valid bits in buf (may include zero padding past end) */
-    uint64_t pad;   /* zero bits appended past the end of src */
+    size_t len;    /* bytes in src */
+    size_t next;   /* next byte to load into buf */
+    uint64_t buf;  /* unread bits, left-aligned at bit 63 */
+    unsigned nbuf; /* valid bits in buf (may include zero padding past end) */
+    uint64_t pad;  /* zero bits appended past the end of src */
 } bz2_bitreader;
 
 /* Position the reader at bit offset `bit` of src[0..len). */
@@ -124,7 +127,10 @@ static inline uint64_t bz2_br_pos(const bz2_bitreader *r)
 }
 
 /* True once a read went past the end of the input. */
-static inline int bz2_br_overrun(const bz2_bitreader *r) { return bz2_br_pos(r) > (uint64_t)r->len * 8; }
+static inline int bz2_br_overrun(const bz2_bitreader *r)
+{
+    return bz2_br_pos(r) > (uint64_t)r->len * 8;
+}
 
 #ifdef __cplusplus
 }

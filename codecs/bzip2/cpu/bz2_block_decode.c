@@ -34,7 +34,7 @@
 #define LUT_BITS 10
 
 typedef struct htab {
-    uint16_t lut[1u << LUT_BITS]; /* sym << 5 | len, 0 = longer code */
+    uint16_t lut[1u << LUT_BITS];            /* sym << 5 | len, 0 = longer code */
     int32_t first[BZ2_MAX_CODE_LEN_DEC + 1]; /* first canonical code of each length */
     int32_t count[BZ2_MAX_CODE_LEN_DEC + 1];
     int32_t index[BZ2_MAX_CODE_LEN_DEC + 1]; /* its position in sorted[] */
@@ -284,8 +284,7 @@ static int decode_column(dstate *d)
     return rc == GC_OK ? decode_symbols(d) : rc;
 }
 
-int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_column *c,
-                      bz2_dblock *r)
+int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_column *c, bz2_dblock *r)
 {
     uint8_t *bwt = c->bwt;
     size_t cap = c->cap;
@@ -306,8 +305,7 @@ int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_co
     return rc;
 }
 
-void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out,
-                      bz2_dblock *r)
+void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, bz2_dblock *r)
 {
     memset(r, 0, sizeof *r);
     bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };

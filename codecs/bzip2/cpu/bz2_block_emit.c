@@ -70,8 +70,7 @@ static void put_header(bz2_bitwriter *w, const bz2_column *c, const uint8_t in_u
 }
 
 /* Tables, selectors and the symbols (freq: the symbol counts). */
-static int put_coded(bz2_bitwriter *w, const uint16_t *sym, size_t n_sym, const uint32_t *freq,
-                     int alpha)
+static int put_coded(bz2_bitwriter *w, const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha)
 {
     int n_groups = bz2_table_count(n_sym);
     size_t n_sel = (n_sym + BZ2_GROUP_SIZE - 1) / BZ2_GROUP_SIZE;

@@ -41,8 +41,7 @@ static int make_column(uint8_t *rle, size_t m, uint8_t *bwt, bz2_column *c)
  * plan sized the block for is refused rather than written as an oversized
  * (non-conforming) block.
  */
-int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags,
-                     bz2_bitwriter *w, uint32_t *crc)
+int bz2_encode_block(const uint8_t *src, size_t n, size_t limit, unsigned flags, bz2_bitwriter *w, uint32_t *crc)
 {
     uint8_t *copy = gc_scratch(GC_SCRATCH_BZ2_COPY, n);
     uint8_t *rle = gc_scratch(GC_SCRATCH_BZ2_RLE1, n + n / 4 + 1);

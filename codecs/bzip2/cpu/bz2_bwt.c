@@ -31,7 +31,10 @@
 static atomic_ulong fallback_count;
 int bwt_test_budget_cap;
 
-unsigned long bz2_bwt_fallback_count(void) { return atomic_load_explicit(&fallback_count, memory_order_relaxed); }
+unsigned long bz2_bwt_fallback_count(void)
+{
+    return atomic_load_explicit(&fallback_count, memory_order_relaxed);
+}
 
 /* Smallest p with blk = u^(n/p), |u| = p (p = n if blk is primitive).
  * Knuth-Morris-Pratt failure function; fail[] has n entries. */

@@ -126,8 +126,7 @@ static void sort_pairs(int32_t *key, int32_t *val, int32_t n, int budget)
 
 /* ---- one doubling round ---- */
 
-static void sort_groups(int32_t *sa, int32_t m, const uint64_t *head, const int32_t *rank,
-                        int32_t *key, int32_t h)
+static void sort_groups(int32_t *sa, int32_t m, const uint64_t *head, const int32_t *rank, int32_t *key, int32_t h)
 {
     int32_t b = 0;
     for (int32_t a = next_group(head, 0, m, &b); a < m; a = next_group(head, b, m, &b)) {
@@ -141,8 +140,7 @@ static void sort_groups(int32_t *sa, int32_t m, const uint64_t *head, const int3
 
 /* Split each tied group where its sorted keys change; new groups get
  * their first slot as rank. Returns the slots still tied. */
-static int32_t split_groups(const int32_t *sa, int32_t m, uint64_t *head, int32_t *rank,
-                            const int32_t *key)
+static int32_t split_groups(const int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, const int32_t *key)
 {
     int32_t tied = 0, b = 0;
     for (int32_t a = next_group(head, 0, m, &b); a < m; a = next_group(head, b, m, &b)) {
@@ -161,8 +159,7 @@ static int32_t split_groups(const int32_t *sa, int32_t m, uint64_t *head, int32_
     return tied;
 }
 
-int32_t bwt_double(int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, int32_t *key,
-                   int32_t tied)
+int32_t bwt_double(int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, int32_t *key, int32_t tied)
 {
     for (int32_t x = 0, g = 0; x < m; x++) {
         if (head[x >> 6] >> (x & 63) & 1)

@@ -68,8 +68,8 @@ static void induce_l(const uint8_t *t, int32_t n, int32_t *sa, const int32_t lo[
 
 /* The S scan visits every slot once, right to left, after its final entry
  * is in place: the natural moment to emit the BWT byte. */
-static int32_t induce_s(const uint8_t *t, int32_t n, int32_t *sa, const int32_t hi[256],
-                        int32_t zero, uint8_t *out)
+static int32_t induce_s(const uint8_t *t, int32_t n, int32_t *sa, const int32_t hi[256], int32_t zero,
+                        uint8_t *out)
 {
     int32_t tail[256], orig = 0;
     memcpy(tail, hi, sizeof tail);

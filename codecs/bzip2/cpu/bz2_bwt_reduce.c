@@ -19,7 +19,6 @@
 
 #include "bz2_bwt_sort.h"
 
-
 /* Replace the LMS positions in sa[0..m) by their reduced indices. */
 static void to_reduced(const bwt_lms *l, int32_t *sa)
 {

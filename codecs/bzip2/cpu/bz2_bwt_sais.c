@@ -28,15 +28,24 @@
 typedef struct level {
     const int32_t *r; /* the string, values in [0, k) */
     int32_t m, k;
-    uint64_t *s;      /* type bits, 1 = S */
-    uint64_t *lms;    /* LMS bits */
-    int32_t *cnt;     /* k symbol counts, or NULL: recount */
-    int32_t *bkt;     /* k bucket bounds */
+    uint64_t *s;   /* type bits, 1 = S */
+    uint64_t *lms; /* LMS bits */
+    int32_t *cnt;  /* k symbol counts, or NULL: recount */
+    int32_t *bkt;  /* k bucket bounds */
 } level;
 
-static inline int32_t prev_of(int32_t i, int32_t m) { return i ? i - 1 : m - 1; }
-static inline int bit(const uint64_t *b, int32_t i) { return (int)(b[i >> 6] >> (i & 63) & 1); }
-static inline int32_t n_words(int32_t m) { return (m + 63) >> 6; }
+static inline int32_t prev_of(int32_t i, int32_t m)
+{
+    return i ? i - 1 : m - 1;
+}
+static inline int bit(const uint64_t *b, int32_t i)
+{
+    return (int)(b[i >> 6] >> (i & 63) & 1);
+}
+static inline int32_t n_words(int32_t m)
+{
+    return (m + 63) >> 6;
+}
 
 /* ---- types ---- */
 
@@ -251,8 +260,7 @@ static void free_buckets(level *l, int32_t *spare)
 
 /* Stage 2 when names repeat: sort the names' string, then turn its
  * order back into LMS positions in sa[0..m2). */
-static int sort_reduced(level *l, int32_t *sa, int32_t m2, int32_t names, int32_t *spare,
-                        int32_t spare_len)
+static int sort_reduced(level *l, int32_t *sa, int32_t m2, int32_t names, int32_t *spare, int32_t spare_len)
 {
     int32_t *pos = sa + l->m - m2, words = n_words(l->m), c = 0;
     int rc = bwt_sais_int(pos, m2, names, sa, spare, spare_len);
@@ -286,8 +294,7 @@ static int sais_level(level *l, int32_t *sa, int32_t *spare, int32_t spare_len)
     return 0;
 }
 
-int bwt_sais_int(const int32_t *r, int32_t m, int32_t k, int32_t *sa, int32_t *spare,
-                 int32_t spare_len)
+int bwt_sais_int(const int32_t *r, int32_t m, int32_t k, int32_t *sa, int32_t *spare, int32_t spare_len)
 {
     if (m == 1) {
         sa[0] = 0;

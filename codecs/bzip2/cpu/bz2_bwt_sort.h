@@ -60,7 +60,10 @@ static inline int bwt_tie_is_head(const uint64_t *head, int32_t x)
     return (int)(head[x >> 6] >> (x & 63) & 1);
 }
 /* Words of a mark array for `slots` slots. */
-static inline size_t bwt_tie_words(int32_t slots) { return (size_t)slots / 64 + 1; }
+static inline size_t bwt_tie_words(int32_t slots)
+{
+    return (size_t)slots / 64 + 1;
+}
 
 /* ---- bz2_bwt_lms.c: the LMS positions as a bit set ---- */
 typedef struct bwt_lms {
@@ -120,16 +123,14 @@ int bwt_reduce(const bwt_lms *l, int32_t *sa, uint64_t *head, int32_t tied);
 /* Prefix doubling rounds on reduced indices sa[0..m) grouped by head;
  * rank[0..m) and key[0..m) are scratch, rank ends as group starts. Stops
  * when a round fails to halve the tied slots; returns those left. */
-int32_t bwt_double(int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, int32_t *key,
-                   int32_t tied);
+int32_t bwt_double(int32_t *sa, int32_t m, uint64_t *head, int32_t *rank, int32_t *key, int32_t tied);
 
 /* ---- bz2_bwt_sais.c ---- */
 /* Sort the cyclic rotations of r[0..m) (values in [0, k)) into sa[0..m).
  * r must not overlap sa. spare[0..spare_len) is scratch used for bucket
  * arrays when large enough (else they are allocated). Returns 0, -1 (out
  * of memory) or BWT_NOT_PRIMITIVE (r is a power of a shorter string). */
-int bwt_sais_int(const int32_t *r, int32_t m, int32_t k, int32_t *sa, int32_t *spare,
-                 int32_t spare_len);
+int bwt_sais_int(const int32_t *r, int32_t m, int32_t k, int32_t *sa, int32_t *spare, int32_t spare_len);
 
 /* ---- bz2_bwt_induce.c ---- */
 /* sa[0..m) holds the LMS positions in rotation order. Induce the order of

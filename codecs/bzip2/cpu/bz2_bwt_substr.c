@@ -141,15 +141,13 @@ static int32_t med3_slot(const sorter *s, int32_t a, int32_t b, int32_t c, int32
 static int32_t pivot_slot(const sorter *s, int32_t lo, int32_t hi, int32_t d)
 {
     int32_t e = (hi - lo) / 8, mid = lo + (hi - lo) / 2;
-    return med3_slot(s, med3_slot(s, lo, lo + e, lo + 2 * e, d),
-                     med3_slot(s, mid - e, mid, mid + e, d),
+    return med3_slot(s, med3_slot(s, lo, lo + e, lo + 2 * e, d), med3_slot(s, mid - e, mid, mid + e, d),
                      med3_slot(s, hi - 1 - 2 * e, hi - 1 - e, hi - 1, d), d);
 }
 
 /* Three-way partition of sa[lo..hi) around key pv at depth d: on return
  * [lo, *lt) < pv, [*lt, *gt) == pv, [*gt, hi) > pv. */
-static void partition(sorter *s, int32_t lo, int32_t hi, int32_t d, uint64_t pv, int32_t *lt,
-                      int32_t *gt)
+static void partition(sorter *s, int32_t lo, int32_t hi, int32_t d, uint64_t pv, int32_t *lt, int32_t *gt)
 {
     int32_t *sa = s->sa;
     int32_t l = lo, i = lo, g = hi;

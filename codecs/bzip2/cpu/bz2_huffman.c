@@ -125,9 +125,8 @@ static void assign_groups(const uint16_t *sym, size_t n_sym, int alpha, int n_gr
 
 #define BZ2_REFINE_ITERS 4
 
-void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha,
-                       int n_groups, uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA],
-                       uint8_t *selectors)
+void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha, int n_groups,
+                       uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA], uint8_t *selectors)
 {
     uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
     bz2_rule_initial_tables(freq, alpha, n_groups, (uint32_t)n_sym, len); /* n_sym <= 900001 */

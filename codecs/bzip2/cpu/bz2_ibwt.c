@@ -166,7 +166,10 @@ static int seg_at_row(const chase *c, uint32_t row)
     return -1;
 }
 
-static size_t seg_len(const seg *g) { return (size_t)(g->nchunks - 1) * CHUNK + g->tail; }
+static size_t seg_len(const seg *g)
+{
+    return (size_t)(g->nchunks - 1) * CHUNK + g->tail;
+}
 
 /* Segment order along the cycle from segment 0 (origPtr) into order[];
  * -1 unless the segments form one cycle of exactly n bytes. */
@@ -219,8 +222,8 @@ static void pick_starts(chase *c, uint32_t *tt, uint32_t n, uint32_t orig)
 
 /* Returns 0 when out holds the block, -1 when the lanes failed (T is then
  * unmarked again for the single chase). */
-static int chase_lanes(chase *c, uint32_t *tt, uint32_t n, uint32_t orig, uint8_t *pool,
-                       size_t pool_cap, uint8_t *out)
+static int chase_lanes(chase *c, uint32_t *tt, uint32_t n, uint32_t orig, uint8_t *pool, size_t pool_cap,
+                       uint8_t *out)
 {
     c->tt = tt;
     c->pool = pool;

@@ -30,7 +30,10 @@ extern "C" {
 /* ---- bz2_crc.c: the bzip2 CRC-32 (poly 0x04c11db7, MSB first) ---- */
 /* crc starts at 0xffffffff; the final value is ~crc. */
 uint32_t bz2_crc_update(uint32_t crc, const uint8_t *p, size_t n);
-static inline uint32_t bz2_crc(const uint8_t *p, size_t n) { return ~bz2_crc_update(0xffffffffu, p, n); }
+static inline uint32_t bz2_crc(const uint8_t *p, size_t n)
+{
+    return ~bz2_crc_update(0xffffffffu, p, n);
+}
 
 /* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
 /* Split src into blocks whose RLE1 output is <= limit bytes, each segment of
@@ -60,8 +63,8 @@ unsigned long bz2_bwt_fallback_count(void);
  * to its index in the symbol map (in_use ordered); n_in_use is their
  * count. freq[] (BZ2_MAX_ALPHA) receives symbol counts. Returns the number
  * of symbols written including EOB (= n_in_use + 1). */
-size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use,
-                      uint16_t *sym, uint32_t *freq);
+size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use, uint16_t *sym,
+                      uint32_t *freq);
 
 /* ---- bz2_huffman.c: code lengths, canonical codes, table choice ---- */
 /* Huffman code lengths for freq[0..alpha), every symbol gets a code,
@@ -72,9 +75,8 @@ void bz2_canonical_codes(const uint8_t *len, int alpha, uint32_t *code);
 /* Number of tables for a count of MTF symbols (2..6). */
 int bz2_table_count(size_t n_sym);
 /* Choose n_groups tables and one selector per 50 symbols. */
-void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha,
-                       int n_groups, uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA],
-                       uint8_t *selectors);
+void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, int alpha, int n_groups,
+                       uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA], uint8_t *selectors);
 
 /* ---- bz2_ibwt.c: inverse BWT ---- */
 /* Spare bytes past the block that bz2_inverse_bwt may use as scratch. */
@@ -89,8 +91,8 @@ int bz2_inverse_bwt(uint8_t *ll, size_t ll_cap, uint32_t n, uint32_t orig, const
 #define BZ2_ENC_RANDOMISE 1u /* test hook: write a randomised block */
 /* bz2_compress with encoder flags (BZ2_ENC_*): lets tests build streams no
  * normal compression writes (randomised blocks). */
-int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
-                    uint8_t **dst, size_t *dst_len, gc_error *err);
+int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags, uint8_t **dst,
+                    size_t *dst_len, gc_error *err);
 
 #ifdef __cplusplus
 }

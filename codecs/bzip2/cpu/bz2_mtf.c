@@ -68,8 +68,8 @@ static unsigned move_to_front(uint8_t *list, uint8_t v)
 #endif
 }
 
-size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use,
-                      uint16_t *sym, uint32_t *freq)
+size_t bz2_mtf_encode(const uint8_t *bwt, size_t n, const uint8_t seq[256], int n_in_use, uint16_t *sym,
+                      uint32_t *freq)
 {
     uint8_t list[256 + 8] = { 0 }; /* padded for whole-word access */
     for (int i = 0; i < n_in_use; i++)

@@ -61,8 +61,7 @@ static size_t next_run4(const uint8_t *src, size_t i, size_t n)
 }
 
 /* Account n_bytes 1-byte units starting at i; they may split across blocks. */
-static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t cap,
-                          size_t *nb, size_t *used)
+static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t cap, size_t *nb, size_t *used)
 {
     while (n_bytes > 0) {
         if (*used == 0) {

@@ -69,8 +69,8 @@ static void run_ahead(bz2_spec *s)
     gc_work_allow(&s->work, limit);
 }
 
-int bz2_spec_open(bz2_spec *s, const uint8_t *src, size_t len, size_t max_out, const uint64_t *cand,
-                  size_t n_cand, unsigned threads)
+int bz2_spec_open(bz2_spec *s, const uint8_t *src, size_t len, size_t max_out, const uint64_t *cand, size_t n_cand,
+                  unsigned threads)
 {
     *s = (bz2_spec){ .src = src, .len = len, .max_out = max_out, .cand = cand, .n_cand = n_cand };
     s->window = BZ2_SPEC_WINDOW_PER_THREAD * (size_t)(threads ? threads : 1);

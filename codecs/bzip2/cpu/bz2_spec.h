@@ -39,19 +39,19 @@
 typedef struct bz2_spec {
     const uint8_t *src;
     size_t len, max_out;
-    const uint64_t *cand;       /* candidate magic offsets, ascending */
+    const uint64_t *cand; /* candidate magic offsets, ascending */
     size_t n_cand;
-    size_t window;              /* slots: how far ahead of the walk */
-    size_t ahead;               /* how far ahead now (<= window; bz2_spec_limit) */
+    size_t window; /* slots: how far ahead of the walk */
+    size_t ahead;  /* how far ahead now (<= window; bz2_spec_limit) */
     bool speculate;
-    bz2_dblock *slot;           /* candidate i decodes into slot[i % window] */
+    bz2_dblock *slot;             /* candidate i decodes into slot[i % window] */
     _Atomic unsigned char *state; /* per candidate: SPEC_FREE, _RUNNING, _DONE, _DEAD */
-    _Atomic size_t held;        /* bytes of decoded output not yet released */
-    size_t floor;               /* candidates below it are released */
-    size_t wasted;              /* decoded candidates the walk skipped: chance matches */
+    _Atomic size_t held;          /* bytes of decoded output not yet released */
+    size_t floor;                 /* candidates below it are released */
+    size_t wasted;                /* decoded candidates the walk skipped: chance matches */
     gc_work work;
     pthread_mutex_t lock;
-    pthread_cond_t done;        /* a candidate's decode finished */
+    pthread_cond_t done; /* a candidate's decode finished */
 } bz2_spec;
 
 /* What a block whose magic is at bit pos may read: up to
@@ -63,8 +63,8 @@ static inline size_t bz2_block_len_cap(size_t len, uint64_t pos)
 }
 
 /* Start decoding ahead on up to threads threads. -1: out of memory. */
-int bz2_spec_open(bz2_spec *s, const uint8_t *src, size_t len, size_t max_out, const uint64_t *cand,
-                  size_t n_cand, unsigned threads);
+int bz2_spec_open(bz2_spec *s, const uint8_t *src, size_t len, size_t max_out, const uint64_t *cand, size_t n_cand,
+                  unsigned threads);
 /* Candidate ci decoded (by a helper or now by the caller); every candidate
  * below ci is released. The walk reads it, then calls bz2_spec_consumed. */
 bz2_dblock *bz2_spec_get(bz2_spec *s, size_t ci);

@@ -63,14 +63,13 @@ static void compress_one(void *ctx, size_t i)
         return;
     }
     bz2_bw_init(&j->bits[i], n / 2 + 1024);
-    j->rcs[i] = bz2_encode_block(j->src + j->starts[i], n, j->limit, j->flags, &j->bits[i],
-                                 &j->crcs[i]);
+    j->rcs[i] = bz2_encode_block(j->src + j->starts[i], n, j->limit, j->flags, &j->bits[i], &j->crcs[i]);
     j->nbits[i] = bz2_bw_bits(&j->bits[i]);
     bz2_bw_flush(&j->bits[i]); /* pad to whole bytes; nbits keeps the length */
 }
 
-static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
-                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err)
+static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags, uint8_t **dst,
+                         size_t *dst_len, uint32_t *blocks, gc_error *err)
 {
     int level = opt ? opt->level : 9;
     unsigned threads = opt ? opt->threads : 0;
@@ -142,20 +141,20 @@ out:
     return GC_OK;
 }
 
-int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags,
-                    uint8_t **dst, size_t *dst_len, gc_error *err)
+int bz2_compress_ex(const uint8_t *src, size_t src_len, const bz2_options *opt, unsigned flags, uint8_t **dst,
+                    size_t *dst_len, gc_error *err)
 {
     return compress_impl(src, src_len, opt, flags, dst, dst_len, NULL, err);
 }
 
-int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
-                 size_t *dst_len, gc_error *err)
+int bz2_compress(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst, size_t *dst_len,
+                 gc_error *err)
 {
     return compress_impl(src, src_len, opt, 0, dst, dst_len, NULL, err);
 }
 
-int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt,
-                         uint8_t **dst, size_t *dst_len, uint32_t *blocks, gc_error *err)
+int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
+                         size_t *dst_len, uint32_t *blocks, gc_error *err)
 {
     if (blocks)
         *blocks = 0;
@@ -386,16 +385,16 @@ static int find_candidates(const uint8_t *src, size_t len, unsigned threads, u64
 typedef struct dctx {
     const uint8_t *src;
     size_t len;
-    int more;        /* more input follows src (bz2_decompress_part) */
-    bz2_dstate *st;  /* where the decode stands */
+    int more;       /* more input follows src (bz2_decompress_part) */
+    bz2_dstate *st; /* where the decode stands */
     size_t max_out;
     unsigned threads;
     u64vec cand;
-    bz2_spec spec;   /* the candidates, decoded ahead of the walk */
-    size_t blocks;   /* accepted by this call */
+    bz2_spec spec; /* the candidates, decoded ahead of the walk */
+    size_t blocks; /* accepted by this call */
     uint8_t *out;
     size_t out_len, out_cap;
-    int fixed;       /* out is the caller's: never moved or freed (bz2_decompress_part_into) */
+    int fixed; /* out is the caller's: never moved or freed (bz2_decompress_part_into) */
     const gc_job *job;
 } dctx;
 
@@ -460,8 +459,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         if (*pos + 48 > total_bits) {
             if (d->more)
                 return WALK_WAIT;
-            return gc_fail(err, GC_E_TRUNCATED,
-                           "bzip2: stream %u: input ends before the end-of-stream marker", sno);
+            return gc_fail(err, GC_E_TRUNCATED, "bzip2: stream %u: input ends before the end-of-stream marker",
+                           sno);
         }
         uint64_t magic = read_bits48(d->src, d->len, *pos);
         if (magic == BZ2_EOS_MAGIC) {
@@ -475,8 +474,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             uint32_t stored = bz2_br_get(&br, 32);
             if (stored != st->combined)
                 return gc_fail(err, GC_E_CRC,
-                               "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)",
-                               sno, stored, st->combined);
+                               "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)", sno,
+                               stored, st->combined);
             *pos = (*pos + 80 + 7) & ~7ull;
             st->in_stream = 0;
             return GC_OK;
@@ -492,26 +491,31 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         /* cut by the cap, not by the end of the input: too long, whoever decodes it and
          * however the input is split into parts */
         if (rc == GC_E_TRUNCATED && bz2_block_len_cap(d->len, *pos) < d->len)
-            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %zu bytes",
-                         sno, bno, BZ2_MAX_BLOCK_COMPRESSED);
+            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: compressed block exceeds %zu bytes", sno,
+                         bno, BZ2_MAX_BLOCK_COMPRESSED);
         else if (rc == GC_E_TRUNCATED && d->more)
             rc = WALK_WAIT; /* cut by the end of this part: decode it again with more input */
         else if (rc == GC_OK && r->nblock > (uint32_t)st->level * 100000u)
-            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d",
-                         sno, bno, r->nblock, st->level);
+            rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d", sno,
+                         bno, r->nblock, st->level);
         else if (rc != GC_OK)
             gc_fail(err, rc, "bzip2: stream %u block %u: %s", sno, bno, r->msg);
         else if (d->max_out && r->out_len > d->max_out - d->out_len)
-            rc = gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: decompressed size exceeds the %zu byte limit",
-                         sno, bno, d->max_out);
+            rc =
+                gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: decompressed size exceeds the %zu byte limit",
+                        sno, bno, d->max_out);
         else if (gc_job_cancelled(d->job))
             rc = gc_fail(err, GC_E_IO, "bzip2: cancelled");
         else if ((rc = append_out(d, r->out, r->out_len)) != 0)
-            rc = rc == -2 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
-                                    "the memory it may use (%zu bytes so far)", sno, bno, d->out_len)
-               : rc == -3 ? gc_fail(err, GC_E_LIMIT, "bzip2: stream %u block %u: the output does not fit "
-                                    "its buffer of %zu bytes", sno, bno, d->out_cap)
-                          : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+            rc = rc == -2   ? gc_fail(err, GC_E_LIMIT,
+                                      "bzip2: stream %u block %u: the output does not fit "
+                                        "the memory it may use (%zu bytes so far)",
+                                      sno, bno, d->out_len)
+                 : rc == -3 ? gc_fail(err, GC_E_LIMIT,
+                                      "bzip2: stream %u block %u: the output does not fit "
+                                      "its buffer of %zu bytes",
+                                      sno, bno, d->out_cap)
+                            : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
         uint32_t block_crc = r->stored_crc;
         uint64_t end_bit = r->end_bit;
         if (r == &local)
@@ -527,7 +531,7 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             gc_job_progress(d->job, d->out_len);
         if (st->out_soft && d->out_len >= st->out_soft)
             return WALK_WAIT; /* enough output for one call: the caller resumes here */
-        if (st->out_soft) { /* decode ahead only the blocks this call should still need */
+        if (st->out_soft) {   /* decode ahead only the blocks this call should still need */
             size_t per_block = d->out_len / ++d->blocks + 1;
             bz2_spec_limit(&d->spec, (st->out_soft - d->out_len) / per_block + 1);
         }
@@ -629,17 +633,18 @@ static int check_part_args(const uint8_t *src, size_t len, const bz2_dstate *st,
     return GC_OK;
 }
 
-int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st,
-                        size_t max_output, unsigned threads, const gc_job *job,
-                        uint8_t **dst, size_t *dst_len, size_t *used, gc_error *err)
+int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st, size_t max_output,
+                        unsigned threads, const gc_job *job, uint8_t **dst, size_t *dst_len, size_t *used,
+                        gc_error *err)
 {
     if (check_part_args(src, len, st, dst, dst_len, used, err) != GC_OK)
         return GC_E_INVALID;
     *dst = NULL;
     *dst_len = 0;
     *used = 0;
-    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job,
-               .threads = threads };
+    dctx d = {
+        .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job, .threads = threads
+    };
     int rc = decompress_part(&d, used, err);
     if (rc == GC_OK && !d.out && !(d.out = malloc(1)))
         rc = gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
@@ -653,16 +658,24 @@ int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st
     return GC_OK;
 }
 
-int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st,
-                             size_t max_output, uint8_t *dst, size_t dst_cap, unsigned threads,
-                             const gc_job *job, size_t *dst_len, size_t *used, gc_error *err)
+int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstate *st, size_t max_output,
+                             uint8_t *dst, size_t dst_cap, unsigned threads, const gc_job *job, size_t *dst_len,
+                             size_t *used, gc_error *err)
 {
     if (check_part_args(src, len, st, dst, dst_len, used, err) != GC_OK)
         return GC_E_INVALID;
     *dst_len = 0;
     *used = 0;
-    dctx d = { .src = src, .len = len, .more = more != 0, .st = st, .max_out = max_output, .job = job,
-               .threads = threads, .out = dst, .out_cap = dst_cap, .fixed = 1 };
+    dctx d = { .src = src,
+               .len = len,
+               .more = more != 0,
+               .st = st,
+               .max_out = max_output,
+               .job = job,
+               .threads = threads,
+               .out = dst,
+               .out_cap = dst_cap,
+               .fixed = 1 };
     int rc = decompress_part(&d, used, err);
     if (rc != GC_OK) {
         *used = 0;
@@ -672,16 +685,16 @@ int bz2_decompress_part_into(const uint8_t *src, size_t len, int more, bz2_dstat
     return GC_OK;
 }
 
-int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
-                   uint8_t **dst, size_t *dst_len, gc_error *err)
+int bz2_decompress(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads, uint8_t **dst,
+                   size_t *dst_len, gc_error *err)
 {
     return bz2_decompress_job(src, src_len, max_output, threads, NULL, dst, dst_len, err);
 }
 
 /* The whole decode is the streamed one in a single call with more = 0,
  * trailing garbage being an error. */
-int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads,
-                       const gc_job *job, uint8_t **dst, size_t *dst_len, gc_error *err)
+int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, unsigned threads, const gc_job *job,
+                       uint8_t **dst, size_t *dst_len, gc_error *err)
 {
     if (!dst || !dst_len || (!src && src_len))
         return gc_fail(err, GC_E_INVALID, "bzip2: invalid arguments");

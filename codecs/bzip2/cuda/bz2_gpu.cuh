@@ -46,53 +46,59 @@ struct Bz2Block {
 
 /* The piece's totals, copied back to the host after bz2_enc_blocks. */
 struct Bz2Result {
-    uint32_t status;     /* 0, or a gc_status: the piece cannot be encoded */
+    uint32_t status; /* 0, or a gc_status: the piece cannot be encoded */
     uint32_t blocks;
-    uint64_t bits;       /* sum of the blocks' bits */
-    uint32_t combined;   /* the blocks' CRCs folded as the stream's combined CRC, from 0 */
+    uint64_t bits;     /* sum of the blocks' bits */
+    uint32_t combined; /* the blocks' CRCs folded as the stream's combined CRC, from 0 */
     uint32_t pad;
-    uint64_t rle_bytes;  /* RLE1 bytes of all blocks */
+    uint64_t rle_bytes; /* RLE1 bytes of all blocks */
 };
 
 /* Device memory of one piece's encoder, carved from one scratch buffer. */
 struct Bz2Scratch {
-    uint64_t piece_cap;      /* input bytes at most */
-    uint64_t rle_cap;        /* RLE1 bytes at most */
+    uint64_t piece_cap; /* input bytes at most */
+    uint64_t rle_cap;   /* RLE1 bytes at most */
     uint32_t max_blocks;
-    uint64_t group_cap;      /* selectors at most */
+    uint64_t group_cap; /* selectors at most */
     Bz2Result *res;
     Bz2Block *blk;
-    uint32_t *seg_blocks;    /* blocks per segment, then their prefix */
-    Bz2Block *seg_blk;       /* planner output per segment (max_blocks_seg each) */
+    uint32_t *seg_blocks; /* blocks per segment, then their prefix */
+    Bz2Block *seg_blk;    /* planner output per segment (max_blocks_seg each) */
     uint32_t max_blocks_seg;
-    uint32_t *runs;          /* run starts, then the input length */
-    uint32_t *run_off;       /* RLE1 offset of each run in an unsplit segment encoding */
-    uint32_t *n_runs;        /* device count */
+    uint32_t *runs;    /* run starts, then the input length */
+    uint32_t *run_off; /* RLE1 offset of each run in an unsplit segment encoding */
+    uint32_t *n_runs;  /* device count */
     uint8_t *rle, *bwt;
-    uint16_t *blk_of;        /* sort position -> block */
+    uint16_t *blk_of; /* sort position -> block */
     uint64_t *key0, *key1;
     uint32_t *val0, *val1;
-    uint32_t *sa;            /* sorted rotations (sort positions) */
-    uint32_t *isa;           /* rank of each sort position */
+    uint32_t *sa;                       /* sorted rotations (sort positions) */
+    uint32_t *isa;                      /* rank of each sort position */
     uint32_t *ulist0, *ulist1, *ulist2; /* sorted positions of unresolved groups, and a temporary */
-    uint32_t *chunk_base;    /* MTF chunks: first chunk of each block, then the total */
-    uint8_t *mtf_lists;      /* per chunk 256 bytes: its MTF list front, then its start list */
-    uint16_t *mtf_front;     /* per chunk: entries of its front */
-    uint8_t *mtf_rle;        /* per chunk kBz2ChunkRleBytes: its RLE2 counts and offsets */
-    uint32_t *counts;        /* small device counters */
-    uint32_t *crc_acc;       /* per block: its tiles' CRCs moved to its end, xored */
+    uint32_t *chunk_base;               /* MTF chunks: first chunk of each block, then the total */
+    uint8_t *mtf_lists;                 /* per chunk 256 bytes: its MTF list front, then its start list */
+    uint16_t *mtf_front;                /* per chunk: entries of its front */
+    uint8_t *mtf_rle;                   /* per chunk kBz2ChunkRleBytes: its RLE2 counts and offsets */
+    uint32_t *counts;                   /* small device counters */
+    uint32_t *crc_acc;                  /* per block: its tiles' CRCs moved to its end, xored */
     uint16_t *sym;
-    uint8_t *sel;            /* selectors */
-    uint8_t *sel_mtf;        /* their MTF indices */
-    uint32_t *gbit_off;      /* each group's first bit after its block's head_bits */
-    uint8_t *lens;           /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA code lengths */
-    uint32_t *codes;         /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA canonical codes */
+    uint8_t *sel;       /* selectors */
+    uint8_t *sel_mtf;   /* their MTF indices */
+    uint32_t *gbit_off; /* each group's first bit after its block's head_bits */
+    uint8_t *lens;      /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA code lengths */
+    uint32_t *codes;    /* per block BZ2_MAX_GROUPS x BZ2_MAX_ALPHA canonical codes */
     void *cub_tmp;
     size_t cub_bytes;
 };
 
-__host__ __device__ __forceinline__ uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-__host__ __device__ __forceinline__ uint32_t min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+__host__ __device__ __forceinline__ uint32_t min32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
 
 /* Group index base of block b (its selectors are sel[base .. + ceil(n_sym/50))). */
 __host__ __device__ inline uint64_t bz2_group_base(const Bz2Block &b, uint32_t idx)
@@ -110,8 +116,8 @@ __host__ __device__ inline uint64_t bz2_group_base(const Bz2Block &b, uint32_t i
 size_t bz2_piece_bytes(uint64_t piece_cap);
 size_t bz2_work_bytes(uint64_t piece_cap);
 size_t bz2_scratch_bytes(uint64_t piece_cap); /* both parts, one buffer */
-int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap, Bz2Scratch *s,
-                       gc_error *err);
+int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap,
+                       Bz2Scratch *s, gc_error *err);
 int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err); /* one buffer */
 
 /* Everything up to the blocks' bit lengths, for d_src[0..len) (whole

@@ -46,7 +46,7 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
     GC_CUDA(p1.create());
     uint64_t o = BZ2_STREAM_HEADER_BITS;
     uint32_t comb = 0;
-    float ms[4] = {0, 0, 0, 0};
+    float ms[4] = { 0, 0, 0, 0 };
     double pack_ms = 0;
     int rc = GC_OK;
     for (uint64_t a = 0; rc == GC_OK && a < len; a += piece) {
@@ -58,7 +58,8 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
         if (cudaEventRecord(p0.get(), st) != cudaSuccess)
             rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord");
         if (rc == GC_OK)
-            rc = bz2_enc_pack(s, r.blocks, r.bits, (unsigned)(o % 32), dst + 4 * word, cap - 4 * word, false, st, err);
+            rc = bz2_enc_pack(s, r.blocks, r.bits, (unsigned)(o % 32), dst + 4 * word, cap - 4 * word, false, st,
+                              err);
         if (rc == GC_OK && cudaEventRecord(p1.get(), st) == cudaSuccess &&
             cudaEventSynchronize(p1.get()) == cudaSuccess) {
             float t = 0;
@@ -77,7 +78,7 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
     uint64_t end = o + BZ2_STREAM_TRAILER_BITS;
     if ((end + 7) / 8 > cap)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: the stream does not fit %zu bytes", cap);
-    uint8_t tail[16] = {0};
+    uint8_t tail[16] = { 0 };
     uint64_t b0 = o / 8;
     if (o % 8)
         GC_CUDA(cudaMemcpyAsync(tail, dst + b0, 1, cudaMemcpyDeviceToHost, st));
@@ -107,9 +108,9 @@ extern "C" size_t gc_gpu_bzip2_scratch_size(size_t piece_bytes)
     return bz2_scratch_bytes(k * BZ2_SEGMENT_BYTES);
 }
 
-extern "C" int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level, void *d_dst,
-                                          size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
-                                          gc_gpu_bzip2_stages *stages, gc_error *err)
+extern "C" int gc_gpu_bzip2_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, int level,
+                                          void *d_dst, size_t dst_cap, size_t *dst_len, void *d_scratch,
+                                          size_t scratch_len, gc_gpu_bzip2_stages *stages, gc_error *err)
 {
     if (!ctx || !dst_len || (!d_src && src_len) || !d_dst || ((uintptr_t)d_dst & 3))
         return gc_fail(err, GC_E_INVALID, "gpu bzip2: encode: missing or misaligned argument");

@@ -57,8 +57,7 @@ static size_t slot_offset(const encode_job *job, size_t i)
 static size_t encode_one(const encode_job *job, size_t i, uint8_t *record)
 {
     size_t len = chunk_len_at(job->body_len, job->opt.chunk_size, i);
-    size_t size = rle_encode_chunk(job->src + i * (size_t)job->opt.chunk_size, len,
-                                   job->opt.width, record);
+    size_t size = rle_encode_chunk(job->src + i * (size_t)job->opt.chunk_size, len, job->opt.width, record);
     store32(job->index + 4 * i, (uint32_t)size);
     return size;
 }
@@ -98,8 +97,8 @@ static size_t encode_chunks(encode_job *job, size_t chunk_count)
     return out;
 }
 
-int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
-                 uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
+int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt, uint8_t *dst, size_t dst_cap,
+                 size_t *dst_len, gc_error *err)
 {
     gc_error_clear(err);
     rle_options o;
@@ -111,11 +110,9 @@ int rle_compress(const uint8_t *src, size_t src_len, const rle_options *opt,
     uint64_t chunk_count = div_ceil(body_len, o.chunk_size);
     size_t bound = rle_compress_bound(src_len, &o);
     if (chunk_count > UINT32_MAX || bound == SIZE_MAX)
-        return gc_fail(err, GC_E_LIMIT, "rle: %zu bytes of input is too large for one frame",
-                       src_len);
+        return gc_fail(err, GC_E_LIMIT, "rle: %zu bytes of input is too large for one frame", src_len);
     if (dst_cap < bound)
-        return gc_fail(err, GC_E_LIMIT,
-                       "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu",
+        return gc_fail(err, GC_E_LIMIT, "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu",
                        dst_cap, bound);
     /* src and dst may be the same memory: the tail is read before the header is written */
     rle_header_write_fixed(dst, o.width, o.chunk_size, src_len, (uint32_t)chunk_count,
@@ -147,9 +144,9 @@ static void decode_item(void *ctx, size_t i)
     const rle_frame_info *info = job->info;
     uint64_t body_len = info->original_size - info->tail_len;
     gc_error err;
-    int rc = rle_decode_record(job->records + job->offsets[i], job->offsets[i + 1] - job->offsets[i],
-                           info->width, job->dst + i * (size_t)info->chunk_size,
-                           chunk_len_at(body_len, info->chunk_size, i), i, &err);
+    int rc = rle_decode_record(job->records + job->offsets[i], job->offsets[i + 1] - job->offsets[i], info->width,
+                               job->dst + i * (size_t)info->chunk_size,
+                               chunk_len_at(body_len, info->chunk_size, i), i, &err);
     if (rc == GC_OK)
         return;
     pthread_mutex_lock(&job->lock);
@@ -163,8 +160,8 @@ static void decode_item(void *ctx, size_t i)
 /* Decode every chunk (in parallel); on failure report the lowest failing chunk.
  * Record sizes and offsets come only from a private copy of the index,
  * validated after it was made (rle_frame_index_copy). */
-static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_info *info,
-                         unsigned threads, uint8_t *dst, gc_error *err)
+static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_info *info, unsigned threads,
+                         uint8_t *dst, gc_error *err)
 {
     size_t n = info->chunk_count;
     uint32_t *index = malloc(n ? n * sizeof *index : 1);
@@ -172,8 +169,7 @@ static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_inf
     if (!index || !offsets) {
         free(index);
         free(offsets);
-        return gc_fail(err, GC_E_NOMEM, "rle: no memory for a %u-chunk index",
-                       (unsigned)info->chunk_count);
+        return gc_fail(err, GC_E_NOMEM, "rle: no memory for a %u-chunk index", (unsigned)info->chunk_count);
     }
     int rc = rle_frame_index_copy(src, src_len, info, index, err);
     if (rc != GC_OK) {
@@ -185,8 +181,7 @@ static int decode_chunks(const uint8_t *src, size_t src_len, const rle_frame_inf
     for (size_t i = 0; i < n; i++)
         offsets[i + 1] = offsets[i] + index[i];
     free(index);
-    decode_job job = { .records = src + info->header_size, .offsets = offsets,
-                       .info = info, .dst = dst };
+    decode_job job = { .records = src + info->header_size, .offsets = offsets, .info = info, .dst = dst };
     pthread_mutex_init(&job.lock, NULL);
     atomic_init(&job.first_bad, SIZE_MAX);
     gc_parallel_for(info->chunk_count, threads, decode_item, &job);
@@ -225,20 +220,19 @@ static int name_frame(gc_error *err, size_t frame, int rc)
  * present, it and any frames after it. After the first frame, bytes that do
  * not start with the magic are trailing garbage (GC_E_CORRUPT).
  */
-static int parse_nth(const uint8_t *src, size_t src_len, size_t frame, rle_frame_info *info,
-                     size_t *frame_len, gc_error *err)
+static int parse_nth(const uint8_t *src, size_t src_len, size_t frame, rle_frame_info *info, size_t *frame_len,
+                     gc_error *err)
 {
     if (frame > 1 && memcmp(src, RLE_MAGIC, src_len < 4 ? src_len : 4) != 0)
         return gc_fail(err, GC_E_CORRUPT,
                        "rle: frame %zu: %zu trailing byte%s after frame %zu %s not an rle frame "
-                       "(bad magic)", frame, src_len, src_len == 1 ? "" : "s", frame - 1,
-                       src_len == 1 ? "is" : "are");
+                       "(bad magic)",
+                       frame, src_len, src_len == 1 ? "" : "s", frame - 1, src_len == 1 ? "is" : "are");
     int rc = rle_frame_parse_prefix(src, src_len, info, frame_len, err);
     return rc == GC_OK ? rc : name_frame(err, frame, rc);
 }
 
-int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames,
-                            gc_error *err)
+int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, size_t *frames, gc_error *err)
 {
     gc_error_clear(err);
     uint64_t total = 0;
@@ -251,8 +245,10 @@ int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, 
             return rc;
         n++;
         if (__builtin_add_overflow(total, info.original_size, &total))
-            return gc_fail(err, GC_E_LIMIT, "rle: frame %zu: the frames decode to more than 2^64 "
-                                            "bytes", n);
+            return gc_fail(err, GC_E_LIMIT,
+                           "rle: frame %zu: the frames decode to more than 2^64 "
+                           "bytes",
+                           n);
         off += frame_len;
     } while (off < src_len);
     *size = total;
@@ -262,8 +258,8 @@ int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, 
 }
 
 /* Decode the one frame src[0..frame_len) that rle_frame_parse_prefix described in *info. */
-static int decode_frame(const uint8_t *src, size_t frame_len, const rle_frame_info *info,
-                        unsigned threads, uint8_t *dst, gc_error *err)
+static int decode_frame(const uint8_t *src, size_t frame_len, const rle_frame_info *info, unsigned threads,
+                        uint8_t *dst, gc_error *err)
 {
     int rc = decode_chunks(src, frame_len, info, threads, dst, err);
     if (rc != GC_OK)
@@ -280,8 +276,8 @@ static int decode_frame(const uint8_t *src, size_t frame_len, const rle_frame_in
  * parsed again as it is decoded, its output bounded by the room left: src
  * may change in between, and only what this pass reads decides where bytes go.
  */
-int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
-                   uint8_t *dst, size_t dst_cap, size_t *dst_len, gc_error *err)
+int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads, uint8_t *dst, size_t dst_cap,
+                   size_t *dst_len, gc_error *err)
 {
     uint64_t total;
     size_t frames;
@@ -290,11 +286,10 @@ int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
         return rc;
     if (total > dst_cap) {
         if (frames == 1)
-            return gc_fail(err, GC_E_LIMIT,
-                           "rle: frame decodes to %llu bytes, output buffer holds %zu",
+            return gc_fail(err, GC_E_LIMIT, "rle: frame decodes to %llu bytes, output buffer holds %zu",
                            (unsigned long long)total, dst_cap);
-        return gc_fail(err, GC_E_LIMIT, "rle: %zu frames decode to %llu bytes, output buffer holds %zu",
-                       frames, (unsigned long long)total, dst_cap);
+        return gc_fail(err, GC_E_LIMIT, "rle: %zu frames decode to %llu bytes, output buffer holds %zu", frames,
+                       (unsigned long long)total, dst_cap);
     }
     size_t off = 0, out = 0;
     for (size_t n = 1; off < src_len || n == 1; n++) {
@@ -304,10 +299,11 @@ int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
         if (rc != GC_OK)
             return rc;
         if (info.original_size > dst_cap - out)
-            return name_frame(err, n, gc_fail(err, GC_E_LIMIT,
-                                              "rle: frame decodes to %llu bytes, output buffer "
-                                              "has %zu left", (unsigned long long)info.original_size,
-                                              dst_cap - out));
+            return name_frame(err, n,
+                              gc_fail(err, GC_E_LIMIT,
+                                      "rle: frame decodes to %llu bytes, output buffer "
+                                      "has %zu left",
+                                      (unsigned long long)info.original_size, dst_cap - out));
         rc = decode_frame(src + off, frame_len, &info, threads, dst ? dst + out : dst, err);
         if (rc != GC_OK)
             return name_frame(err, n, rc);
@@ -317,4 +313,3 @@ int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads,
     *dst_len = out;
     return GC_OK;
 }
-

@@ -71,12 +71,11 @@ ALWAYS_INLINE size_t count_diffs(const uint8_t *p, size_t steps, unsigned w)
 ALWAYS_INLINE uint32_t diff_bytes(const uint8_t *p, unsigned w)
 {
     static const uint64_t lane_top_bit[9] = {
-        0, 0x8080808080808080ull, 0x8000800080008000ull, 0, 0x8000000080000000ull,
-        0, 0, 0, 0x8000000000000000ull,
+        0, 0x8080808080808080ull, 0x8000800080008000ull, 0, 0x8000000080000000ull, 0, 0, 0, 0x8000000000000000ull,
     };
     uint64_t hi = lane_top_bit[w];
     uint64_t x = load64(p) ^ load64(p + w);
-    uint64_t nonzero = (((x & ~hi) + ~hi) | x) & hi; /* top bit of each lane != 0 */
+    uint64_t nonzero = (((x & ~hi) + ~hi) | x) & hi;            /* top bit of each lane != 0 */
     return (uint32_t)((nonzero * 0x0002040810204081ull) >> 56); /* gather to bit per byte */
 }
 
@@ -152,8 +151,8 @@ ALWAYS_INLINE uint64_t diff_bytes64(const uint8_t *p, unsigned w)
  * A window ends at most RUN_WINDOW / w runs, so the check is one compare per
  * window until the last such windows, which check every run.
  */
-ALWAYS_INLINE int write_runs(const uint8_t *src, size_t nb, unsigned w, unsigned lw,
-                             uint8_t *syms, uint8_t *lens, size_t runs, size_t *len_bits)
+ALWAYS_INLINE int write_runs(const uint8_t *src, size_t nb, unsigned w, unsigned lw, uint8_t *syms, uint8_t *lens,
+                             size_t runs, size_t *len_bits)
 {
     run_writer rw = { src, syms, lens, 0, 0, 0 };
     size_t q = 0;
@@ -259,8 +258,7 @@ size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, 
 {
     size_t size = 0;
     uint32_t crc;
-    if (chunk_len > 0 && chunk_len <= RLE_MAX_CHUNK_SIZE && valid_width(width) &&
-        chunk_len % width == 0)
+    if (chunk_len > 0 && chunk_len <= RLE_MAX_CHUNK_SIZE && valid_width(width) && chunk_len % width == 0)
         size = encode_rle_any(chunk, chunk_len, width, record);
     if (size != 0) {
         crc = crc32c(chunk, chunk_len);
@@ -276,4 +274,3 @@ size_t rle_encode_chunk(const uint8_t *chunk, size_t chunk_len, unsigned width, 
     store32(record + RLE_REC_CRC_OFFSET, crc);
     return size;
 }
-

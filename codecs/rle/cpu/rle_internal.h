@@ -108,7 +108,6 @@ static inline int valid_width(unsigned w)
     return w == 1 || w == 2 || w == 4 || w == 8;
 }
 
-
 static inline uint64_t div_ceil(uint64_t a, uint64_t b)
 {
     return a / b + (a % b != 0);

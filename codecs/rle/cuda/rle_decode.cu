@@ -366,7 +366,7 @@ __device__ __forceinline__ uint32_t expand_spans(const CrcSmem &cs, const uint32
     uint32_t crc = 0;
     for (int32_t c = c0; c < c1; c++) {
         const int32_t a0 = kSpan * c, a = a0 + kSeg * lane;
-        const uint32_t pc = (uint32_t)((ib_c + a0) / W);           /* the span's element 0 (exact: W | 16) */
+        const uint32_t pc = (uint32_t)((ib_c + a0) / W);             /* the span's element 0 (exact: W | 16) */
         const uint32_t send = (uint32_t)(min(kSpan, hi_i - a0) / W); /* its elements inside the item */
         __syncwarp(); /* every lane has read the previous span's bits */
         for (int i = lane; i < span_head_words<W>(); i += 32)
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
     constexpr int IPT = RT / kThreads;
     using BlockScan = cub::BlockScan<uint32_t, kThreads>;
     __shared__ uint32_t red_words[64];
-    BlockRed red{red_words, 0};
+    BlockRed red{ red_words, 0 };
     __shared__ typename BlockScan::TempStorage scan_tmp;
     __shared__ uint32_t s_start[RT + 1 + RT / 32 + 1]; /* see start_slot */
     /* symbols, plus a word that expand_words may read past the last one */
@@ -567,17 +567,28 @@ DecLayout dec_layout(uint64_t body_len, uint32_t cs)
     L.per_chunk = std::max<uint64_t>((cs + L.tl - 1) / L.tl, (cs + kRunTile - 1) / kRunTile);
     L.max_items = L.cc * L.per_chunk;
     size_t o = 0;
-    L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkDec), 256);
-    L.off_status = o; o = align_up(o + L.cc * 4, 256);
-    L.off_items = o; o = align_up(o + L.cc * 4, 256);
-    L.off_base = o; o = align_up(o + L.cc * 4, 256);
-    L.off_n = o; o = align_up(o + 4, 256);
-    L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
-    L.off_ichunk = o; o = align_up(o + L.max_items * 4, 256);
-    L.off_isum = o; o = align_up(o + L.max_items * 8, 256);
-    L.off_istart = o; o = align_up(o + L.max_items * 8, 256);
-    L.off_icrc = o; o = align_up(o + L.max_items * 4, 256);
-    L.off_iwend = o; o = align_up(o + L.max_items * 8, 256);
+    L.off_chunks = o;
+    o = align_up(o + L.cc * sizeof(ChunkDec), 256);
+    L.off_status = o;
+    o = align_up(o + L.cc * 4, 256);
+    L.off_items = o;
+    o = align_up(o + L.cc * 4, 256);
+    L.off_base = o;
+    o = align_up(o + L.cc * 4, 256);
+    L.off_n = o;
+    o = align_up(o + 4, 256);
+    L.off_recoff = o;
+    o = align_up(o + L.cc * 8, 256);
+    L.off_ichunk = o;
+    o = align_up(o + L.max_items * 4, 256);
+    L.off_isum = o;
+    o = align_up(o + L.max_items * 8, 256);
+    L.off_istart = o;
+    o = align_up(o + L.max_items * 8, 256);
+    L.off_icrc = o;
+    o = align_up(o + L.max_items * 4, 256);
+    L.off_iwend = o;
+    o = align_up(o + L.max_items * 8, 256);
     L.off_cub = o;
     L.cub_bytes = align_up(64 * 1024 + L.cc * 2, 256);
     L.total = o + L.cub_bytes;
@@ -594,8 +605,8 @@ int dec_launch_w(const DecK &k, const DecLayout &L, uint8_t *scr, cudaStream_t s
     constexpr int kWarpsPerBlock = kDecChunkThreads / 32;
     int g_thr = (int)std::min<uint64_t>((k.cc + kDecChunkThreads - 1) / kDecChunkThreads,
                                         (uint64_t)sms * kDecThreadBlocksPerSm);
-    int g_warp = (int)std::min<uint64_t>((k.cc + kWarpsPerBlock - 1) / kWarpsPerBlock,
-                                         (uint64_t)sms * kDecWarpBlocksPerSm);
+    int g_warp =
+        (int)std::min<uint64_t>((k.cc + kWarpsPerBlock - 1) / kWarpsPerBlock, (uint64_t)sms * kDecWarpBlocksPerSm);
     int g_sum = 0, g_expand = 0;
     rc = resident_grid(dec_sum<W>, 0, (L.max_items + 7) / 8, &g_sum, err);
     if (rc == GC_OK)
@@ -639,13 +650,13 @@ size_t dec_scratch_bytes(uint64_t body_len, unsigned width, uint32_t chunk_size)
     return dec_layout(body_len, chunk_size).total;
 }
 
-int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
-               cudaStream_t stream, uint32_t **d_status, gc_error *err)
+int dec_launch(const DecParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len, cudaStream_t stream,
+               uint32_t **d_status, gc_error *err)
 {
     DecLayout L = dec_layout(p.body_len, p.chunk_size);
     if (scratch_len < L.total)
-        return gc_fail(err, GC_E_LIMIT, "gpu rle: decode needs %zu bytes of device scratch, %zu given",
-                       L.total, scratch_len);
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: decode needs %zu bytes of device scratch, %zu given", L.total,
+                       scratch_len);
     if (((uintptr_t)p.out & 15) || ((uintptr_t)p.index & 3))
         return gc_fail(err, GC_E_INVALID, "gpu rle: device buffers must be 16-byte aligned");
     if (L.cc != p.chunk_count)

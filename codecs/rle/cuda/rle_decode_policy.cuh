@@ -34,7 +34,8 @@ namespace gcgpu {
 
 /* Runs per run tile (8 per thread), the least any width uses. */
 constexpr int kRunTile = 2048;
-template <int W> __host__ __device__ constexpr int dec_run_tile()
+template <int W>
+__host__ __device__ constexpr int dec_run_tile()
 {
     return W <= 2 ? GC_DEC_RUN_TILE_NARROW : kRunTile;
 }
@@ -48,7 +49,9 @@ constexpr uint64_t kItemSlack = 1024;
 
 /* Runs per lane and turn of the span walk, by width. */
 template <int W>
-constexpr int kWalkRuns = W == 1 ? GC_DEC_WALK_RUNS1 : W == 2 ? 2 : 1;
+constexpr int kWalkRuns = W == 1   ? GC_DEC_WALK_RUNS1
+                          : W == 2 ? 2
+                                   : 1;
 
 /* Grids of the per-chunk kernels (grid-stride loops take the rest):
  * dec_check runs a thread per chunk in blocks of kDecChunkThreads, at most

@@ -46,10 +46,10 @@ struct EncK {
     const CrcTables *tab;
     struct WarpSum *wsums; /* kWarps per tile, from enc_analyze */
     TileSum *tiles;
-    uint32_t *warp_base;   /* runs before each warp's 2 KiB in its chunk (kWarps per tile) */
-    int32_t *warp_lastb;   /* last head before each warp's 2 KiB in its chunk, or -1 */
+    uint32_t *warp_base; /* runs before each warp's 2 KiB in its chunk (kWarps per tile) */
+    int32_t *warp_lastb; /* last head before each warp's 2 KiB in its chunk, or -1 */
     ChunkEnc *chunks;
-    void *heads;           /* every thread segment's run-head mask, from enc_analyze (HeadMask<W>) */
+    void *heads; /* every thread segment's run-head mask, from enc_analyze (HeadMask<W>) */
     uint32_t *index;
     const unsigned long long *rec_off;
     uint8_t *out_base;
@@ -88,7 +88,7 @@ struct HeadSum {
 
 __device__ __forceinline__ HeadSum hs_identity()
 {
-    return HeadSum{0, INT_MAX, -1, 0};
+    return HeadSum{ 0, INT_MAX, -1, 0 };
 }
 
 /* a followed by b: not commutative, keep the order. */
@@ -144,11 +144,24 @@ struct WarpSum {
 /* A segment's run-head mask (one bit per element), as enc_analyze hands it to
  * enc_emit: emit then neither reads the input segment again nor recomputes
  * the mask (it reads 64/W bits instead of 64 bytes). */
-template <int W> struct HeadMask;
-template <> struct HeadMask<1> { using T = unsigned long long; };
-template <> struct HeadMask<2> { using T = uint32_t; };
-template <> struct HeadMask<4> { using T = uint16_t; };
-template <> struct HeadMask<8> { using T = uint8_t; };
+template <int W>
+struct HeadMask;
+template <>
+struct HeadMask<1> {
+    using T = unsigned long long;
+};
+template <>
+struct HeadMask<2> {
+    using T = uint32_t;
+};
+template <>
+struct HeadMask<4> {
+    using T = uint16_t;
+};
+template <>
+struct HeadMask<8> {
+    using T = uint8_t;
+};
 
 template <int W>
 __device__ __forceinline__ typename HeadMask<W>::T *head_masks(const EncK &k)
@@ -186,7 +199,7 @@ struct TileRel {
 
 __device__ __forceinline__ TileRel tile_rel(const Geo &g)
 {
-    return TileRel{(int32_t)(g.s - g.w0), (int32_t)(g.e - g.w0), (int32_t)(g.w0 - g.cstart)};
+    return TileRel{ (int32_t)(g.s - g.w0), (int32_t)(g.e - g.w0), (int32_t)(g.w0 - g.cstart) };
 }
 
 /* Per-thread run heads of its segment (ar bytes into the tile's window, at a). */
@@ -209,7 +222,8 @@ __device__ __forceinline__ uint64_t seg_heads(const EncK &k, const TileRel &t, i
  * 16 - Q (o), and w's last Q words, then zeros (t). Q is a compile-time
  * constant so that w stays in registers. */
 template <int Q>
-__device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w[16], uint32_t o[16], uint32_t t[16])
+__device__ __forceinline__ void words_back(const uint32_t p[3], const uint32_t w[16], uint32_t o[16],
+                                           uint32_t t[16])
 {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -236,14 +250,15 @@ __device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, const Ti
                                            const uint32_t w[16])
 {
     /* where the window's first byte goes; offsets from there in 32 bits */
-    uint8_t *const dw = k.out_base + k.rec_start + (int64_t)g.c * (RLE_CHUNK_HEADER + (int64_t)k.cs) + RLE_CHUNK_HEADER + t.w0c;
+    uint8_t *const dw =
+        k.out_base + k.rec_start + (int64_t)g.c * (RLE_CHUNK_HEADER + (int64_t)k.cs) + RLE_CHUNK_HEADER + t.w0c;
     const uint32_t q = (uint32_t)((uintptr_t)(dw + ar) & 15) >> 2; /* the same for the whole tile */
     uint32_t p[3];
     p[0] = __shfl_up_sync(0xffffffffu, w[13], 1);
     p[1] = __shfl_up_sync(0xffffffffu, w[14], 1);
     p[2] = __shfl_up_sync(0xffffffffu, w[15], 1);
     if ((threadIdx.x & 31) == 0) {
-        uint32_t v[4] = {0, 0, 0, 0};
+        uint32_t v[4] = { 0, 0, 0, 0 };
         load_vec_guarded(k.src, a - 16, k.body_len, v);
         p[0] = v[1];
         p[1] = v[2];
@@ -302,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         uint32_t v = warp_crc(cs, w);
         v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if (lane == 0)
-            k.wsums[(uint64_t)id * kWarps + warp] = WarpSum{hs, v, spec};
+            k.wsums[(uint64_t)id * kWarps + warp] = WarpSum{ hs, v, spec };
     }
 }
 
@@ -327,7 +342,7 @@ __device__ __forceinline__ TileSum fold_warps(const EncK &k, uint64_t tile, uint
             crc ^= mul_nibbles(&k.tab->wm[w][0][0], ws.crc);
         spec &= ws.spec;
     }
-    return TileSum{t.count, t.first, t.last, t.maxgap, crc, spec};
+    return TileSum{ t.count, t.first, t.last, t.maxgap, crc, spec };
 }
 
 /* One warp per chunk: combine the chunk's tiles. */
@@ -336,8 +351,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
 {
     const int lane = threadIdx.x & 31;
     const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x >> 5);
-    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc;
-         c += warps) {
+    for (uint64_t c = (uint64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); c < k.cc; c += warps) {
         int64_t cstart = (int64_t)c * k.cs;
         int64_t cend = min(cstart + (int64_t)k.cs, k.body_len);
         int64_t clen = cend - cstart;
@@ -358,7 +372,12 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
                 ts = fold_warps(k, tid0 + j, wbase, wlast);
                 k.tiles[tid0 + j] = ts; /* enc_emit reads spec */
             } else {
-                ts.count = 0; ts.first = INT_MAX; ts.last = -1; ts.maxgap = 0; ts.crcw = 0; ts.spec = 0;
+                ts.count = 0;
+                ts.first = INT_MAX;
+                ts.last = -1;
+                ts.maxgap = 0;
+                ts.crcw = 0;
+                ts.spec = 0;
             }
             uint32_t incl = ts.count;
             int32_t im = ts.last;
@@ -384,7 +403,7 @@ __global__ void __launch_bounds__(kThreads) enc_chunks(EncK k)
                     k.warp_lastb[w0 + w] = max(tlast, wlast[w]);
                 }
             }
-            HeadSum hs{ts.count, ts.first, ts.last, ts.maxgap};
+            HeadSum hs{ ts.count, ts.first, ts.last, ts.maxgap };
             hs = hs_warp_reduce(hs);
             agg = hs_combine(agg, hs);
             uint32_t contrib = 0;
@@ -492,7 +511,7 @@ struct ScanPair {
 
 __device__ __forceinline__ ScanPair scan_op(const ScanPair &a, const ScanPair &b)
 {
-    return ScanPair{a.count + b.count, max(a.last, b.last)};
+    return ScanPair{ a.count + b.count, max(a.last, b.last) };
 }
 
 /* Exclusive scan of the lanes' (head count, last head) in lane order, from seed. */
@@ -502,11 +521,11 @@ __device__ __forceinline__ ScanPair warp_scan_pairs(ScanPair mine, ScanPair seed
     ScanPair incl = mine;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        ScanPair t{__shfl_up_sync(0xffffffffu, incl.count, o), __shfl_up_sync(0xffffffffu, incl.last, o)};
+        ScanPair t{ __shfl_up_sync(0xffffffffu, incl.count, o), __shfl_up_sync(0xffffffffu, incl.last, o) };
         if (lane >= o)
             incl = scan_op(t, incl);
     }
-    ScanPair before{__shfl_up_sync(0xffffffffu, incl.count, 1), __shfl_up_sync(0xffffffffu, incl.last, 1)};
+    ScanPair before{ __shfl_up_sync(0xffffffffu, incl.count, 1), __shfl_up_sync(0xffffffffu, incl.last, 1) };
     return lane ? scan_op(seed, before) : seed;
 }
 
@@ -514,10 +533,10 @@ __device__ __forceinline__ ScanPair warp_scan_pairs(ScanPair mine, ScanPair seed
 template <int W>
 __device__ __forceinline__ uint64_t load_symbol(const uint8_t *p)
 {
-    return W == 8 ? __ldg(reinterpret_cast<const unsigned long long *>(p))
-         : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(p))
-         : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(p))
-                  : __ldg(p);
+    return W == 8   ? __ldg(reinterpret_cast<const unsigned long long *>(p))
+           : W == 4 ? __ldg(reinterpret_cast<const uint32_t *>(p))
+           : W == 2 ? __ldg(reinterpret_cast<const uint16_t *>(p))
+                    : __ldg(p);
 }
 
 /* N little-endian bytes of v at p: one store when p is N-aligned (`aligned`,
@@ -630,8 +649,9 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
             put_le(h + RLE_REC_CRC_OFFSET, ce.crc, 4);
         }
         if (ce.mode == RLE_MODE_STORED) {
-            const bool in_place = k.spec && k.tiles[id].spec &&
-                                  k.rec_off[g.c] == (unsigned long long)g.c * (RLE_CHUNK_HEADER + (unsigned long long)k.cs);
+            const bool in_place =
+                k.spec && k.tiles[id].spec &&
+                k.rec_off[g.c] == (unsigned long long)g.c * (RLE_CHUNK_HEADER + (unsigned long long)k.cs);
             if (!in_place)
                 stored_copy(k, g.s, g.e, rec + RLE_CHUNK_HEADER + (g.s - g.cstart));
             continue;
@@ -646,9 +666,8 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
             heads = seg_heads<W>(k, tile_rel(g), a, (int32_t)(a - g.w0), w);
         }
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
-        ScanPair mine{(uint32_t)__popcll(heads),
-                      heads ? pos0 + 63 - __clzll((long long)heads) : -1};
-        const ScanPair pre = warp_scan_pairs(mine, ScanPair{k.warp_base[wi], k.warp_lastb[wi]});
+        ScanPair mine{ (uint32_t)__popcll(heads), heads ? pos0 + 63 - __clzll((long long)heads) : -1 };
+        const ScanPair pre = warp_scan_pairs(mine, ScanPair{ k.warp_base[wi], k.warp_lastb[wi] });
         uint8_t *sym = k.out_base + rec + RLE_CHUNK_HEADER;
         uint8_t *len = sym + (uint64_t)ce.runs * W;
         const uint32_t wbase = __shfl_sync(0xffffffffu, pre.count, 0);
@@ -681,11 +700,11 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
 /* Header CRC: per-window raw CRCs, then one block combines them (crc_finish);
  * a header of one window (up to about 4000 chunks) gets its CRC here, one
  * launch fewer. */
-__global__ void __launch_bounds__(kThreads) crc_windows(uint8_t *buf, int64_t len,
-                                                        const CrcTables *tab, uint32_t *part)
+__global__ void __launch_bounds__(kThreads)
+    crc_windows(uint8_t *buf, int64_t len, const CrcTables *tab, uint32_t *part)
 {
     __shared__ uint32_t red_words[64];
-    BlockRed red{red_words, 0};
+    BlockRed red{ red_words, 0 };
     const CrcSmem cs = load_crc_smem(dyn_smem, tab); /* kCrcSmemBytes */
     const uint32_t *wk = warp_shift_table(tab);
     __syncthreads();
@@ -702,11 +721,11 @@ __global__ void __launch_bounds__(kThreads) crc_windows(uint8_t *buf, int64_t le
     }
 }
 
-__global__ void __launch_bounds__(kThreads) crc_finish(uint8_t *buf, int64_t len, const CrcTables *tab,
-                                                       const uint32_t *part)
+__global__ void __launch_bounds__(kThreads)
+    crc_finish(uint8_t *buf, int64_t len, const CrcTables *tab, const uint32_t *part)
 {
     __shared__ uint32_t red_words[64];
-    BlockRed red{red_words, 0};
+    BlockRed red{ red_words, 0 };
     int64_t nwin = (len + kWin - 1) / kWin;
     int64_t ref = nwin * kWin;
     uint32_t acc = 0;
@@ -738,8 +757,8 @@ size_t align_up(size_t v, size_t a)
 struct EncLayout {
     uint64_t cc, ntiles, nwin_hdr;
     uint32_t tl, tpc;
-    size_t off_wsums, off_tiles, off_base, off_lastb, off_chunks, off_heads, off_recoff, off_part, off_total, off_cub,
-        cub_bytes, total;
+    size_t off_wsums, off_tiles, off_base, off_lastb, off_chunks, off_heads, off_recoff, off_part, off_total,
+        off_cub, cub_bytes, total;
 };
 
 EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
@@ -755,16 +774,25 @@ EncLayout enc_layout(uint64_t body_len, unsigned width, uint32_t cs)
     }
     L.nwin_hdr = (rle_header_crc_offset(L.cc) + kWin - 1) / kWin;
     size_t o = 0;
-    L.off_wsums = o; o = align_up(o + L.ntiles * kWarps * sizeof(WarpSum), 256);
-    L.off_tiles = o; o = align_up(o + L.ntiles * sizeof(TileSum), 256);
-    L.off_base = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
-    L.off_lastb = o; o = align_up(o + L.ntiles * kWarps * 4, 256);
-    L.off_chunks = o; o = align_up(o + L.cc * sizeof(ChunkEnc), 256);
+    L.off_wsums = o;
+    o = align_up(o + L.ntiles * kWarps * sizeof(WarpSum), 256);
+    L.off_tiles = o;
+    o = align_up(o + L.ntiles * sizeof(TileSum), 256);
+    L.off_base = o;
+    o = align_up(o + L.ntiles * kWarps * 4, 256);
+    L.off_lastb = o;
+    o = align_up(o + L.ntiles * kWarps * 4, 256);
+    L.off_chunks = o;
+    o = align_up(o + L.cc * sizeof(ChunkEnc), 256);
     const size_t mask_bytes = width == 1 || width == 2 || width == 4 || width == 8 ? 8 / width : 8;
-    L.off_heads = o; o = align_up(o + L.ntiles * kThreads * mask_bytes, 256); /* HeadMask<width> */
-    L.off_recoff = o; o = align_up(o + L.cc * 8, 256);
-    L.off_part = o; o = align_up(o + L.nwin_hdr * 4, 256);
-    L.off_total = o; o = align_up(o + 8, 256);
+    L.off_heads = o;
+    o = align_up(o + L.ntiles * kThreads * mask_bytes, 256); /* HeadMask<width> */
+    L.off_recoff = o;
+    o = align_up(o + L.cc * 8, 256);
+    L.off_part = o;
+    o = align_up(o + L.nwin_hdr * 4, 256);
+    L.off_total = o;
+    o = align_up(o + 8, 256);
     L.off_cub = o;
     /* cub's single-pass scan: a few words per 1-2K items; checked at run time */
     L.cub_bytes = align_up(64 * 1024 + L.cc * 2, 256);
@@ -804,8 +832,8 @@ static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStr
     GC_CUDA(cub::DeviceScan::ExclusiveScan(nullptr, need, k.index, (unsigned long long *)k.rec_off,
                                            ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
     if (need > L.cub_bytes)
-        return gc_fail(err, GC_E_INTERNAL, "gpu rle: scan needs %zu bytes of scratch, %zu reserved",
-                       need, L.cub_bytes);
+        return gc_fail(err, GC_E_INTERNAL, "gpu rle: scan needs %zu bytes of scratch, %zu reserved", need,
+                       L.cub_bytes);
     size_t have = L.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveScan(scr + L.off_cub, have, k.index, (unsigned long long *)k.rec_off,
                                            ::cuda::std::plus<>{}, 0ull, (int64_t)k.cc, st));
@@ -814,13 +842,13 @@ static int enc_launch_w(const EncK &k, const EncLayout &L, uint8_t *scr, cudaStr
     return GC_OK;
 }
 
-int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len,
-               cudaStream_t stream, unsigned long long **d_total, gc_error *err)
+int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t scratch_len, cudaStream_t stream,
+               unsigned long long **d_total, gc_error *err)
 {
     EncLayout L = enc_layout(p.body_len, p.width, p.chunk_size);
     if (scratch_len < L.total)
-        return gc_fail(err, GC_E_LIMIT, "gpu rle: encode needs %zu bytes of device scratch, %zu given",
-                       L.total, scratch_len);
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: encode needs %zu bytes of device scratch, %zu given", L.total,
+                       scratch_len);
     if (L.ntiles > UINT32_MAX)
         return gc_fail(err, GC_E_LIMIT, "gpu rle: %llu bytes is more than one encode takes",
                        (unsigned long long)p.body_len);
@@ -846,7 +874,8 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     k.rec_off = (unsigned long long *)(scr + L.off_recoff);
     k.out_base = p.out_base;
     k.rec_start = p.records - p.out_base;
-    k.spec = p.records_cap >= p.body_len + RLE_CHUNK_HEADER * L.cc && p.chunk_size % 16 == 0 && k.rec_start % 4 == 0;
+    k.spec =
+        p.records_cap >= p.body_len + RLE_CHUNK_HEADER * L.cc && p.chunk_size % 16 == 0 && k.rec_start % 4 == 0;
     k.total = (unsigned long long *)(scr + L.off_total);
     *d_total = k.total;
     if (L.cc == 0) {
@@ -862,9 +891,9 @@ int enc_launch(const EncParams &p, const CrcTables *d_tab, void *scratch, size_t
     }
 }
 
-int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width,
-                     uint32_t chunk_size, uint64_t chunk_count, const CrcTables *d_tab, void *scratch,
-                     size_t scratch_len, cudaStream_t stream, gc_error *err)
+int enc_frame_header(uint8_t *d_frame, const uint8_t *d_src, uint64_t src_len, unsigned width, uint32_t chunk_size,
+                     uint64_t chunk_count, const CrcTables *d_tab, void *scratch, size_t scratch_len,
+                     cudaStream_t stream, gc_error *err)
 {
     EncLayout L = enc_layout(src_len - src_len % width, width, chunk_size);
     if (scratch_len < L.total)

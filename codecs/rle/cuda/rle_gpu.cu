@@ -37,17 +37,19 @@ namespace {
  * chunk status words back. */
 constexpr uint64_t kMetaIndex = 64;
 
-#define RLE_GPU_CUDA(call)                                                                   \
-    do {                                                                                     \
-        cudaError_t rc_ = (call);                                                            \
-        if (rc_ != cudaSuccess)                                                              \
+#define RLE_GPU_CUDA(call)                                                                    \
+    do {                                                                                      \
+        cudaError_t rc_ = (call);                                                             \
+        if (rc_ != cudaSuccess)                                                               \
             return gc_fail(err, GC_E_DEVICE, "cuda: %s: %s", #call, cudaGetErrorString(rc_)); \
     } while (0)
 
 /* What encode and decode share: the chunk geometry of the job. */
 class RleJob : public GpuJob {
   public:
-    explicit RleJob(gc_gpu_job &job) : job_(job) {}
+    explicit RleJob(gc_gpu_job &job) : job_(job)
+    {
+    }
 
     int piece_units(uint64_t c0, const SlotCaps &caps, uint64_t *pn, gc_error *err) const override
     {
@@ -74,7 +76,10 @@ class RleJob : public GpuJob {
 
   protected:
     /* bytes of original data in chunks [c0, c0 + n) */
-    uint64_t piece_body(uint64_t c0, uint64_t n) const { return std::min<uint64_t>(n * cs_, body_ - c0 * cs_); }
+    uint64_t piece_body(uint64_t c0, uint64_t n) const
+    {
+        return std::min<uint64_t>(n * cs_, body_ - c0 * cs_);
+    }
     /* bytes of records of chunks [c0, c0 + n) (encode: at most) */
     virtual uint64_t piece_records(uint64_t c0, uint64_t n) const = 0;
     virtual size_t scratch(uint64_t body) const = 0;
@@ -88,7 +93,9 @@ class RleJob : public GpuJob {
 
 class RleEncodeJob final : public RleJob {
   public:
-    explicit RleEncodeJob(gc_gpu_job &job) : RleJob(job) {}
+    explicit RleEncodeJob(gc_gpu_job &job) : RleJob(job)
+    {
+    }
 
     int prepare(size_t j)
     {
@@ -99,8 +106,9 @@ class RleEncodeJob final : public RleJob {
             return rc;
         size_t bound = rle_compress_bound(job_.src_len, &o);
         if (job_.dst_cap < bound)
-            return gc_fail(&job_.err, GC_E_LIMIT, "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu",
-                           job_.dst_cap, bound);
+            return gc_fail(&job_.err, GC_E_LIMIT,
+                           "rle: output buffer of %zu bytes is below rle_compress_bound() = %zu", job_.dst_cap,
+                           bound);
         width_ = o.width;
         cs_ = o.chunk_size;
         body_ = job_.src_len - job_.src_len % o.width;
@@ -138,11 +146,12 @@ class RleEncodeJob final : public RleJob {
         return rc;
     }
 
-    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes, gc_error *err) override
+    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes,
+                       gc_error *err) override
     {
         RLE_GPU_CUDA(cudaMemcpyAsync(b.h_meta, p.d_results, 8, cudaMemcpyDeviceToHost, st));
-        RLE_GPU_CUDA(cudaMemcpyAsync(b.h_meta + kMetaIndex, b.d_meta, RLE_INDEX_ENTRY * p.n, cudaMemcpyDeviceToHost,
-                                     st));
+        RLE_GPU_CUDA(
+            cudaMemcpyAsync(b.h_meta + kMetaIndex, b.d_meta, RLE_INDEX_ENTRY * p.n, cudaMemcpyDeviceToHost, st));
         *bytes = RLE_INDEX_ENTRY * p.n + 8;
         return GC_OK;
     }
@@ -175,14 +184,19 @@ class RleEncodeJob final : public RleJob {
     {
         return piece_body(c0, n) + RLE_CHUNK_HEADER * n;
     }
-    size_t scratch(uint64_t body) const override { return enc_scratch_bytes(body, width_, cs_); }
+    size_t scratch(uint64_t body) const override
+    {
+        return enc_scratch_bytes(body, width_, cs_);
+    }
 
     uint64_t records_written_ = 0; /* bytes of records placed */
 };
 
 class RleDecodeJob final : public RleJob {
   public:
-    explicit RleDecodeJob(gc_gpu_job &job) : RleJob(job) {}
+    explicit RleDecodeJob(gc_gpu_job &job) : RleJob(job)
+    {
+    }
 
     int prepare(size_t j)
     {
@@ -190,8 +204,9 @@ class RleDecodeJob final : public RleJob {
         if (rc != GC_OK)
             return rc;
         if (info_.original_size > job_.dst_cap)
-            return gc_fail(&job_.err, GC_E_LIMIT, "rle: output buffer of %zu bytes is below the original size %llu",
-                           job_.dst_cap, (unsigned long long)info_.original_size);
+            return gc_fail(&job_.err, GC_E_LIMIT,
+                           "rle: output buffer of %zu bytes is below the original size %llu", job_.dst_cap,
+                           (unsigned long long)info_.original_size);
         width_ = info_.width;
         cs_ = info_.chunk_size;
         body_ = info_.original_size - info_.tail_len;
@@ -241,7 +256,8 @@ class RleDecodeJob final : public RleJob {
         return rc;
     }
 
-    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes, gc_error *err) override
+    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes,
+                       gc_error *err) override
     {
         RLE_GPU_CUDA(cudaMemcpyAsync(b.h_meta + kMetaIndex, p.d_results, sizeof(uint32_t) * p.n,
                                      cudaMemcpyDeviceToHost, st));
@@ -273,7 +289,10 @@ class RleDecodeJob final : public RleJob {
             rec += index_[c];
         return rec;
     }
-    size_t scratch(uint64_t body) const override { return dec_scratch_bytes(body, width_, cs_); }
+    size_t scratch(uint64_t body) const override
+    {
+        return dec_scratch_bytes(body, width_, cs_);
+    }
 
     rle_frame_info info_{};
     std::vector<uint32_t> index_;
@@ -298,10 +317,8 @@ int make_job(gc_gpu_job &job, size_t j, GpuJob **out)
 int rle_prepare(gc_gpu_job &job, size_t j, GpuJob **out)
 {
     switch (job.op) {
-    case GC_GPU_ENCODE:
-        return make_job<RleEncodeJob>(job, j, out);
-    case GC_GPU_DECODE:
-        return make_job<RleDecodeJob>(job, j, out);
+    case GC_GPU_ENCODE: return make_job<RleEncodeJob>(job, j, out);
+    case GC_GPU_DECODE: return make_job<RleDecodeJob>(job, j, out);
     }
     return gc_fail(&job.err, GC_E_INVALID, "gpu rle: job %zu: unknown operation %d", j, (int)job.op);
 }
@@ -323,6 +340,6 @@ size_t rle_slot_meta(size_t b)
 
 } // namespace
 
-const GpuCodec kRleCodec = {GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, 0, rle_prepare, nullptr};
+const GpuCodec kRleCodec = { GC_GPU_CODEC_RLE, "rle", rle_slot_scratch, rle_slot_meta, 0, rle_prepare, nullptr };
 
 } // namespace gcgpu

@@ -21,15 +21,15 @@ extern "C" size_t gc_gpu_rle_scratch_size(size_t src_len, const rle_options *opt
     if (rle_options_resolve(opt, &o, nullptr) != GC_OK)
         return 0;
     uint64_t body = src_len - src_len % o.width;
-    return std::max(enc_scratch_bytes(body, o.width, o.chunk_size), dec_scratch_bytes(body, o.width, o.chunk_size));
+    return std::max(enc_scratch_bytes(body, o.width, o.chunk_size),
+                    dec_scratch_bytes(body, o.width, o.chunk_size));
 }
 
 /* ---- device-resident calls ------------------------------------------------ */
 
-extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len,
-                                        const rle_options *opt, void *d_dst, size_t dst_cap,
-                                        size_t *dst_len, void *d_scratch, size_t scratch_len,
-                                        gc_error *err)
+extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size_t src_len, const rle_options *opt,
+                                        void *d_dst, size_t dst_cap, size_t *dst_len, void *d_scratch,
+                                        size_t scratch_len, gc_error *err)
 {
     if (!ctx || !dst_len || (!d_src && src_len) || !d_dst)
         return gc_fail(err, GC_E_INVALID, "gpu rle: encode: missing argument");
@@ -39,8 +39,8 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
         return rc;
     size_t bound = rle_compress_bound(src_len, &o);
     if (dst_cap < bound)
-        return gc_fail(err, GC_E_LIMIT, "gpu rle: output capacity %zu below rle_compress_bound() = %zu",
-                       dst_cap, bound);
+        return gc_fail(err, GC_E_LIMIT, "gpu rle: output capacity %zu below rle_compress_bound() = %zu", dst_cap,
+                       bound);
     uint64_t body = src_len - src_len % o.width;
     uint64_t cc = (body + o.chunk_size - 1) / o.chunk_size;
     if (cc > UINT32_MAX)
@@ -82,9 +82,9 @@ extern "C" int gc_gpu_rle_encode_device(gc_gpu_ctx *ctx, const void *d_src, size
     return rc;
 }
 
-extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len,
-                                        void *d_dst, size_t dst_cap, size_t *dst_len,
-                                        void *d_scratch, size_t scratch_len, gc_error *err)
+extern "C" int gc_gpu_rle_decode_device(gc_gpu_ctx *ctx, const void *d_frame, size_t frame_len, void *d_dst,
+                                        size_t dst_cap, size_t *dst_len, void *d_scratch, size_t scratch_len,
+                                        gc_error *err)
 {
     if (!ctx || !d_frame || !dst_len)
         return gc_fail(err, GC_E_INVALID, "gpu rle: decode: missing argument");

@@ -14,13 +14,15 @@ namespace gcgpu {
 
 __device__ __forceinline__ void vec_to_words(uint4 v, uint32_t *w)
 {
-    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+    w[0] = v.x;
+    w[1] = v.y;
+    w[2] = v.z;
+    w[3] = v.w;
 }
 
 /* 16 bytes at base+off (off 16-aligned, base 16-aligned); bytes at or past
  * `limit` or before 0 read as zero, and are never touched. */
-__device__ __forceinline__ void load_vec_guarded(const uint8_t *base, int64_t off, int64_t limit,
-                                                 uint32_t *w)
+__device__ __forceinline__ void load_vec_guarded(const uint8_t *base, int64_t off, int64_t limit, uint32_t *w)
 {
     if (off >= 0 && off + 16 <= limit) {
         vec_to_words(__ldg(reinterpret_cast<const uint4 *>(base + off)), w);
@@ -40,13 +42,15 @@ __device__ __forceinline__ void load_vec_guarded(const uint8_t *base, int64_t of
 }
 
 /* 64 bytes at an aligned offset (fast path when fully inside). */
-__device__ __forceinline__ void load_seg(const uint8_t *base, int64_t off, int64_t limit,
-                                         uint32_t w[16])
+__device__ __forceinline__ void load_seg(const uint8_t *base, int64_t off, int64_t limit, uint32_t w[16])
 {
     if (off >= 0 && off + 64 <= limit) {
         const uint4 *p = reinterpret_cast<const uint4 *>(base + off);
         uint4 a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + 2), d = __ldg(p + 3);
-        vec_to_words(a, w); vec_to_words(b, w + 4); vec_to_words(c, w + 8); vec_to_words(d, w + 12);
+        vec_to_words(a, w);
+        vec_to_words(b, w + 4);
+        vec_to_words(c, w + 8);
+        vec_to_words(d, w + 12);
     } else {
 #pragma unroll
         for (int v = 0; v < 4; v++)
@@ -64,8 +68,7 @@ __device__ __forceinline__ void shift_words(const uint32_t a[20], uint32_t sh, u
 
 /* 64 bytes at any byte offset `sp` of a 16-byte aligned buffer of `limit`
  * bytes: five aligned vector loads and a funnel shift. */
-__device__ __forceinline__ void load_seg_unaligned(const uint8_t *base, int64_t sp, int64_t limit,
-                                                   uint32_t w[16])
+__device__ __forceinline__ void load_seg_unaligned(const uint8_t *base, int64_t sp, int64_t limit, uint32_t w[16])
 {
     int64_t a0 = sp & ~(int64_t)15;
     uint32_t r = (uint32_t)(sp - a0);
@@ -118,11 +121,24 @@ __device__ __forceinline__ void load_words_unaligned(const uint8_t *base, int64_
 }
 
 /* Bytes of a 64-byte segment for elements [k, k+1): helpers by width. */
-template <int W> struct Elem;
-template <> struct Elem<1> { static constexpr int N = 64; };
-template <> struct Elem<2> { static constexpr int N = 32; };
-template <> struct Elem<4> { static constexpr int N = 16; };
-template <> struct Elem<8> { static constexpr int N = 8; };
+template <int W>
+struct Elem;
+template <>
+struct Elem<1> {
+    static constexpr int N = 64;
+};
+template <>
+struct Elem<2> {
+    static constexpr int N = 32;
+};
+template <>
+struct Elem<4> {
+    static constexpr int N = 16;
+};
+template <>
+struct Elem<8> {
+    static constexpr int N = 8;
+};
 
 /*
  * Raw run-head mask: bit k set when element k differs from element k-1 (the
@@ -138,7 +154,7 @@ __device__ __forceinline__ uint64_t head_mask(const uint32_t w[16], uint32_t pw,
          * before it" (add-carry test, no per-byte compare), one multiply
          * gathers the four bits into a nibble, and the nibbles are laid into
          * two 32-bit halves by multiply-add. */
-        uint32_t half[2] = {0, 0};
+        uint32_t half[2] = { 0, 0 };
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             uint32_t prev = i ? w[i - 1] : pw;
@@ -290,13 +306,13 @@ __host__ __device__ __forceinline__ void expand_words(uint32_t r0, uint64_t hm, 
         } else {
             v0 = v1 = ((s_sym32[r0 >> 2] >> (8 * (r0 & 3))) & 0xffu) * 0x01010101u;
         }
-GC_HD_UNROLL
+        GC_HD_UNROLL
         for (int i = 0; i < 16; i += 2) {
             w[i] = v0;
             w[i + 1] = v1;
         }
     } else {
-GC_HD_UNROLL
+        GC_HD_UNROLL
         for (int i = 0; i < 16; i++) {
             if (W == 8) {
                 if (i & 1)
@@ -317,9 +333,10 @@ GC_HD_UNROLL
                 uint32_t bo = R * (uint32_t)W;
                 uint32_t x = s_sym32[bo >> 2], y = s_sym32[(bo >> 2) + 1];
                 uint32_t sel = (bo & 3) * 0x1111u;
-                if (W == 1) /* nibble j = heads among elements 1..j of the word (bits 1..3 spread to nibbles 1..3, prefix-summed) */
+                if (W ==
+                    1) /* nibble j = heads among elements 1..j of the word (bits 1..3 spread to nibbles 1..3, prefix-summed) */
                     sel += (((nib & 0xEu) * 0x249u) & 0x1110u) * 0x111u;
-                else        /* bytes 2, 3 from the next symbol when element 1 starts a run */
+                else /* bytes 2, 3 from the next symbol when element 1 starts a run */
                     sel += 0x1010u + ((nib >> 1) & 1u) * 0x2200u;
                 w[i] = byte_perm(x, y, sel);
             }
@@ -327,7 +344,7 @@ GC_HD_UNROLL
     }
     if (klo > 0 || khi < N) {
         const int lob = klo * W, hib = khi * W;
-GC_HD_UNROLL
+        GC_HD_UNROLL
         for (int i = 0; i < 16; i++) {
             const int b = 4 * i;
             uint32_t keep = 0xffffffffu;

@@ -25,7 +25,10 @@ namespace gcgpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0)
+{
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 constexpr uint32_t kRandWords = (BZ2_MAX_BLOCK + 31) / 32;
 
@@ -48,7 +51,8 @@ const uint32_t *rand_map_host()
 struct Carver {
     uint8_t *base;
     size_t off = 0;
-    template <typename T> T *take(size_t count)
+    template <typename T>
+    T *take(size_t count)
     {
         off = (off + 255) & ~(size_t)255;
         T *p = base ? reinterpret_cast<T *>(base + off) : nullptr;
@@ -178,7 +182,9 @@ int copy_out(gc_gpu_ctx *ctx, uint8_t *h, const uint8_t *d, uint64_t len, gc_err
 /* Where the output goes, a round at a time. */
 class DecSink {
   public:
-    virtual ~DecSink() {}
+    virtual ~DecSink()
+    {
+    }
     /* room for total bytes of output */
     virtual int reserve(uint64_t total, gc_error *err) = 0;
     /* device memory a round starting at output offset off is expanded into */
@@ -188,15 +194,23 @@ class DecSink {
 
 class DeviceSink : public DecSink {
   public:
-    DeviceSink(uint8_t *d, size_t cap) : d_(d), cap_(cap) {}
+    DeviceSink(uint8_t *d, size_t cap) : d_(d), cap_(cap)
+    {
+    }
     int reserve(uint64_t total, gc_error *err) override
     {
         if (total > cap_)
             return gc_fail(err, GC_E_LIMIT, "gpu bzip2: the output exceeds the %zu bytes of its buffer", cap_);
         return GC_OK;
     }
-    uint8_t *round(uint64_t off) override { return d_ + off; }
-    int round_done(uint64_t, uint64_t, cudaStream_t, gc_error *) override { return GC_OK; }
+    uint8_t *round(uint64_t off) override
+    {
+        return d_ + off;
+    }
+    int round_done(uint64_t, uint64_t, cudaStream_t, gc_error *) override
+    {
+        return GC_OK;
+    }
 
   private:
     uint8_t *d_;
@@ -205,7 +219,9 @@ class DeviceSink : public DecSink {
 
 class HostSink : public DecSink {
   public:
-    HostSink(gc_gpu_ctx *ctx, gc_gpu_job &job, uint8_t *d_round) : ctx_(ctx), job_(job), d_round_(d_round) {}
+    HostSink(gc_gpu_ctx *ctx, gc_gpu_job &job, uint8_t *d_round) : ctx_(ctx), job_(job), d_round_(d_round)
+    {
+    }
     int reserve(uint64_t total, gc_error *err) override
     {
         if (total <= job_.dst_cap)
@@ -218,7 +234,10 @@ class HostSink : public DecSink {
                          (unsigned long long)total);
         return rc;
     }
-    uint8_t *round(uint64_t) override { return d_round_; }
+    uint8_t *round(uint64_t) override
+    {
+        return d_round_;
+    }
     int round_done(uint64_t off, uint64_t len, cudaStream_t, gc_error *err) override
     {
         return copy_out(ctx_, job_.dst + off, d_round_, len, err);
@@ -264,9 +283,14 @@ struct Decoder {
     bool rand_ready = false;
     bool overflow = false;
 
-    Decoder(gc_gpu_ctx *c, DecScratch &sc, std::vector<JobRun> &j) : ctx(c), s(sc), jobs(j), stream(c->slots[0].st) {}
+    Decoder(gc_gpu_ctx *c, DecScratch &sc, std::vector<JobRun> &j) : ctx(c), s(sc), jobs(j), stream(c->slots[0].st)
+    {
+    }
 
-    static bool device_failed(int rc) { return rc == GC_E_DEVICE; }
+    static bool device_failed(int rc)
+    {
+        return rc == GC_E_DEVICE;
+    }
 
     /* A job-level failure: recorded on the job; a device failure goes up. */
     int job_fail(JobRun &j, int rc, const gc_error &e)
@@ -317,10 +341,13 @@ struct Decoder {
         }
         cand.resize(total);
         if (total) {
-            GC_CUDA(cudaMemcpyAsync(cand.data(), s.cand, total * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
-            GC_CUDA(cudaMemcpyAsync(s.cand_job, owner.data(), total * sizeof(uint32_t), cudaMemcpyHostToDevice, stream));
+            GC_CUDA(
+                cudaMemcpyAsync(cand.data(), s.cand, total * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+            GC_CUDA(cudaMemcpyAsync(s.cand_job, owner.data(), total * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                    stream));
         }
-        GC_CUDA(cudaMemcpyAsync(s.jobs, table.data(), table.size() * sizeof(DecInput), cudaMemcpyHostToDevice, stream));
+        GC_CUDA(cudaMemcpyAsync(s.jobs, table.data(), table.size() * sizeof(DecInput), cudaMemcpyHostToDevice,
+                                stream));
         GC_CUDA(cudaStreamSynchronize(stream));
         st.candidates += total;
         st.scan_ms += ms_since(t0);
@@ -335,7 +362,8 @@ struct Decoder {
             return rc;
         res.resize(c1 - c0);
         if (c1 > c0)
-            GC_CUDA(cudaMemcpyAsync(res.data(), s.res, (c1 - c0) * sizeof(DecCand), cudaMemcpyDeviceToHost, stream));
+            GC_CUDA(
+                cudaMemcpyAsync(res.data(), s.res, (c1 - c0) * sizeof(DecCand), cudaMemcpyDeviceToHost, stream));
         GC_CUDA(cudaStreamSynchronize(stream));
         st.huffman_ms += ms_since(t0);
         return GC_OK;
@@ -381,7 +409,8 @@ struct Decoder {
         if (detail)
             je = *detail;
         else
-            gc_fail(&je, (gc_status)code, "bzip2: stream %u block %u: %s", acc[i].sno, acc[i].bno, bz2_dec_error(e));
+            gc_fail(&je, (gc_status)code, "bzip2: stream %u block %u: %s", acc[i].sno, acc[i].bno,
+                    bz2_dec_error(e));
         return job_fail(j, code, je);
     }
 
@@ -394,13 +423,15 @@ struct Decoder {
         bool rand = false;
         for (size_t i = 0; i < nb; i++) {
             const DecCand &r = res[acc[i].cand - c0];
-            blk[i] = DecBlk{acc[i].cand - c0, r.n,    r.orig, r.rand, 0, r.n / kDecSplitStride + (r.n % kDecSplitStride != 0) + 1,
-                            kDecOk,           0,      r.n,    0};
+            blk[i] = DecBlk{
+                acc[i].cand - c0, r.n, r.orig, r.rand, 0, r.n / kDecSplitStride + (r.n % kDecSplitStride != 0) + 1,
+                kDecOk,           0,   r.n,    0
+            };
             rand |= r.rand != 0;
         }
         if (rand && !rand_ready) {
-            GC_CUDA(cudaMemcpyAsync(s.rand_map, rand_map_host(), kRandWords * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                                    stream));
+            GC_CUDA(cudaMemcpyAsync(s.rand_map, rand_map_host(), kRandWords * sizeof(uint32_t),
+                                    cudaMemcpyHostToDevice, stream));
             rand_ready = true;
         }
         std::vector<std::pair<size_t, uint32_t>> waves; /* first block, its splitter total */
@@ -411,7 +442,7 @@ struct Decoder {
                 blk[b].sp_off = sp;
                 sp += blk[b].nsp;
             }
-            waves.push_back({a, sp});
+            waves.push_back({ a, sp });
             a = b;
         }
         GC_CUDA(cudaMemcpyAsync(s.blk, blk.data(), nb * sizeof(DecBlk), cudaMemcpyHostToDevice, stream));
@@ -431,7 +462,8 @@ struct Decoder {
         GC_CUDA(cudaStreamSynchronize(stream));
         st.rle1_ms += ms_since(t0);
         for (size_t i = 0; i < nb; i++)
-            if (blk[i].status != kDecOk && (rc = block_fail(i, bz2_dec_status(blk[i].status), blk[i].status, nullptr)))
+            if (blk[i].status != kDecOk &&
+                (rc = block_fail(i, bz2_dec_status(blk[i].status), blk[i].status, nullptr)))
                 return rc;
         return GC_OK;
     }
@@ -447,19 +479,22 @@ struct Decoder {
             place[i - a].in_len = blk[i].out_len;
             o += blk[i].out_len;
         }
-        GC_CUDA(cudaMemcpyAsync(s.crc_blk, place.data(), place.size() * sizeof(Bz2Block), cudaMemcpyHostToDevice, stream));
+        GC_CUDA(cudaMemcpyAsync(s.crc_blk, place.data(), place.size() * sizeof(Bz2Block), cudaMemcpyHostToDevice,
+                                stream));
         int rc = bz2_dec_rle1_expand(s.blk + a, (uint32_t)(b - a), j.sink->round(j.total), bytes, s, ctx->d_tab32,
                                      stream, err);
         if (rc != GC_OK)
             return rc;
-        GC_CUDA(cudaMemcpyAsync(place.data(), s.crc_blk, place.size() * sizeof(Bz2Block), cudaMemcpyDeviceToHost, stream));
+        GC_CUDA(cudaMemcpyAsync(place.data(), s.crc_blk, place.size() * sizeof(Bz2Block), cudaMemcpyDeviceToHost,
+                                stream));
         GC_CUDA(cudaStreamSynchronize(stream));
         st.rle1_ms += ms_since(t0);
         for (size_t i = a; i < b; i++) {
             uint32_t stored = res[acc[i].cand - c0].crc;
             if (place[i - a].crc != stored) {
                 gc_error e{};
-                gc_fail(&e, GC_E_CRC, "bzip2: stream %u block %u: block CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                gc_fail(&e, GC_E_CRC,
+                        "bzip2: stream %u block %u: block CRC mismatch (stored 0x%08x, computed 0x%08x)",
                         acc[i].sno, acc[i].bno, stored, place[i - a].crc);
                 return block_fail(i, GC_E_CRC, kDecCrc, &e);
             }
@@ -592,11 +627,11 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
     int rc = geometry(in_len, &g, err);
     if (rc != GC_OK)
         return rc;
-    Carver sizer{nullptr};
+    Carver sizer{ nullptr };
     size_t need = carve(sizer, g, in_len, host, host, s);
     if (!device_grow(&ctx->d_work, &ctx->work_cap, need))
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu bytes of decoder scratch", need);
-    Carver c{ctx->d_work};
+    Carver c{ ctx->d_work };
     carve(c, g, in_len, host, host, s);
     return GC_OK;
 }
@@ -658,7 +693,7 @@ int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stat
         sinks.emplace_back(ctx, job, s.out);
         runs[k].job = &job;
         runs[k].sink = &sinks[k];
-        runs[k].in = DecInput{s.in + off, job.src_len};
+        runs[k].in = DecInput{ s.in + off, job.src_len };
         auto t0 = Clock::now();
         rc = copy_in(ctx, s.in + off, job.src, job.src_len, err);
         if (rc != GC_OK)
@@ -695,18 +730,19 @@ int bz2_dec_scratch_bytes(uint64_t in_len, bool copy_in, bool out_round, size_t 
     Geometry g{};
     int rc = geometry(in_len, &g, err);
     DecScratch s;
-    Carver c{nullptr};
+    Carver c{ nullptr };
     *bytes = rc == GC_OK ? carve(c, g, in_len, copy_in, out_round, &s) : 0;
     return rc;
 }
 
-int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool out_round, DecScratch *s, gc_error *err)
+int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool out_round, DecScratch *s,
+                  gc_error *err)
 {
     Geometry g{};
     int rc = geometry(in_len, &g, err);
     if (rc != GC_OK)
         return rc;
-    Carver c{static_cast<uint8_t *>(base)};
+    Carver c{ static_cast<uint8_t *>(base) };
     if (carve(c, g, in_len, copy_in, out_round, s) > len)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %zu bytes of scratch are too few", len);
     return GC_OK;
@@ -761,7 +797,7 @@ extern "C" int gc_gpu_bzip2_decode_device(gc_gpu_ctx *ctx, const void *d_src, si
     if (rc == GC_OK) {
         DeviceSink sink(static_cast<uint8_t *>(d_dst), dst_cap);
         std::vector<JobRun> runs(1);
-        runs[0].in = DecInput{static_cast<const uint8_t *>(d_src), src_len};
+        runs[0].in = DecInput{ static_cast<const uint8_t *>(d_src), src_len };
         runs[0].sink = &sink;
         Decoder d(ctx, s, runs);
         rc = d.run(err);

@@ -39,7 +39,7 @@ constexpr uint32_t kDecSelBytes = (BZ2_MAX_SELECTORS + 1) / 2; /* a candidate's 
 
 /* One accepted block through the inverse BWT and RLE1. */
 struct DecBlk {
-    uint32_t col;     /* its column (wave-relative candidate index) */
+    uint32_t col; /* its column (wave-relative candidate index) */
     uint32_t n, orig, rand;
     uint32_t sp_off;  /* its splitters in the wave's splitter arrays */
     uint32_t nsp;     /* regular splitters + 1 (origPtr's) */
@@ -58,27 +58,27 @@ struct DecInput {
 
 /* Device memory of one decode, carved from the context's work buffer. */
 struct DecScratch {
-    uint8_t *in;          /* the input (device copy), 16 bytes of zeros after it */
+    uint8_t *in; /* the input (device copy), 16 bytes of zeros after it */
     uint64_t in_cap;
-    uint64_t *cand;       /* candidate bit offsets, sorted per job */
+    uint64_t *cand; /* candidate bit offsets, sorted per job */
     uint64_t *cand_tmp;
-    uint32_t *cand_job;   /* each candidate's job */
-    DecInput *jobs;       /* kDecMaxJobs */
+    uint32_t *cand_job; /* each candidate's job */
+    DecInput *jobs;     /* kDecMaxJobs */
     uint32_t cand_cap;
     uint32_t *n_cand;
-    DecCand *res;         /* columns */
-    uint8_t *cols;        /* columns x BZ2_MAX_BLOCK */
-    uint8_t *sel;         /* columns x kDecSelBytes */
-    DecBlk *blk;          /* columns */
-    uint32_t columns;     /* candidates a wave holds (<= kDecMaxColumns) */
-    uint32_t sort_cols;   /* columns a sort wave spans (<= kDecSortColumns) */
-    uint8_t *keys;        /* sort: sort_cols x BZ2_MAX_BLOCK each */
+    DecCand *res;       /* columns */
+    uint8_t *cols;      /* columns x BZ2_MAX_BLOCK */
+    uint8_t *sel;       /* columns x kDecSelBytes */
+    DecBlk *blk;        /* columns */
+    uint32_t columns;   /* candidates a wave holds (<= kDecMaxColumns) */
+    uint32_t sort_cols; /* columns a sort wave spans (<= kDecSortColumns) */
+    uint8_t *keys;      /* sort: sort_cols x BZ2_MAX_BLOCK each */
     uint32_t *vals_in, *tt;
     uint32_t *sp_next, *sp_len, *sp_dist; /* splitters of a sort wave */
     uint32_t sp_cap;
-    uint32_t *rand_map;   /* bit k: byte k of a randomised block is flipped */
-    uint8_t *out;         /* kDecRoundBytes: a round of output (host sinks; null for device output) */
-    Bz2Block *crc_blk;    /* columns: a round's blocks for the CRC kernels */
+    uint32_t *rand_map; /* bit k: byte k of a randomised block is flipped */
+    uint8_t *out;       /* kDecRoundBytes: a round of output (host sinks; null for device output) */
+    Bz2Block *crc_blk;  /* columns: a round's blocks for the CRC kernels */
     uint32_t *crc_acc;
     void *cub_tmp;
     size_t cub_bytes;
@@ -121,7 +121,6 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
  * share launches: a job's problems are its status; GC_E_DEVICE in err
  * fails the batch. Copy and kernel times (host clock) are added to st. */
 int bz2_decode_jobs(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stats *st, gc_error *err);
-
 
 } // namespace gcgpu
 

@@ -22,7 +22,7 @@ constexpr int kMaxSel = BZ2_MAX_SELECTORS;
 /* One warp's tables (the selectors live in global memory, kDecSelBytes per
  * candidate: shared memory is what limits the warps an SM holds). */
 struct HuffSmem {
-    uint16_t lut[BZ2_MAX_GROUPS][kLut];            /* sym << 5 | len, 0 = longer code */
+    uint16_t lut[BZ2_MAX_GROUPS][kLut];             /* sym << 5 | len, 0 = longer code */
     uint16_t sorted[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA]; /* symbols by (length, symbol) */
     int32_t first[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
     int32_t count[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
@@ -38,9 +38,9 @@ struct HuffSmem {
  * never waits for memory. The input is 4-byte aligned. */
 struct BitIn {
     const uint8_t *p;
-    uint64_t len;   /* bytes */
-    uint64_t pos;   /* next bit */
-    uint64_t base;  /* bit of win's top bit, a multiple of 32 */
+    uint64_t len;  /* bytes */
+    uint64_t pos;  /* next bit */
+    uint64_t base; /* bit of win's top bit, a multiple of 32 */
     uint64_t win;
     uint64_t cbase; /* first word of the current chunk */
     uint32_t cur, nxt;
@@ -93,7 +93,10 @@ struct BitIn {
         pos += (uint64_t)n;
         return v;
     }
-    __device__ bool overrun() const { return pos > len * 8; }
+    __device__ bool overrun() const
+    {
+        return pos > len * 8;
+    }
 };
 
 /* Take entry j of the MTF list and move it to the front. Lane l holds
@@ -373,8 +376,9 @@ __device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, uint8_t *sel, int l
     return e;
 }
 
-__global__ void __launch_bounds__(32) huff_decode(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job,
-                                                  uint32_t n, DecCand *res, uint8_t *cols, uint8_t *sels)
+__global__ void __launch_bounds__(32)
+    huff_decode(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecCand *res,
+                uint8_t *cols, uint8_t *sels)
 {
     __shared__ HuffSmem s;
     uint32_t ci = blockIdx.x;
@@ -382,10 +386,11 @@ __global__ void __launch_bounds__(32) huff_decode(const DecInput *jobs, const ui
     if (ci >= n)
         return;
     const DecInput job = jobs[cand_job[ci]]; /* reads stay inside the candidate's own job */
-    BitIn br{job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane};
+    BitIn br{ job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane };
     br.seek(cand[ci] + 48);
     DecCand c{};
-    uint32_t e = decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * BZ2_MAX_BLOCK, c);
+    uint32_t e =
+        decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * BZ2_MAX_BLOCK, c);
     /* garbage read as zero bits past the end: call it what it is (as the CPU engine) */
     if (e && br.overrun())
         e = kDecTruncated;

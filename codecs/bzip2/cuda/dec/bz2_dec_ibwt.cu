@@ -29,7 +29,10 @@ namespace {
 constexpr uint32_t kMark = 0x80000000u;
 constexpr uint32_t kNone = 0xffffffffu;
 
-__device__ __forceinline__ uint32_t next_row(uint32_t e) { return (e & ~kMark) >> 8; }
+__device__ __forceinline__ uint32_t next_row(uint32_t e)
+{
+    return (e & ~kMark) >> 8;
+}
 
 /* Splitter q of a block: its row, and the index of a marked row. */
 __device__ __forceinline__ uint32_t split_row(const DecBlk &b, uint32_t q)
@@ -53,7 +56,10 @@ __device__ __forceinline__ bool split_unused(const DecBlk &b, uint32_t q)
 struct SegBegin {
     const DecBlk *blk;
     uint32_t col0;
-    __device__ uint64_t operator()(uint32_t i) const { return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK; }
+    __device__ uint64_t operator()(uint32_t i) const
+    {
+        return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK;
+    }
 };
 struct SegEnd {
     const DecBlk *blk;
@@ -66,7 +72,8 @@ struct SegEnd {
 
 __global__ void fill_rows(uint32_t *vals, uint64_t total)
 {
-    for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += (uint64_t)gridDim.x * blockDim.x)
+    for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < total;
+         q += (uint64_t)gridDim.x * blockDim.x)
         vals[q] = (uint32_t)(q % BZ2_MAX_BLOCK);
 }
 
@@ -82,7 +89,8 @@ __global__ void pack_tt(const DecBlk *blk, uint32_t col0, const uint8_t *keys, u
 }
 
 /* Each segment's length and the splitter that ends it; grid.y = block. */
-__global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *tt, uint32_t *sp_next, uint32_t *sp_len)
+__global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *tt, uint32_t *sp_next,
+                             uint32_t *sp_len)
 {
     const DecBlk &b = blk[blockIdx.y];
     uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
@@ -103,7 +111,8 @@ __global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *t
 }
 
 /* One thread per block: chain the segments from origPtr. */
-__global__ void walk_rank(DecBlk *blk, uint32_t nb, const uint32_t *sp_next, const uint32_t *sp_len, uint32_t *sp_dist)
+__global__ void walk_rank(DecBlk *blk, uint32_t nb, const uint32_t *sp_next, const uint32_t *sp_len,
+                          uint32_t *sp_dist)
 {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nb)
@@ -124,7 +133,10 @@ __global__ void walk_rank(DecBlk *blk, uint32_t nb, const uint32_t *sp_next, con
         b.period = (uint32_t)d;
 }
 
-__device__ __forceinline__ uint32_t rand_bit(const uint32_t *map, uint32_t k) { return (map[k >> 5] >> (k & 31)) & 1; }
+__device__ __forceinline__ uint32_t rand_bit(const uint32_t *map, uint32_t k)
+{
+    return (map[k >> 5] >> (k & 31)) & 1;
+}
 
 /* Each segment's bytes to its place in the column; grid.y = block. */
 __global__ void walk_write(const DecBlk *blk, uint32_t col0, const uint32_t *tt, const uint32_t *sp_len,
@@ -159,7 +171,7 @@ __global__ void walk_write(const DecBlk *blk, uint32_t col0, const uint32_t *tt,
         }
         p = next_row(e);
     }
-    uint32_t first_word = (d + 7) & ~7u; /* word holds bytes from here on only */
+    uint32_t first_word = (d + 7) & ~7u;                              /* word holds bytes from here on only */
     for (uint32_t j = max((d + k) & ~7u, first_word); j < d + k; j++) /* a partial last word */
         out[j] = (uint8_t)(word >> (8 * (j % 8)));
 }
@@ -191,13 +203,12 @@ __global__ void rand_period_head(const DecBlk *blk, const uint32_t *rand_map, ui
 int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err)
 {
     thrust::counting_iterator<uint32_t> idx(0);
-    auto begin = thrust::make_transform_iterator(idx, SegBegin{nullptr, 0});
-    auto end = thrust::make_transform_iterator(idx, SegEnd{nullptr, 0});
+    auto begin = thrust::make_transform_iterator(idx, SegBegin{ nullptr, 0 });
+    auto end = thrust::make_transform_iterator(idx, SegEnd{ nullptr, 0 });
     *bytes = 0;
-    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, *bytes, (const uint8_t *)nullptr, (uint8_t *)nullptr,
-                                                     (const uint32_t *)nullptr, (uint32_t *)nullptr,
-                                                     (int64_t)sort_cols * BZ2_MAX_BLOCK, (int64_t)sort_cols, begin, end,
-                                                     0, 8));
+    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(
+        nullptr, *bytes, (const uint8_t *)nullptr, (uint8_t *)nullptr, (const uint32_t *)nullptr,
+        (uint32_t *)nullptr, (int64_t)sort_cols * BZ2_MAX_BLOCK, (int64_t)sort_cols, begin, end, 0, 8));
     return GC_OK;
 }
 
@@ -213,12 +224,12 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     fill_rows<<<1024, kDecThreads, 0, st>>>(s.vals_in, total);
     GC_CUDA_LAUNCHED("fill_rows");
     thrust::counting_iterator<uint32_t> idx(0);
-    auto begin = thrust::make_transform_iterator(idx, SegBegin{d_blk, col0});
-    auto end = thrust::make_transform_iterator(idx, SegEnd{d_blk, col0});
+    auto begin = thrust::make_transform_iterator(idx, SegBegin{ d_blk, col0 });
+    auto end = thrust::make_transform_iterator(idx, SegEnd{ d_blk, col0 });
     size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * BZ2_MAX_BLOCK, s.keys,
-                                                     s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin, end, 0, 8,
-                                                     st));
+    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * BZ2_MAX_BLOCK,
+                                                     s.keys, s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin,
+                                                     end, 0, 8, st));
     bz2_prof(st, "dec_sort", nb);
     dim3 rows((BZ2_MAX_BLOCK + kDecThreads - 1) / kDecThreads / 8, nb);
     pack_tt<<<rows, kDecThreads, 0, st>>>(d_blk, col0, s.keys, s.tt);

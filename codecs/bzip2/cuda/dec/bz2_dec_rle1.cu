@@ -19,7 +19,10 @@ namespace {
 
 constexpr uint32_t kIdentity = 0 | 1 << 3 | 2 << 6 | 3 << 9 | 4 << 12; /* 3 bits per state */
 
-__device__ __forceinline__ uint32_t apply(uint32_t f, uint32_t r) { return (f >> (3 * r)) & 7; }
+__device__ __forceinline__ uint32_t apply(uint32_t f, uint32_t r)
+{
+    return (f >> (3 * r)) & 7;
+}
 /* f after g */
 __device__ __forceinline__ uint32_t compose(uint32_t f, uint32_t g)
 {
@@ -46,7 +49,8 @@ struct Step {
     uint32_t prev_byte; /* the byte before this lane's first byte */
 };
 
-__device__ __forceinline__ Step step(const uint8_t *col, uint32_t n, uint32_t i, uint32_t prev, uint32_t r, int lane)
+__device__ __forceinline__ Step step(const uint8_t *col, uint32_t n, uint32_t i, uint32_t prev, uint32_t r,
+                                     int lane)
 {
     Step s;
     uint32_t at = i + 4u * (uint32_t)lane;
@@ -106,7 +110,9 @@ __device__ __forceinline__ uint32_t lane_bytes(const Step &s, Emit emit, uint64_
 }
 
 struct NoEmit {
-    __device__ void operator()(uint64_t, uint32_t, uint32_t) const {}
+    __device__ void operator()(uint64_t, uint32_t, uint32_t) const
+    {
+    }
 };
 
 struct ToOut {
@@ -165,8 +171,8 @@ __global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_size(DecBlk *blk, uin
     }
 }
 
-__global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_expand(const DecBlk *blk, uint32_t nb, const uint8_t *cols,
-                                                               const Bz2Block *place, uint8_t *out)
+__global__ void __launch_bounds__(32 * kDecRle1Warps)
+    rle1_expand(const DecBlk *blk, uint32_t nb, const uint8_t *cols, const Bz2Block *place, uint8_t *out)
 {
     uint32_t i = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
@@ -180,14 +186,17 @@ __global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_expand(const DecBlk *
         Step s = step(col, n, at, prev, r, lane);
         uint32_t mine = lane_size(s);
         uint32_t before = warp_exclusive(mine, lane);
-        lane_bytes(s, ToOut{o}, base + before);
+        lane_bytes(s, ToOut{ o }, base + before);
         base += warp_sum(mine);
         prev = s.last_byte;
         r = s.state_out;
     }
 }
 
-unsigned ctas(uint32_t nb) { return (nb + kDecRle1Warps - 1) / kDecRle1Warps; }
+unsigned ctas(uint32_t nb)
+{
+    return (nb + kDecRle1Warps - 1) / kDecRle1Warps;
+}
 
 } // namespace
 

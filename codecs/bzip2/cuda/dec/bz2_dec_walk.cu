@@ -38,14 +38,10 @@ const char *bz2_dec_error(uint32_t e)
 int bz2_dec_status(uint32_t e)
 {
     switch (e) {
-    case kDecOk:
-        return GC_OK;
-    case kDecTruncated:
-        return GC_E_TRUNCATED;
-    case kDecCrc:
-        return GC_E_CRC;
-    default:
-        return GC_E_CORRUPT;
+    case kDecOk: return GC_OK;
+    case kDecTruncated: return GC_E_TRUNCATED;
+    case kDecCrc: return GC_E_CRC;
+    default: return GC_E_CORRUPT;
     }
 }
 
@@ -92,7 +88,7 @@ int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
     int rc = bits_at(w, peek, w.pos, 32, &h, err);
     if (rc != GC_OK)
         return rc;
-    uint8_t b[4] = {(uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h};
+    uint8_t b[4] = { (uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h };
     size_t cmp = left < 3 ? (size_t)left : 3;
     int level = left > 3 ? b[3] - '0' : 0;
     if (memcmp(b, BZ2_STREAM_MAGIC, cmp) != 0 || (left > 3 && (level < 1 || level > 9))) {
@@ -145,7 +141,8 @@ int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
 int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepted> &acc, gc_error *err)
 {
     uint64_t cap_bits = (w.pos / 8 + BZ2_MAX_BLOCK_COMPRESSED) * 8;
-    bool too_long = cap_bits < w.len_bits && (r.status == kDecTruncated || (r.status == kDecOk && r.end_bit > cap_bits));
+    bool too_long =
+        cap_bits < w.len_bits && (r.status == kDecTruncated || (r.status == kDecOk && r.end_bit > cap_bits));
     if (!too_long && r.status == kDecTruncated && stop_for_more(w))
         return GC_OK;
     w.bno++;
@@ -158,12 +155,12 @@ int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepte
         return gc_fail(err, (gc_status)bz2_dec_status(r.status), "bzip2: stream %u block %u: %s", w.sno, w.bno,
                        bz2_dec_error(r.status));
     if (r.n > (uint32_t)w.level * 100000u)
-        return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d", w.sno, w.bno,
-                       r.n, w.level);
+        return gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: block length %u exceeds level %d", w.sno,
+                       w.bno, r.n, w.level);
     if (w.skipped > kDecFalseSlack + w.accepted)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %llu of the block magics found are not blocks",
                        (unsigned long long)w.skipped);
-    acc.push_back(DecAccepted{ci, w.sno, w.bno, 0});
+    acc.push_back(DecAccepted{ ci, w.sno, w.bno, 0 });
     w.accepted++;
     w.combined = bz2_combine_crc(w.combined, r.crc);
     w.pos = r.end_bit;
@@ -201,7 +198,8 @@ int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, 
                 if (rc == GC_OK && magic == BZ2_EOS_MAGIC)
                     rc = walk_eos(w, peek, err);
                 else if (rc == GC_OK)
-                    rc = gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", w.sno, w.bno + 1);
+                    rc =
+                        gc_fail(err, GC_E_CORRUPT, "bzip2: stream %u block %u: bad block magic", w.sno, w.bno + 1);
             }
         }
         if (rc != GC_OK)

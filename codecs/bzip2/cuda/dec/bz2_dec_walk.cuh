@@ -20,16 +20,16 @@ namespace gcgpu {
 
 /* A block the walk accepted. */
 struct DecAccepted {
-    uint32_t cand;      /* candidate index (in the walk's cand[]) */
-    uint32_t sno, bno;  /* stream and block number, from 1 */
-    uint32_t job;       /* set by the caller */
+    uint32_t cand;     /* candidate index (in the walk's cand[]) */
+    uint32_t sno, bno; /* stream and block number, from 1 */
+    uint32_t job;      /* set by the caller */
 };
 
 struct DecWalk {
     uint64_t len_bits = 0;
-    bool in_stream = false;  /* false: a stream header (or the end) comes next */
+    bool in_stream = false; /* false: a stream header (or the end) comes next */
     bool done = false;
-    uint64_t pos = 0;        /* next bit to read */
+    uint64_t pos = 0; /* next bit to read */
     unsigned sno = 0, bno = 0;
     int level = 9;
     uint32_t combined = 0;

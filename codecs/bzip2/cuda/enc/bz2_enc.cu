@@ -38,10 +38,16 @@ Sizes sizes_for(uint64_t piece_cap)
 
 /* Type-identical stand-ins of the CUB calls the stages make, for their temporary sizes. */
 struct AnyFlag {
-    __device__ bool operator()(uint32_t) const { return true; }
+    __device__ bool operator()(uint32_t) const
+    {
+        return true;
+    }
 };
 struct AnyVal {
-    __device__ uint32_t operator()(uint32_t) const { return 0; }
+    __device__ uint32_t operator()(uint32_t) const
+    {
+        return 0;
+    }
 };
 
 size_t cub_bytes_for(const Sizes &z)
@@ -86,9 +92,10 @@ bool carve_piece(uint8_t *p, uint8_t *end, const Sizes &z, Bz2Scratch *s)
     s->max_blocks = (uint32_t)z.blocks;
     s->max_blocks_seg = (uint32_t)z.blocks_seg;
     s->group_cap = z.groups;
-    return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) && take(p, end, z.rle + z.blocks, &s->sym) &&
-           take(p, end, z.groups, &s->sel) && take(p, end, z.groups, &s->sel_mtf) &&
-           take(p, end, z.groups, &s->gbit_off) && take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->lens) &&
+    return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) &&
+           take(p, end, z.rle + z.blocks, &s->sym) && take(p, end, z.groups, &s->sel) &&
+           take(p, end, z.groups, &s->sel_mtf) && take(p, end, z.groups, &s->gbit_off) &&
+           take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->lens) &&
            take(p, end, z.blocks * BZ2_MAX_GROUPS * BZ2_MAX_ALPHA, &s->codes);
 }
 
@@ -146,10 +153,13 @@ size_t bz2_work_bytes(uint64_t piece_cap)
     });
 }
 
-size_t bz2_scratch_bytes(uint64_t piece_cap) { return bz2_piece_bytes(piece_cap) + bz2_work_bytes(piece_cap); }
+size_t bz2_scratch_bytes(uint64_t piece_cap)
+{
+    return bz2_piece_bytes(piece_cap) + bz2_work_bytes(piece_cap);
+}
 
-int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap, Bz2Scratch *s,
-                       gc_error *err)
+int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_len, uint64_t piece_cap,
+                       Bz2Scratch *s, gc_error *err)
 {
     Sizes z = sizes_for(piece_cap);
     uint8_t *p = static_cast<uint8_t *>(piece), *w = static_cast<uint8_t *>(work);

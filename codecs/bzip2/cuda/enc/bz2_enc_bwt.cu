@@ -217,7 +217,10 @@ int bits_for(uint64_t v) /* bits to hold 0..v */
     return b;
 }
 
-unsigned grid_for(uint64_t n) { return (unsigned)((n + kBz2Threads - 1) / kBz2Threads); }
+unsigned grid_for(uint64_t n)
+{
+    return (unsigned)((n + kBz2Threads - 1) / kBz2Threads);
+}
 
 } // namespace
 
@@ -240,19 +243,20 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         cub::DoubleBuffer<uint64_t> kb(s.key0, s.key1);
         cub::DoubleBuffer<uint32_t> vb(s.val0, s.val1);
         size_t tmp = s.cub_bytes;
-        GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, 8 * kBz2KeyBytes + bits_for(nb - 1),
-                                                st));
+        GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0,
+                                                8 * kBz2KeyBytes + bits_for(nb - 1), st));
         bz2_prof(st, "first_sort", ns);
         thrust::counting_iterator<uint32_t> idx(0);
-        auto heads = thrust::make_transform_iterator(idx, HeadPos{kb.Current()});
+        auto heads = thrust::make_transform_iterator(idx, HeadPos{ kb.Current() });
         tmp = s.cub_bytes;
-        GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, heads, s.ulist1, cuda::maximum<uint32_t>(), (int)ns, st));
+        GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, heads, s.ulist1, cuda::maximum<uint32_t>(), (int)ns,
+                                               st));
         first_ranks<<<grid_for(ns), kBz2Threads, 0, st>>>(vb.Current(), s.ulist1, ns, s.sa, s.isa);
         GC_CUDA_LAUNCHED("first_ranks");
-    bz2_prof(st, "first_ranks", ns);
+        bz2_prof(st, "first_ranks", ns);
         tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist0, s.counts + 2, (int)ns,
-                                      Unresolved{kb.Current(), ns}, st));
+                                      Unresolved{ kb.Current(), ns }, st));
         uint32_t nu = 0;
         GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
         GC_CUDA(cudaStreamSynchronize(st));
@@ -267,18 +271,19 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             tmp = s.cub_bytes;
             GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, 2 * rbits, st));
             bz2_prof(st, "round_sort", nu);
-            auto rheads = thrust::make_transform_iterator(idx, HeadPos{rk.Current()});
+            auto rheads = thrust::make_transform_iterator(idx, HeadPos{ rk.Current() });
             tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, rheads, s.ulist1, cuda::maximum<uint32_t>(), (int)nu, st));
+            GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, rheads, s.ulist1, cuda::maximum<uint32_t>(),
+                                                   (int)nu, st));
             round_ranks<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, rv.Current(), s.ulist1, s.sa, s.isa);
             GC_CUDA_LAUNCHED("round_ranks");
             /* still unresolved: their t into ulist1 (free again), then their positions into u_next */
             tmp = s.cub_bytes;
             GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist1, s.counts + 2, (int)nu,
-                                          Unresolved{rk.Current(), nu}, st));
+                                          Unresolved{ rk.Current(), nu }, st));
             gather_u<<<grid_for(nu), kBz2Threads, 0, st>>>(u, s.ulist1, s.counts + 2, u_next);
             GC_CUDA_LAUNCHED("gather_u");
-    bz2_prof(st, "gather_u", nu);
+            bz2_prof(st, "gather_u", nu);
             GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
             GC_CUDA(cudaStreamSynchronize(st));
             uint32_t *x = u;

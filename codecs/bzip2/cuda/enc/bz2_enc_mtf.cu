@@ -25,7 +25,6 @@ namespace gcgpu {
 
 namespace {
 
-
 /* 1. One CTA per block: its used bytes, as 8 words of bits. */
 __global__ void symbol_map(const uint8_t *bwt, Bz2Block *blk)
 {
@@ -34,7 +33,7 @@ __global__ void symbol_map(const uint8_t *bwt, Bz2Block *blk)
     if (threadIdx.x < 8)
         words[threadIdx.x] = 0;
     __syncthreads();
-    uint32_t bm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t bm[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
     const uint8_t *s = bwt + b.rle_off;
     for (uint32_t i = threadIdx.x; i < b.n; i += blockDim.x) {
         uint32_t v = s[i];
@@ -79,7 +78,7 @@ __device__ __forceinline__ Chunk chunk_of(const Bz2Block *blk, uint32_t nb, cons
     }
     const Bz2Block &b = blk[lo];
     uint32_t a = b.rle_off + (c - chunk_base[lo]) * kBz2MtfChunk;
-    return Chunk{lo, a, min32(a + kBz2MtfChunk, b.rle_off + b.n), c + 1 == chunk_base[lo + 1]};
+    return Chunk{ lo, a, min32(a + kBz2MtfChunk, b.rle_off + b.n), c + 1 == chunk_base[lo + 1] };
 }
 
 /* The block's seq[] (byte -> index among used bytes) into the warp's shared table. */
@@ -130,9 +129,9 @@ __device__ __forceinline__ uint32_t warp_mtf(uint64_t &w, uint32_t v)
 
 /* 2. One warp per chunk: its symbols by last use (latest first), which is
  * the front of the list any MTF over the chunk leaves. */
-__global__ void __launch_bounds__(32 * kBz2MtfWarps) chunk_fronts(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
-                                                                  const uint32_t *chunk_base, uint8_t *lists,
-                                                                  uint16_t *front)
+__global__ void __launch_bounds__(32 * kBz2MtfWarps)
+    chunk_fronts(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base, uint8_t *lists,
+                 uint16_t *front)
 {
     __shared__ uint8_t seq_all[kBz2MtfWarps][256];
     __shared__ uint32_t last_all[kBz2MtfWarps][256];
@@ -169,9 +168,9 @@ __global__ void __launch_bounds__(32 * kBz2MtfWarps) chunk_fronts(const uint8_t 
 }
 
 /* 4. One warp per chunk: the MTF indices from the chunk's start list. */
-__global__ void __launch_bounds__(32 * kBz2MtfWarps) mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb,
-                                                                const uint32_t *chunk_base, const uint8_t *lists,
-                                                                uint8_t *idx)
+__global__ void __launch_bounds__(32 * kBz2MtfWarps)
+    mtf_chunks(const uint8_t *bwt, const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base,
+               const uint8_t *lists, uint8_t *idx)
 {
     __shared__ uint8_t seq_all[kBz2MtfWarps][256];
     const unsigned lane = threadIdx.x & 31, wid = threadIdx.x / 32;
@@ -199,8 +198,8 @@ __global__ void __launch_bounds__(32 * kBz2MtfWarps) mtf_chunks(const uint8_t *b
 
 /* 3. One warp per block: each chunk's start list, in place of its front:
  * the front, then the previous start list without the front's symbols. */
-__global__ void __launch_bounds__(32 * kBz2MtfWarps) chain_lists(uint32_t nb, const uint32_t *chunk_base,
-                                                                 uint8_t *lists, const uint16_t *front)
+__global__ void __launch_bounds__(32 * kBz2MtfWarps)
+    chain_lists(uint32_t nb, const uint32_t *chunk_base, uint8_t *lists, const uint16_t *front)
 {
     __shared__ uint8_t buf_all[kBz2MtfWarps][2][256];
     __shared__ uint32_t seen_all[kBz2MtfWarps][8];
@@ -250,23 +249,26 @@ __global__ void __launch_bounds__(32 * kBz2MtfWarps) chain_lists(uint32_t nb, co
 }
 
 /* RUNA/RUNB digits of a zero run of r (bijective base 2). */
-__device__ __forceinline__ uint32_t run_digits(uint32_t r) { return r ? 31 - __clz(r + 1) : 0; }
+__device__ __forceinline__ uint32_t run_digits(uint32_t r)
+{
+    return r ? 31 - __clz(r + 1) : 0;
+}
 
 /* What pass 5 learns of a chunk. */
 struct ChunkRle {
-    uint32_t lead;     /* zeros before its first non-zero index (all, if none) */
-    uint32_t trail;    /* zeros after its last non-zero index */
-    uint32_t count;    /* symbols with no zeros carried in (first run's digits from lead alone) */
-    uint32_t nonzero;  /* it has a non-zero index */
-    uint32_t carry;    /* pass 6: zeros carried in */
-    uint32_t sym_off;  /* pass 6: its first symbol, block-relative */
+    uint32_t lead;    /* zeros before its first non-zero index (all, if none) */
+    uint32_t trail;   /* zeros after its last non-zero index */
+    uint32_t count;   /* symbols with no zeros carried in (first run's digits from lead alone) */
+    uint32_t nonzero; /* it has a non-zero index */
+    uint32_t carry;   /* pass 6: zeros carried in */
+    uint32_t sym_off; /* pass 6: its first symbol, block-relative */
 };
 
 /* 5 (kEmit false) and 7 (true): RLE2 of one chunk per warp, 32 indices a step. */
 template <bool kEmit>
-__global__ void __launch_bounds__(32 * kBz2MtfWarps) rle2_chunks(const uint8_t *idx, const Bz2Block *blk, uint32_t nb,
-                                                                 const uint32_t *chunk_base, ChunkRle *cr,
-                                                                 uint16_t *sym_all)
+__global__ void __launch_bounds__(32 * kBz2MtfWarps)
+    rle2_chunks(const uint8_t *idx, const Bz2Block *blk, uint32_t nb, const uint32_t *chunk_base, ChunkRle *cr,
+                uint16_t *sym_all)
 {
     const unsigned lane = threadIdx.x & 31;
     const uint32_t c = blockIdx.x * kBz2MtfWarps + threadIdx.x / 32;
@@ -313,7 +315,7 @@ __global__ void __launch_bounds__(32 * kBz2MtfWarps) rle2_chunks(const uint8_t *
     }
     if (!kEmit) {
         if (lane == 0)
-            cr[c] = ChunkRle{lead, any ? carry : 0, o, any ? 1u : 0u, 0, 0};
+            cr[c] = ChunkRle{ lead, any ? carry : 0, o, any ? 1u : 0u, 0, 0 };
         return;
     }
     if (ch.last && lane == 0) { /* the block's last zero run, then EOB */
@@ -354,7 +356,10 @@ __global__ void rle2_chain(Bz2Block *blk, uint32_t nb, const uint32_t *chunk_bas
     blk[b].alpha = (uint32_t)n_in_use + 2;
 }
 
-unsigned grid_for(uint64_t n, unsigned per) { return (unsigned)((n + per - 1) / per); }
+unsigned grid_for(uint64_t n, unsigned per)
+{
+    return (unsigned)((n + per - 1) / per);
+}
 
 static_assert(sizeof(ChunkRle) <= kBz2ChunkRleBytes, "Bz2Scratch::mtf_rle entries");
 

@@ -18,11 +18,13 @@ namespace {
  * byte 4w + k is byte k of word w in memory). */
 struct BitSink {
     uint32_t *out;
-    uint64_t w;    /* word being filled */
-    uint64_t acc;  /* pending bits, right-aligned */
+    uint64_t w;   /* word being filled */
+    uint64_t acc; /* pending bits, right-aligned */
     int nacc;
 
-    __device__ BitSink(uint32_t *o, uint64_t pos) : out(o), w(pos >> 5), acc(0), nacc((int)(pos & 31)) {}
+    __device__ BitSink(uint32_t *o, uint64_t pos) : out(o), w(pos >> 5), acc(0), nacc((int)(pos & 31))
+    {
+    }
 
     __device__ __forceinline__ void put(int n, uint32_t v)
     {
@@ -57,9 +59,9 @@ __device__ uint32_t length_bits(const uint8_t *l, uint32_t alpha)
 /* One CTA per block: its head, magic to code lengths. Thread 0 the fixed
  * fields, every thread a run of selectors (offsets by a block scan), one
  * thread per table its code lengths. */
-__global__ void __launch_bounds__(kBz2Threads) pack_heads(const Bz2Block *blk, uint64_t bit0,
-                                                          const uint8_t *sel_mtf_all, const uint8_t *lens_all,
-                                                          uint32_t *out)
+__global__ void __launch_bounds__(kBz2Threads)
+    pack_heads(const Bz2Block *blk, uint64_t bit0, const uint8_t *sel_mtf_all, const uint8_t *lens_all,
+               uint32_t *out)
 {
     typedef cub::BlockScan<uint32_t, kBz2Threads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
@@ -149,9 +151,9 @@ __device__ __forceinline__ uint32_t block_of_group(const Bz2Block *blk, uint32_t
     return lo;
 }
 
-__global__ void pack_groups(const Bz2Block *blk, uint32_t nb, uint64_t slots, uint64_t bit0, const uint16_t *sym_all,
-                            const uint8_t *sel_all, const uint32_t *gbit_off_all, const uint8_t *lens_all,
-                            const uint32_t *codes_all, uint32_t *out)
+__global__ void pack_groups(const Bz2Block *blk, uint32_t nb, uint64_t slots, uint64_t bit0,
+                            const uint16_t *sym_all, const uint8_t *sel_all, const uint32_t *gbit_off_all,
+                            const uint8_t *lens_all, const uint32_t *codes_all, uint32_t *out)
 {
     uint64_t G = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (G >= slots)

@@ -254,11 +254,14 @@ __global__ void write_rle1(const uint8_t *src, const uint32_t *runs, const uint3
 }
 
 /* Byte v with its bits reversed: bzip2's MSB-first CRC is the reflected CRC-32 of such bytes, reversed. */
-__device__ __forceinline__ uint32_t brev8(uint32_t v) { return __brev(v) >> 24; }
+__device__ __forceinline__ uint32_t brev8(uint32_t v)
+{
+    return __brev(v) >> 24;
+}
 
 /* One 4 KiB tile per thread: the raw reflected CRC-32 of each block's part, moved to the block's end. */
-__global__ void crc_tiles(const uint8_t *src, uint64_t len, const Bz2Block *blk, uint32_t nb,
-                          const Crc32Tables *t, uint32_t *acc)
+__global__ void crc_tiles(const uint8_t *src, uint64_t len, const Bz2Block *blk, uint32_t nb, const Crc32Tables *t,
+                          uint32_t *acc)
 {
     uint64_t a = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * kBz2CrcTile;
     if (a >= len)
@@ -288,12 +291,12 @@ __global__ void crc_finish(Bz2Block *blk, uint32_t nb, const Crc32Tables *t, con
 }
 
 /* CRCs of blocks blk[0..nb) (in_start / in_len, ascending and back to back) of buf[0..len) into their crc; acc zeroed. */
-int launch_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, uint32_t *acc, const Crc32Tables *d_tab32,
-                cudaStream_t st, gc_error *err)
+int launch_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, uint32_t *acc,
+                const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err)
 {
     uint64_t tiles = (len + kBz2CrcTile - 1) / kBz2CrcTile;
-    crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(buf, len, blk, nb, d_tab32,
-                                                                                          acc);
+    crc_tiles<<<(unsigned)((tiles + kBz2Threads - 1) / kBz2Threads), kBz2Threads, 0, st>>>(buf, len, blk, nb,
+                                                                                           d_tab32, acc);
     GC_CUDA_LAUNCHED("crc_tiles");
     crc_finish<<<(nb + kBz2Threads - 1) / kBz2Threads, kBz2Threads, 0, st>>>(blk, nb, d_tab32, acc);
     GC_CUDA_LAUNCHED("crc_finish");
@@ -307,10 +310,10 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
 {
     size_t tmp = s.cub_bytes;
     thrust::counting_iterator<uint32_t> idx(0);
-    GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.runs, s.n_runs, (int)len, RunHead{d_src}, st));
+    GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.runs, s.n_runs, (int)len, RunHead{ d_src }, st));
     close_runs<<<1, 1, 0, st>>>(s.runs, s.n_runs, (uint32_t)len);
     GC_CUDA_LAUNCHED("close_runs");
-    auto sizes = thrust::make_transform_iterator(idx, RunSize{s.runs, s.n_runs});
+    auto sizes = thrust::make_transform_iterator(idx, RunSize{ s.runs, s.n_runs });
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveSum(s.cub_tmp, tmp, sizes, s.run_off, (int)len + 1, st));
     uint32_t segs = (uint32_t)((len + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES);

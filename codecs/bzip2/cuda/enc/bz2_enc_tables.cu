@@ -14,13 +14,13 @@ namespace gcgpu {
 
 namespace {
 
-constexpr int kIters = 4;       /* refinement passes (docs/BZIP2.md 6.5) */
+constexpr int kIters = 4; /* refinement passes (docs/BZIP2.md 6.5) */
 
 /* One warp's room for the code lengths of one table. */
 struct HuffSmem {
-    uint32_t w[BZ2_MAX_ALPHA];          /* weights */
-    uint16_t order[BZ2_MAX_ALPHA];      /* leaves by (weight, symbol) */
-    uint32_t wt[2 * BZ2_MAX_ALPHA];     /* node weights (sums of <= 900001 symbols) */
+    uint32_t w[BZ2_MAX_ALPHA];      /* weights */
+    uint16_t order[BZ2_MAX_ALPHA];  /* leaves by (weight, symbol) */
+    uint32_t wt[2 * BZ2_MAX_ALPHA]; /* node weights (sums of <= 900001 symbols) */
     int16_t parent[2 * BZ2_MAX_ALPHA];
     uint8_t depth[2 * BZ2_MAX_ALPHA];
     int maxd;
@@ -102,7 +102,7 @@ struct TablesSmem {
 __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint32_t n_sym, int ng,
                                           const uint8_t (*len)[BZ2_MAX_ALPHA], uint32_t *cost)
 {
-    uint32_t c[BZ2_MAX_GROUPS] = {0, 0, 0, 0, 0, 0};
+    uint32_t c[BZ2_MAX_GROUPS] = { 0, 0, 0, 0, 0, 0 };
     uint32_t hi = min(n_sym, (g + 1) * BZ2_GROUP_SIZE);
     for (uint32_t i = g * BZ2_GROUP_SIZE; i < hi; i++) {
         uint16_t v = sym[i];
@@ -119,10 +119,9 @@ __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint3
     return best;
 }
 
-__global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t *sym_all, Bz2Block *blk,
-                                                             uint8_t *sel_all,
-                                                             uint8_t *sel_mtf_all, uint32_t *gbit_off_all,
-                                                             uint8_t *lens_all, uint32_t *codes_all)
+__global__ void __launch_bounds__(kBz2TableThreads)
+    choose_tables(const uint16_t *sym_all, Bz2Block *blk, uint8_t *sel_all, uint8_t *sel_mtf_all,
+                  uint32_t *gbit_off_all, uint8_t *lens_all, uint32_t *codes_all)
 {
     __shared__ TablesSmem sm;
     __shared__ HuffSmem huff[BZ2_MAX_GROUPS];
@@ -182,7 +181,7 @@ __global__ void __launch_bounds__(kBz2TableThreads) choose_tables(const uint16_t
     }
     if (threadIdx.x == 0)
         sm.data_bits = total;
-    __syncthreads(); /* sel[] complete */
+    __syncthreads();                  /* sel[] complete */
     if (threadIdx.x < (unsigned)ng) { /* this table's lengths, its bits and canonical codes */
         const uint8_t *l = sm.len[threadIdx.x];
         uint8_t *lo = lens_all + ((uint64_t)bi * BZ2_MAX_GROUPS + threadIdx.x) * BZ2_MAX_ALPHA;

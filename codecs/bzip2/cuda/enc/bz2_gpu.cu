@@ -35,7 +35,9 @@ namespace {
 
 class Bz2EncodeJob final : public GpuJob {
   public:
-    explicit Bz2EncodeJob(gc_gpu_job &job) : job_(job) {}
+    explicit Bz2EncodeJob(gc_gpu_job &job) : job_(job)
+    {
+    }
 
     int prepare(size_t j)
     {
@@ -66,7 +68,8 @@ class Bz2EncodeJob final : public GpuJob {
         uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.in_cap, kBz2MaxPiece) / BZ2_SEGMENT_BYTES);
         k = std::min(k, units - u0);
         if (std::min<uint64_t>(BZ2_SEGMENT_BYTES, job_.src_len) > caps.in_cap)
-            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: a 32 MiB segment does not fit the GPU batch buffers (%zu bytes)",
+            return gc_fail(err, GC_E_LIMIT,
+                           "gpu bzip2: a 32 MiB segment does not fit the GPU batch buffers (%zu bytes)",
                            caps.slot_bytes);
         while (k > 1 && k * BZ2_SEGMENT_BYTES > caps.in_cap)
             k--;
@@ -96,7 +99,8 @@ class Bz2EncodeJob final : public GpuJob {
         return GC_OK;
     }
 
-    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes, gc_error *err) override
+    int piece_meta_d2h(const Piece &p, const SlotBuffers &b, cudaStream_t st, uint64_t *bytes,
+                       gc_error *err) override
     {
         (void)p, (void)b, (void)st, (void)err;
         *bytes = 0; /* the totals came back in piece_kernels */
@@ -117,7 +121,7 @@ class Bz2EncodeJob final : public GpuJob {
             fail(GC_E_LIMIT, "gpu bzip2: the stream does not fit the output buffer");
             return GC_OK;
         }
-        place_ = Place{r.blocks, r.bits, sh};
+        place_ = Place{ r.blocks, r.bits, sh };
         off_[p.u0] = o;
         p.out_dev_off = sh ? 1 : 0;
         p.out_host = job_.dst + o / 8 + p.out_dev_off;
@@ -191,11 +195,12 @@ class Bz2EncodeJob final : public GpuJob {
      * and its pack; the work part is only used inside piece_kernels. */
     int scratch(const SlotBuffers &b, uint64_t len, Bz2Scratch *s, gc_error *err)
     {
-        uint64_t piece = std::max<uint64_t>(kBz2ScratchStep, (len + kBz2ScratchStep - 1) / kBz2ScratchStep * kBz2ScratchStep);
+        uint64_t piece =
+            std::max<uint64_t>(kBz2ScratchStep, (len + kBz2ScratchStep - 1) / kBz2ScratchStep * kBz2ScratchStep);
         size_t piece_need = bz2_piece_bytes(piece), work_need = bz2_work_bytes(piece);
         if (!device_grow(b.d_lazy, b.lazy_cap, piece_need) || !device_grow(b.d_work, b.work_cap, work_need))
-            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu + %zu bytes of scratch", piece_need,
-                           work_need);
+            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu + %zu bytes of scratch",
+                           piece_need, work_need);
         return bz2_scratch_carve2(*b.d_lazy, *b.lazy_cap, *b.d_work, *b.work_cap, piece, s, err);
     }
 
@@ -210,7 +215,7 @@ class Bz2EncodeJob final : public GpuJob {
 
     gc_gpu_job &job_;
     int level_ = 9;
-    std::vector<Bz2Result> res_;  /* by a piece's first unit: its totals (pieces overlap in the pipeline) */
+    std::vector<Bz2Result> res_; /* by a piece's first unit: its totals (pieces overlap in the pipeline) */
     Place place_{};
     uint64_t bits_ = 0;
     uint32_t combined_ = 0;
@@ -252,7 +257,9 @@ size_t bz2_slot_meta(size_t b)
 } // namespace
 
 /* Slots hold kBz2SlotSegments segments (bz2_policy.cuh): larger pieces sort faster. */
-const GpuCodec kBzip2Codec = {GC_GPU_CODEC_BZIP2, "bzip2", bz2_slot_scratch, bz2_slot_meta,
-                              kBz2SlotSegments * BZ2_SEGMENT_BYTES, bz2_prepare, bz2_decode_jobs};
+const GpuCodec kBzip2Codec = {
+    GC_GPU_CODEC_BZIP2, "bzip2",        bz2_slot_scratch, bz2_slot_meta, kBz2SlotSegments *BZ2_SEGMENT_BYTES,
+    bz2_prepare,        bz2_decode_jobs
+};
 
 } // namespace gcgpu
