@@ -3,12 +3,13 @@
 # file and against lbzip2, pbzip2 and zstd, for two builds in the same run (old and new).
 #
 #   scripts/user-path-bench.sh --new DIR [--old DIR] [--size MIB] [--rle-size MIB]
-#                              [--corpora "text tar"] [--codecs "bzip2 rle"] [--workdir DIR]
+#                              [--rle-corpus NAME] [--corpora "text tar"] [--codecs "bzip2 rle"] [--workdir DIR]
 #
 #   --new DIR, --old DIR  build trees holding daemon/gpucompd, programs/gpucomp/gpucomp and
 #                         tests/bench/bench_daemon (scripts/build-gpud.sh makes one)
 #   --size MIB            bzip2 corpora size (default 1024)
-#   --rle-size MIB        rle's file (the text corpus, default 4096)
+#   --rle-size MIB        rle's file (default 4096 MiB)
+#   --rle-corpus NAME     its corpus (scripts/bench-corpora.sh; default voxels, what rle is for)
 # Environment: DAEMON_ARGS (default "--max-request 16G --max-output 16G"), THREADS (default
 # nproc), CUDA_VISIBLE_DEVICES as the caller sets it (the daemon sees those GPUs).
 #
@@ -27,13 +28,14 @@ if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -u
 export LC_ALL=C
 top=$(cd "$(dirname "$0")/.." && pwd)
-NEW="" OLD="" SIZE=1024 RLE_SIZE=4096 CORPORA="text tar" CODECS="bzip2 rle" WORKDIR=${TMPDIR:-/tmp}
+NEW="" OLD="" SIZE=1024 RLE_SIZE=4096 RLE_CORPUS=voxels CORPORA="text tar" CODECS="bzip2 rle" WORKDIR=${TMPDIR:-/tmp}
 while [ $# -gt 0 ]; do
     case $1 in
     --new) NEW=$2; shift ;;
     --old) OLD=$2; shift ;;
     --size) SIZE=$2; shift ;;
     --rle-size) RLE_SIZE=$2; shift ;;
+    --rle-corpus) RLE_CORPUS=$2; shift ;;
     --corpora) CORPORA=$2; shift ;;
     --codecs) CODECS=$2; shift ;;
     --workdir) WORKDIR=$2; shift ;;
@@ -144,7 +146,7 @@ bzip2_rows() { # build label corpus-file key
 }
 
 rle_rows() { # build label file
-    local b=$1 v=$2 f=$3 n g k=rle
+    local b=$1 v=$2 f=$3 n g k="rle $RLE_CORPUS"
     n=$(stat -c %s "$f")
     g=("$b/programs/gpucomp/gpucomp" --socket="$SOCK" --no-fallback -a rle)
     whole "$b" "$f" "$W/whole.rle" c rle 0
@@ -180,12 +182,12 @@ for k in $CORPORA; do
     rm -f "$W/$k".*
 done
 case " $CODECS " in *" rle "*)
-    f=$(corpus_file text "$RLE_SIZE")
+    f=$(corpus_file "$RLE_CORPUS" "$RLE_SIZE")
     n=$(stat -c %s "$f")
     timed sh -c 'cat "$0" > /dev/null' "$f"
-    record "rle;reference;cat FILE > /dev/null;-" "$(mbs "$n" "$SECS")"
+    record "rle $RLE_CORPUS;reference;cat FILE > /dev/null;-" "$(mbs "$n" "$SECS")"
     timed cp "$f" "$W/copy"
-    record "rle;reference;cp FILE COPY;-" "$(mbs "$n" "$SECS")"
+    record "rle $RLE_CORPUS;reference;cp FILE COPY;-" "$(mbs "$n" "$SECS")"
     rm -f "$W/copy"
     for v in $builds; do
         b=$NEW
