@@ -101,6 +101,9 @@ static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_opti
         return gc_fail(&c->err, GC_E_INVALID, "the input is not a regular file: stream it (gpucomp_stream_open)");
     if (fcntl(out_fd, F_GETFL) < 0)
         return gc_fail(&c->err, GC_E_INVALID, "the output descriptor is not open");
+    if (!c->file_streams)
+        return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s takes no file streams: stream the file instead",
+                       *c->server_version ? c->server_version : "(version unknown)");
     bool pass = passable_output(out_fd);
     gpucomp_stream *s;
     int rc = client_stream_open_file(c, dir, o, in_fd, pass ? out_fd : -1, &s);

@@ -38,6 +38,7 @@ struct gpucomp_client {
     bool reconnect;                /* gpucomp_set_reconnect (default on) */
     uint64_t stream_window;        /* from Welcome: 0 = the daemon has no streams */
     uint32_t max_streams;          /* from Welcome */
+    bool file_streams;             /* from Welcome: the daemon takes file streams (client_file.c) */
     char path[108];                /* the socket path connected to (for reconnecting) */
 };
 

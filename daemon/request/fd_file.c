@@ -53,8 +53,9 @@ int gcd_fd_file_check_output(int fd, int in_fd, gc_error *err)
     if (rc != GC_OK)
         return rc;
     if (fcntl(fd, F_GETFL) & O_APPEND)
-        return gc_fail(err, GC_E_INVALID, "the output file is open with O_APPEND: its writes would not land "
-                                          "at their offsets");
+        return gc_fail(err, GC_E_INVALID,
+                       "the output file is open with O_APPEND: its writes would not land "
+                       "at their offsets");
     if (fstat(in_fd, &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
         return gc_fail(err, GC_E_INVALID, "input and output descriptors name the same file");
     return GC_OK;

@@ -650,7 +650,7 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
         return;
     }
     s->waiting_since_ns = 0;
-    if (!s->answered)
+    if (!s->answered && s->in_fd < 0) /* a file stream's input is its file */
         take_input(s, m);
     if (m->last) {
         s->client_done = true;

@@ -27,7 +27,8 @@ static void transfer(gcd_io_task *t)
     while (t->moved < t->len) {
         size_t want = t->len - t->moved;
         off_t at = (off_t)(t->offset + t->moved);
-        ssize_t n = t->write ? pwrite(t->fd, t->buf + t->moved, want, at) : pread(t->fd, t->buf + t->moved, want, at);
+        ssize_t n =
+            t->write ? pwrite(t->fd, t->buf + t->moved, want, at) : pread(t->fd, t->buf + t->moved, want, at);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
