@@ -62,7 +62,8 @@ static uint8_t *whole(gpucomp_client *c, const gpucomp_options *o, bool decompre
                       size_t *out_len)
 {
     void *out = NULL;
-    int rc = decompress ? gpucomp_decompress(c, o, in, len, &out, out_len) : gpucomp_compress(c, o, in, len, &out, out_len);
+    int rc = decompress ? gpucomp_decompress(c, o, in, len, &out, out_len)
+                        : gpucomp_compress(c, o, in, len, &out, out_len);
     ck_assert_msg(rc == GPUCOMP_OK, "whole request: %s", gpucomp_last_error(c));
     return out;
 }
@@ -72,7 +73,8 @@ static uint8_t *whole(gpucomp_client *c, const gpucomp_options *o, bool decompre
  * (rle compress streams one frame per part, so only a one-part input
  * matches the whole-buffer request; bzip2's always does).
  */
-static uint8_t *streamed(gpucomp_client *c, const gpucomp_options *o, const uint8_t *in, size_t len, size_t *out_len)
+static uint8_t *streamed(gpucomp_client *c, const gpucomp_options *o, const uint8_t *in, size_t len,
+                         size_t *out_len)
 {
     gpucomp_stream *st = NULL;
     ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, o, &st), GPUCOMP_OK);
@@ -104,11 +106,13 @@ static void check_file_call(gpucomp_client *c, const gpucomp_options *o, bool de
         ck_assert_int_ge(write(out, "stale bytes beyond the output", 29), 0); /* truncated away */
         lseek(out, 0, SEEK_SET);
     } else {
-        out = open(out_path, O_CREAT | O_TRUNC | O_RDWR | O_APPEND, 0600); /* O_APPEND: frames, written by the library */
+        out = open(out_path, O_CREAT | O_TRUNC | O_RDWR | O_APPEND,
+                   0600); /* O_APPEND: frames, written by the library */
     }
     ck_assert_int_ge(out, 0);
     uint64_t len = 0;
-    int rc = decompress ? gpucomp_decompress_file(c, o, in, out, &len) : gpucomp_compress_file(c, o, in, out, &len);
+    int rc =
+        decompress ? gpucomp_decompress_file(c, o, in, out, &len) : gpucomp_compress_file(c, o, in, out, &len);
     ck_assert_msg(rc == GPUCOMP_OK, "file call: %s", gpucomp_last_error(c));
     ck_assert_uint_eq(len, want_len);
     close(in);
@@ -117,7 +121,8 @@ static void check_file_call(gpucomp_client *c, const gpucomp_options *o, bool de
     uint8_t *got = read_file(out_path, &got_len);
     ck_assert_ptr_nonnull(got);
     ck_assert_uint_eq(got_len, want_len);
-    ck_assert_msg(want_len == 0 || memcmp(got, want, want_len) == 0, "file call output differs (to_file %d)", to_file);
+    ck_assert_msg(want_len == 0 || memcmp(got, want, want_len) == 0, "file call output differs (to_file %d)",
+                  to_file);
     free(got);
     unlink(out_path);
 }
