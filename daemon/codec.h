@@ -36,6 +36,13 @@ typedef struct gcd_stream_ops {
      */
     int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final, bool flush,
                size_t *take, gc_error *err);
+    /*
+     * Whether cut reads the bytes at buf (NULL: never). A file stream of a
+     * codec whose cut does not is cut blind (buf NULL) and each part is read
+     * straight into its own buffer; otherwise the file is read into the
+     * stream's buffer first and parts are copied from it.
+     */
+    bool (*cut_reads)(const gcd_request *proto);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */
     int (*prepare)(void *state, gcd_request *part, gc_error *err);
     /*

@@ -38,6 +38,7 @@ struct gpucomp_client {
     bool reconnect;                /* gpucomp_set_reconnect (default on) */
     uint64_t stream_window;        /* from Welcome: 0 = the daemon has no streams */
     uint32_t max_streams;          /* from Welcome */
+    bool file_streams;             /* from Welcome: the daemon takes file streams (client_file.c) */
     char path[108];                /* the socket path connected to (for reconnecting) */
 };
 
@@ -132,6 +133,14 @@ void client_release_staging(gpucomp_client *c);
 
 /* Free what a reply holds and zero it (safe on a zeroed reply). */
 void client_reply_free(client_reply *rep);
+
+/*
+ * Open a file stream (client_file.c): the daemon reads the regular file
+ * in_fd and writes the output into out_fd (-1: it sends the output in
+ * frames). Nothing more is sent on it: the caller only runs it to its end.
+ */
+int client_stream_open_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd,
+                            int out_fd, gpucomp_stream **out);
 
 /* Close the socket: every later call on c fails with GPUCOMP_E_IO. */
 void client_disconnect(gpucomp_client *c);

@@ -65,6 +65,9 @@ struct gpucomp_stream {
     bool trailing_garbage;
     uint64_t garbage_offset;
     gpucomp_backend backend;
+    /* a file stream (client_file.c): the daemon reads the input file itself */
+    bool file;
+    bool file_out; /* and writes the output file: no payload comes back */
 };
 
 /* ---- sending ----------------------------------------------------------- */
@@ -274,7 +277,7 @@ static int check_owner(gpucomp_stream *s, const Gpucomp__Frame *f)
 /* `consumed` never decreases and never passes what was sent. */
 static int check_consumed(gpucomp_stream *s, const Gpucomp__Response *r)
 {
-    if (r->consumed < s->consumed || r->consumed > s->sent)
+    if (r->consumed < s->consumed || (r->consumed > s->sent && !s->file))
         return gc_fail(&s->c->err, GC_E_PROTOCOL,
                        "gpucompd said it consumed %llu bytes of the stream (before: %llu, sent: %llu)",
                        (unsigned long long)r->consumed, (unsigned long long)s->consumed,
@@ -292,6 +295,10 @@ static int take_final(gpucomp_stream *s, const Gpucomp__Response *r)
         return gc_fail(&s->c->err, s->status, "%s",
                        r->message && *r->message ? r->message : gc_status_str(s->status));
     }
+    if (s->file_out)
+        s->received = s->delivered = r->total_size; /* in the output file */
+    if (s->file)
+        s->sent = r->consumed;
     if (r->total_size != s->received)
         return gc_fail(&s->c->err, GC_E_PROTOCOL,
                        "gpucompd ended the stream at %llu bytes of output, but sent %llu",
@@ -320,6 +327,8 @@ static int take_frame(gpucomp_stream *s, const Gpucomp__Response *r)
         return take_final(s, r);
     if (!r->stream || r->payload_in_fd)
         return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered a stream with a non-stream Response");
+    if (s->file_out && r->payload.len)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent output in frames for a stream that writes a file");
     int rc = check_consumed(s, r);
     if (rc != GC_OK)
         return rc;
@@ -410,8 +419,8 @@ static int wait_socket(gpucomp_stream *s, short events, uint64_t deadline_ms)
 
 /* ---- the stream's life --------------------------------------------------- */
 
-/* The opening frame: op, codec, options, stream = true, no payload. */
-static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_options *o)
+/* The opening frame: op, codec, options, stream = true, no payload; a file stream's descriptors (-1: none). */
+static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_options *o, const int fds[2])
 {
     Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
     int rc = client_wire_options(o, &wire, &s->c->err);
@@ -424,14 +433,36 @@ static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_opt
     r.options = &wire;
     r.stream = true;
     r.max_output = s->max_output;
+    r.input_fd = fds[0] >= 0;
+    r.output_fd = fds[1] >= 0;
+    r.last = r.input_fd; /* a file stream is all in its first frame */
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = &r;
     /* Small, and the daemon reads it at once: a plain blocking send is enough. */
+    if (r.input_fd)
+        return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, fds, r.output_fd ? 2 : 1, &s->c->err);
     return client_io_send_frame(s->c->fd, &f, s->c->max_frame, false, &s->c->err);
 }
 
+static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
+                       gpucomp_stream **out);
+
 int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
+{
+    const int none[2] = { -1, -1 };
+    return open_stream(c, dir, o, none, out);
+}
+
+int client_stream_open_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd,
+                            int out_fd, gpucomp_stream **out)
+{
+    const int fds[2] = { in_fd, out_fd };
+    return open_stream(c, dir, o, fds, out);
+}
+
+static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
+                       gpucomp_stream **out)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -461,7 +492,10 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
     s->decompress = dir == GPUCOMP_DECOMPRESS;
     s->max_output = s->decompress ? o->max_output : 0;
     s->id = client_take_id(c);
-    int rc = send_open(s, dir, o);
+    s->file = fds[0] >= 0;
+    s->file_out = fds[1] >= 0;
+    s->last_sent = s->ended = s->file;
+    int rc = send_open(s, dir, o, fds);
     if (rc != GC_OK) {
         if (rc == GC_E_IO)
             client_disconnect(c);

@@ -186,6 +186,23 @@ int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, 
 int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
                           size_t *out_len);
 
+/*
+ * Compress or decompress a whole regular file: in_fd, open for reading,
+ * from offset 0 to its size now. The daemon reads the file itself (the
+ * descriptor is passed to it; its bytes never cross the socket) and, when
+ * out_fd is a regular file open for writing at offset 0 and without
+ * O_APPEND, writes the output into it at its final offsets, truncates it to
+ * the output's length and leaves its offset at the end; otherwise (a pipe, a
+ * terminal, a file at another offset) the output arrives in frames and is
+ * written to out_fd here. *out_len: the output's length. A file that
+ * shrinks while it is read fails with GPUCOMP_E_IO; on any failure out_fd
+ * may hold part of the output (the caller removes it). The descriptors stay
+ * the caller's. A decompress stops at the end of the compressed data
+ * (trailing garbage is ignored; gpucomp_last_error says so).
+ */
+int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len);
+int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len);
+
 /* A sealable memfd for the calls above (close() it when done), or -1 with errno set. */
 int gpucomp_memfd_create(const char *name);
 

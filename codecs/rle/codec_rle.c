@@ -249,6 +249,12 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
     return GC_OK;
 }
 
+/* Only a decompress reads: it cuts at frame ends. */
+static bool stream_cut_reads(const gcd_request *proto)
+{
+    return proto->op != GPUCOMP__OP__OP_COMPRESS;
+}
+
 static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err)
 {
     (void)state;
@@ -261,6 +267,7 @@ static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *ca
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
+    .cut_reads = stream_cut_reads,
     .emit = stream_emit,
 };
 

@@ -32,6 +32,7 @@ typedef struct gcd_config {
     char socket_path[GCD_SOCKET_PATH_MAX];
     unsigned workers;            /* CPU worker threads running requests (0 = CPUs) */
     unsigned codec_threads;      /* threads one codec call may use (0 = CPUs) */
+    unsigned io_threads;         /* threads reading and writing clients' files (file streams) */
     uint32_t max_frame;          /* largest frame accepted, bytes */
     uint64_t max_request;        /* largest input of one request, bytes */
     uint64_t max_output;         /* default decompression output limit, bytes */

@@ -40,7 +40,7 @@ static void refuse_id(gcd_conn *c, uint64_t id);
 
 static void conn_free_if_idle(gcd_conn *c)
 {
-    if (c->state == GCD_CONN_CLOSED && c->in_flight == 0) {
+    if (c->state == GCD_CONN_CLOSED && c->in_flight == 0 && c->streams.io == 0) {
         /* Mappings and registrations end here, not at close: a registration
          * still running when the connection closed is in the cache only now. */
         gcd_fd_map_cache_drop_owner(c);
@@ -219,11 +219,16 @@ static void handle_request(gcd_conn *c, const Gpucomp__Request *m)
     }
     gcd_stream *st = gcd_stream_find(&c->streams, m->id);
     if (st || (m->stream && !gcd_assembly_has(&c->assembly, m->id))) {
-        discard_fds(c, m);
-        if (st)
+        int fds[2];
+        claim_fds(c, fds, gcd_assembly_fds_carried(m));
+        if (st) {
+            close_fds(fds); /* only a stream's first frame carries descriptors */
             gcd_stream_frame(st, m);
-        else if (take_id(c, m->id))
-            gcd_stream_open(&c->streams, m);
+        } else if (take_id(c, m->id)) {
+            gcd_stream_open(&c->streams, m, fds);
+        } else {
+            close_fds(fds);
+        }
         return;
     }
     assemble(c, m);
@@ -516,7 +521,8 @@ gcd_conn *gcd_conn_accept(gcd_server *s, evutil_socket_t fd, uid_t uid, bool ref
                                    .owner = c,
                                    .serving = serving,
                                    .gone = gone,
-                                   .submit = gcd_conn_submit };
+                                   .submit = gcd_conn_submit,
+                                   .released = conn_free_if_idle };
     c->peer_uid = uid;
     c->refused_peer = refused_peer;
     gcd_assembly_init(&c->assembly, &s->cfg, s->budget, uid, c);

@@ -30,6 +30,7 @@
 
 #include "budget.h"
 #include "completions.h"
+#include "io_pool.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "fd_map_cache.h"
@@ -468,7 +469,8 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         return false;
     }
     s->workers = gcd_workers_start(n ? n : 1, cfg->codec_threads, gcd_completions_done, s->completions);
-    if (!s->workers || !gcd_dispatch_init(s) || !start_notify_timers(s))
+    s->io = gcd_io_pool_start(s->base, cfg->io_threads);
+    if (!s->workers || !s->io || !gcd_dispatch_init(s) || !start_notify_timers(s))
         return false;
     return true;
 }
@@ -490,7 +492,11 @@ int gcd_server_run(gcd_server *s)
 
 void gcd_server_cleanup(gcd_server *s)
 {
-    /* Devices, then workers: their completions may still reference connections. */
+    /* File I/O first (what it finishes may still submit parts), then devices,
+     * then workers: their completions may still reference connections. */
+    gcd_io_pool *io = s->io;
+    s->io = NULL; /* transfers asked for from here on fail at once */
+    gcd_io_pool_stop(io);
     gcd_dispatch_stop(s);
     gcd_workers_stop(s->workers);
     s->workers = NULL;

@@ -54,6 +54,7 @@ typedef struct gcd_server {
     struct event *status_timer;          /* STATUS= with backend, lanes and load */
     struct gcd_completions *completions; /* finished requests, from workers and devices */
     gcd_workers *workers;
+    struct gcd_io_pool *io;                /* file streams' reads and writes (io_pool.h) */
     struct gcd_lane *lanes[GCD_MAX_LANES]; /* --device-lanes per usable device */
     unsigned n_lanes;
     uint64_t requests_in_flight; /* handed to an engine, not yet answered (counted by conn.c) */

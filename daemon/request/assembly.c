@@ -110,8 +110,8 @@ static gcd_assembly_outcome refuse(gcd_assembly *a, gcd_request *r, bool more_fr
 
 unsigned gcd_assembly_fds_carried(const Gpucomp__Request *m)
 {
-    if (!m->payload_in_fd)
-        return 0;
+    if (!m->payload_in_fd) /* a file stream's: its input, then its output */
+        return (m->input_fd ? 1u : 0u) + (m->output_fd ? 1u : 0u);
     return gcd_op_is_registration(m->op) ? 1 : 2;
 }
 
@@ -193,6 +193,11 @@ static gcd_assembly_outcome start_request(gcd_assembly *a, const Gpucomp__Reques
     r->in_fd = fds[0]; /* from here on gcd_request_free closes them */
     r->out_fd = fds[1];
     link_request(a, r);
+    if (m->input_fd || m->output_fd) {
+        gc_fail(err, GC_E_PROTOCOL, "request %llu: input_fd and output_fd belong to a stream's first frame",
+                (unsigned long long)m->id);
+        return refuse(a, r, !m->last);
+    }
     if (m->payload_in_fd && (!m->last || m->payload.len)) {
         gc_fail(err, GC_E_PROTOCOL, "request %llu: a payload_in_fd request is one frame without payload",
                 (unsigned long long)m->id);

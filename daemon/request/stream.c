@@ -1,14 +1,18 @@
 /* stream.c - stream sessions (see stream.h). */
 #include "stream.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "codec.h"
 #include "engine.h"
+#include "fd_file.h"
 #include "gc_clock.h"
+#include "io_pool.h"
 #include "log.h"
 #include "response.h"
 #include "server_state.h"
@@ -21,6 +25,12 @@
 /* Past GCD_OUTPUT_HIGH_WATER (response.h) a stream takes no more parts, and none at all,
  * even with no part out, while this much is unread. */
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
+/* A file stream takes no new part while this much of its output waits for the disk. */
+#define STREAM_WRITE_MOST ((uint64_t)256 << 20)
+/* A file stream whose codec cuts by reading the bytes reads the file into its buffer this much at a time. */
+#define STREAM_FILL ((size_t)16 << 20)
+/* Slots for parts out: the most any stream may have (file streams; socket streams GCD_STREAM_DEPTH). */
+#define STREAM_SLOTS (GCD_STREAM_DEPTH > 16 ? GCD_STREAM_DEPTH : 16)
 
 struct gcd_stream {
     uint64_t id;
@@ -44,9 +54,19 @@ struct gcd_stream {
     uint64_t garbage_offset;
     /* parts */
     uint64_t next_seq, emit_seq;
-    unsigned in_flight;
-    gcd_request *out[GCD_STREAM_DEPTH];  /* at the engines, by part_seq % GCD_STREAM_DEPTH */
-    gcd_request *done[GCD_STREAM_DEPTH]; /* back from the engines, waiting for their turn */
+    unsigned in_flight;              /* parts being read or at the engines */
+    unsigned depth;                  /* most parts out and not yet emitted (<= STREAM_SLOTS) */
+    gcd_request *out[STREAM_SLOTS];  /* being read or at the engines, by part_seq % STREAM_SLOTS */
+    gcd_request *done[STREAM_SLOTS]; /* back from the engines, waiting for their turn */
+    /* a file stream (docs/PROTOCOL.md, "File streams"): the input is in_fd's
+     * bytes [0, in_size); its output goes to out_fd at out_total, or in frames (-1) */
+    int in_fd, out_fd;
+    uint64_t in_size;
+    bool cut_reads;       /* the codec's cut reads the bytes: the pool fills buf, parts copy from it */
+    bool filling;         /* cut_reads: a read into buf is at the pool */
+    unsigned io;          /* reads and writes at the pool */
+    uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
+    bool finishing;       /* the last output is out: the final frame waits for the writes */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -55,6 +75,12 @@ struct gcd_stream {
 };
 
 static void pump(gcd_stream *s);
+
+/* A file stream that cuts without reading: its parts are read straight into their own buffers. */
+static bool reads_parts(const gcd_stream *s)
+{
+    return s->in_fd >= 0 && !s->cut_reads;
+}
 
 static bool chained(const gcd_stream *s)
 {
@@ -89,18 +115,22 @@ static void stream_free(gcd_stream *s)
             set->n--;
             break;
         }
-    for (unsigned i = 0; i < GCD_STREAM_DEPTH; i++)
+    for (unsigned i = 0; i < STREAM_SLOTS; i++)
         gcd_request_free(s->done[i]);
     drop_buffer(s);
+    if (s->in_fd >= 0)
+        close(s->in_fd);
+    if (s->out_fd >= 0)
+        close(s->out_fd);
     free(s->state);
     free(s);
 }
 
-/* Free s once nothing refers to it: its client has finished with the id and no part is out. */
+/* Free s once nothing refers to it: its client has finished with the id, no part is out, no I/O runs. */
 static void maybe_free(gcd_stream *s)
 {
     bool gone = s->set->gone(s->set->owner);
-    if (s->in_flight == 0 && (gone || (s->answered && s->client_done)))
+    if (s->in_flight == 0 && s->io == 0 && (gone || (s->answered && s->client_done)))
         stream_free(s);
 }
 
@@ -147,7 +177,7 @@ static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
 /* Tell the client how much input was taken, so it may send more. */
 static void send_credit(gcd_stream *s)
 {
-    if (can_send(s))
+    if (can_send(s) && s->in_fd < 0) /* a file stream's client sends no more input */
         send_piece(s, NULL, 0);
 }
 
@@ -169,6 +199,222 @@ static bool may_put(gcd_stream *s, size_t len)
     return true;
 }
 
+static void finish(gcd_stream *s);
+
+/* ---- file I/O (file streams; io_pool.h) --------------------------------- */
+
+/* One transfer at the pool: a read into a part's input or into buf, or a write of output. */
+typedef struct stream_io {
+    gcd_io_task t;
+    gcd_stream *s;
+    gcd_request *part;         /* a part's read */
+    gcd_shared_output *shared; /* a write: the buffer it writes from, one reference */
+} stream_io;
+
+static bool io_start(gcd_stream *s, stream_io *x, gc_error *err)
+{
+    gcd_io_pool *pool = s->set->server->io;
+    if (!pool) {
+        gc_fail(err, GC_E_IO, "the daemon is stopping");
+        return false;
+    }
+    x->s = s;
+    x->t.ctx = x;
+    s->io++;
+    s->set->io++;
+    gcd_io_pool_submit(pool, &x->t);
+    return true;
+}
+
+/* A transfer is back: free it; s may go now, and its connection with it. */
+static void io_end(stream_io *x)
+{
+    gcd_stream *s = x->s;
+    gcd_stream_set *set = s->set;
+    free(x);
+    s->io--;
+    set->io--;
+    maybe_free(s);
+    if (set->io == 0 && set->gone(set->owner))
+        set->released(set->owner);
+}
+
+static void io_error(gc_error *err, const gcd_io_task *t, const char *what)
+{
+    if (t->error)
+        gc_fail(err, GC_E_IO, "%s the %s file at offset %llu: %s", t->write ? "writing" : "reading", what,
+                (unsigned long long)t->offset, strerror(t->error));
+    else
+        gc_fail(err, GC_E_IO, "the input file shrank while it was read (%zu of %zu bytes at offset %llu)",
+                t->moved, t->len, (unsigned long long)t->offset);
+}
+
+static void write_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    gcd_budget_release(s->set->server->budget, s->proto.uid, t->len);
+    s->write_bytes -= t->len;
+    gcd_shared_output_unref(x->shared);
+    if (!s->answered && (t->error || t->moved < t->len)) {
+        gc_error err = { 0 };
+        io_error(&err, t, "output");
+        fail(s, &err);
+    } else if (!s->answered && s->finishing) {
+        finish(s); /* the final frame waited for the writes */
+    } else if (!s->answered) {
+        pump(s); /* the writes may have held it back */
+    }
+    io_end(x);
+}
+
+/*
+ * Write len bytes at from (inside o's buffer; the caller gave this write one
+ * reference to o) at the output's end. Until written they are charged as
+ * answers queued on a socket are.
+ */
+static bool write_out(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, size_t len)
+{
+    gc_error err = { 0 };
+    stream_io *x = len ? calloc(1, sizeof *x) : NULL;
+    if (!x) {
+        gcd_shared_output_unref(o);
+        if (len == 0)
+            return true;
+        gc_fail(&err, GC_E_NOMEM, "out of memory writing the output file");
+        fail(s, &err);
+        return false;
+    }
+    x->shared = o;
+    x->t = (gcd_io_task){ .fd = s->out_fd,
+                          .write = true,
+                          .buf = (uint8_t *)from,
+                          .len = len,
+                          .offset = s->out_total,
+                          .done = write_done };
+    if (!io_start(s, x, &err)) {
+        gcd_shared_output_unref(o);
+        free(x);
+        fail(s, &err);
+        return false;
+    }
+    gcd_budget_charge(s->set->server->budget, s->proto.uid, len);
+    s->write_bytes += len;
+    s->out_total += len;
+    return true;
+}
+
+/* A copy of data to the output file (small pieces: headers, markers, spliced parts). */
+static bool write_copy(gcd_stream *s, const void *data, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    gcd_shared_output *o = copy ? gcd_shared_output_wrap(copy) : NULL;
+    if (!o) {
+        gc_error err = { 0 };
+        free(copy);
+        gc_fail(&err, GC_E_NOMEM, "out of memory writing the output file");
+        fail(s, &err);
+        return false;
+    }
+    memcpy(copy, data, len);
+    return write_out(s, o, copy, len);
+}
+
+static void read_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    gcd_request *r = x->part;
+    if (s->answered || !s->set->serving(s->set->owner) || t->error || t->moved < t->len) {
+        gc_error err = { 0 };
+        io_error(&err, t, "input");
+        s->in_flight--;
+        s->out[r->part_seq % STREAM_SLOTS] = NULL;
+        gcd_request_free(r);
+        if (!s->answered)
+            fail(s, &err);
+    } else {
+        s->set->submit(s->set->owner, r);
+    }
+    io_end(x);
+}
+
+/* A file stream's part goes to the engines once the pool has read its input. */
+static void start_part(gcd_stream *s, gcd_request *r)
+{
+    gc_error err = { 0 };
+    stream_io *x = reads_parts(s) && r->total_size ? calloc(1, sizeof *x) : NULL;
+    if (!x && reads_parts(s) && r->total_size) {
+        gc_fail(&err, GC_E_NOMEM, "out of memory reading the input file");
+        x = NULL;
+    } else if (x) {
+        x->part = r;
+        x->t = (gcd_io_task){
+            .fd = s->in_fd, .buf = r->input, .len = r->total_size, .offset = r->part_offset, .done = read_done
+        };
+        if (io_start(s, x, &err))
+            return;
+        free(x);
+    } else {
+        s->set->submit(s->set->owner, r);
+        return;
+    }
+    s->in_flight--;
+    s->out[r->part_seq % STREAM_SLOTS] = NULL;
+    gcd_request_free(r);
+    fail(s, &err);
+}
+
+static bool reserve(gcd_stream *s, size_t more, gc_error *err);
+
+static void fill_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    s->filling = false;
+    if (!s->answered && (t->error || t->moved < t->len)) {
+        gc_error err = { 0 };
+        io_error(&err, t, "input");
+        fail(s, &err);
+    } else if (!s->answered) {
+        s->len += t->len;
+        s->received += t->len;
+        s->input_ended = s->received == s->in_size;
+        pump(s);
+    }
+    io_end(x);
+}
+
+/* A file stream whose codec cuts by reading the bytes: the next piece of the file into buf. */
+static void fill(gcd_stream *s)
+{
+    if (s->in_fd < 0 || !s->cut_reads || s->filling || s->input_ended || s->answered)
+        return;
+    uint64_t left = s->in_size - s->received;
+    size_t n = GCD_STREAM_WINDOW - s->len;
+    if (n > STREAM_FILL)
+        n = STREAM_FILL;
+    if (n > left)
+        n = (size_t)left;
+    if (n == 0)
+        return;
+    gc_error err = { 0 };
+    stream_io *x = calloc(1, sizeof *x);
+    if (!x)
+        gc_fail(&err, GC_E_NOMEM, "out of memory reading the input file");
+    if (x && reserve(s, n, &err)) {
+        x->t = (gcd_io_task){
+            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->received, .done = fill_done
+        };
+        if (io_start(s, x, &err)) {
+            s->filling = true;
+            return;
+        }
+    }
+    free(x);
+    fail(s, &err);
+}
+
 static size_t piece_size(const gcd_stream *s)
 {
     size_t piece = gc_wire_max_payload(s->set->server->cfg.max_frame);
@@ -179,6 +425,8 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
 {
     if (!may_put(s, len))
         return false;
+    if (s->out_fd >= 0)
+        return write_copy(s, data, len);
     size_t piece = piece_size(s);
     const uint8_t *p = data;
     while (len) {
@@ -225,6 +473,10 @@ static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
     }
     size_t from = r->output_sent;
     r->output_sent = to;
+    if (s->out_fd >= 0) {
+        gcd_shared_output_ref(r->shared, 1);
+        return write_out(s, r->shared, r->shared->buf + from, to - from);
+    }
     return send_shared(s, r->shared, from, to);
 }
 
@@ -262,7 +514,7 @@ void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
 /* Cancel the parts still at the engines: their results are dropped when they return. */
 static void cancel_parts(gcd_stream *s)
 {
-    for (unsigned i = 0; i < GCD_STREAM_DEPTH; i++)
+    for (unsigned i = 0; i < STREAM_SLOTS; i++)
         if (s->out[i])
             atomic_store_explicit(&s->out[i]->cancelled, true, memory_order_relaxed);
 }
@@ -289,14 +541,18 @@ static void fail(gcd_stream *s, const gc_error *err)
     drop_buffer(s);
 }
 
+/* The end of the output, then the final frame once every byte of it is written. */
 static void finish(gcd_stream *s)
 {
     gc_error err = { 0 };
-    if (s->ops->finish && s->ops->finish(s->state, s, &err) != GC_OK) {
-        fail(s, &err);
-        return;
+    if (!s->finishing) {
+        s->finishing = true;
+        if (s->ops->finish && s->ops->finish(s->state, s, &err) != GC_OK) {
+            fail(s, &err);
+            return;
+        }
     }
-    if (!can_send(s))
+    if (!can_send(s) || s->write_bytes)
         return;
     Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
     char msg[96];
@@ -394,17 +650,56 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
         return;
     }
     s->waiting_since_ns = 0;
-    if (!s->answered)
+    if (!s->answered && s->in_fd < 0) /* a file stream's input is its file */
         take_input(s, m);
     if (m->last) {
         s->client_done = true;
-        s->input_ended = true;
+        s->input_ended = !s->cut_reads || s->received == s->in_size; /* a file stream: all read */
     } else if (s->answered) {
         s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     }
     if (!s->answered)
         pump(s);
     maybe_free(s);
+}
+
+/* A file stream's descriptors (docs/PROTOCOL.md, "File streams"), already s's: stream_free closes them. */
+static int open_files(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
+{
+    if (!m->input_fd && !m->output_fd)
+        return GC_OK;
+    if (!m->input_fd || !m->last || m->payload.len || m->flush)
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "stream %llu: a file stream is one first frame with input_fd (and optionally "
+                       "output_fd), last = true and no payload",
+                       (unsigned long long)m->id);
+    if (s->in_fd < 0 || (m->output_fd && s->out_fd < 0))
+        return gc_fail(err, GC_E_PROTOCOL,
+                       "stream %llu: a file stream's frame came with fewer descriptors than it "
+                       "names",
+                       (unsigned long long)m->id);
+    int rc = gcd_fd_file_check_input(s->in_fd, &s->in_size, err);
+    if (rc == GC_OK && s->out_fd >= 0)
+        rc = gcd_fd_file_check_output(s->out_fd, s->in_fd, err);
+    return rc;
+}
+
+/*
+ * Parts a stream may have out: a file stream has enough to keep every lane
+ * and worker busy while the next parts are read (each bounded by the budget:
+ * a part that does not fit waits for one out to finish); a chained one only one.
+ */
+static unsigned stream_depth(const gcd_stream *s)
+{
+    if (chained(s))
+        return 1;
+    if (s->in_fd < 0)
+        return GCD_STREAM_DEPTH;
+    const gcd_server *srv = s->set->server;
+    unsigned want = 2 * srv->n_lanes + (srv->workers ? gcd_workers_threads(srv->workers) : 0);
+    if (want < GCD_STREAM_DEPTH)
+        want = GCD_STREAM_DEPTH;
+    return want < STREAM_SLOTS ? want : STREAM_SLOTS;
 }
 
 static int check_open(const gcd_stream_set *set, const Gpucomp__Request *m, const gcd_request *proto,
@@ -424,12 +719,15 @@ static int check_open(const gcd_stream_set *set, const Gpucomp__Request *m, cons
     return GC_OK;
 }
 
-void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m)
+void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int fds[2])
 {
     gcd_stream *s = calloc(1, sizeof *s);
     gcd_request *tmp = gcd_request_new(set->owner, m);
     gc_error err = { 0 };
     if (!s || !tmp) {
+        for (int i = 0; i < 2; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         free(s);
         gcd_request_free(tmp);
         gcd_send_error_frame(set->out, m->id, GC_E_NOMEM, true, "out of memory opening a stream");
@@ -442,16 +740,26 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m)
     s->proto.budget = set->server->budget;
     s->id = m->id;
     s->set = set;
+    s->in_fd = fds[0];
+    s->out_fd = fds[1];
     s->next = set->list;
     set->list = s;
     set->n++;
     int rc = check_open(set, m, &s->proto, &err);
     set->n_open++; /* fail() below counts it answered */
+    if (rc == GC_OK)
+        rc = open_files(s, m, &err);
     if (rc == GC_OK) {
         s->ops = gcd_codec_find(s->proto.codec)->stream;
         s->state = s->ops->open(&s->proto, &err);
         if (!s->state)
             rc = err.code ? err.code : GC_E_NOMEM;
+    }
+    if (rc == GC_OK) {
+        s->depth = stream_depth(s);
+        s->cut_reads = s->in_fd >= 0 && s->ops->cut_reads && s->ops->cut_reads(&s->proto);
+        if (reads_parts(s))
+            s->received = s->in_size;
     }
     if (rc != GC_OK) {
         if (!err.msg[0])
@@ -499,7 +807,8 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
 {
     uint64_t mark = s->flush_at ? s->flush_at - s->base : 0;
     bool ended = s->input_ended;
-    size_t avail = s->len;
+    size_t all = reads_parts(s) ? (size_t)(s->in_size - s->base) : s->len;
+    size_t avail = all;
     bool flush = false;
     if (!ended && mark && mark <= avail) {
         avail = (size_t)mark;
@@ -509,7 +818,7 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     *take = 0;
     if (s->final_out)
         return GC_OK;
-    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == s->len, flush, take, err);
+    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
     if (rc != GC_OK)
         return rc;
     if (*take > avail)
@@ -517,8 +826,8 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     /* A flush mark the codec cannot cut at (inside an rle frame) is dropped. */
     if (flush && (*take == avail || *take == 0))
         s->flush_at = 0;
-    *final = ended && *take == s->len;
-    if (ended && *take == 0 && s->len == 0 && (s->next_seq == 0 || chained(s)))
+    *final = ended && *take == all;
+    if (ended && *take == 0 && all == 0 && (s->next_seq == 0 || chained(s)))
         *final = true; /* the empty last part */
     return GC_OK;
 }
@@ -557,18 +866,20 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
     if (r->max_output > s->set->server->cfg.max_output)
         r->max_output = s->set->server->cfg.max_output;
     atomic_init(&r->cancelled, false);
+    s->base += take;
+    if (reads_parts(s)) /* read by the pool (start_part) */
+        return r;
     if (take)
         memcpy(in, s->buf, take);
     if (s->len > take)
         memmove(s->buf, s->buf + take, s->len - take);
     s->len -= take;
-    s->base += take;
     return r;
 }
 
 static void pump(gcd_stream *s)
 {
-    unsigned depth = chained(s) ? 1 : GCD_STREAM_DEPTH;
+    unsigned depth = s->depth;
     if (s->garbage && !s->answered) { /* nothing more is decoded: finish when the input ends */
         s->final_out = s->final_out || s->input_ended;
         if (s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
@@ -576,7 +887,8 @@ static void pump(gcd_stream *s)
         return;
     }
     /* Parts out and not yet emitted, not just those at the engines: done[] has depth slots. */
-    while (!s->answered && !s->final_out && s->next_seq - s->emit_seq < depth && !output_backed_up(s)) {
+    while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq < depth &&
+           !output_backed_up(s)) {
         gc_error err = { 0 };
         size_t take;
         bool final;
@@ -591,6 +903,8 @@ static void pump(gcd_stream *s)
             gcd_request_free(r);
             r = NULL;
         }
+        if (!r && err.code == GC_E_LIMIT && s->in_fd >= 0 && s->in_flight > 0)
+            break; /* a file stream waits for a part out to give its memory back */
         if (!r) {
             fail(s, &err);
             return;
@@ -599,10 +913,11 @@ static void pump(gcd_stream *s)
         if (s->base > s->consumed) /* a chained part's carry was counted when first taken */
             s->consumed = s->base;
         s->in_flight++;
-        s->out[r->part_seq % GCD_STREAM_DEPTH] = r;
+        s->out[r->part_seq % STREAM_SLOTS] = r;
         send_credit(s);
-        s->set->submit(s->set->owner, r);
+        start_part(s, r);
     }
+    fill(s);
     if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
         s->waiting_since_ns = gc_now_ns();
 }
@@ -615,6 +930,11 @@ static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_er
     if (carry > part->total_size)
         return gc_fail(err, GC_E_INTERNAL, "stream codec kept %zu of %llu bytes", carry,
                        (unsigned long long)part->total_size) == GC_OK;
+    if (reads_parts(s)) { /* the next part reads them from the file again */
+        s->base -= carry;
+        s->final_out = false;
+        return true;
+    }
     if (!reserve(s, carry, err))
         return false;
     memmove(s->buf + carry, s->buf, s->len);
@@ -629,8 +949,8 @@ static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_er
 static void emit_ready(gcd_stream *s)
 {
     gcd_request *r;
-    while (!s->answered && (r = s->done[s->emit_seq % GCD_STREAM_DEPTH]) && r->part_seq == s->emit_seq) {
-        s->done[s->emit_seq % GCD_STREAM_DEPTH] = NULL;
+    while (!s->answered && (r = s->done[s->emit_seq % STREAM_SLOTS]) && r->part_seq == s->emit_seq) {
+        s->done[s->emit_seq % STREAM_SLOTS] = NULL;
         s->emit_seq++;
         gc_error err = r->error;
         size_t carry = 0;
@@ -668,7 +988,7 @@ void gcd_stream_part_done(gcd_request *r)
 {
     gcd_stream *s = r->stream;
     s->in_flight--;
-    s->out[r->part_seq % GCD_STREAM_DEPTH] = NULL;
+    s->out[r->part_seq % STREAM_SLOTS] = NULL;
     if (s->answered || !s->set->serving(s->set->owner)) {
         gcd_request_free(r);
         maybe_free(s);
@@ -676,7 +996,7 @@ void gcd_stream_part_done(gcd_request *r)
     }
     if (r->client_cancelled && r->error.code != GC_OK)
         gc_fail(&r->error, GC_E_CANCELLED, "cancelled by the client");
-    s->done[r->part_seq % GCD_STREAM_DEPTH] = r;
+    s->done[r->part_seq % STREAM_SLOTS] = r;
     emit_ready(s);
     if (!s->answered)
         pump(s);
@@ -702,7 +1022,7 @@ void gcd_stream_close_all(gcd_stream_set *set)
             set->server->counters.requests_failed++;
         answered(s);
         cancel_parts(s);
-        if (s->in_flight == 0)
+        if (s->in_flight == 0 && s->io == 0)
             stream_free(s);
     }
 }

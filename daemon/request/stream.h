@@ -16,6 +16,11 @@
  * whom memory is charged to, and callbacks to submit a part and to ask
  * whether the connection still serves.
  *
+ * A file stream (input_fd) reads its input from a regular file its client
+ * passed and may write its output to another: the reads and writes run on
+ * the I/O pool (io_pool.h), the loop only decides offsets; its parts are
+ * read straight into their own buffers, and it keeps more parts out.
+ *
  * Loop thread only.
  */
 #ifndef GCD_STREAM_H
@@ -45,6 +50,9 @@ typedef struct gcd_stream_set {
     bool (*serving)(const struct gcd_conn *c); /* answers may be sent */
     bool (*gone)(const struct gcd_conn *c);    /* closed: streams go as their parts return */
     void (*submit)(struct gcd_conn *c, struct gcd_request *part); /* to the engines, until it is done */
+    /* File streams' reads and writes at the I/O pool: the connection stays until they are back */
+    unsigned io;
+    void (*released)(struct gcd_conn *c); /* a closed connection's last transfer is back */
 } gcd_stream_set;
 
 /* Input a client may send beyond what the daemon has taken (announced in Welcome). */
@@ -62,8 +70,12 @@ typedef struct gcd_stream_set {
 /* The stream id names in set, or NULL. */
 gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id);
 
-/* A first frame with stream = true: open the stream (or answer why not) and take its payload. */
-void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m);
+/*
+ * A first frame with stream = true: open the stream (or answer why not) and
+ * take its payload. fds: the descriptors the frame carried (-1: none), a
+ * file stream's input and output; the stream owns them from here on.
+ */
+void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int fds[2]);
 
 /* A later frame of s: input, a flush mark, the end of the input. */
 void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m);

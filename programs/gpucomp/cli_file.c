@@ -331,7 +331,14 @@ typedef struct streamed {
     int out_fd;          /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
     int write_error;     /* errno of a failed output write */
     int read_error;      /* errno of a failed input read */
+    bool file;           /* the daemon read the input file itself (gpucomp_compress_file) */
+    uint64_t file_out;   /* and this is the output's length */
 } streamed;
+
+static uint64_t bytes_out(const streamed *x)
+{
+    return x->file ? x->file_out : gpucomp_stream_bytes_out(x->st);
+}
 
 static int next_piece(const job *j, streamed *x)
 {
@@ -414,7 +421,7 @@ static void finish_streamed(cli_session *s, const job *j, streamed *x, gpucomp_b
             return;
         }
     }
-    cli_result r = { .len = (size_t)gpucomp_stream_bytes_out(x->st), .backend = backend };
+    cli_result r = { .len = (size_t)bytes_out(x), .backend = backend };
     cli_report(s, j->name, (size_t)x->read_total, &r);
     finish_input(s, j);
 }
@@ -422,7 +429,7 @@ static void finish_streamed(cli_session *s, const job *j, streamed *x, gpucomp_b
 /* After the stream ran (rc): success, or the one message that says why not. */
 static void conclude(cli_session *s, const job *j, streamed *x, int rc)
 {
-    gpucomp_backend backend = gpucomp_stream_backend(x->st);
+    gpucomp_backend backend = x->file ? gpucomp_last_backend(s->client) : gpucomp_stream_backend(x->st);
     bool ok = rc == GPUCOMP_OK && !x->write_error && !x->read_error;
     if (ok)
         finish_streamed(s, j, x, backend); /* bytes_out is read from the stream: free it after */
@@ -448,8 +455,8 @@ static void conclude(cli_session *s, const job *j, streamed *x, int rc)
  */
 static bool retry_whole(cli_session *s, const job *j, streamed *x, int rc)
 {
-    if (rc != GPUCOMP_E_LIMIT || s->opts.mode == CLI_COMPRESS || gpucomp_stream_bytes_out(x->st) != 0 ||
-        !S_ISREG(j->st.st_mode) || lseek(j->fd, 0, SEEK_SET) != 0)
+    if (rc != GPUCOMP_E_LIMIT || s->opts.mode == CLI_COMPRESS || bytes_out(x) != 0 || !S_ISREG(j->st.st_mode) ||
+        lseek(j->fd, 0, SEEK_SET) != 0)
         return false;
     gpucomp_stream_free(x->st);
     x->st = NULL;
@@ -458,17 +465,48 @@ static bool retry_whole(cli_session *s, const job *j, streamed *x, int rc)
     return true;
 }
 
-/* Open the stream for j's codec; rc of gpucomp_stream_open, or -1 (reported) when no codec fits. */
-static int open_stream(cli_session *s, const job *j, streamed *x)
+/*
+ * A whole regular file with somewhere to write: the daemon reads it itself
+ * (and writes a regular output file itself), so its bytes never cross the
+ * socket. Not for -t, whose output goes nowhere.
+ */
+static int run_file(cli_session *s, streamed *x, int in_fd, const gpucomp_options *o)
 {
-    gpucomp_options o;
-    if (!choose_codec(s, j, x->ibuf, x->have, &o)) {
+    x->file = true;
+    if (s->opts.mode == CLI_COMPRESS)
+        return gpucomp_compress_file(s->client, o, in_fd, x->out_fd, &x->file_out);
+    return gpucomp_decompress_file(s->client, o, in_fd, x->out_fd, &x->file_out);
+}
+
+/* Open the stream for j's codec; rc of gpucomp_stream_open, or -1 (reported) when no codec fits. */
+static int open_stream(cli_session *s, const job *j, streamed *x, gpucomp_options *o)
+{
+    if (!choose_codec(s, j, x->ibuf, x->have, o)) {
         cli_progress_end();
         cli_fail(s, CLI_EXIT_CORRUPT, "%s is not a bzip2 file (nor rle)", j->name);
         return -1;
     }
+    if (x->file)
+        return GPUCOMP_OK;
     gpucomp_direction dir = s->opts.mode == CLI_COMPRESS ? GPUCOMP_COMPRESS : GPUCOMP_DECOMPRESS;
-    return gpucomp_stream_open(s->client, dir, &o, &x->st);
+    return gpucomp_stream_open(s->client, dir, o, &x->st);
+}
+
+/* run_file_or_stream's: the daemon has no streams at all (run_whole instead). */
+#define NO_STREAMS (-2)
+
+/* A daemon without file streams (it refuses before any output) gets the file through a stream. */
+static int run_file_or_stream(cli_session *s, const job *j, streamed *x, const gpucomp_options *o)
+{
+    int rc = run_file(s, x, j->fd, o);
+    if (rc != GPUCOMP_E_UNSUPPORTED || x->file_out)
+        return rc;
+    x->file = false;
+    gpucomp_direction dir = s->opts.mode == CLI_COMPRESS ? GPUCOMP_COMPRESS : GPUCOMP_DECOMPRESS;
+    rc = gpucomp_stream_open(s->client, dir, o, &x->st);
+    if (rc == GPUCOMP_E_UNSUPPORTED)
+        return NO_STREAMS;
+    return rc == GPUCOMP_OK ? pump_all(j, x) : rc;
 }
 
 static void run_streamed(cli_session *s, job *j)
@@ -481,12 +519,15 @@ static void run_streamed(cli_session *s, job *j)
         goto out;
     }
     cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
+    /* the daemon reads a file from offset 0: one read from elsewhere (stdin) streams */
+    x.file = S_ISREG(j->st.st_mode) && s->opts.mode != CLI_TEST && lseek(j->fd, 0, SEEK_CUR) == 0;
     if (next_piece(j, &x)) {
         cli_progress_end();
         cli_error(s, "%s: read error: %s", j->name, strerror(x.read_error));
         goto out;
     }
-    int rc = open_stream(s, j, &x);
+    gpucomp_options o;
+    int rc = open_stream(s, j, &x, &o);
     if (rc == GPUCOMP_E_UNSUPPORTED) { /* an older gpucompd: one request, as before streams */
         run_whole(s, j, x.ibuf, x.have);
         x.ibuf = NULL;
@@ -499,10 +540,18 @@ static void run_streamed(cli_session *s, job *j)
         goto out;
     }
     if (open_sink(s, j, &x))
-        rc = pump_all(j, &x);
+        rc = x.file ? run_file_or_stream(s, j, &x, &o) : pump_all(j, &x);
     else
         rc = GPUCOMP_OK, x.write_error = -1;
-    cli_progress_end(); /* before any message */
+    cli_progress_end();     /* before any message */
+    if (rc == NO_STREAMS) { /* an older gpucompd: one request, as before streams */
+        if (j->out_name)
+            cli_output_abort(&x.out);
+        cli_progress_begin(s, j->name, (uint64_t)j->st.st_size);
+        run_whole(s, j, x.ibuf, x.have);
+        x.ibuf = NULL;
+        goto out;
+    }
     if (retry_whole(s, j, &x, rc)) {
         cli_progress_begin(s, j->name, (uint64_t)j->st.st_size);
         run_whole(s, j, NULL, 0);
@@ -512,7 +561,8 @@ static void run_streamed(cli_session *s, job *j)
         gpucomp_stream_free(x.st);
         goto out;
     }
-    if (rc == GPUCOMP_OK && !x.write_error && !x.read_error && gpucomp_stream_trailing_garbage(x.st, NULL))
+    if (rc == GPUCOMP_OK && !x.write_error && !x.read_error && !x.file &&
+        gpucomp_stream_trailing_garbage(x.st, NULL))
         cli_note(s, "%s: trailing garbage after EOF ignored", j->name);
     conclude(s, j, &x, rc);
 out:

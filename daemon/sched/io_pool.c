@@ -1,0 +1,158 @@
+/* io_pool.c - the file I/O threads (see io_pool.h). */
+#include "io_pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define IO_POOL_MAX_THREADS 64
+
+struct gcd_io_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    gcd_io_task *head, *tail; /* queued, oldest first */
+    gcd_io_task *done;        /* finished, newest first: order does not matter to the callbacks */
+    bool stopping;
+    struct event *wake;
+    pthread_t threads[IO_POOL_MAX_THREADS];
+    unsigned n;
+};
+
+/* One whole transfer: pread or pwrite until all of it moved, the file ended (a read) or an error. */
+static void transfer(gcd_io_task *t)
+{
+    t->moved = 0;
+    t->error = 0;
+    while (t->moved < t->len) {
+        size_t want = t->len - t->moved;
+        off_t at = (off_t)(t->offset + t->moved);
+        ssize_t n =
+            t->write ? pwrite(t->fd, t->buf + t->moved, want, at) : pread(t->fd, t->buf + t->moved, want, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            t->error = errno;
+            return;
+        }
+        if (n == 0) { /* a read at the end of the file; a write that cannot move on */
+            if (t->write)
+                t->error = EIO;
+            return;
+        }
+        t->moved += (size_t)n;
+    }
+}
+
+static void finished(gcd_io_pool *p, gcd_io_task *t)
+{
+    t->next = p->done;
+    p->done = t;
+    event_active(p->wake, EV_READ, 0);
+}
+
+static void *run(void *arg)
+{
+    gcd_io_pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->head && !p->stopping)
+            pthread_cond_wait(&p->more, &p->lock);
+        gcd_io_task *t = p->head;
+        if (!t)
+            break;
+        p->head = t->next;
+        if (!p->head)
+            p->tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+        transfer(t);
+        pthread_mutex_lock(&p->lock);
+        finished(p, t);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void drain(gcd_io_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    gcd_io_task *t = p->done;
+    p->done = NULL;
+    pthread_mutex_unlock(&p->lock);
+    while (t) {
+        gcd_io_task *next = t->next;
+        t->next = NULL;
+        t->done(t);
+        t = next;
+    }
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    drain(arg);
+}
+
+gcd_io_pool *gcd_io_pool_start(struct event_base *base, unsigned n)
+{
+    gcd_io_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->wake = event_new(base, -1, 0, on_wake, p);
+    if (!p->wake) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->more, NULL);
+    if (n == 0)
+        n = 1;
+    if (n > IO_POOL_MAX_THREADS)
+        n = IO_POOL_MAX_THREADS;
+    while (p->n < n && pthread_create(&p->threads[p->n], NULL, run, p) == 0)
+        p->n++;
+    if (p->n == 0) {
+        gcd_io_pool_stop(p);
+        return NULL;
+    }
+    return p;
+}
+
+void gcd_io_pool_submit(gcd_io_pool *p, gcd_io_task *t)
+{
+    t->next = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (p->tail)
+        p->tail->next = t;
+    else
+        p->head = t;
+    p->tail = t;
+    pthread_cond_signal(&p->more);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void gcd_io_pool_stop(gcd_io_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = true;
+    gcd_io_task *t = p->head;
+    p->head = p->tail = NULL;
+    while (t) {
+        gcd_io_task *next = t->next;
+        t->moved = 0;
+        t->error = ECANCELED;
+        finished(p, t);
+        t = next;
+    }
+    pthread_cond_broadcast(&p->more);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n; i++)
+        pthread_join(p->threads[i], NULL);
+    drain(p);
+    event_free(p->wake);
+    pthread_cond_destroy(&p->more);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

@@ -1,0 +1,52 @@
+/*
+ * io_pool.h - threads that read and write clients' files, so the event
+ * loop never calls pread or pwrite on a descriptor a client passed (a file
+ * on a slow disk or a network mount would stall every connection).
+ *
+ * The loop submits a task (a descriptor, a buffer, a byte range); a pool
+ * thread moves the bytes with pread or pwrite, retrying short transfers,
+ * and the task comes back to the loop, where its done callback runs. Tasks
+ * run in submission order but several at once, so consecutive parts of one
+ * stream are read or written in parallel. The pool owns nothing a task
+ * points to: its submitter keeps the buffer and the descriptor alive until
+ * done has run.
+ */
+#ifndef GCD_IO_POOL_H
+#define GCD_IO_POOL_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gcd_io_pool gcd_io_pool;
+typedef struct gcd_io_task gcd_io_task;
+
+struct gcd_io_task {
+    /* set by the submitter */
+    int fd;
+    bool write;
+    uint8_t *buf;
+    size_t len;
+    uint64_t offset;
+    void (*done)(gcd_io_task *t); /* on the loop thread */
+    void *ctx;
+    /* set by the pool before done */
+    size_t moved; /* bytes read or written: < len after a read that met the file's end, or an error */
+    int error;    /* errno of a failed transfer, ECANCELED if the pool stopped first; 0: none */
+    gcd_io_task *next;
+};
+
+/* n threads (at least 1) whose finished tasks come back on base's loop. NULL if none could start. */
+gcd_io_pool *gcd_io_pool_start(struct event_base *base, unsigned n);
+
+/* Queue t (loop thread). */
+void gcd_io_pool_submit(gcd_io_pool *p, gcd_io_task *t);
+
+/*
+ * Stop: tasks not started are given ECANCELED, running ones finish, the
+ * threads are joined and every task's done runs (loop thread). NULL: nothing.
+ */
+void gcd_io_pool_stop(gcd_io_pool *p);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * client_file.c - whole regular files through gpucompd (gpucomp.h,
+ * gpucomp_compress_file; docs/PROTOCOL.md, "File streams").
+ *
+ * The input's descriptor goes to the daemon, which reads the file on its I/O
+ * threads, so the bytes never cross the socket; so does the output's when
+ * the daemon can write it at final offsets (a regular file at offset 0, no
+ * O_APPEND). Otherwise the output comes back in stream frames and is written
+ * to out_fd here, at its current position. Either way it is a stream
+ * (client_stream.c) that takes no input from us, run to its final frame.
+ */
+#include "client_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Output frames are handed out in pieces of this. */
+#define FILE_OUT_PIECE ((size_t)1 << 20)
+
+/* Whether the daemon can write the output into fd itself, from offset 0. */
+static bool passable_output(int fd)
+{
+    struct stat st;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_APPEND) || (flags & O_ACCMODE) == O_RDONLY)
+        return false;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    return lseek(fd, 0, SEEK_CUR) == 0;
+}
+
+/* All of p to fd, which may be non-blocking (a pipe the caller shares). */
+static int write_all(int fd, const uint8_t *p, size_t n, gc_error *err)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+            poll(&pfd, 1, -1);
+            continue;
+        }
+        if (w <= 0)
+            return gc_fail(err, GC_E_IO, "writing the output: %s", w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        n -= (size_t)w;
+    }
+    return GC_OK;
+}
+
+/* Run s to its final frame; output frames, if any, go to out_fd. */
+static int run_to_end(gpucomp_stream *s, int out_fd, gc_error *err)
+{
+    uint8_t *buf = malloc(FILE_OUT_PIECE);
+    if (!buf)
+        return gc_fail(err, GC_E_NOMEM, "cannot allocate an output buffer");
+    int rc = GC_OK;
+    for (;;) {
+        gpucomp_inbuf in = { 0 };
+        gpucomp_outbuf out = { .dst = buf, .size = FILE_OUT_PIECE, .pos = 0 };
+        size_t pending = 0;
+        rc = gpucomp_stream_run(s, &in, &out, GPUCOMP_END, &pending);
+        if (rc == GC_OK && out.pos)
+            rc = write_all(out_fd, buf, out.pos, err);
+        if (rc != GC_OK || pending == 0)
+            break;
+    }
+    free(buf);
+    return rc;
+}
+
+/* The daemon wrote [0, len) of out_fd: no older bytes after them, and the offset after them. */
+static int settle_output(int fd, uint64_t len, gc_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > len && ftruncate(fd, (off_t)len) != 0)
+        return gc_fail(err, GC_E_IO, "truncating the output file: %s", strerror(errno));
+    if (lseek(fd, (off_t)len, SEEK_SET) < 0)
+        return gc_fail(err, GC_E_IO, "moving to the end of the output file: %s", strerror(errno));
+    return GC_OK;
+}
+
+static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
+                    uint64_t *out_len)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    gc_error_clear(&c->err);
+    if (!out_len)
+        return gc_fail(&c->err, GC_E_INVALID, "gpucomp_%s_file: out_len is NULL",
+                       dir == GPUCOMP_COMPRESS ? "compress" : "decompress");
+    *out_len = 0;
+    struct stat st;
+    if (fstat(in_fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return gc_fail(&c->err, GC_E_INVALID, "the input is not a regular file: stream it (gpucomp_stream_open)");
+    if (fcntl(out_fd, F_GETFL) < 0)
+        return gc_fail(&c->err, GC_E_INVALID, "the output descriptor is not open");
+    if (!c->file_streams)
+        return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s takes no file streams: stream the file instead",
+                       *c->server_version ? c->server_version : "(version unknown)");
+    bool pass = passable_output(out_fd);
+    gpucomp_stream *s;
+    int rc = client_stream_open_file(c, dir, o, in_fd, pass ? out_fd : -1, &s);
+    if (rc != GC_OK)
+        return rc;
+    rc = run_to_end(s, out_fd, &c->err);
+    uint64_t len = gpucomp_stream_bytes_out(s);
+    gc_error keep = c->err;
+    gpucomp_stream_free(s);
+    c->err = keep;
+    if (rc == GC_OK && pass)
+        rc = settle_output(out_fd, len, &c->err);
+    if (rc == GC_OK)
+        *out_len = len;
+    return rc;
+}
+
+int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len)
+{
+    return run_file(c, GPUCOMP_COMPRESS, o, in_fd, out_fd, out_len);
+}
+
+int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len)
+{
+    return run_file(c, GPUCOMP_DECOMPRESS, o, in_fd, out_fd, out_len);
+}

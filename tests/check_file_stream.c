@@ -1,0 +1,385 @@
+/*
+ * check_file_stream.c - file streams (docs/PROTOCOL.md, "File streams"):
+ * the daemon reads a regular file the client passed, and writes a regular
+ * output file, on its I/O threads. Outputs against whole-buffer requests
+ * for both codecs and directions, output to a file and in frames; hostile
+ * descriptors sent raw (the library would not send them); a file that
+ * shrinks while it is read; a daemon killed while gpucomp compresses a file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "daemon_harness.h"
+#include "fdpass.h"
+#include "gc_status.h"
+#include "gpucomp.h"
+#include "wire.h"
+
+#define MiB ((size_t)1 << 20)
+
+static test_daemon dut;
+
+static void start(void)
+{
+    const char *args[] = { "--gpu=emulate", "--workers=2", NULL };
+    test_daemon_start(&dut, args);
+}
+
+static void teardown(void)
+{
+    test_daemon_stop(&dut);
+    test_daemon_cleanup(&dut);
+}
+
+static gpucomp_client *client(void)
+{
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    return c;
+}
+
+/* A file in the daemon's directory holding data; its path in path. */
+static void make_file(const char *name, const void *data, size_t len, char path[160])
+{
+    snprintf(path, 160, "%s/%s", dut.dir, name);
+    ck_assert_int_eq(write_file(path, data, len), 0);
+}
+
+/* The whole-buffer answer (the reference). */
+static uint8_t *whole(gpucomp_client *c, const gpucomp_options *o, bool decompress, const uint8_t *in, size_t len,
+                      size_t *out_len)
+{
+    void *out = NULL;
+    int rc = decompress ? gpucomp_decompress(c, o, in, len, &out, out_len)
+                        : gpucomp_compress(c, o, in, len, &out, out_len);
+    ck_assert_msg(rc == GPUCOMP_OK, "whole request: %s", gpucomp_last_error(c));
+    return out;
+}
+
+/*
+ * The socket stream's answer: what a file stream must write byte for byte
+ * (rle compress streams one frame per part, so only a one-part input
+ * matches the whole-buffer request; bzip2's always does).
+ */
+static uint8_t *streamed(gpucomp_client *c, const gpucomp_options *o, const uint8_t *in, size_t len,
+                         size_t *out_len)
+{
+    gpucomp_stream *st = NULL;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, o, &st), GPUCOMP_OK);
+    size_t cap = len + len / 8 + 4096, pending = 0;
+    uint8_t *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    gpucomp_inbuf ib = { in, len, 0 };
+    gpucomp_outbuf ob = { out, cap, 0 };
+    do
+        ck_assert_int_eq(gpucomp_stream_run(st, &ib, &ob, GPUCOMP_END, &pending), GPUCOMP_OK);
+    while (pending && ob.pos < ob.size);
+    ck_assert_uint_eq(pending, 0);
+    *out_len = ob.pos;
+    gpucomp_stream_free(st);
+    return out;
+}
+
+/* The file call's output, to a regular file (to_file) or through a pipe (frames), compared with want. */
+static void check_file_call(gpucomp_client *c, const gpucomp_options *o, bool decompress, const char *in_path,
+                            const uint8_t *want, size_t want_len, bool to_file)
+{
+    char out_path[160];
+    snprintf(out_path, sizeof out_path, "%s/out", dut.dir);
+    int in = open(in_path, O_RDONLY);
+    ck_assert_int_ge(in, 0);
+    int out;
+    if (to_file) {
+        out = open(out_path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+        ck_assert_int_ge(write(out, "stale bytes beyond the output", 29), 0); /* truncated away */
+        lseek(out, 0, SEEK_SET);
+    } else {
+        out = open(out_path, O_CREAT | O_TRUNC | O_RDWR | O_APPEND,
+                   0600); /* O_APPEND: frames, written by the library */
+    }
+    ck_assert_int_ge(out, 0);
+    uint64_t len = 0;
+    int rc =
+        decompress ? gpucomp_decompress_file(c, o, in, out, &len) : gpucomp_compress_file(c, o, in, out, &len);
+    ck_assert_msg(rc == GPUCOMP_OK, "file call: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(len, want_len);
+    close(in);
+    close(out);
+    size_t got_len = 0;
+    uint8_t *got = read_file(out_path, &got_len);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_uint_eq(got_len, want_len);
+    ck_assert_msg(want_len == 0 || memcmp(got, want, want_len) == 0, "file call output differs (to_file %d)",
+                  to_file);
+    free(got);
+    unlink(out_path);
+}
+
+/* One input through both codecs and directions, file and frames, against whole requests. */
+static void round_trip(gpucomp_codec codec, size_t len, int kind)
+{
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, codec);
+    uint8_t *data = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, kind, len);
+    char in_path[160], z_path[160];
+    make_file("in", data, len, in_path);
+    size_t z_len = 0, w_len = 0, d_len = 0;
+    uint8_t *z = streamed(c, &o, data, len, &z_len);
+    uint8_t *w = whole(c, &o, false, data, len, &w_len);
+    if (codec == GPUCOMP_CODEC_BZIP2 || len <= 32 * MiB)
+        ck_assert_msg(w_len == z_len && memcmp(w, z, z_len) == 0, "the stream differs from the whole request");
+    check_file_call(c, &o, false, in_path, z, z_len, true);
+    check_file_call(c, &o, false, in_path, z, z_len, false);
+    make_file("in.z", z, z_len, z_path);
+    check_file_call(c, &o, true, z_path, data, len, true);
+    check_file_call(c, &o, true, z_path, data, len, false);
+    uint8_t *d = whole(c, &o, true, z, z_len, &d_len); /* and the whole request reads the stream's output */
+    ck_assert_uint_eq(d_len, len);
+    ck_assert(len == 0 || memcmp(d, data, len) == 0);
+    gpucomp_free(d);
+    gpucomp_free(w);
+    free(z);
+    free(data);
+    unlink(in_path);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+
+START_TEST(rle_sizes)
+{
+    start();
+    size_t sizes[] = { 0, 1, 4097, 32 * MiB, 32 * MiB + 1, 3 * 32 * MiB + 5 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        round_trip(GPUCOMP_CODEC_RLE, sizes[i], 1);
+}
+END_TEST
+
+START_TEST(bzip2_sizes)
+{
+    start();
+    size_t sizes[] = { 0, 1, 900 * 1024 + 3, 32 * MiB + 7 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        round_trip(GPUCOMP_CODEC_BZIP2, sizes[i], 1);
+}
+END_TEST
+
+/* ---- raw frames with hostile descriptors ---- */
+
+static int hello(void)
+{
+    int fd = raw_connect(dut.socket_path);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = { 60, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    Gpucomp__Frame *w = raw_hello(fd, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+    ck_assert_msg(w && w->body_case == GPUCOMP__FRAME__BODY_WELCOME, "no Welcome");
+    ck_assert_msg(w->welcome->file_streams, "the daemon does not announce file streams");
+    gc_wire_free(w);
+    return fd;
+}
+
+/* A file stream's first frame with descriptors in (and out, if >= 0). */
+static void send_open(int sock, uint64_t id, Gpucomp__Codec codec, int in, int out)
+{
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = id;
+    r.op = GPUCOMP__OP__OP_COMPRESS;
+    r.codec = codec;
+    r.stream = true;
+    r.input_fd = true;
+    r.output_fd = out >= 0;
+    r.last = true;
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = &r;
+    size_t size = gc_wire_packed_size(&f);
+    uint8_t *buf = malloc(size);
+    ck_assert_ptr_nonnull(buf);
+    gc_wire_pack(&f, buf);
+    int fds[2] = { in, out };
+    gc_error err = { 0 };
+    ck_assert_int_eq(gc_fdpass_send(sock, buf, size, fds, out >= 0 ? 2 : 1, &err), GC_OK);
+    free(buf);
+}
+
+/* Read the stream's frames to its final one: its status; its message in msg; after_first runs at its first output. */
+static int final_status(int sock, uint64_t id, char msg[256], void (*after_first)(void), uint64_t *out_total)
+{
+    bool first = true;
+    for (;;) {
+        Gpucomp__Frame *f = raw_recv(sock, 64 * MiB);
+        ck_assert_msg(f != NULL, "the daemon closed the connection or sent nothing");
+        ck_assert_int_eq(f->body_case, GPUCOMP__FRAME__BODY_RESPONSE);
+        Gpucomp__Response *r = f->response;
+        ck_assert_uint_eq(r->id, id);
+        if (first && r->payload.len && after_first) {
+            first = false;
+            after_first();
+        }
+        if (r->last) {
+            int st = (int)r->status;
+            snprintf(msg, 256, "%s", r->message ? r->message : "");
+            if (out_total)
+                *out_total = r->total_size;
+            gc_wire_free(f);
+            return st;
+        }
+        gc_wire_free(f);
+    }
+}
+
+/* The daemon answers in with INVALID (and keeps serving the connection: a PING after it works). */
+static void expect_invalid(int in, int out, const char *says)
+{
+    int sock = hello();
+    ck_assert_int_ge(in, 0);
+    send_open(sock, 7, GPUCOMP__CODEC__CODEC_RLE, in, out);
+    close(in);
+    if (out >= 0)
+        close(out);
+    char msg[256];
+    ck_assert_int_eq(final_status(sock, 7, msg, NULL, NULL), GC_E_INVALID);
+    ck_assert_msg(strstr(msg, says), "message \"%s\" does not say \"%s\"", msg, says);
+    Gpucomp__Request ping = GPUCOMP__REQUEST__INIT;
+    ping.id = 8;
+    ping.op = GPUCOMP__OP__OP_PING;
+    ping.last = true;
+    raw_send_request(sock, &ping);
+    ck_assert_int_eq(final_status(sock, 8, msg, NULL, NULL), GC_OK);
+    close(sock);
+}
+
+START_TEST(hostile_descriptors)
+{
+    start();
+    char path[160], out_path[160];
+    make_file("plain", "some bytes", 10, path);
+    make_file("target", "", 0, out_path);
+    expect_invalid(open("/dev/zero", O_RDONLY), -1, "not a regular file");
+    expect_invalid(open("/dev/urandom", O_RDONLY), -1, "not a regular file");
+    expect_invalid(open(dut.dir, O_RDONLY | O_DIRECTORY), -1, "not a regular file");
+    expect_invalid(open(path, O_PATH), -1, "O_PATH");
+    expect_invalid(open(path, O_WRONLY), -1, "not open for reading");
+    expect_invalid(open(path, O_RDONLY), open(out_path, O_RDONLY), "not open for writing");
+    expect_invalid(open(path, O_RDONLY), open(out_path, O_WRONLY | O_APPEND), "O_APPEND");
+    expect_invalid(open(path, O_RDONLY), open(path, O_RDWR), "same file");
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    expect_invalid(p[0], -1, "not a regular file");
+    close(p[1]);
+    /* The target was never written. */
+    struct stat st;
+    ck_assert_int_eq(stat(out_path, &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+}
+END_TEST
+
+static char g_shrink_path[160];
+
+static void shrink(void)
+{
+    ck_assert_int_eq(truncate(g_shrink_path, 0), 0);
+}
+
+/*
+ * A sparse 4 GiB input truncated to nothing once its first output came:
+ * the daemon's later reads come up short. An IO error for the stream,
+ * never a fault, a hang, or a short output that passes for the whole.
+ */
+START_TEST(input_shrinks_while_read)
+{
+    start();
+    make_file("sparse", "", 0, g_shrink_path);
+    ck_assert_int_eq(truncate(g_shrink_path, (off_t)4 << 30), 0);
+    int sock = hello();
+    int in = open(g_shrink_path, O_RDONLY);
+    send_open(sock, 3, GPUCOMP__CODEC__CODEC_RLE, in, -1);
+    close(in);
+    char msg[256];
+    ck_assert_int_eq(final_status(sock, 3, msg, shrink, NULL), GC_E_IO);
+    ck_assert_msg(strstr(msg, "shrank"), "message: %s", msg);
+    close(sock);
+    /* The daemon still serves. */
+    gpucomp_client *c = client();
+    ck_assert_int_eq(gpucomp_ping(c), GPUCOMP_OK);
+    gpucomp_close(c);
+    unlink(g_shrink_path);
+}
+END_TEST
+
+/*
+ * gpucomp FILE while the daemon is killed with SIGKILL: gpucomp fails and
+ * leaves no FILE.bz2 (the temporary output is removed), or, should it
+ * finish some other way, leaves a complete one; the input is kept either way.
+ */
+START_TEST(daemon_killed_mid_file)
+{
+    start();
+    size_t len = 96 * MiB;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 2, 42);
+    char path[160];
+    make_file("big", data, len, path);
+    free(data);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("GPUCOMP_SOCKET", dut.socket_path, 1);
+        execl(getenv("GPUCOMP"), "gpucomp", "-q", path, (char *)NULL);
+        _exit(127);
+    }
+    test_sleep_ms(1500);
+    kill(dut.pid, SIGKILL);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    waitpid(dut.pid, NULL, 0);
+    dut.pid = 0;
+    char out[200];
+    snprintf(out, sizeof out, "%s.bz2", path);
+    struct stat st;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) { /* finished (or fell back to the CPU): the output must be whole */
+        ck_assert_int_eq(run_shell("bzip2 -t '%s'", out), 0);
+    } else {
+        ck_assert_msg(stat(out, &st) != 0, "gpucomp failed but left %s", out);
+        ck_assert_msg(stat(path, &st) == 0 && (size_t)st.st_size == len, "the input is gone or changed");
+    }
+    run_shell("rm -f '%s' '%s'", path, out);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("file_stream");
+    TCase *tc = tcase_create("file_stream");
+    tcase_set_timeout(tc, 600);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, rle_sizes);
+    tcase_add_test(tc, bzip2_sizes);
+    tcase_add_test(tc, hostile_descriptors);
+    tcase_add_test(tc, input_shrinks_while_read);
+    tcase_add_test(tc, daemon_killed_mid_file);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
