@@ -86,16 +86,25 @@ static int settle_output(int fd, uint64_t len, gc_error *err)
     return GC_OK;
 }
 
-static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
-                    uint64_t *out_len)
+/* What the finished stream s did. */
+static void describe(const gpucomp_stream *s, gpucomp_file_result *res)
 {
+    res->bytes_in = gpucomp_stream_bytes_in(s);
+    res->bytes_out = gpucomp_stream_bytes_out(s);
+    res->backend = gpucomp_stream_backend(s);
+    res->trailing_garbage = gpucomp_stream_trailing_garbage(s, &res->garbage_offset);
+}
+
+static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
+                    gpucomp_file_result *res)
+{
+    gpucomp_file_result ignored;
+    if (!res)
+        res = &ignored;
+    memset(res, 0, sizeof *res);
     if (!c)
         return GPUCOMP_E_INVALID;
     gc_error_clear(&c->err);
-    if (!out_len)
-        return gc_fail(&c->err, GC_E_INVALID, "gpucomp_%s_file: out_len is NULL",
-                       dir == GPUCOMP_COMPRESS ? "compress" : "decompress");
-    *out_len = 0;
     struct stat st;
     if (fstat(in_fd, &st) != 0 || !S_ISREG(st.st_mode))
         return gc_fail(&c->err, GC_E_INVALID, "the input is not a regular file: stream it (gpucomp_stream_open)");
@@ -110,23 +119,26 @@ static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_opti
     if (rc != GC_OK)
         return rc;
     rc = run_to_end(s, out_fd, &c->err);
-    uint64_t len = gpucomp_stream_bytes_out(s);
+    gpucomp_file_result done;
+    describe(s, &done);
     gc_error keep = c->err;
     gpucomp_stream_free(s);
     c->err = keep;
     if (rc == GC_OK && pass)
-        rc = settle_output(out_fd, len, &c->err);
+        rc = settle_output(out_fd, done.bytes_out, &c->err);
     if (rc == GC_OK)
-        *out_len = len;
+        *res = done;
     return rc;
 }
 
-int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len)
+int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd,
+                          gpucomp_file_result *res)
 {
-    return run_file(c, GPUCOMP_COMPRESS, o, in_fd, out_fd, out_len);
+    return run_file(c, GPUCOMP_COMPRESS, o, in_fd, out_fd, res);
 }
 
-int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len)
+int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd,
+                            gpucomp_file_result *res)
 {
-    return run_file(c, GPUCOMP_DECOMPRESS, o, in_fd, out_fd, out_len);
+    return run_file(c, GPUCOMP_DECOMPRESS, o, in_fd, out_fd, res);
 }

@@ -186,6 +186,15 @@ int gpucomp_compress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, 
 int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd, size_t in_len, int out_fd,
                           size_t *out_len);
 
+/* What a file call did (gpucomp_compress_file, gpucomp_decompress_file). */
+typedef struct gpucomp_file_result {
+    uint64_t bytes_in;       /* input bytes the daemon read: the file's size when the call began */
+    uint64_t bytes_out;      /* output bytes written to out_fd */
+    gpucomp_backend backend; /* the engine that ran most of the work */
+    int trailing_garbage;    /* decompress: bytes after the compressed data were ignored */
+    uint64_t garbage_offset; /* and where they began in the input */
+} gpucomp_file_result;
+
 /*
  * Compress or decompress a whole regular file: in_fd, open for reading,
  * from offset 0 to its size now. The daemon reads the file itself (the
@@ -194,14 +203,16 @@ int gpucomp_decompress_fd(gpucomp_client *c, const gpucomp_options *o, int in_fd
  * O_APPEND, writes the output into it at its final offsets, truncates it to
  * the output's length and leaves its offset at the end; otherwise (a pipe, a
  * terminal, a file at another offset) the output arrives in frames and is
- * written to out_fd here. *out_len: the output's length. A file that
+ * written to out_fd here. *res (may be NULL) says what was done. A file that
  * shrinks while it is read fails with GPUCOMP_E_IO; on any failure out_fd
  * may hold part of the output (the caller removes it). The descriptors stay
- * the caller's. A decompress stops at the end of the compressed data
- * (trailing garbage is ignored; gpucomp_last_error says so).
+ * the caller's. A decompress stops at the end of the compressed data:
+ * bytes after it that begin no stream are ignored and reported in *res.
  */
-int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len);
-int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd, uint64_t *out_len);
+int gpucomp_compress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd,
+                          gpucomp_file_result *res);
+int gpucomp_decompress_file(gpucomp_client *c, const gpucomp_options *o, int in_fd, int out_fd,
+                            gpucomp_file_result *res);
 
 /* A sealable memfd for the calls above (close() it when done), or -1 with errno set. */
 int gpucomp_memfd_create(const char *name);

@@ -110,11 +110,15 @@ static void check_file_call(gpucomp_client *c, const gpucomp_options *o, bool de
                    0600); /* O_APPEND: frames, written by the library */
     }
     ck_assert_int_ge(out, 0);
-    uint64_t len = 0;
+    gpucomp_file_result res;
     int rc =
-        decompress ? gpucomp_decompress_file(c, o, in, out, &len) : gpucomp_compress_file(c, o, in, out, &len);
+        decompress ? gpucomp_decompress_file(c, o, in, out, &res) : gpucomp_compress_file(c, o, in, out, &res);
     ck_assert_msg(rc == GPUCOMP_OK, "file call: %s", gpucomp_last_error(c));
-    ck_assert_uint_eq(len, want_len);
+    ck_assert_uint_eq(res.bytes_out, want_len);
+    struct stat in_st;
+    ck_assert_int_eq(fstat(in, &in_st), 0);
+    ck_assert_uint_eq(res.bytes_in, (uint64_t)in_st.st_size);
+    ck_assert_int_eq(res.trailing_garbage, 0);
     close(in);
     close(out);
     size_t got_len = 0;

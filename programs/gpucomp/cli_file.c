@@ -324,20 +324,20 @@ static void run_whole(cli_session *s, job *j, uint8_t *in, size_t have)
 typedef struct streamed {
     gpucomp_stream *st;
     uint8_t *ibuf, *obuf;
-    size_t have;         /* bytes in ibuf */
-    bool eof;            /* ibuf holds the input's last bytes */
-    uint64_t read_total; /* input bytes read */
-    cli_output out;      /* the temporary output file (a FILE operand without -c) */
-    int out_fd;          /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
-    int write_error;     /* errno of a failed output write */
-    int read_error;      /* errno of a failed input read */
-    bool file;           /* the daemon read the input file itself (gpucomp_compress_file) */
-    uint64_t file_out;   /* and this is the output's length */
+    size_t have;              /* bytes in ibuf */
+    bool eof;                 /* ibuf holds the input's last bytes */
+    uint64_t read_total;      /* input bytes read */
+    cli_output out;           /* the temporary output file (a FILE operand without -c) */
+    int out_fd;               /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
+    int write_error;          /* errno of a failed output write */
+    int read_error;           /* errno of a failed input read */
+    bool file;                /* the daemon read the input file itself (gpucomp_compress_file) */
+    gpucomp_file_result done; /* and this is what it did */
 } streamed;
 
 static uint64_t bytes_out(const streamed *x)
 {
-    return x->file ? x->file_out : gpucomp_stream_bytes_out(x->st);
+    return x->file ? x->done.bytes_out : gpucomp_stream_bytes_out(x->st);
 }
 
 static int next_piece(const job *j, streamed *x)
@@ -422,14 +422,14 @@ static void finish_streamed(cli_session *s, const job *j, streamed *x, gpucomp_b
         }
     }
     cli_result r = { .len = (size_t)bytes_out(x), .backend = backend };
-    cli_report(s, j->name, (size_t)x->read_total, &r);
+    cli_report(s, j->name, (size_t)(x->file ? x->done.bytes_in : x->read_total), &r);
     finish_input(s, j);
 }
 
 /* After the stream ran (rc): success, or the one message that says why not. */
 static void conclude(cli_session *s, const job *j, streamed *x, int rc)
 {
-    gpucomp_backend backend = x->file ? gpucomp_last_backend(s->client) : gpucomp_stream_backend(x->st);
+    gpucomp_backend backend = x->file ? x->done.backend : gpucomp_stream_backend(x->st);
     bool ok = rc == GPUCOMP_OK && !x->write_error && !x->read_error;
     if (ok)
         finish_streamed(s, j, x, backend); /* bytes_out is read from the stream: free it after */
@@ -474,8 +474,8 @@ static int run_file(cli_session *s, streamed *x, int in_fd, const gpucomp_option
 {
     x->file = true;
     if (s->opts.mode == CLI_COMPRESS)
-        return gpucomp_compress_file(s->client, o, in_fd, x->out_fd, &x->file_out);
-    return gpucomp_decompress_file(s->client, o, in_fd, x->out_fd, &x->file_out);
+        return gpucomp_compress_file(s->client, o, in_fd, x->out_fd, &x->done);
+    return gpucomp_decompress_file(s->client, o, in_fd, x->out_fd, &x->done);
 }
 
 /* Open the stream for j's codec; rc of gpucomp_stream_open, or -1 (reported) when no codec fits. */
@@ -499,7 +499,7 @@ static int open_stream(cli_session *s, const job *j, streamed *x, gpucomp_option
 static int run_file_or_stream(cli_session *s, const job *j, streamed *x, const gpucomp_options *o)
 {
     int rc = run_file(s, x, j->fd, o);
-    if (rc != GPUCOMP_E_UNSUPPORTED || x->file_out)
+    if (rc != GPUCOMP_E_UNSUPPORTED || x->done.bytes_out)
         return rc;
     x->file = false;
     gpucomp_direction dir = s->opts.mode == CLI_COMPRESS ? GPUCOMP_COMPRESS : GPUCOMP_DECOMPRESS;
@@ -561,8 +561,8 @@ static void run_streamed(cli_session *s, job *j)
         gpucomp_stream_free(x.st);
         goto out;
     }
-    if (rc == GPUCOMP_OK && !x.write_error && !x.read_error && !x.file &&
-        gpucomp_stream_trailing_garbage(x.st, NULL))
+    if (rc == GPUCOMP_OK && !x.write_error && !x.read_error &&
+        (x.file ? x.done.trailing_garbage : gpucomp_stream_trailing_garbage(x.st, NULL)))
         cli_note(s, "%s: trailing garbage after EOF ignored", j->name);
     conclude(s, j, &x, rc);
 out:
