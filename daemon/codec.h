@@ -43,16 +43,22 @@ typedef struct gcd_stream_ops {
      * stream's buffer first and parts are copied from it.
      */
     bool (*cut_reads)(const gcd_request *proto);
+    /* Bytes at the end of the part just cut that also begin the next part (NULL: none). */
+    size_t (*overlap)(void *state);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */
     int (*prepare)(void *state, gcd_request *part, gc_error *err);
     /*
      * A finished part, in order: its output into the stream (gcd_stream_put).
      * Chained codecs: *carry = bytes at the end of its input it did not use,
-     * which begin the next part.
+     * which begin the next part. A part that must run again before the
+     * parts after it are emitted (its input and part_state as emit leaves
+     * them; what it emitted stays sent) says so with gcd_stream_rerun.
      */
     int (*emit)(void *state, struct gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err);
     /* After the last part: what ends the output (bzip2's end-of-stream marker). NULL: nothing. */
     int (*finish)(void *state, struct gcd_stream *s, gc_error *err);
+    /* Free the codec's state (NULL: free()). */
+    void (*close)(void *state);
 } gcd_stream_ops;
 
 /*

@@ -317,6 +317,75 @@ START_TEST(test_corrupt_after_prefix)
 }
 END_TEST
 
+/*
+ * Data whose every block holds the block magic by chance (tests/check_bz2_parts.c
+ * explains how): the block's map of the byte values it uses spells it.
+ */
+static uint8_t *planted_magic_data(size_t n, uint64_t seed)
+{
+    static const uint64_t magic = 0x314159265359ull;
+    uint8_t allowed[256];
+    size_t na = 0;
+    for (unsigned v = 0; v < 256; v++)
+        if (v < 16 || v >= 64 || ((magic >> (47 - (v - 16))) & 1))
+            allowed[na++] = (uint8_t)v;
+    uint8_t *b = malloc(n);
+    uint64_t rng = seed | 1;
+    for (size_t i = 0; i < n; i++)
+        b[i] = allowed[next_rand(&rng) % na];
+    return b;
+}
+
+/*
+ * A decompress stream's first part takes 32 MiB and ends at the first magic
+ * after them (codec_bzip2.c): here a chance one, planted 137 bits into the
+ * first block of a stream that begins just before 32 MiB, behind empty
+ * streams and one small one (empty streams after it, so that the input is
+ * more than one part's most). The part cut there must be decoded again from
+ * where the first part stopped, and the output be the whole decode's.
+ */
+START_TEST(test_decompress_chance_magic_at_a_cut)
+{
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    size_t plen = 300 * 1000, tlen = 0, packed_len, tiny_len = 0;
+    uint8_t *planted = planted_magic_data(plen, 3), *packed, *tiny = NULL, tdata[64];
+    compress_whole(c, &o, planted, plen, &packed, &packed_len);
+    /* filler of L bytes, L*8 + 32 < 2^28 <= L*8 + 32 + 137: empty streams (14 bytes) and a small stream */
+    size_t fill = 32 * MiB - 10;
+    while (!tiny || (fill - tiny_len) % 14) {
+        gpucomp_free(tiny);
+        tdata[tlen] = (uint8_t)('a' + tlen % 26);
+        tlen++;
+        compress_whole(c, &o, tdata, tlen, &tiny, &tiny_len);
+        ck_assert_uint_lt(tlen, sizeof tdata);
+    }
+    static const uint8_t empty[14] = { 'B', 'Z', 'h', '1', 0x17, 0x72, 0x45, 0x38, 0x50, 0x90, 0, 0, 0, 0 };
+    size_t after = 33 * MiB / 14 * 14, total = fill + packed_len + after; /* past the last part's 64 MiB */
+    uint8_t *in = malloc(total);
+    memcpy(in, tiny, tiny_len);
+    for (size_t at = tiny_len; at < fill; at += 14)
+        memcpy(in + at, empty, 14);
+    memcpy(in + fill, packed, packed_len);
+    for (size_t at = fill + packed_len; at < total; at += 14)
+        memcpy(in + at, empty, 14);
+    sink k = { 0 };
+    int rc = stream_all(c, GPUCOMP_DECOMPRESS, &o, in, total, 17, 4 * MiB, 2 * MiB, &k);
+    ck_assert_msg(rc == GPUCOMP_OK, "decompress stream: %s", gpucomp_last_error(c));
+    ck_assert_uint_eq(k.len, tlen + plen);
+    ck_assert(memcmp(k.buf, tdata, tlen) == 0);
+    ck_assert_msg(memcmp(k.buf + tlen, planted, plen) == 0, "the stream's output differs from the input's");
+    free(k.buf);
+    free(in);
+    gpucomp_free(tiny);
+    gpucomp_free(packed);
+    free(planted);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* max_output bounds the stream's whole output. */
 START_TEST(test_max_output)
 {
@@ -894,6 +963,7 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_trailing_newline);
     tcase_add_test(api, test_trailing_zeros);
     tcase_add_test(api, test_corrupt_after_prefix);
+    tcase_add_test(api, test_decompress_chance_magic_at_a_cut);
     tcase_add_test(api, test_max_output);
     tcase_add_test(api, test_free_mid_stream);
     tcase_add_test(api, test_in_use_while_open);

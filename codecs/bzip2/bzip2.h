@@ -9,6 +9,7 @@
 #ifndef GC_BZIP2_H
 #define GC_BZIP2_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,18 @@ typedef struct bz2_dstate {
      * with more == 0; *used says where. Bounds one call's output whatever the
      * ratio (a stream of zeros expands ~45000 times). */
     size_t out_soft;
+    /* Set by bz2_dstate_at_magic, not by a resumed decode: the call begins
+     * at a block or end marker of a "head" stream whose header lies in input
+     * it does not see. The head stream's blocks are checked against level 9
+     * and its end-of-stream CRC is recorded, not checked: bz2_dstate_follow
+     * checks both once the input before is decoded. Cleared at its end. */
+    int head;
+    uint32_t head_max_nblock; /* longest block of the head stream */
+    int head_ended;           /* its end marker was decoded: */
+    uint32_t head_blocks;     /* ... after this many blocks */
+    uint32_t head_combined;   /* ... whose combined CRC is this */
+    uint32_t head_stored;     /* ... and the CRC it stores */
+    int soft_stopped;         /* out: the call stopped at out_soft */
 } bz2_dstate;
 
 /*
@@ -166,6 +179,41 @@ typedef struct bz2_dstate {
 int bz2_decompress_part(const uint8_t *src, size_t len, int more, bz2_dstate *st, size_t max_output,
                         unsigned threads, const gc_job *job, uint8_t **dst, size_t *dst_len, size_t *used,
                         gc_error *err);
+
+/* ---- decoding a stream's parts in parallel (docs/BZIP2.md, "Parallel decoding") ----
+ *
+ * A part of the input may be decoded before the input in front of it: it
+ * begins at a bit where a block or end-of-stream magic occurs (found by
+ * bz2_find_part_start), decoded from bz2_dstate_at_magic with more != 0
+ * (or more = 0 for the input's last part). If its input ends at the bit where
+ * the next part begins, the decode stops exactly there when that bit is a
+ * real piece boundary. Once the input in front is decoded, the part counts
+ * only if that decode stopped at the part's first bit, in a stream, and
+ * bz2_dstate_follow agrees; otherwise (a chance match of the magic inside
+ * compressed data) its output is dropped and the input is decoded again from
+ * where the decode in front stopped, with that exact state.
+ */
+
+/* The first bit at or after byte from of buf[0..len) where a block or
+ * end-of-stream magic begins, all 48 bits of it inside buf: GC_OK and
+ * *bit, or GC_E_TRUNCATED if there is none. */
+int bz2_find_part_start(const uint8_t *buf, size_t len, size_t from, uint64_t *bit);
+
+/* The state a part found by bz2_find_part_start starts from: its magic at
+ * bit `bit` (0..7) of the part's first byte. */
+void bz2_dstate_at_magic(bz2_dstate *st, unsigned bit);
+
+/*
+ * Whether a part decoded from bz2_dstate_at_magic, which stopped in state
+ * part, continues the decode that stopped in state prev at the part's first
+ * bit: prev is inside a stream, not after trailing garbage, the head
+ * stream's blocks fit prev's level and, if the head stream ended in the
+ * part, its stored CRC is the one of all its blocks. If so, *prev becomes
+ * the exact state where the part stopped (stream and block numbers
+ * counted from prev's), its bit and out_soft those of part. If not, prev
+ * is unchanged and the part's input must be decoded again from prev.
+ */
+bool bz2_dstate_follow(bz2_dstate *prev, const bz2_dstate *part);
 
 /* The most one block can decode to: 900000 bytes of RLE1 runs, 5 bytes
  * ("aaaa" and a count of 255) becoming 259. */

@@ -17,6 +17,12 @@ typedef struct bz2_part {
     uint32_t blocks; /* compress: blocks in the part's stream */
     bz2_dstate ds;   /* decompress: where decoding resumes, then where it stopped */
     size_t used;     /* decompress: input bytes wholly consumed */
+    /* decompress: the part begins at a magic found in its input, not where the part before it
+     * stopped (bz2_dstate_at_magic): the stream confirms it in its turn or runs it again */
+    bool spec;
+    bool failed;        /* spec: its decode failed (a chance magic, or damage the exact rerun reports) */
+    bool blind;         /* no magic found where it begins: it is decoded only once the part before is */
+    unsigned start_bit; /* spec: the bit of input[0] where its magic begins */
 } bz2_part;
 
 static int check(const gcd_request *r, gc_error *err)
@@ -66,7 +72,8 @@ static void announce(void *ctx, size_t final)
 static bool shares_output(const gcd_request *r)
 {
     const bz2_part *part = r->part_state;
-    return r->op == GPUCOMP__OP__OP_DECOMPRESS && part && r->progress_to && r->out_fd < 0 && part->ds.out_soft;
+    return r->op == GPUCOMP__OP__OP_DECOMPRESS && part && !part->spec && r->progress_to && r->out_fd < 0 &&
+           part->ds.out_soft;
 }
 
 /*
@@ -98,7 +105,30 @@ static int decompress_part_shared(gcd_request *r, unsigned threads, gc_job *job,
  * decompressing, once made when compressing); an fd request gets it copied
  * into its memfd, charged there instead.
  */
+static int run_cpu_part(gcd_request *r, unsigned threads);
+
+/*
+ * A part that begins at a magic found in its input may have begun at a
+ * chance match: its failure is not the stream's (the stream runs it again
+ * from where the part before it stopped, which says what is wrong).
+ */
 static int run_cpu(gcd_request *r, unsigned threads)
+{
+    bz2_part *part = r->part_state;
+    if (part && r->op == GPUCOMP__OP__OP_DECOMPRESS && part->blind) {
+        r->output_len = 0;
+        return GC_OK;
+    }
+    int rc = run_cpu_part(r, threads);
+    if (rc == GC_OK || !part || !part->spec || r->op != GPUCOMP__OP__OP_DECOMPRESS)
+        return rc;
+    gcd_request_drop_output(r);
+    r->error = (gc_error){ 0 };
+    part->failed = true;
+    return GC_OK;
+}
+
+static int run_cpu_part(gcd_request *r, unsigned threads)
 {
     gc_job job = { .cancel = &r->cancelled, .may_grow = charge_growth, .ctx = r };
     uint8_t *out = NULL;
@@ -140,6 +170,9 @@ static int run_cpu(gcd_request *r, unsigned threads)
  */
 static bool gpu_takes(const gcd_request *r)
 {
+    const bz2_part *part = r->part_state;
+    if (part && r->op == GPUCOMP__OP__OP_DECOMPRESS && part->blind)
+        return false; /* nothing to decode yet (run_cpu) */
     return r->op == GPUCOMP__OP__OP_COMPRESS || r->op == GPUCOMP__OP__OP_DECOMPRESS;
 }
 
@@ -264,6 +297,10 @@ static int gpu_finish(gcd_request *r, gc_gpu_job *job)
     if (job->op == GC_GPU_DECODE && part && job->partial) {
         part->ds = job->part;
         part->used = job->part_used;
+        /* the device does not report the head stream's longest block: the worst, so a part
+         * of a stream below level 9 is confirmed by the CPU engine's exact rerun */
+        if (part->spec)
+            part->ds.head_max_nblock = 900000;
     }
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)
         return GC_OK;
@@ -285,8 +322,9 @@ static bool gpu_reruns_failures(const gcd_request *r)
 
 /* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
-/* Decompress parts: at least this much input (far over BZ2_PART_PROGRESS_BYTES; the GPU's fixed
- * cost per job wants large parts, docs/history/BENCHMARKS-2026-11-27.md "Streams"), at most twice it. */
+/* Decompress parts: at least this much input (the GPU's fixed cost per job wants large parts,
+ * docs/history/BENCHMARKS-2026-11-27.md "Streams"), cut at the first magic after it; at most
+ * twice it (then cut blind: no magic means no block boundary, so damage or garbage). */
 #define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
 
 typedef struct bz2_stream {
@@ -294,7 +332,22 @@ typedef struct bz2_stream {
     bz2_splicer sp;    /* compress: the output as a bit string */
     bool started;      /* compress: the header is out */
     uint32_t combined; /* compress: the stream's combined CRC so far */
-    bz2_dstate ds;     /* decompress: where the next part resumes */
+    /* decompress: the parts emitted so far decoded the input up to bit `end`, in state ds */
+    bz2_dstate ds;
+    uint64_t end;
+    /* ... and the input from byte stash_at that their last part did not use (the next part
+     * begins after it, at a chance magic or blind, and is run again with it in front) */
+    uint8_t *stash;
+    size_t stash_len;
+    uint64_t stash_at;
+    /* decompress: where the next part begins (bit of the stream's input; blind: unknown) */
+    bool prepared_any;
+    uint64_t next_start;
+    bool next_blind;
+    /* decompress: the last cut, in bits of the buffer it was given, and the magic search */
+    uint64_t cut_bit;
+    bool cut_blind, cut_end;
+    size_t scanned; /* the buffer before this offset has no magic past the part's minimum */
 } bz2_stream;
 
 static void *stream_open(const gcd_request *proto, gc_error *err)
@@ -308,34 +361,106 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
     return st;
 }
 
-/* A decompress part resumes where the previous one's decoding stopped. */
-static bool stream_chained(const gcd_request *proto)
+/* A compress part: a flush ends it early (a new segment). */
+static void cut_compress(size_t avail, bool final, bool flush, size_t *take)
 {
-    return proto->op == GPUCOMP__OP__OP_DECOMPRESS;
+    *take = avail >= STREAM_COMPRESS_PART || final || flush
+                ? (avail < STREAM_COMPRESS_PART ? avail : STREAM_COMPRESS_PART)
+                : 0;
 }
 
-/* A flush ends a compress part early (a new segment) and decodes what is whole. */
+/* A flush: the part ends at the last magic of the buffer (everything before it decodes now). */
+static bool last_magic(const uint8_t *buf, size_t avail, uint64_t *bit)
+{
+    uint64_t at, found = 0;
+    for (size_t from = 1; bz2_find_part_start(buf, avail, from, &at) == GC_OK; from = (size_t)(at / 8) + 1)
+        found = at;
+    *bit = found;
+    return found >= 8;
+}
+
+/*
+ * A decompress part: at least STREAM_DECOMPRESS_PART bytes, up to the first
+ * magic after them (where the next part begins), the last one to the end.
+ * Its last byte also begins the next part when the magic is not byte aligned.
+ */
+static void cut_decompress(bz2_stream *st, const uint8_t *buf, size_t avail, bool final, bool flush, size_t *take)
+{
+    const size_t part = STREAM_DECOMPRESS_PART, most = 2 * part;
+    uint64_t at;
+    *take = 0;
+    st->cut_end = false;
+    if (final && avail <= most) {
+        *take = avail;
+        st->cut_end = true;
+    } else if (avail < part) {
+        if (flush && last_magic(buf, avail, &at)) {
+            st->cut_bit = at;
+            st->cut_blind = false;
+            *take = (size_t)((at + 7) / 8);
+        }
+    } else if (bz2_find_part_start(buf, avail < most ? avail : most, st->scanned > part ? st->scanned : part,
+                                   &at) == GC_OK) {
+        st->cut_bit = at;
+        st->cut_blind = false;
+        *take = (size_t)((at + 7) / 8);
+    } else if (avail >= most || final) {
+        st->cut_bit = (uint64_t)most * 8;
+        st->cut_blind = true;
+        *take = most;
+    } else {
+        st->scanned = avail > 6 ? avail - 6 : 0;
+    }
+    if (*take)
+        st->scanned = 0;
+}
+
 static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
                       bool flush, size_t *take, gc_error *err)
 {
-    (void)state, (void)buf, (void)err;
-    size_t part = proto->op == GPUCOMP__OP__OP_COMPRESS ? STREAM_COMPRESS_PART : STREAM_DECOMPRESS_PART;
-    size_t most = proto->op == GPUCOMP__OP__OP_COMPRESS ? part : 2 * part;
-    *take = avail >= part || final || flush ? (avail < most ? avail : most) : 0;
+    (void)err;
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS)
+        cut_compress(avail, final, flush, take);
+    else
+        cut_decompress(state, buf, avail, final, flush, take);
     return GC_OK;
+}
+
+static size_t stream_overlap(void *state)
+{
+    const bz2_stream *st = state;
+    return !st->cut_end && !st->cut_blind && st->cut_bit % 8 ? 1 : 0;
 }
 
 /*
  * A decompress part's output: the CPU engine stops at a block boundary from
- * STREAM_PART_OUTPUT (the rest of the input goes to the next part), so a
- * stream of zeros, which expands ~45000 times, still streams in bounded
- * memory; the device has no such stop and fails a part over
- * STREAM_PART_OUTPUT_MAX, which then reruns on the CPU engine. Smaller stops
- * cost the CPU engine more: each chained part copies the input it does not
- * use back for the next (docs/DECISIONS.md, "Streams").
+ * STREAM_PART_OUTPUT (the part then runs again from there), so a stream of
+ * zeros, which expands ~45000 times, still streams in bounded memory; the
+ * device has no such stop and fails a part over STREAM_PART_OUTPUT_MAX,
+ * which then reruns on the CPU engine (docs/DECISIONS.md, "Streams").
  */
 #define STREAM_PART_OUTPUT ((size_t)256 << 20)
 #define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)
+
+/* Where a decompress part begins: the input's start exactly, else the magic its cut found. */
+static void prepare_decompress(bz2_stream *st, gcd_request *r, bz2_part *part)
+{
+    if (!st->prepared_any)
+        part->ds = st->ds;
+    else if (st->next_blind)
+        part->blind = true;
+    else {
+        part->spec = true;
+        part->start_bit = (unsigned)(st->next_start - r->part_offset * 8);
+        bz2_dstate_at_magic(&part->ds, part->start_bit);
+    }
+    part->ds.out_soft = STREAM_PART_OUTPUT;
+    st->prepared_any = true;
+    st->next_start = r->part_offset * 8 + st->cut_bit;
+    st->next_blind = st->cut_blind;
+    if (r->max_output > STREAM_PART_OUTPUT_MAX)
+        r->max_output = STREAM_PART_OUTPUT_MAX;
+}
 
 static int stream_prepare(void *state, gcd_request *r, gc_error *err)
 {
@@ -343,10 +468,8 @@ static int stream_prepare(void *state, gcd_request *r, gc_error *err)
     bz2_part *part = calloc(1, sizeof *part);
     if (!part)
         return gc_fail(err, GC_E_NOMEM, "out of memory");
-    part->ds = st->ds;
-    part->ds.out_soft = STREAM_PART_OUTPUT;
-    if (r->op == GPUCOMP__OP__OP_DECOMPRESS && r->max_output > STREAM_PART_OUTPUT_MAX)
-        r->max_output = STREAM_PART_OUTPUT_MAX;
+    if (r->op == GPUCOMP__OP__OP_DECOMPRESS)
+        prepare_decompress(st, r, part);
     r->part_state = part;
     return GC_OK;
 }
@@ -373,19 +496,130 @@ static int emit_compressed(bz2_stream *st, gcd_stream *s, const gcd_request *r, 
     return GC_OK;
 }
 
-static int stream_emit(void *state, gcd_stream *s, gcd_request *r, size_t *carry, gc_error *err)
+/*
+ * Bytes [from, from + n) of the stream's input in front of a part that
+ * starts at byte `at`, from the stash. False if the stash lacks them (cannot
+ * happen: a part's input ends where the next one's begins).
+ */
+static bool prepend_stash(bz2_stream *st, gcd_request *r, uint64_t from, gc_error *err)
 {
-    bz2_stream *st = state;
-    *carry = 0;
-    if (r->op == GPUCOMP__OP__OP_COMPRESS)
-        return emit_compressed(st, s, r, err);
+    size_t n = (size_t)(r->part_offset - from);
+    if (!st->stash || from < st->stash_at || r->part_offset > st->stash_at + st->stash_len) {
+        gc_fail(err, GC_E_INTERNAL, "bzip2 stream: the input before a part is gone");
+        return false;
+    }
+    if (gcd_request_charge(r, n, "input", err) != GC_OK)
+        return false;
+    uint8_t *in = realloc(r->input, (size_t)r->total_size + n);
+    if (!in) {
+        gcd_request_uncharge(r, n);
+        gc_fail(err, GC_E_NOMEM, "out of memory for a stream part");
+        return false;
+    }
+    memmove(in + n, in, (size_t)r->total_size);
+    memcpy(in, st->stash + (from - st->stash_at), n);
+    r->input = in;
+    r->total_size += n;
+    return true;
+}
+
+/* Make r's input begin at byte `from` of the stream's input (inside it or, from the stash, before it). */
+static bool rebase_part(bz2_stream *st, gcd_request *r, uint64_t from, gc_error *err)
+{
+    if (from < r->part_offset && !prepend_stash(st, r, from, err))
+        return false;
+    if (from > r->part_offset) {
+        uint64_t skip = from - r->part_offset;
+        if (skip > r->total_size) {
+            gc_fail(err, GC_E_INTERNAL, "bzip2 stream: a part ended past the next one");
+            return false;
+        }
+        memmove(r->input, r->input + skip, (size_t)(r->total_size - skip));
+        r->total_size -= skip;
+    }
+    r->part_offset = from;
+    r->received = r->total_size;
+    return true;
+}
+
+/* Run r again from where the stream's decode stands, with its exact state. */
+static int rerun_exact(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_error *err)
+{
+    bz2_part *part = r->part_state;
+    if (!rebase_part(st, r, st->end / 8, err))
+        return err->code;
+    part->ds = st->ds;
+    part->ds.bit = (unsigned)(st->end % 8);
+    part->ds.out_soft = STREAM_PART_OUTPUT;
+    part->spec = part->failed = part->blind = false;
+    part->used = 0;
+    gcd_stream_rerun(s, r);
+    return GC_OK;
+}
+
+/* Whether a part that began at a magic continues the stream's decode; if so, st->ds is where it stopped. */
+static bool confirms(bz2_stream *st, const gcd_request *r)
+{
     const bz2_part *part = r->part_state;
-    st->ds = part->ds;
-    *carry = r->total_size - part->used;
+    return !part->failed && r->part_offset * 8 + part->start_bit == st->end;
+}
+
+/* The input the part did not use: the next part begins after it and runs again with it. */
+static int keep_tail(bz2_stream *st, const gcd_request *r, gc_error *err)
+{
+    uint64_t input_end = r->part_offset + r->total_size, from = st->end / 8;
+    free(st->stash);
+    st->stash = NULL;
+    st->stash_len = 0;
+    if (st->ds.garbage || from >= input_end)
+        return GC_OK;
+    st->stash_len = (size_t)(input_end - from);
+    st->stash_at = from;
+    if (!(st->stash = malloc(st->stash_len)))
+        return gc_fail(err, GC_E_NOMEM, "out of memory");
+    memcpy(st->stash, r->input + (from - r->part_offset), st->stash_len);
+    return GC_OK;
+}
+
+/*
+ * A decompress part in its turn. One that began at a magic counts only if
+ * the decode in front stopped exactly there in a state it agrees with
+ * (bz2_dstate_follow); otherwise its output is dropped and it runs again
+ * from that exact state. One that stopped at out_soft runs on from there.
+ */
+static int emit_decompressed(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_error *err)
+{
+    bz2_part *part = r->part_state;
+    if (st->ds.garbage) /* everything after trailing garbage is dropped */
+        return GC_OK;
+    bz2_dstate next = st->ds;
+    if (part->spec ? !confirms(st, r) || !bz2_dstate_follow(&next, &part->ds) : part->blind)
+        return rerun_exact(st, s, r, err);
+    if (!part->spec)
+        next = part->ds;
+    st->ds = next;
+    st->end = (r->part_offset + part->used) * 8 + part->ds.bit;
     if (part->ds.garbage)
         gcd_stream_mark_garbage(s, r->part_offset + part->ds.garbage_at);
     gcd_stream_put_output(s, r);
-    return GC_OK;
+    if (part->ds.soft_stopped && !part->ds.garbage)
+        return rerun_exact(st, s, r, err);
+    return keep_tail(st, r, err);
+}
+
+static int stream_emit(void *state, gcd_stream *s, gcd_request *r, size_t *carry, gc_error *err)
+{
+    *carry = 0;
+    if (r->op == GPUCOMP__OP__OP_COMPRESS)
+        return emit_compressed(state, s, r, err);
+    return emit_decompressed(state, s, r, err);
+}
+
+static void stream_close(void *state)
+{
+    bz2_stream *st = state;
+    free(st->stash);
+    free(st);
 }
 
 /* Compress: the end-of-stream marker and combined CRC (a stream of no parts is just a header). */
@@ -400,12 +634,13 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
 }
 
 static const gcd_stream_ops stream_ops = {
-    .chained = stream_chained,
     .open = stream_open,
     .cut = stream_cut,
+    .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,
     .finish = stream_finish,
+    .close = stream_close,
 };
 
 const gcd_codec gcd_codec_bzip2 = {

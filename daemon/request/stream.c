@@ -67,6 +67,8 @@ struct gcd_stream {
     unsigned io;          /* reads and writes at the pool */
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
+    gcd_request *rerun;   /* the part its emit asked to run again (gcd_stream_rerun) */
+    gcd_request *parked;  /* ... waiting, as new parts do, for unread answers to drain */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -75,6 +77,7 @@ struct gcd_stream {
 };
 
 static void pump(gcd_stream *s);
+static void resubmit(gcd_stream *s, gcd_request *r);
 
 /* A file stream that cuts without reading: its parts are read straight into their own buffers. */
 static bool reads_parts(const gcd_stream *s)
@@ -117,12 +120,16 @@ static void stream_free(gcd_stream *s)
         }
     for (unsigned i = 0; i < STREAM_SLOTS; i++)
         gcd_request_free(s->done[i]);
+    gcd_request_free(s->parked);
     drop_buffer(s);
     if (s->in_fd >= 0)
         close(s->in_fd);
     if (s->out_fd >= 0)
         close(s->out_fd);
-    free(s->state);
+    if (s->ops && s->ops->close && s->state)
+        s->ops->close(s->state);
+    else
+        free(s->state);
     free(s);
 }
 
@@ -832,8 +839,8 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     return GC_OK;
 }
 
-/* A part of the first take bytes of buf; buf keeps the rest. */
-static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *err)
+/* A part of the first take bytes of buf; buf keeps the rest and the last keep of them. */
+static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool final, gc_error *err)
 {
     gcd_budget *b = s->set->server->budget;
     if (take && !gcd_budget_try_charge(b, s->proto.uid, take)) {
@@ -866,14 +873,17 @@ static gcd_request *make_part(gcd_stream *s, size_t take, bool final, gc_error *
     if (r->max_output > s->set->server->cfg.max_output)
         r->max_output = s->set->server->cfg.max_output;
     atomic_init(&r->cancelled, false);
-    s->base += take;
-    if (reads_parts(s)) /* read by the pool (start_part) */
+    size_t advance = take - (keep < take ? keep : take); /* the overlap begins the next part too */
+    if (reads_parts(s)) {                                /* read by the pool (start_part) */
+        s->base += advance;
         return r;
+    }
     if (take)
         memcpy(in, s->buf, take);
-    if (s->len > take)
-        memmove(s->buf, s->buf + take, s->len - take);
-    s->len -= take;
+    if (s->len > advance)
+        memmove(s->buf, s->buf + advance, s->len - advance);
+    s->len -= advance;
+    s->base += advance;
     return r;
 }
 
@@ -885,6 +895,11 @@ static void pump(gcd_stream *s)
         if (s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
             finish(s);
         return;
+    }
+    if (s->parked && !s->answered && !output_backed_up(s)) {
+        gcd_request *r = s->parked;
+        s->parked = NULL;
+        resubmit(s, r);
     }
     /* Parts out and not yet emitted, not just those at the engines: done[] has depth slots. */
     while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq < depth &&
@@ -898,7 +913,8 @@ static void pump(gcd_stream *s)
         }
         if (take == 0 && !final)
             break;
-        gcd_request *r = make_part(s, take, final, &err);
+        size_t keep = s->ops->overlap && !final ? s->ops->overlap(s->state) : 0;
+        gcd_request *r = make_part(s, take, keep, final, &err);
         if (r && s->ops->prepare && s->ops->prepare(s->state, r, &err) != GC_OK) {
             gcd_request_free(r);
             r = NULL;
@@ -945,6 +961,25 @@ static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_er
     return true;
 }
 
+void gcd_stream_rerun(gcd_stream *s, gcd_request *part)
+{
+    s->rerun = part;
+}
+
+/* A part its emit sent back (gcd_stream_rerun): to the engines again, in its turn. */
+static void resubmit(gcd_stream *s, gcd_request *r)
+{
+    gcd_request_drop_output(r);
+    r->output_sent = 0;
+    atomic_store_explicit(&r->output_final, 0, memory_order_relaxed);
+    r->error = (gc_error){ 0 };
+    r->device_declined = false;
+    r->engine_ns = 0;
+    s->in_flight++;
+    s->out[r->part_seq % STREAM_SLOTS] = r;
+    s->set->submit(s->set->owner, r);
+}
+
 /* Output of the parts whose turn it is. */
 static void emit_ready(gcd_stream *s)
 {
@@ -961,8 +996,15 @@ static void emit_ready(gcd_stream *s)
             s->cpu_parts++;
         if (err.code == GC_OK)
             s->ops->emit(s->state, s, r, &carry, &err);
+        bool again = s->rerun == r;
+        s->rerun = NULL;
         if (s->answered) { /* emit's output passed max_output */
             gcd_request_free(r);
+            return;
+        }
+        if (again && err.code == GC_OK) { /* pump sends it */
+            s->emit_seq--;
+            s->parked = r;
             return;
         }
         if (err.code == GC_OK && s->garbage)

@@ -113,6 +113,11 @@ bool gcd_stream_put_output(gcd_stream *s, struct gcd_request *r);
 /* A part at an engine has announced more final output (completions.h; loop thread). */
 void gcd_stream_part_progress(struct gcd_request *r);
 
+/* For a codec's emit hook: run part again, before any later part is
+ * emitted, with its input and part_state as emit left them (its output
+ * and status so far are dropped; what emit sent of it stays sent). */
+void gcd_stream_rerun(gcd_stream *s, struct gcd_request *part);
+
 /* For a codec's stream hooks: the input offset where ignored trailing bytes begin (decompress). */
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset);
 

@@ -443,6 +443,17 @@ static uint64_t read_bits48(const uint8_t *src, size_t len, uint64_t pos)
     return hi << 24 | bz2_br_get(&br, 24);
 }
 
+/* The head stream's end marker (bz2_dstate.head): its CRC is checked by
+ * bz2_dstate_follow, which knows the blocks before the part. */
+static void end_head(bz2_dstate *st, uint32_t stored)
+{
+    st->head = 0;
+    st->head_ended = 1;
+    st->head_blocks = st->block_no;
+    st->head_combined = st->combined;
+    st->head_stored = stored;
+}
+
 /* Walk result (besides GC_OK and errors): the input ends inside the next
  * piece and more follows; stop before it. */
 #define WALK_WAIT (-1)
@@ -472,7 +483,9 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
             bz2_bitreader br;
             bz2_br_init(&br, d->src, d->len, *pos + 48);
             uint32_t stored = bz2_br_get(&br, 32);
-            if (stored != st->combined)
+            if (st->head)
+                end_head(st, stored);
+            else if (stored != st->combined)
                 return gc_fail(err, GC_E_CRC,
                                "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)", sno,
                                stored, st->combined);
@@ -516,6 +529,8 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
                                       "its buffer of %zu bytes",
                                       sno, bno, d->out_cap)
                             : gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
+        if (rc == GC_OK && st->head && r->nblock > st->head_max_nblock)
+            st->head_max_nblock = r->nblock;
         uint32_t block_crc = r->stored_crc;
         uint64_t end_bit = r->end_bit;
         if (r == &local)
@@ -529,9 +544,11 @@ static int walk_stream(dctx *d, uint64_t *pos, size_t *ci, gc_error *err)
         *pos = end_bit;
         if (d->fixed)
             gc_job_progress(d->job, d->out_len);
-        if (st->out_soft && d->out_len >= st->out_soft)
+        if (st->out_soft && d->out_len >= st->out_soft) {
+            st->soft_stopped = 1;
             return WALK_WAIT; /* enough output for one call: the caller resumes here */
-        if (st->out_soft) {   /* decode ahead only the blocks this call should still need */
+        }
+        if (st->out_soft) { /* decode ahead only the blocks this call should still need */
             size_t per_block = d->out_len / ++d->blocks + 1;
             bz2_spec_limit(&d->spec, (st->out_soft - d->out_len) / per_block + 1);
         }
@@ -594,6 +611,7 @@ static int decompress_part(dctx *d, size_t *used, gc_error *err)
     bz2_dstate *st = d->st;
     if (d->len)
         st->seen_any = 1;
+    st->soft_stopped = 0;
     d->threads = d->threads ? d->threads : gc_cpu_count();
     bool spec_open = false;
     int rc = GC_OK;
@@ -623,6 +641,63 @@ out:
     st->bit = (unsigned)(pos % 8);
     gc_error_clear(err);
     return GC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* decompression: parts decoded in parallel                            */
+
+int bz2_find_part_start(const uint8_t *buf, size_t len, size_t from, uint64_t *bit)
+{
+    uint8_t shifts[256] = { 0 }; /* byte value at window offset 2 -> shifts where a magic may begin */
+    for (unsigned s = 0; s < 8; s++) {
+        shifts[(BZ2_BLOCK_MAGIC >> (24 + s)) & 0xff] |= (uint8_t)(1u << s);
+        shifts[(BZ2_EOS_MAGIC >> (24 + s)) & 0xff] |= (uint8_t)(1u << s);
+    }
+    const uint64_t mask = (1ull << 48) - 1;
+    for (size_t i = from; i + 6 <= len; i++) {
+        unsigned m = shifts[buf[i + 2]];
+        if (!m)
+            continue;
+        uint8_t win[8] = { 0 };
+        memcpy(win, buf + i, len - i < 8 ? len - i : 8);
+        uint64_t w = load_be64(win);
+        for (unsigned s = 0; s < 8; s++) {
+            uint64_t at = (uint64_t)i * 8 + s, v = (w >> (16 - s)) & mask;
+            if ((m & (1u << s)) && at + 48 <= (uint64_t)len * 8 && (v == BZ2_BLOCK_MAGIC || v == BZ2_EOS_MAGIC)) {
+                *bit = at;
+                return GC_OK;
+            }
+        }
+    }
+    return GC_E_TRUNCATED;
+}
+
+void bz2_dstate_at_magic(bz2_dstate *st, unsigned bit)
+{
+    /* stream_no 1: what follows the head stream is decided as after a first
+     * stream (trailing garbage, not a bad header) */
+    *st = (bz2_dstate){ .bit = bit, .in_stream = 1, .level = 9, .stream_no = 1, .seen_any = 1, .head = 1 };
+}
+
+bool bz2_dstate_follow(bz2_dstate *prev, const bz2_dstate *part)
+{
+    if (!prev->in_stream || prev->garbage || prev->level < 1 || prev->level > 9)
+        return false;
+    if (part->head_max_nblock > (uint32_t)prev->level * 100000u)
+        return false;
+    bz2_dstate next = *part;
+    if (part->head) { /* the part ended inside the head stream */
+        next.level = prev->level;
+        next.combined = bz2_combine_parts(prev->combined, part->block_no, part->combined);
+        next.block_no = prev->block_no + part->block_no;
+    } else if (bz2_combine_parts(prev->combined, part->head_blocks, part->head_combined) != part->head_stored) {
+        return false;
+    }
+    next.stream_no = prev->stream_no + part->stream_no - 1;
+    next.head = next.head_ended = 0;
+    next.head_max_nblock = next.head_blocks = next.head_combined = next.head_stored = 0;
+    *prev = next;
+    return true;
 }
 
 static int check_part_args(const uint8_t *src, size_t len, const bz2_dstate *st, const void *dst,
