@@ -15,7 +15,7 @@
 struct gcd_lane {
     gcd_device dev;
     gcd_lane_config cfg;
-    gcd_complete_fn complete;
+    gcd_request_fn complete;
     void *ctx;
 
     pthread_t thread;
@@ -244,7 +244,7 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_complete_fn complete, void *ctx)
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_request_fn complete, void *ctx)
 {
     gcd_lane *b = calloc(1, sizeof *b);
     if (!b) {
