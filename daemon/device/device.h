@@ -64,6 +64,7 @@ typedef struct gcd_device {
     const gcd_device_ops *ops;
     void *impl;
     char name[96];
+    unsigned gpu;  /* the GPU this context is of: CUDA device index, or the stand-in's number */
     bool has_cpus; /* run the device's lane threads on cpus: the CPUs near it (affinity.h) */
     cpu_set_t cpus;
 } gcd_device;

@@ -33,7 +33,10 @@ struct gcd_codec;
  * a codec whose gpu_scope names what the GPU takes: "x: gpu for compress from N bytes, else cpu"). */
 void gcd_dispatch_describe(const gcd_server *s, const struct gcd_codec *codec, char *buf, size_t size);
 
-/* "gpu" if any device serves, else "cpu". */
+/* GPUs with an opened lane (in service or retired). */
+unsigned gcd_dispatch_gpus(const gcd_server *s);
+
+/* "gpu" if any lane serves, else "cpu". */
 const char *gcd_dispatch_backend(const gcd_server *s);
 
 #endif

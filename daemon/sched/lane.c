@@ -324,6 +324,11 @@ const char *gcd_lane_name(const gcd_lane *b)
     return b->dev.name;
 }
 
+unsigned gcd_lane_gpu(const gcd_lane *b)
+{
+    return b->dev.gpu;
+}
+
 void gcd_lane_stop(gcd_lane *b)
 {
     if (!b)

@@ -69,6 +69,7 @@ bool gcd_lane_accepting(gcd_lane *b);
 gcd_lane_load gcd_lane_get_load(gcd_lane *b);
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);
 const char *gcd_lane_name(const gcd_lane *b);
+unsigned gcd_lane_gpu(const gcd_lane *b); /* the GPU the lane's context is of (gcd_device.gpu) */
 
 /* Finish queued work, stop the thread, close the device. */
 void gcd_lane_stop(gcd_lane *b);
