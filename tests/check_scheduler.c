@@ -352,17 +352,18 @@ static void *small_bzip2_client(void *arg)
 }
 
 /* One CPU worker and bzip2 round trips below bzip2's break-even (4 MiB). */
-static void start_one_worker(void)
+static void start_one_worker(const char *mode)
 {
-    const char *args[] = { "--gpu", "emulate",         "--workers", "1", "--device-lanes",
-                           "1",     "--batch-wait-us", "1000",      NULL };
+    const char *args[] = {
+        "--gpu", mode, "--workers", "1", "--device-lanes", "1", "--batch-wait-us", "1000", NULL
+    };
     test_daemon_start(&dut, args);
 }
 
 /* A lone small request on an idle daemon runs where it is fastest: the CPU. */
 START_TEST(test_lone_small_request_stays_on_cpu)
 {
-    start_one_worker();
+    start_one_worker("emulate");
     gpucomp_client *c = connect_or_fail();
     ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_BZIP2, 1u << 20, 7), GPUCOMP_BACKEND_CPU);
     gpucomp_stats st;
@@ -374,18 +375,24 @@ START_TEST(test_lone_small_request_stays_on_cpu)
 }
 END_TEST
 
+static void run_small_bzip2_clients(unsigned n)
+{
+    pthread_t t[16];
+    ck_assert_uint_le(n, 16);
+    for (uintptr_t i = 0; i < n; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, small_bzip2_client, (void *)i), 0);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
 /* Small requests while the one worker is busy: the idle lane takes some of
  * them (compress and decompress alike), every round trip still exact, and
  * STATS counts them as routed by load. */
 START_TEST(test_small_requests_go_to_idle_lane_when_cpu_queued)
 {
-    start_one_worker();
+    start_one_worker("emulate");
     enum { N = 8 };
-    pthread_t t[N];
-    for (uintptr_t i = 0; i < N; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, small_bzip2_client, (void *)i), 0);
-    for (unsigned i = 0; i < N; i++)
-        pthread_join(t[i], NULL);
+    run_small_bzip2_clients(N);
     gpucomp_client *c = connect_or_fail();
     gpucomp_stats st;
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
@@ -401,6 +408,26 @@ START_TEST(test_small_requests_go_to_idle_lane_when_cpu_queued)
     ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -q 'routed by load:  %u requests'", cli,
                                dut.socket_path, st.gpu_by_load),
                      0);
+}
+END_TEST
+
+/* The same on a device that hands every compress back and refuses every
+ * bzip2 stream (as the GPU may below its break-even): what the lane took by
+ * load reruns on the CPU engine, every round trip still exact. */
+START_TEST(test_small_requests_declined_by_lane_rerun_on_cpu)
+{
+    start_one_worker("emulate-limit");
+    enum { N = 8 };
+    run_small_bzip2_clients(N);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.gpu_requests, 0);
+    ck_assert_uint_eq(st.cpu_requests, 2 * N);
+    ck_assert_uint_gt(st.gpu_by_load, 0);
+    ck_assert_uint_eq(st.devices[0].fallbacks, st.gpu_by_load);
 }
 END_TEST
 
@@ -1599,6 +1626,7 @@ int main(void)
     tcase_add_test(tc, test_stats_name_gpus_and_lanes);
     tcase_add_test(tc, test_lone_small_request_stays_on_cpu);
     tcase_add_test(tc, test_small_requests_go_to_idle_lane_when_cpu_queued);
+    tcase_add_test(tc, test_small_requests_declined_by_lane_rerun_on_cpu);
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_injected_failure_of_one_lane);
     tcase_add_test(tc, test_queued_work_of_a_failed_device_moves_on);
