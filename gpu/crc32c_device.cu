@@ -4,7 +4,7 @@
  * method) and the whole-buffer CRC launcher.
  */
 #include "crc32c_device.cuh"
-#include "rle_segment.cuh"
+#include "rle_cell.cuh"
 
 #include <algorithm>
 
@@ -30,7 +30,7 @@ template <class Tab>
 void mma_tables_build(Tab *t)
 {
     constexpr uint32_t P = Tab::kPoly;
-    constexpr int kRow = 256;  /* bytes of data in one row of the A fragment: 4 lanes' segments */
+    constexpr int kRow = 256;  /* bytes of data in one row of the A fragment: 4 lanes' cells */
     uint32_t bit_crc[kRow][8]; /* raw CRC, at the row's end, of one bit set at (byte, bit); 8 KiB of
                                   stack, not static: contexts may build their tables on several threads */
     for (int pos = 0; pos < kRow; pos++)
@@ -45,17 +45,17 @@ void mma_tables_build(Tab *t)
             for (int l = 0; l < 32; l++)
                 for (int r = 0; r < 2; r++) {
                     /* b_r meets a0 (r = 0) or a2 (r = 1) of row g: words 4s, 4s + 2 */
-                    const int seg = l & 3, out_bit = 8 * j + (l >> 2), byte = 16 * s + 8 * r;
+                    const int cell = l & 3, out_bit = 8 * j + (l >> 2), byte = 16 * s + 8 * r;
                     uint32_t m = 0;
                     for (int i = 0; i < 32; i++)
-                        m |= ((bit_crc[kSeg * seg + byte + i / 8][i % 8] >> out_bit) & 1u) << i;
+                        m |= ((bit_crc[kCell * cell + byte + i / 8][i % 8] >> out_bit) & 1u) << i;
                     t->mb[2 * s + j / 2][l][2 * (j & 1) + r] = m;
                 }
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const int g = l >> 2, tg = l & 3;
             /* row g + 8h (words 4s + h, 4s + 2 + h) ends 256 (g + 1) + 4 h bytes into the warp's 2 KiB */
-            const uint32_t to_end = xpow8_signed(t, (int64_t)kSeg * 32 - kRow * (g + 1) - 4 * h);
+            const uint32_t to_end = xpow8_signed(t, (int64_t)kCell * 32 - kRow * (g + 1) - 4 * h);
             for (int p = 0; p < 2; p++)
                 for (uint32_t v = 0; v < 16; v++) {
                     uint32_t bits = 0;
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(Tab::kThreads)
     const int64_t nwin = (len + Tab::kWin - 1) / Tab::kWin;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
         uint32_t w[16];
-        load_seg(src, wi * Tab::kWin + (int64_t)kSeg * threadIdx.x, len, w);
+        load_cell(src, wi * Tab::kWin + (int64_t)kCell * threadIdx.x, len, w);
         const uint32_t c = window_crc(cs, w, red, wk);
         if (threadIdx.x == 0)
             part[wi] = c;
@@ -129,14 +129,14 @@ void crc_tables_build(CrcTablesT<Poly, Threads> *t)
         t->xi8[k] = gf2_mul<Poly>(t->xi8[k - 1], t->xi8[k - 1]);
     }
     for (int th = 0; th < Threads; th++)
-        t->kseg[th] = xpow8_signed(t, (int64_t)kSeg * (Threads - 1 - th));
+        t->kcell[th] = xpow8_signed(t, (int64_t)kCell * (Threads - 1 - th));
     uint32_t span_pow[kSpanShifts]; /* x^(8*2048*m) */
     for (int m = 0; m < kSpanShifts; m++)
         span_pow[m] = xpow8_signed(t, (int64_t)kSpan * m);
     for (int n = 0; n < 8; n++)
         for (uint32_t v = 0; v < 16; v++) {
             for (int w = 0; w < Threads / 32; w++)
-                t->wm[w][n][v] = gf2_mul<Poly>(t->kseg[32 * w + 31], v << (4 * n));
+                t->wm[w][n][v] = gf2_mul<Poly>(t->kcell[32 * w + 31], v << (4 * n));
             for (int m = 0; m < kSpanShifts; m++)
                 t->xsp[m][n][v] = gf2_mul<Poly>(span_pow[m], v << (4 * n));
             for (int k = 0; k < kPowNibbleBits; k++) {

@@ -151,9 +151,9 @@ __device__ __forceinline__ void mma_and_popc(int c[4], uint32_t a0, uint32_t a1,
  * Fragments (PTX ISA, mma.m16n8k256 .b1; g = lane / 4, t = lane % 4): A row g
  * takes bits [32 t, 32 t + 32) from a0 and [128 + 32 t, ...) from a2 of lane
  * (g, t), row g + 8 the same from a1 and a3. With a0..a3 = words 4s..4s + 3
- * (one aligned register quad, as the segment's 16-byte loads left it: any
+ * (one aligned register quad, as the cell's 16-byte loads left it: any
  * other order costs four register moves per mma), k-step s (0..3) puts bytes
- * 16s + {0..3, 8..11} of lanes 4g..4g+3's segments in row g and the same
+ * 16s + {0..3, 8..11} of lanes 4g..4g+3's cells in row g and the same
  * bytes 4 later in row g + 8. Every row's bits then stand at the same place
  * of a 256-byte row, shifted by 4 bytes for rows g + 8, which is what
  * lets one B matrix (mb) serve all rows; n-tile j gives CRC bits 8j..8j+7 as
@@ -235,7 +235,7 @@ __device__ __forceinline__ uint32_t block_crc(uint32_t v, BlockRed &rb, const ui
     return r;
 }
 
-/* Raw CRC of the block's window, each thread holding its 64-byte segment in w
+/* Raw CRC of the block's window, each thread holding its 64-byte cell in w
  * (bytes outside the data zeroed); wk from warp_shift_table. Valid in thread 0. */
 __device__ __forceinline__ uint32_t window_crc(const CrcSmem &cs, const uint32_t w[16], BlockRed &rb,
                                                const uint32_t *wk)
@@ -253,9 +253,9 @@ __device__ __forceinline__ uint32_t block_xor(uint32_t v, BlockRed &rb)
     return r;
 }
 
-/* Zero the bytes of a 64-byte segment outside [lo, hi) (segment-relative, may be
+/* Zero the bytes of a 64-byte cell outside [lo, hi) (cell-relative, may be
  * <0 or >64; callers' tiles are far smaller than 2^31). */
-__device__ __forceinline__ void mask_seg(uint32_t w[16], int32_t lo, int32_t hi)
+__device__ __forceinline__ void mask_cell(uint32_t w[16], int32_t lo, int32_t hi)
 {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -269,12 +269,12 @@ __device__ __forceinline__ void mask_seg(uint32_t w[16], int32_t lo, int32_t hi)
     }
 }
 
-/* mask_seg with the common case (the whole segment is data) skipped: the
+/* mask_cell with the common case (the whole cell is data) skipped: the
  * 16 guarded word masks cost ~3 instructions per byte when always run. */
-__device__ __forceinline__ void mask_seg_edges(uint32_t w[16], int32_t lo, int32_t hi)
+__device__ __forceinline__ void mask_cell_edges(uint32_t w[16], int32_t lo, int32_t hi)
 {
     if (lo > 0 || hi < 64)
-        mask_seg(w, lo, hi);
+        mask_cell(w, lo, hi);
 }
 
 /*

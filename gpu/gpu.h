@@ -53,23 +53,23 @@ int gc_gpu_device_info(int dev, gc_gpu_info *info, gc_error *err);
 /* ---- per-device context ----------------------------------------------------- */
 
 typedef struct gc_gpu_config {
-    unsigned streams;   /* CUDA streams / pipeline slots (0 = 3) */
-    size_t batch_bytes; /* bytes of input per slice and slot (0 = 64 MiB). A job whose
-                            * chunk_size exceeds it fails with GC_E_LIMIT (run it on the
-                            * CPU): use >= 64 MiB (RLE_MAX_CHUNK_SIZE) to take every job. */
+    unsigned slots;     /* pipeline slots, each a CUDA stream with its buffers (0 = 3) */
+    size_t piece_bytes; /* bytes of input per piece, the most one slot holds (0 = 64 MiB). A
+                            * job whose chunk_size exceeds it fails with GC_E_LIMIT (run it on
+                            * the CPU): use >= 64 MiB (RLE_MAX_CHUNK_SIZE) to take every job. */
 } gc_gpu_config;
 
 typedef struct gc_gpu_ctx gc_gpu_ctx;
 
 /*
- * Open device dev: allocates once, for the lifetime of the context, cfg->streams
- * streams, and per stream a pinned host staging pair and device input / output
- * / scratch buffers of about S = max(batch_bytes, 128 MiB) each (bzip2 pieces
- * are four 32 MiB segments; rle pieces still hold at most batch_bytes), so
- * about streams * (2 * S + 1.2 * batch_bytes) of device memory and
- * 2.1 * S * streams of pinned host memory. A bzip2 job also makes, on first
+ * Open device dev: allocates once, for the lifetime of the context, cfg->slots
+ * slots, each a CUDA stream with a pinned host staging pair and device input /
+ * output / scratch buffers of about S = max(piece_bytes, 128 MiB) each (bzip2
+ * pieces are four 32 MiB segments; rle pieces still hold at most piece_bytes),
+ * so about slots * (2 * S + 1.2 * piece_bytes) of device memory and
+ * 2.1 * S * slots of pinned host memory. A bzip2 job also makes, on first
  * use, its scratch: about 65 bytes per input byte of the largest piece once
- * per context (8.3 GB for 128 MiB) and 3 per stream that ran one. cfg may be
+ * per context (8.3 GB for 128 MiB) and 3 per slot that ran one. cfg may be
  * NULL.
  */
 int gc_gpu_open(int dev, const gc_gpu_config *cfg, gc_gpu_ctx **out, gc_error *err);
@@ -158,12 +158,12 @@ typedef struct gc_gpu_batch_stats {
                             * time of jobs that run whole (bzip2 decode); their copy and kernel
                             * times are host-clocked too */
     double host_ms;   /* wall clock of the whole call, host staging included */
-    unsigned slices;  /* pipeline slices run */
+    unsigned pieces;  /* pipeline pieces run */
 } gc_gpu_batch_stats;
 
 /*
  * Run every job of the batch on the device, pipelined over the context's
- * streams (H2D of slice k+1, kernels of slice k, D2H of slice k-1 overlap);
+ * slots (H2D of piece k+1, kernels of piece k, D2H of piece k-1 overlap);
  * jobs of different codecs may share a batch. Each job gets its own status: an
  * unknown codec or operation fails only its job (GC_E_INVALID), and so does a
  * corrupt frame (GC_E_CORRUPT / GC_E_CRC / GC_E_TRUNCATED / GC_E_LIMIT with a

@@ -62,7 +62,7 @@ inline size_t slot_buffer_bytes(size_t slot_bytes)
 /* The capacities piece_units fits a piece to. */
 struct SlotCaps {
     size_t in_cap, out_cap, meta_cap, scr_cap;
-    size_t slot_bytes; /* gc_gpu_config.batch_bytes as the context took it */
+    size_t slot_bytes; /* gc_gpu_config.piece_bytes as the context took it */
 };
 
 /* One piece of a job: units [u0, u0 + n), and where its bytes are. */

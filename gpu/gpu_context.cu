@@ -133,15 +133,15 @@ int ctx_alloc(gc_gpu_ctx *ctx, gc_error *err)
     GC_CUDA(cudaEventCreateWithFlags(&ctx->e_legacy, cudaEventDisableTiming));
     /* a slot holds batch bytes of input (or what a codec needs at least) and, a little expanded, of output;
      * scratch and metadata as the hungriest codec needs */
-    size_t b = ctx->batch;
+    size_t b = ctx->piece_bytes;
     for (size_t i = 0; i < kCodecCount; i++) /* e.g. bzip2's two 32 MiB segments */
         b = std::max(b, kCodecs[i]->min_slot_in);
     ctx->in_cap = slot_buffer_bytes(b);
     ctx->out_cap = ctx->in_cap;
     ctx->meta_cap = ctx->scr_cap = 0;
     for (size_t i = 0; i < kCodecCount; i++) {
-        ctx->meta_cap = std::max(ctx->meta_cap, kCodecs[i]->slot_meta(ctx->batch));
-        ctx->scr_cap = std::max(ctx->scr_cap, kCodecs[i]->slot_scratch(ctx->batch));
+        ctx->meta_cap = std::max(ctx->meta_cap, kCodecs[i]->slot_meta(ctx->piece_bytes));
+        ctx->scr_cap = std::max(ctx->scr_cap, kCodecs[i]->slot_scratch(ctx->piece_bytes));
     }
     ctx->slots.resize(ctx->ns);
     for (Slot &s : ctx->slots) {
@@ -187,10 +187,10 @@ extern "C" int gc_gpu_open(int dev, const gc_gpu_config *cfg, gc_gpu_ctx **out, 
         return gc_fail(err, GC_E_NOMEM, "gpu: out of host memory");
     pthread_mutex_init(&ctx->mu, nullptr);
     ctx->dev = dev;
-    ctx->ns = cfg && cfg->streams ? std::min(cfg->streams, kMaxSlots) : kDefaultSlots;
-    ctx->batch = cfg && cfg->batch_bytes ? cfg->batch_bytes : kDefaultSlotBytes;
-    if (ctx->batch < kMinSlotBytes)
-        ctx->batch = kMinSlotBytes;
+    ctx->ns = cfg && cfg->slots ? std::min(cfg->slots, kMaxSlots) : kDefaultSlots;
+    ctx->piece_bytes = cfg && cfg->piece_bytes ? cfg->piece_bytes : kDefaultSlotBytes;
+    if (ctx->piece_bytes < kMinSlotBytes)
+        ctx->piece_bytes = kMinSlotBytes;
     int rc = ctx_alloc(ctx, err);
     if (rc != GC_OK) {
         ctx_free(ctx);

@@ -84,23 +84,23 @@ constexpr int kSpanShifts = 64; /* CrcTablesT::xsp */
 
 /* Tables the kernels copy to shared memory or read directly, for one
  * polynomial and one block geometry: blocks of Threads threads, each owning a
- * kSeg-byte segment, so windows of Threads * kSeg bytes (warp_crc fixes the
- * segment and the warp's 2 KiB span; the thread count is free). */
+ * kCell-byte cell, so windows of Threads * kCell bytes (warp_crc fixes the
+ * cell and the warp's 2 KiB span; the thread count is free). */
 template <uint32_t Poly, int Threads>
 struct CrcTablesT {
     static_assert(Threads >= 32 && Threads <= 1024 && Threads % 32 == 0, "blocks of whole warps");
     static constexpr uint32_t kPoly = Poly;
     static constexpr int kThreads = Threads;
     static constexpr int kWarps = Threads / 32;
-    static constexpr uint32_t kWin = (uint32_t)Threads * kSeg; /* bytes of a block's window */
+    static constexpr uint32_t kWin = (uint32_t)Threads * kCell; /* bytes of a block's window */
 
-    uint32_t t8[8][256];    /* slicing-by-8 (building the others) */
-    uint32_t xp8[32];       /* x^(8*2^k) mod P  (reflected) */
-    uint32_t xi8[32];       /* x^(-8*2^k) mod P */
-    uint32_t kseg[Threads]; /* x^(8*kSeg*(Threads-1-t)): shift of thread t's segment to the window end */
+    uint32_t t8[8][256];     /* slicing-by-8 (building the others) */
+    uint32_t xp8[32];        /* x^(8*2^k) mod P  (reflected) */
+    uint32_t xi8[32];        /* x^(-8*2^k) mod P */
+    uint32_t kcell[Threads]; /* x^(8*kCell*(Threads-1-t)): shift of thread t's cell to the window end */
     /* multiplications by constants, by nibbles (see mul_nibbles):
      * wm[w][n][v] = (v << 4n) * x^(8*2048*(kWarps-1-w)): warp w's CRC moved to the end of
-     * its window (the constants kseg[32w + 31]);
+     * its window (the constants kcell[32w + 31]);
      * xpn[k][n][v] = (v << 4n) * x^(8*2^k) and xin[k][n][v] = (v << 4n) * x^(-8*2^k):
      * a CRC moved on or back by 2^k bytes (see mul_xpow8) */
     uint32_t wm[kWarps][8][16];
@@ -112,7 +112,7 @@ struct CrcTablesT {
     /* tensor-core CRC (warp_crc in crc32c_device.cuh):
      * mb[2s + j/2][l][2(j&1) + r]: register b_r of lane l's B fragment for
      * k-step s and n-tile j (bit i: CRC bit 8j + l/4 of data bit i of word
-     * 4s + 2r of segment l%4, 256-byte rows);
+     * 4s + 2r of cell l%4, 256-byte rows);
      * mr[2h + p][v][l]: the CRC bits that the 4-bit value v stands for in lane
      * l's part of row l/4 + 8h (bytes 2p, 2p + 1), moved to the warp's end. */
     uint32_t mb[8][32][4];
@@ -134,7 +134,7 @@ struct TileSum {
     uint32_t count;  /* run heads in the tile */
     int32_t first;   /* element index (chunk-relative) of the first head, or INT32_MAX */
     int32_t last;    /* ... of the last head, or -1 */
-    uint32_t maxgap; /* longest run between two heads of the tile that cross segments */
+    uint32_t maxgap; /* longest run between two heads of the tile that cross cells */
     uint32_t crcw;   /* raw CRC (init 0, no xor) of the tile's bytes over its window */
     uint32_t spec;   /* 1: the analysis pass wrote the tile's bytes where an all-stored frame has them */
 };
@@ -216,7 +216,7 @@ extern __shared__ __align__(16) uint32_t dyn_smem[];
  * dynamic shared memory on the current device, after lifting the kernel's
  * limit to dyn_smem (needed above 48 KiB). Cached per (kernel, device,
  * bytes): the two runtime calls behind it cost microseconds of host time,
- * and the pipeline launches every kernel once per slice.
+ * and the pipeline launches every kernel once per piece.
  */
 int resident_blocks_per_sm(const void *func, size_t dyn_smem, int *per_sm, gc_error *err);
 

@@ -353,7 +353,7 @@ void piece_d2h_done(Batch &b, Slot &sl)
     b.st.d2h_ms += ev_ms(sl.e_d0, sl.e_d1);
     if (s.codec->out_sized_on_device)
         b.st.d2h_ms += ev_ms(sl.e_k1, sl.e_m1);
-    b.st.slices++;
+    b.st.pieces++;
     if (!s.failed) {
         int rc = s.codec->piece_check(sl.p, sl.h_meta, &job.err);
         if (rc != GC_OK) {
@@ -527,7 +527,7 @@ extern "C" int gc_gpu_run_batch(gc_gpu_ctx *ctx, gc_gpu_job *jobs, size_t n_jobs
         b.ctx = ctx;
         b.jobs = jobs;
         b.n = n_jobs;
-        b.caps = SlotCaps{ ctx->in_cap, ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->batch };
+        b.caps = SlotCaps{ ctx->in_cap, ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->piece_bytes };
         bool fits = true;
         try {
             b.js.resize(n_jobs);

@@ -58,7 +58,7 @@ struct JobState {
 struct gc_gpu_ctx {
     int dev = 0;
     unsigned ns = 0;
-    size_t batch = 0, in_cap = 0, out_cap = 0, meta_cap = 0, scr_cap = 0;
+    size_t piece_bytes = 0, in_cap = 0, out_cap = 0, meta_cap = 0, scr_cap = 0;
     gcgpu::CrcTables *d_tab = nullptr;
     gcgpu::Crc32Tables *d_tab32 = nullptr;
     uint8_t *d_work = nullptr; /* a codec's working scratch, made on first use (SlotBuffers::d_work) */

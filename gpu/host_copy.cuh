@@ -6,7 +6,7 @@
  * used only under the context's mutex, so one submitter at a time. A copy is
  * a CopyTask cut into stripes that the workers (and the submitting thread,
  * through copy_pool_help, while it has nothing else to do) take in FIFO order,
- * so the copies of several pipeline slices run at once and each copy is spread
+ * so the copies of several pipeline pieces run at once and each copy is spread
  * over several cores. Completion is polled (copy_task_done), never waited on
  * with a lock: the pipeline's host loop polls CUDA events the same way.
  * No CUDA calls here.

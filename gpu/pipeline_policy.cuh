@@ -13,10 +13,10 @@
 namespace gcgpu {
 
 /* Slots (streams with their own staging and device buffers) per context:
- * gc_gpu_config.streams, this many when 0, at most kMaxSlots. */
+ * gc_gpu_config.slots, this many when 0, at most kMaxSlots. */
 constexpr unsigned kDefaultSlots = 3;
 constexpr unsigned kMaxSlots = 16;
-/* Input bytes one slot holds: gc_gpu_config.batch_bytes, this when 0, at
+/* Input bytes one slot holds: gc_gpu_config.piece_bytes, this when 0, at
  * least kMinSlotBytes. */
 constexpr size_t kDefaultSlotBytes = 64u << 20;
 constexpr size_t kMinSlotBytes = 64u << 10;

@@ -12,15 +12,15 @@
 namespace gcgpu {
 
 /* A block of 256 threads covers one 16 KiB window of memory aligned to 16
- * bytes; each thread owns a contiguous 64-byte segment of it (four 16-byte
- * vectors). A warp's 32 segments are 2 KiB of contiguous data, what the
+ * bytes; each thread owns a contiguous 64-byte cell of it (four 16-byte
+ * vectors). A warp's 32 cells are 2 KiB of contiguous data, what the
  * tensor-core CRC takes in one go (warp_crc); warps' CRCs combine with one
  * GF(2) multiply each. */
 constexpr int kThreads = 256;
-constexpr int kSeg = 64;
-constexpr uint32_t kWin = kThreads * kSeg; /* 16384 */
+constexpr int kCell = 64;
+constexpr uint32_t kWin = kThreads * kCell; /* 16384 */
 constexpr int kWarps = kThreads / 32;
-constexpr int kSpan = kSeg * 32; /* bytes of a warp's 32 segments: 2048 */
+constexpr int kSpan = kCell * 32; /* bytes of a warp's 32 cells: 2048 */
 constexpr int kWinLog2 = 14;
 static_assert(kWin == 1u << kWinLog2, "kWinLog2");
 

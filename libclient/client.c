@@ -11,6 +11,7 @@
 #include "client_async.h"
 #include "fdpass.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,7 +275,17 @@ int gpucomp_ping(gpucomp_client *c)
     return rc;
 }
 
-static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out)
+/* The fields added since 0.2.0 sit in what was padding: the structs keep
+ * their size and every older field its offset (the library's ABI). */
+#if defined(__x86_64__) || defined(__aarch64__)
+_Static_assert(sizeof(gpucomp_device_stats) == 192 && offsetof(gpucomp_device_stats, bytes_in_flight) == 184,
+               "gpucomp_device_stats layout changed");
+_Static_assert(sizeof(gpucomp_stats) == 3976 && offsetof(gpucomp_stats, devices) == 112 &&
+                   offsetof(gpucomp_stats, routing) == 3204,
+               "gpucomp_stats layout changed");
+#endif
+
+static void copy_lane(const Gpucomp__LaneStats *d, gpucomp_device_stats *out)
 {
     *out = (gpucomp_device_stats){
         .batches = d->batches,
@@ -290,6 +301,7 @@ static void copy_device(const Gpucomp__DeviceStats *d, gpucomp_device_stats *out
         .retired = d->retired != 0,
         .requests_in_flight = d->requests_in_flight,
         .bytes_in_flight = d->bytes_in_flight,
+        .gpu = d->gpu,
     };
     snprintf(out->name, sizeof out->name, "%s", d->name ? d->name : "");
 }
@@ -311,12 +323,14 @@ static void copy_stats(const Gpucomp__Stats *s, gpucomp_stats *out)
         .gpu_requests = s->gpu_requests,
         .registered_bytes = s->registered_bytes,
         .register_limit = s->register_limit,
+        .gpus = s->gpus,
+        .gpu_by_load = s->gpu_by_load > UINT32_MAX ? UINT32_MAX : (uint32_t)s->gpu_by_load,
     };
     snprintf(out->backend, sizeof out->backend, "%s", s->backend ? s->backend : "");
-    /* A daemon with more devices than the struct holds: report the first ones. */
-    size_t n = s->n_devices < GPUCOMP_MAX_DEVICES ? s->n_devices : GPUCOMP_MAX_DEVICES;
+    /* A daemon with more lanes than the struct holds: report the first ones. */
+    size_t n = s->n_lanes < GPUCOMP_MAX_DEVICES ? s->n_lanes : GPUCOMP_MAX_DEVICES;
     for (size_t i = 0; i < n; i++)
-        copy_device(s->devices[i], &out->devices[i]);
+        copy_lane(s->lanes[i], &out->devices[i]);
     out->gpu_devices = (uint32_t)n;
     size_t m = s->n_routing < GPUCOMP_MAX_CODECS ? s->n_routing : GPUCOMP_MAX_CODECS;
     for (size_t i = 0; i < m; i++)

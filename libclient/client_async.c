@@ -178,11 +178,11 @@ static int send_frames(gpucomp_client *c, int fd, const Gpucomp__Request *first,
         int fds[2] = { e->in_fd, e->out_fd };
         return client_io_send_frame_fds_timed(fd, &f, c->max_frame, fds, 2, c->timeout_ms, err);
     }
-    size_t piece = gc_wire_max_payload(c->max_frame);
+    size_t fragment = gc_wire_max_payload(c->max_frame);
     size_t off = 0;
     int rc;
     do {
-        size_t n = src_len - off < piece ? src_len - off : piece;
+        size_t n = src_len - off < fragment ? src_len - off : fragment;
         Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
         if (off == 0)
             r = *first;

@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Output frames are handed out in pieces of this. */
-#define FILE_OUT_PIECE ((size_t)1 << 20)
+/* Output frames are handed out through a buffer of this size. */
+#define FILE_OUT_BUFFER ((size_t)1 << 20)
 
 /* Whether the daemon can write the output into fd itself, from offset 0. */
 static bool passable_output(int fd)
@@ -57,13 +57,13 @@ static int write_all(int fd, const uint8_t *p, size_t n, gc_error *err)
 /* Run s to its final frame; output frames, if any, go to out_fd. */
 static int run_to_end(gpucomp_stream *s, int out_fd, gc_error *err)
 {
-    uint8_t *buf = malloc(FILE_OUT_PIECE);
+    uint8_t *buf = malloc(FILE_OUT_BUFFER);
     if (!buf)
         return gc_fail(err, GC_E_NOMEM, "cannot allocate an output buffer");
     int rc = GC_OK;
     for (;;) {
         gpucomp_inbuf in = { 0 };
-        gpucomp_outbuf out = { .dst = buf, .size = FILE_OUT_PIECE, .pos = 0 };
+        gpucomp_outbuf out = { .dst = buf, .size = FILE_OUT_BUFFER, .pos = 0 };
         size_t pending = 0;
         rc = gpucomp_stream_run(s, &in, &out, GPUCOMP_END, &pending);
         if (rc == GC_OK && out.pos)

@@ -3,7 +3,7 @@
  * reassembly of the response (docs/PROTOCOL.md, "Requests" and "Responses").
  *
  * The client has at most one request in flight, so any frame that is not
- * the next piece of that request's response is a protocol violation. After
+ * the next frame of that request's response is a protocol violation. After
  * one, the socket may sit in the middle of a frame or a response: the
  * connection is closed rather than guessed at. Only a complete error
  * response from the daemon leaves the connection usable.
@@ -36,7 +36,7 @@ static void fill_first(Gpucomp__Request *r, const client_req *req)
     r->max_output = req->max_output;
 }
 
-/* The piece [off, off+n) of req as a frame. */
+/* The fragment [off, off+n) of req's input as a frame. */
 static void fill_request(Gpucomp__Request *r, const client_req *req, uint64_t id, size_t off, size_t n)
 {
     r->id = id;
@@ -68,11 +68,11 @@ static int send_request(gpucomp_client *c, const client_req *req, uint64_t id)
 {
     if (req->via_fd)
         return send_fd_request(c, req, id);
-    size_t piece = gc_wire_max_payload(c->max_frame); /* > 0: max_frame >= GC_WIRE_MIN_MAX_FRAME */
+    size_t fragment = gc_wire_max_payload(c->max_frame); /* > 0: max_frame >= GC_WIRE_MIN_MAX_FRAME */
     size_t off = 0;
     int rc;
     do {
-        size_t n = req->src_len - off < piece ? req->src_len - off : piece;
+        size_t n = req->src_len - off < fragment ? req->src_len - off : fragment;
         Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
         fill_request(&r, req, id, off, n);
         Gpucomp__Frame f = GPUCOMP__FRAME__INIT;

@@ -126,9 +126,9 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
         return GC_OK;
     size_t left = in->size - in->pos;
     uint64_t n = credit(s);
-    size_t piece = gc_wire_max_payload(s->c->max_frame);
+    size_t fragment = gc_wire_max_payload(s->c->max_frame);
     n = n < left ? n : left;
-    n = n < piece ? n : piece;
+    n = n < fragment ? n : fragment;
     bool takes_all = n == left;
     bool last = takes_all && op == GPUCOMP_END;
     bool flush = takes_all && op == GPUCOMP_FLUSH && s->flushed_at != s->sent + n;

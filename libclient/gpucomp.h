@@ -82,7 +82,10 @@ typedef struct gpucomp_options {
 #define GPUCOMP_MAX_DEVICES 16
 #define GPUCOMP_MAX_CODECS 8
 
-/* One accelerator's counters (times summed over its batches, from CUDA events). */
+/* One lane's counters (times summed over its batches, from CUDA events). A
+ * lane is one scheduler thread with its own context on a GPU; a GPU has
+ * several (gpucompd --device-lanes). The type and field names say "device"
+ * for what is a lane: they are kept for the library's ABI. */
 typedef struct gpucomp_device_stats {
     char name[96];
     uint64_t batches;
@@ -99,6 +102,7 @@ typedef struct gpucomp_device_stats {
     /* The load the daemon routes new work by (to the device with the fewest
      * bytes, then requests): submitted and not yet completed, queued or running. */
     uint32_t requests_in_flight;
+    uint32_t gpu;             /* the GPU this lane runs on (CUDA device index) */
     uint64_t bytes_in_flight; /* their input bytes */
 } gpucomp_device_stats;
 
@@ -116,14 +120,18 @@ typedef struct gpucomp_stats {
     uint64_t memory_budget;
     uint64_t cpu_requests;
     uint64_t gpu_requests;
-    char backend[16];     /* "cpu" or "gpu" */
-    uint32_t gpu_devices; /* entries used in devices[] */
-    gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES];
-    uint64_t registered_bytes; /* client memory registered now (gpucomp_register_fd) */
-    uint64_t register_limit;   /* most the daemon registers at once (gpucompd --register-limit) */
-    uint32_t n_routing;        /* entries used in routing[] */
+    char backend[16];                                  /* "cpu" or "gpu" */
+    uint32_t gpu_devices;                              /* lanes: entries used in devices[] */
+    uint32_t gpus;                                     /* GPUs behind those lanes (0 from an older daemon) */
+    gpucomp_device_stats devices[GPUCOMP_MAX_DEVICES]; /* one per lane */
+    uint64_t registered_bytes;                         /* client memory registered now (gpucomp_register_fd) */
+    uint64_t register_limit; /* most the daemon registers at once (gpucompd --register-limit) */
+    uint32_t n_routing;      /* entries used in routing[] */
     char routing[GPUCOMP_MAX_CODECS]
                 [96]; /* per codec, where its requests run: "rle: gpu from N bytes, else cpu" */
+    /* Requests run on a lane below their codec's break-even because the CPU
+     * pool had no free worker (routing by load; saturates). */
+    uint32_t gpu_by_load;
 } gpucomp_stats;
 
 typedef struct gpucomp_client gpucomp_client;

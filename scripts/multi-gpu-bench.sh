@@ -129,17 +129,17 @@ start_daemon() {
     exit 1
 }
 stats() { "$GPUCOMP" --socket "$SOCK" --stats --json; }
-# spread BEFORE AFTER: per device, requests and GiB served between two STATS snapshots
+# spread BEFORE AFTER: per GPU (its lanes summed), requests and GiB served between two STATS snapshots
 spread() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 per = {}
-for d in b["devices"]:
+for d in b["lanes"]:
     gpu = d["name"].split()[0].split(".")[0]          # "gpu1.0 (NVIDIA ...)" -> "gpu1"
     per.setdefault(gpu, [0, 0])
     per[gpu][0] += d["requests"]; per[gpu][1] += d["bytes_in"]
-for d in a["devices"]:
+for d in a["lanes"]:
     gpu = d["name"].split()[0].split(".")[0]
     per[gpu][0] -= d["requests"]; per[gpu][1] -= d["bytes_in"]
 cpu = b["cpu_requests"] - a["cpu_requests"]
@@ -220,7 +220,7 @@ whole() {
 for g in $COUNTS; do
     echo "== $g GPU(s): CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(( g - 1 )))"
     start_daemon "$g"
-    stats | python3 -c 'import json,sys; print("  devices:", ", ".join(d["name"] for d in json.load(sys.stdin)["devices"]))'
+    stats | python3 -c 'import json,sys; print("  lanes:", ", ".join(d["name"] for d in json.load(sys.stdin)["lanes"]))'
     many "$g" "rle c, $CLIENTS clients" rle-c manyfd "$CLIENTS" "$MIB" "$ROUNDS"
     many "$g" "rle d, $CLIENTS clients" rle-d manyfd-dec "$CLIENTS" "$MIB" "$ROUNDS"
     many "$g" "bzip2 c, $CLIENTS clients" bzip2-c bzip2-many "$TEXT" "$CLIENTS" "$MIB" 9 "$BZ2_ROUNDS"
@@ -271,8 +271,8 @@ import json, sys
 s = json.load(open(sys.argv[1])); victim = sys.argv[2]
 # "gpu0.1 (NVIDIA ...)" is lane gpu0.1 of device gpu0: a victim names either
 hit = lambda d: d["name"].split()[0] == victim or d["name"].split()[0].split(".")[0] == victim
-bad = [d for d in s["devices"] if hit(d)]
-rest = [d for d in s["devices"] if not hit(d)]
+bad = [d for d in s["lanes"] if hit(d)]
+rest = [d for d in s["lanes"] if not hit(d)]
 ok = s["requests_failed"] == 0 and bad and all(d["retired"] for d in bad) and not any(d["retired"] for d in rest)
 ok = ok and rest and sum(d["requests"] for d in rest) > 0
 print(("ok" if ok else "FAILED") + f": requests failed {s['requests_failed']}, ok {s['requests_ok']}; "

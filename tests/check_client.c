@@ -1094,14 +1094,14 @@ START_TEST(test_garbage_frame_rejected)
 }
 END_TEST
 
-/* STATS with counters and two devices; then a STATS answer without them. */
+/* STATS with counters and two lanes; then a STATS answer without them. */
 static void serve_stats(fake *f)
 {
     if (!handshake(f) || !read_request(f))
         return;
     if (f->op != GPUCOMP__OP__OP_STATS)
         complain(f, "op %d, expected STATS", f->op);
-    Gpucomp__DeviceStats d0 = GPUCOMP__DEVICE_STATS__INIT, d1 = GPUCOMP__DEVICE_STATS__INIT;
+    Gpucomp__LaneStats d0 = GPUCOMP__LANE_STATS__INIT, d1 = GPUCOMP__LANE_STATS__INIT;
     d0.name = (char *)"NVIDIA H100";
     d1.name = (char *)"emulated1";
     d1.batches = 5;
@@ -1117,7 +1117,8 @@ static void serve_stats(fake *f)
     d1.retired = true;
     d1.requests_in_flight = 3;
     d1.bytes_in_flight = 5ull << 32;
-    Gpucomp__DeviceStats *devs[2] = { &d0, &d1 };
+    d1.gpu = 1;
+    Gpucomp__LaneStats *devs[2] = { &d0, &d1 };
     Gpucomp__Stats st = GPUCOMP__STATS__INIT;
     st.uptime_ms = 123456;
     st.connections = 3;
@@ -1132,8 +1133,10 @@ static void serve_stats(fake *f)
     st.cpu_requests = 3;
     st.gpu_requests = 7;
     st.backend = (char *)"gpu";
-    st.n_devices = 2;
-    st.devices = devs;
+    st.n_lanes = 2;
+    st.lanes = devs;
+    st.gpus = 2;
+    st.gpu_by_load = (uint64_t)UINT32_MAX + 5; /* the library's 32-bit counter saturates */
     Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
     r.id = f->id;
     r.last = true;
@@ -1184,6 +1187,10 @@ START_TEST(test_stats)
     ck_assert_int_ne(st.devices[1].retired, 0);
     ck_assert_uint_eq(st.devices[1].requests_in_flight, 3);
     ck_assert_uint_eq(st.devices[1].bytes_in_flight, 5ull << 32);
+    ck_assert_uint_eq(st.devices[0].gpu, 0);
+    ck_assert_uint_eq(st.devices[1].gpu, 1);
+    ck_assert_uint_eq(st.gpus, 2);
+    ck_assert_uint_eq(st.gpu_by_load, UINT32_MAX);
     ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_E_PROTOCOL);
     ck_assert_contains(gpucomp_last_error(c), "without statistics");
     gpucomp_close(c);

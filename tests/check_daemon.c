@@ -534,11 +534,11 @@ START_TEST(test_cli_stats_json)
                   "o = json.load(sys.stdin)\n"
                   "want = \"uptime_ms connections requests_ok requests_failed bytes_in bytes_out "
                   "worker_threads queue_depth memory_in_use memory_budget cpu_requests gpu_requests "
-                  "backend gpu_devices devices registered_bytes register_limit n_routing routing\"\n"
+                  "backend gpus gpu_by_load n_lanes lanes registered_bytes register_limit n_routing routing\"\n"
                   "missing = [k for k in want.split() if k not in o]\n"
                   "assert not missing, missing\n"
                   "assert o[\"requests_ok\"] >= 1 and o[\"bytes_in\"] >= 100000, o\n"
-                  "assert isinstance(o[\"devices\"], list) and len(o[\"devices\"]) == o[\"gpu_devices\"]\n"
+                  "assert isinstance(o[\"lanes\"], list) and len(o[\"lanes\"]) == o[\"n_lanes\"]\n"
                   "assert isinstance(o[\"routing\"], list) and len(o[\"routing\"]) == o[\"n_routing\"] >= 1\n"
                   "assert all(isinstance(r, str) for r in o[\"routing\"])\n"
                   "' < %s/stats.json",

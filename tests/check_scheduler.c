@@ -302,11 +302,132 @@ START_TEST(test_stats_show_load_per_device)
                      0);
     ck_assert_int_eq(
         run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
-                  "d = json.load(sys.stdin)[\"devices\"]\n"
+                  "d = json.load(sys.stdin)[\"lanes\"]\n"
                   "assert len(d) == 2, d\n"
                   "assert all(x[\"requests_in_flight\"] == 0 == x[\"bytes_in_flight\"] for x in d), d'",
                   cli, dut.socket_path),
         0);
+}
+END_TEST
+
+/* Two GPUs of two lanes each: STATS, gpucomp --stats and its JSON call them
+ * 2 GPUs and 4 lanes, each lane with the GPU it runs on. */
+START_TEST(test_stats_name_gpus_and_lanes)
+{
+    const char *args[] = { "--gpu", "emulate", "--emulated-devices", "2", "--device-lanes", "2", NULL };
+    test_daemon_start(&dut, args);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.gpus, 2);
+    ck_assert_uint_eq(st.gpu_devices, 4);
+    for (unsigned k = 0; k < 4; k++)
+        ck_assert_uint_eq(st.devices[k].gpu, k / 2);
+    ck_assert_str_eq(st.devices[3].name, "emulated1.1");
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    const char *sock = dut.socket_path;
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -q 'backend: *gpu (2 GPUs, 4 lanes)$'", cli, sock),
+                     0);
+    ck_assert_int_eq(
+        run_shell("'%s' --socket %s --stats | grep -q '^  lane 3: *emulated1.1 on GPU 1$'", cli, sock), 0);
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats --json | python3 -c 'import json,sys\n"
+                               "o = json.load(sys.stdin)\n"
+                               "assert o[\"gpus\"] == 2 and o[\"n_lanes\"] == 4, o\n"
+                               "assert [x[\"gpu\"] for x in o[\"lanes\"]] == [0, 0, 1, 1], o'",
+                               cli, sock),
+                     0);
+}
+END_TEST
+
+/* ---- routing by load --------------------------------------------------------- */
+
+static void *small_bzip2_client(void *arg)
+{
+    gpucomp_client *c = connect_or_fail();
+    round_trip(c, GPUCOMP_CODEC_BZIP2, (1u << 20) + (size_t)(uintptr_t)arg, 100 + (uint64_t)(uintptr_t)arg);
+    gpucomp_close(c);
+    return NULL;
+}
+
+/* One CPU worker and bzip2 round trips below bzip2's break-even (4 MiB). */
+static void start_one_worker(const char *mode)
+{
+    const char *args[] = {
+        "--gpu", mode, "--workers", "1", "--device-lanes", "1", "--batch-wait-us", "1000", NULL
+    };
+    test_daemon_start(&dut, args);
+}
+
+/* A lone small request on an idle daemon runs where it is fastest: the CPU. */
+START_TEST(test_lone_small_request_stays_on_cpu)
+{
+    start_one_worker("emulate");
+    gpucomp_client *c = connect_or_fail();
+    ck_assert_int_eq(round_trip(c, GPUCOMP_CODEC_BZIP2, 1u << 20, 7), GPUCOMP_BACKEND_CPU);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    ck_assert_uint_eq(st.devices[0].requests, 0);
+    ck_assert_uint_eq(st.gpu_by_load, 0);
+    ck_assert_uint_eq(st.cpu_requests, 2);
+    gpucomp_close(c);
+}
+END_TEST
+
+static void run_small_bzip2_clients(unsigned n)
+{
+    pthread_t t[16];
+    ck_assert_uint_le(n, 16);
+    for (uintptr_t i = 0; i < n; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, small_bzip2_client, (void *)i), 0);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
+/* Small requests while the one worker is busy: the idle lane takes some of
+ * them (compress and decompress alike), every round trip still exact, and
+ * STATS counts them as routed by load. */
+START_TEST(test_small_requests_go_to_idle_lane_when_cpu_queued)
+{
+    start_one_worker("emulate");
+    enum { N = 8 };
+    run_small_bzip2_clients(N);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.cpu_requests + st.gpu_requests, 2 * N);
+    ck_assert_uint_gt(st.devices[0].requests, 0);
+    ck_assert_uint_gt(st.cpu_requests, 0); /* the first found the worker free */
+    /* every request on the lane was below its break-even: all routed by load */
+    ck_assert_uint_eq(st.gpu_by_load, st.devices[0].requests + st.devices[0].fallbacks);
+    const char *cli = getenv("GPUCOMP");
+    ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
+    ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -q 'routed by load:  %u requests'", cli,
+                               dut.socket_path, st.gpu_by_load),
+                     0);
+}
+END_TEST
+
+/* The same on a device that hands every compress back and refuses every
+ * bzip2 stream (as the GPU may below its break-even): what the lane took by
+ * load reruns on the CPU engine, every round trip still exact. */
+START_TEST(test_small_requests_declined_by_lane_rerun_on_cpu)
+{
+    start_one_worker("emulate-limit");
+    enum { N = 8 };
+    run_small_bzip2_clients(N);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.gpu_requests, 0);
+    ck_assert_uint_eq(st.cpu_requests, 2 * N);
+    ck_assert_uint_gt(st.gpu_by_load, 0);
+    ck_assert_uint_eq(st.devices[0].fallbacks, st.gpu_by_load);
 }
 END_TEST
 
@@ -1502,6 +1623,10 @@ int main(void)
     tcase_add_test(tc, test_devices_share_the_work);
     tcase_add_test(tc, test_failed_device_retired_others_serve);
     tcase_add_test(tc, test_stats_show_load_per_device);
+    tcase_add_test(tc, test_stats_name_gpus_and_lanes);
+    tcase_add_test(tc, test_lone_small_request_stays_on_cpu);
+    tcase_add_test(tc, test_small_requests_go_to_idle_lane_when_cpu_queued);
+    tcase_add_test(tc, test_small_requests_declined_by_lane_rerun_on_cpu);
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);
     tcase_add_test(tc, test_injected_failure_of_one_lane);
     tcase_add_test(tc, test_queued_work_of_a_failed_device_moves_on);

@@ -66,7 +66,7 @@ bool gcd_send_response_ref(gcd_output *o, Gpucomp__Response *resp, const uint8_t
     resp->payload.len = 0;
     size_t meta = gpucomp__response__get_packed_size(resp);
     uint8_t head[GC_WIRE_HEADER_SIZE + 2 * 10 + 2 + 256];
-    if (meta > 256) { /* cannot happen: a stream piece has no message */
+    if (meta > 256) { /* cannot happen: a stream fragment has no message */
         done(payload, len, arg);
         return false;
     }
@@ -168,10 +168,10 @@ void gcd_send_result(gcd_output *o, const gcd_request *r)
         queue_response(o, &resp);
         return;
     }
-    size_t piece = gc_wire_max_payload(o->cfg->max_frame);
+    size_t fragment = gc_wire_max_payload(o->cfg->max_frame);
     size_t sent = 0;
     do {
-        size_t n = r->output_len - sent < piece ? r->output_len - sent : piece;
+        size_t n = r->output_len - sent < fragment ? r->output_len - sent : fragment;
         Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
         resp.id = r->id;
         resp.status = GPUCOMP__STATUS__STATUS_OK;

@@ -35,6 +35,7 @@ typedef struct gcd_counters {
     uint64_t bytes_out;
     uint64_t cpu_requests;
     uint64_t gpu_requests;
+    uint64_t gpu_by_load; /* routed to a lane below their break-even: the CPU pool was queued */
 } gcd_counters;
 
 typedef struct gcd_server {

@@ -12,11 +12,11 @@
 #include "codec.h"
 #include "dispatch.h"
 
-static void fill_device(gcd_lane *b, Gpucomp__DeviceStats *d, char *name, size_t name_size)
+static void fill_lane(gcd_lane *b, Gpucomp__LaneStats *d, char *name, size_t name_size)
 {
     gcd_lane_stats bs;
     gcd_lane_get_stats(b, &bs);
-    gpucomp__device_stats__init(d);
+    gpucomp__lane_stats__init(d);
     snprintf(name, name_size, "%s", gcd_lane_name(b));
     d->name = name;
     d->batches = bs.batches;
@@ -33,6 +33,7 @@ static void fill_device(gcd_lane *b, Gpucomp__DeviceStats *d, char *name, size_t
     d->retired = bs.retired;
     d->requests_in_flight = bs.in_flight.requests;
     d->bytes_in_flight = bs.in_flight.bytes;
+    d->gpu = gcd_lane_gpu(b);
 }
 
 void gcd_stats_count(gcd_server *s, const gcd_request *r)
@@ -72,11 +73,13 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->register_limit = s->cfg.register_limit;
     st->backend = (char *)gcd_dispatch_backend(s);
     for (unsigned i = 0; i < s->n_lanes; i++) {
-        fill_device(s->lanes[i], &msg->devices[i], msg->names[i], sizeof msg->names[i]);
-        msg->device_ptrs[i] = &msg->devices[i];
+        fill_lane(s->lanes[i], &msg->lanes[i], msg->names[i], sizeof msg->names[i]);
+        msg->lane_ptrs[i] = &msg->lanes[i];
     }
-    st->n_devices = s->n_lanes;
-    st->devices = msg->device_ptrs;
+    st->n_lanes = s->n_lanes;
+    st->lanes = msg->lane_ptrs;
+    st->gpus = gcd_dispatch_gpus(s);
+    st->gpu_by_load = k->gpu_by_load;
     st->cpu_requests = k->cpu_requests;
     st->gpu_requests = k->gpu_requests;
     unsigned n_codecs;

@@ -8,8 +8,8 @@
 /* A Stats message with the storage its fields point to. */
 typedef struct gcd_stats_message {
     Gpucomp__Stats stats;
-    Gpucomp__DeviceStats devices[GCD_MAX_LANES];
-    Gpucomp__DeviceStats *device_ptrs[GCD_MAX_LANES];
+    Gpucomp__LaneStats lanes[GCD_MAX_LANES];
+    Gpucomp__LaneStats *lane_ptrs[GCD_MAX_LANES];
     char names[GCD_MAX_LANES][96];
     char routing[GCD_MAX_CODECS][96];
     char *routing_ptrs[GCD_MAX_CODECS];

@@ -43,7 +43,7 @@ typedef struct gcd_device_ops {
  * engine instead of to its client: the device cannot run the job
  * (GC_E_UNSUPPORTED), or a compressed stream outgrew the output the device
  * had for it (GC_E_LIMIT on a compress: bzip2's gc_gpu_bzip2_encode_cap,
- * rle's chunk over the device's slice). The CPU engine has no such limits.
+ * rle's chunk over the context's piece size). The CPU engine has no such limits.
  * A codec whose device verdicts are less exact than the CPU engine's
  * (codec.h gpu_reruns_failures: a bzip2 decompress) has every failure rerun.
  * Any other status is the request's answer (a GC_E_LIMIT on an rle
@@ -64,6 +64,7 @@ typedef struct gcd_device {
     const gcd_device_ops *ops;
     void *impl;
     char name[96];
+    unsigned gpu;  /* the GPU this context is of: CUDA device index, or the stand-in's number */
     bool has_cpus; /* run the device's lane threads on cpus: the CPUs near it (affinity.h) */
     cpu_set_t cpus;
 } gcd_device;

@@ -162,7 +162,10 @@ int gcd_device_gpu_open(gcd_device *d, unsigned index, uint64_t batch_bytes, gc_
     if (rc != GC_OK)
         return rc;
     d->has_cpus = near_cpus(index, info.pci_address, &d->cpus);
-    gc_gpu_config cfg = { .streams = 0, .batch_bytes = batch_bytes / 4 };
+    /* The default slots, each piece a quarter of a batch (--batch-bytes): a
+     * full batch spans several pieces, so one piece's copies overlap another's
+     * kernels within it. */
+    gc_gpu_config cfg = { .slots = 0, .piece_bytes = batch_bytes / 4 };
     gc_gpu_ctx *ctx;
     rc = open_near(index, &cfg, d, &ctx, err);
     if (rc != GC_OK)

@@ -79,6 +79,10 @@ typedef struct gcd_request {
     struct gcd_request *flight_prev, *flight_next; /* the connection's requests at the workers and lanes */
 } gcd_request;
 
+/* The one callback shape for handing a request on (a finished request, one
+ * to reroute, one to deliver); each use says which thread calls it. */
+typedef void (*gcd_request_fn)(gcd_request *r, void *ctx);
+
 /* Allocate a request from the first frame of its id (no payload copied yet). */
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first);
 

@@ -21,7 +21,7 @@
 
 /* Output frames of a stream carry at most this: small enough that both ends
  * reuse heap memory for them instead of faulting in fresh pages per frame. */
-#define STREAM_PIECE ((size_t)1 << 20)
+#define STREAM_FRAGMENT ((size_t)1 << 20)
 /* Past GCD_OUTPUT_HIGH_WATER (response.h) a stream takes no more parts, and none at all,
  * even with no part out, while this much is unread. */
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
@@ -164,7 +164,7 @@ static bool can_send(const gcd_stream *s)
     return s->set->serving(s->set->owner) && !s->answered;
 }
 
-static void piece_response(const gcd_stream *s, Gpucomp__Response *resp)
+static void fragment_response(const gcd_stream *s, Gpucomp__Response *resp)
 {
     *resp = (Gpucomp__Response)GPUCOMP__RESPONSE__INIT;
     resp->id = s->id;
@@ -172,10 +172,10 @@ static void piece_response(const gcd_stream *s, Gpucomp__Response *resp)
     resp->consumed = s->consumed;
 }
 
-static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
+static void send_fragment(gcd_stream *s, const uint8_t *data, size_t len)
 {
     Gpucomp__Response resp;
-    piece_response(s, &resp);
+    fragment_response(s, &resp);
     resp.payload.data = (uint8_t *)data;
     resp.payload.len = len;
     gcd_send_response(s->set->out, &resp);
@@ -185,7 +185,7 @@ static void send_piece(gcd_stream *s, const uint8_t *data, size_t len)
 static void send_credit(gcd_stream *s)
 {
     if (can_send(s) && s->in_fd < 0) /* a file stream's client sends no more input */
-        send_piece(s, NULL, 0);
+        send_fragment(s, NULL, 0);
 }
 
 static void fail(gcd_stream *s, const gc_error *err);
@@ -311,7 +311,7 @@ static bool write_out(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, 
     return true;
 }
 
-/* A copy of data to the output file (small pieces: headers, markers, spliced parts). */
+/* A copy of data to the output file (small ones: headers, markers, spliced parts). */
 static bool write_copy(gcd_stream *s, const void *data, size_t len)
 {
     uint8_t *copy = malloc(len ? len : 1);
@@ -392,7 +392,7 @@ static void fill_done(gcd_io_task *t)
     io_end(x);
 }
 
-/* A file stream whose codec cuts by reading the bytes: the next piece of the file into buf. */
+/* A file stream whose codec cuts by reading the bytes: the next span of the file into buf. */
 static void fill(gcd_stream *s)
 {
     if (s->in_fd < 0 || !s->cut_reads || s->filling || s->input_ended || s->answered)
@@ -422,10 +422,10 @@ static void fill(gcd_stream *s)
     fail(s, &err);
 }
 
-static size_t piece_size(const gcd_stream *s)
+static size_t fragment_size(const gcd_stream *s)
 {
-    size_t piece = gc_wire_max_payload(s->set->server->cfg.max_frame);
-    return piece < STREAM_PIECE ? piece : STREAM_PIECE;
+    size_t most = gc_wire_max_payload(s->set->server->cfg.max_frame);
+    return most < STREAM_FRAGMENT ? most : STREAM_FRAGMENT;
 }
 
 bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
@@ -434,11 +434,11 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
         return false;
     if (s->out_fd >= 0)
         return write_copy(s, data, len);
-    size_t piece = piece_size(s);
+    size_t fragment = fragment_size(s);
     const uint8_t *p = data;
     while (len) {
-        size_t n = len < piece ? len : piece;
-        send_piece(s, p, n);
+        size_t n = len < fragment ? len : fragment;
+        send_fragment(s, p, n);
         p += n;
         len -= n;
         s->out_total += n;
@@ -449,14 +449,14 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
 /* Output [from, to) of o's buffer, in frames that refer to it. False: the connection is closing. */
 static bool send_shared(gcd_stream *s, gcd_shared_output *o, size_t from, size_t to)
 {
-    size_t piece = piece_size(s), pieces = (to - from + piece - 1) / piece;
-    gcd_shared_output_ref(o, pieces);
-    for (size_t k = 0; k < pieces; k++) {
-        size_t n = to - from < piece ? to - from : piece;
+    size_t fragment = fragment_size(s), fragments = (to - from + fragment - 1) / fragment;
+    gcd_shared_output_ref(o, fragments);
+    for (size_t k = 0; k < fragments; k++) {
+        size_t n = to - from < fragment ? to - from : fragment;
         Gpucomp__Response resp;
-        piece_response(s, &resp);
+        fragment_response(s, &resp);
         if (!gcd_send_response_ref(s->set->out, &resp, o->buf + from, n, gcd_shared_output_done, o)) {
-            while (++k < pieces) /* the pieces never queued give their references back */
+            while (++k < fragments) /* the fragments never queued give their references back */
                 gcd_shared_output_unref(o);
             return false;
         }

@@ -11,7 +11,7 @@ struct gcd_completions {
     gcd_request_queue done;
     gcd_request *announced; /* progress_next-linked, newest first */
     struct event *wake;
-    gcd_deliver_fn deliver, progress;
+    gcd_request_fn deliver, progress;
     void *ctx;
 };
 
@@ -20,7 +20,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     gcd_completions_drain(arg);
 }
 
-gcd_completions *gcd_completions_new(struct event_base *base, gcd_deliver_fn deliver, gcd_deliver_fn progress,
+gcd_completions *gcd_completions_new(struct event_base *base, gcd_request_fn deliver, gcd_request_fn progress,
                                      void *ctx)
 {
     gcd_completions *q = calloc(1, sizeof *q);

@@ -21,10 +21,9 @@
 
 typedef struct gcd_completions gcd_completions;
 
-typedef void (*gcd_deliver_fn)(gcd_request *r, void *ctx); /* on the loop thread */
-
-/* NULL if out of memory. progress may be NULL: announcements are then dropped. */
-gcd_completions *gcd_completions_new(struct event_base *base, gcd_deliver_fn deliver, gcd_deliver_fn progress,
+/* deliver and progress are called on the loop thread. NULL if out of memory.
+ * progress may be NULL: announcements are then dropped. */
+gcd_completions *gcd_completions_new(struct event_base *base, gcd_request_fn deliver, gcd_request_fn progress,
                                      void *ctx);
 
 /* The first `final` bytes of r's output are final (the engine's thread; r->progress_to is the queue). */

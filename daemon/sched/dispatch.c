@@ -40,6 +40,7 @@ static bool open_device(gcd_server *s, unsigned index, unsigned lane, gcd_device
     }
     if (rc != GC_OK)
         gcd_log(LOG_WARNING, "GPU %u unusable, its work goes to the CPU engine: %s", index, err.msg);
+    dev->gpu = index;
     if (rc == GC_OK && s->cfg.device_lanes > 1) { /* name the lane: "gpu0 (...)" -> "gpu0.1 (...)" */
         char named[sizeof dev->name];
         const char *space = strchr(dev->name, ' ');
@@ -80,6 +81,9 @@ bool gcd_dispatch_init(gcd_server *s)
             gcd_log(LOG_INFO, "lane %s ready", gcd_lane_name(b));
         }
     }
+    if (s->n_lanes > 0)
+        gcd_log(LOG_INFO, "%u GPU%s, %u lane%s", gcd_dispatch_gpus(s), gcd_dispatch_gpus(s) == 1 ? "" : "s",
+                s->n_lanes, s->n_lanes == 1 ? "" : "s");
     if (s->cfg.gpu == GCD_GPU_AUTO && s->n_lanes > 0)
         gcd_device_gpu_enable_pinning();
     else if (s->n_lanes > 0)
@@ -94,7 +98,7 @@ bool gcd_dispatch_init(gcd_server *s)
  * completed, then fewest such requests. Bytes first: one 4 GiB request is
  * more load than sixty 16 MiB ones, and a slow device keeps its bytes longer.
  */
-static gcd_lane *least_loaded_device(gcd_server *s)
+static gcd_lane *least_loaded_lane(gcd_server *s)
 {
     gcd_lane *best = NULL;
     gcd_lane_load best_load = { 0 };
@@ -117,13 +121,42 @@ static uint64_t min_bytes(const gcd_server *s, const gcd_codec *codec, const gcd
     return codec->gpu_min_bytes ? codec->gpu_min_bytes(&s->cfg, r) : s->cfg.gpu_min_bytes;
 }
 
-/* A codec with a GPU backend that takes r, and enough bytes of work to pay for the trip. */
-static bool device_worthy(const gcd_server *s, const gcd_request *r)
+/* A codec with a GPU backend that takes r (whatever its size). */
+static bool device_takes(const gcd_request *r, const gcd_codec **codec)
 {
     if (gcd_request_is_registration(r))
         return false;
-    const gcd_codec *codec = gcd_codec_find(r->codec);
-    return codec && codec->gpu_takes && codec->gpu_takes(r) && codec->work_bytes(r) >= min_bytes(s, codec, r);
+    *codec = gcd_codec_find(r->codec);
+    return *codec && (*codec)->gpu_takes && (*codec)->gpu_takes(r);
+}
+
+/*
+ * Below its break-even a request still goes to the least-loaded lane when
+ * the CPU pool has no free worker (queued and running requests at least its
+ * threads: this one would wait) and that lane holds less than one batch
+ * (--batch-bytes) of input: it joins the lane's next batch instead of
+ * queueing behind the pool. A lone small request on an idle daemon finds a
+ * free worker and runs where it is fastest, on the CPU; lanes with a batch's
+ * worth queued already leave the rest to the pool.
+ */
+static bool pool_queued(const gcd_server *s)
+{
+    return gcd_workers_pending(s->workers) >= gcd_workers_threads(s->workers);
+}
+
+/* The lane r goes to, or NULL for the CPU pool; counts the requests routed by load. */
+static gcd_lane *route(gcd_server *s, const gcd_request *r)
+{
+    const gcd_codec *codec;
+    if (!device_takes(r, &codec))
+        return NULL;
+    gcd_lane *lane = least_loaded_lane(s);
+    if (!lane || codec->work_bytes(r) >= min_bytes(s, codec, r))
+        return lane;
+    if (!pool_queued(s) || gcd_lane_get_load(lane).bytes >= s->cfg.batch_bytes)
+        return NULL;
+    s->counters.gpu_by_load++;
+    return lane;
 }
 
 /*
@@ -136,7 +169,7 @@ static bool device_worthy(const gcd_server *s, const gcd_request *r)
 static void reroute(gcd_request *r, void *ctx)
 {
     gcd_server *s = ctx;
-    gcd_lane *dev = least_loaded_device(s);
+    gcd_lane *dev = least_loaded_lane(s);
     if (dev)
         gcd_lane_submit(dev, r);
     else
@@ -145,7 +178,7 @@ static void reroute(gcd_request *r, void *ctx)
 
 void gcd_dispatch_submit(gcd_server *s, gcd_request *r)
 {
-    gcd_lane *dev = device_worthy(s, r) ? least_loaded_device(s) : NULL;
+    gcd_lane *dev = route(s, r);
     if (dev)
         gcd_lane_submit(dev, r);
     else
@@ -179,6 +212,18 @@ void gcd_dispatch_describe(const gcd_server *s, const gcd_codec *codec, char *bu
             snprintf(buf, size, "%s: gpu from %llu bytes (compress), %llu (decompress), else cpu", codec->name, c,
                      d);
     }
+}
+
+unsigned gcd_dispatch_gpus(const gcd_server *s)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < s->n_lanes; i++) {
+        bool seen = false;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = gcd_lane_gpu(s->lanes[j]) == gcd_lane_gpu(s->lanes[i]);
+        n += !seen;
+    }
+    return n;
 }
 
 const char *gcd_dispatch_backend(const gcd_server *s)

@@ -15,7 +15,7 @@
 struct gcd_lane {
     gcd_device dev;
     gcd_lane_config cfg;
-    gcd_complete_fn complete;
+    gcd_request_fn complete;
     void *ctx;
 
     pthread_t thread;
@@ -244,7 +244,7 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_complete_fn complete, void *ctx)
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_request_fn complete, void *ctx)
 {
     gcd_lane *b = calloc(1, sizeof *b);
     if (!b) {
@@ -322,6 +322,11 @@ void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out)
 const char *gcd_lane_name(const gcd_lane *b)
 {
     return b->dev.name;
+}
+
+unsigned gcd_lane_gpu(const gcd_lane *b)
+{
+    return b->dev.gpu;
 }
 
 void gcd_lane_stop(gcd_lane *b)

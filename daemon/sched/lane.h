@@ -25,14 +25,11 @@
 
 typedef struct gcd_lane gcd_lane;
 
-/* Where a retired lane sends a request it had not yet run (on the lane's thread). */
-typedef void (*gcd_reroute_fn)(gcd_request *r, void *ctx);
-
 typedef struct gcd_lane_config {
     uint64_t max_batch_bytes;
     uint64_t max_wait_us;
     unsigned cpu_threads;   /* codec threads for the CPU fallback */
-    gcd_reroute_fn reroute; /* where a retired lane's unrun requests go (required) */
+    gcd_request_fn reroute; /* where a retired lane's unrun requests go, on the lane's thread (required) */
     void *reroute_ctx;
 } gcd_lane_config;
 
@@ -56,11 +53,9 @@ typedef struct gcd_lane_stats {
     bool retired;
 } gcd_lane_stats;
 
-/* Called on the lane thread for each finished request. */
-typedef void (*gcd_complete_fn)(gcd_request *r, void *ctx);
-
-/* Start the thread; takes ownership of dev. NULL on failure (dev closed). */
-gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_complete_fn complete, void *ctx);
+/* Start the thread; takes ownership of dev; complete is called on the lane
+ * thread for each finished request. NULL on failure (dev closed). */
+gcd_lane *gcd_lane_start(gcd_device *dev, const gcd_lane_config *cfg, gcd_request_fn complete, void *ctx);
 
 /* Queue a request (any thread). */
 void gcd_lane_submit(gcd_lane *b, gcd_request *r);
@@ -74,6 +69,7 @@ bool gcd_lane_accepting(gcd_lane *b);
 gcd_lane_load gcd_lane_get_load(gcd_lane *b);
 void gcd_lane_get_stats(gcd_lane *b, gcd_lane_stats *out);
 const char *gcd_lane_name(const gcd_lane *b);
+unsigned gcd_lane_gpu(const gcd_lane *b); /* the GPU the lane's context is of (gcd_device.gpu) */
 
 /* Finish queued work, stop the thread, close the device. */
 void gcd_lane_stop(gcd_lane *b);

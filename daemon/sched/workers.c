@@ -19,7 +19,7 @@ struct gcd_workers {
     atomic_uint pending; /* submitted and not yet handed to done */
     unsigned n_threads, codec_threads;
     pthread_t *threads;
-    gcd_done_fn done;
+    gcd_request_fn done;
     void *ctx;
 };
 
@@ -51,7 +51,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_done_fn done, void *ctx)
+gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_request_fn done, void *ctx)
 {
     gcd_workers *w = calloc(1, sizeof *w);
     if (!w)

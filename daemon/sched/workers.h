@@ -19,10 +19,9 @@
 
 typedef struct gcd_workers gcd_workers;
 
-typedef void (*gcd_done_fn)(gcd_request *r, void *ctx); /* on a worker thread */
-
-/* Start n threads (at least 1), each codec call using codec_threads. NULL if none could start. */
-gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_done_fn done, void *ctx);
+/* Start n threads (at least 1), each codec call using codec_threads; done is
+ * called on the worker thread for each finished request. NULL if none could start. */
+gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_request_fn done, void *ctx);
 
 /* Queue a request (loop thread). */
 void gcd_workers_submit(gcd_workers *w, gcd_request *r);

@@ -271,10 +271,12 @@ static const char *human(uint64_t n, char buf[32])
     return buf;
 }
 
-static void print_device(unsigned i, const gpucomp_device_stats *d)
+/* One lane (the library's gpucomp_device_stats: the name is kept for its ABI). */
+static void print_lane(unsigned i, const gpucomp_device_stats *d)
 {
     char a[32], b[32];
-    printf("  gpu %u:           %s%s\n", i, d->name, d->retired ? " (retired after a failure)" : "");
+    printf("  lane %u:          %s on GPU %u%s\n", i, d->name, d->gpu,
+           d->retired ? " (retired after a failure)" : "");
     printf("    requests:      %llu in %llu batches, %llu fell back to the cpu, queue %u\n",
            (unsigned long long)d->requests, (unsigned long long)d->batches, (unsigned long long)d->fallbacks,
            d->queue_depth);
@@ -289,8 +291,8 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     char a[32], b[32];
     const char *v = gpucomp_server_version(s->client);
     printf("gpucompd%s%s at %s\n", *v ? " " : "", v, socket_path(s));
-    printf("  backend:         %s (%u GPU device%s)\n", st->backend, st->gpu_devices,
-           st->gpu_devices == 1 ? "" : "s");
+    printf("  backend:         %s (%u GPU%s, %u lane%s)\n", st->backend, st->gpus, st->gpus == 1 ? "" : "s",
+           st->gpu_devices, st->gpu_devices == 1 ? "" : "s");
     printf("  uptime:          %.1f s\n", (double)st->uptime_ms / 1e3);
     printf("  connections:     %u\n", st->connections);
     printf("  worker threads:  %u\n", st->worker_threads);
@@ -305,8 +307,10 @@ static void print_stats(const cli_session *s, const gpucomp_stats *st)
     printf("  registered:      %s of %s limit\n", human(st->registered_bytes, a), human(st->register_limit, b));
     for (uint32_t i = 0; i < st->n_routing && i < GPUCOMP_MAX_CODECS; i++)
         printf("  routing:         %s\n", st->routing[i]);
+    printf("  routed by load:  %u requests below their break-even ran on a GPU (the cpu pool was queued)\n",
+           st->gpu_by_load);
     for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++)
-        print_device(i, &st->devices[i]);
+        print_lane(i, &st->devices[i]);
 }
 
 /* s as a JSON string: quotes, backslashes and control characters escaped; other bytes as they are. */
@@ -326,12 +330,13 @@ static void json_string(const char *s)
 
 #define JU64(name, v) printf("%s\"" name "\": %llu", sep, (unsigned long long)(v)), sep = ", "
 
-static void json_device(const gpucomp_device_stats *d)
+static void json_lane(const gpucomp_device_stats *d)
 {
     const char *sep = "";
     printf("{\"name\": ");
     json_string(d->name);
     sep = ", ";
+    JU64("gpu", d->gpu);
     JU64("batches", d->batches);
     JU64("requests", d->requests);
     JU64("bytes_in", d->bytes_in);
@@ -372,11 +377,14 @@ static void print_stats_json(const cli_session *s, const gpucomp_stats *st)
     JU64("gpu_requests", st->gpu_requests);
     JU64("registered_bytes", st->registered_bytes);
     JU64("register_limit", st->register_limit);
-    JU64("gpu_devices", st->gpu_devices);
-    printf(", \"devices\": [");
+    JU64("gpus", st->gpus);
+    JU64("gpu_by_load", st->gpu_by_load);
+    /* The library's devices[] and gpu_devices are lanes: named so here. */
+    JU64("n_lanes", st->gpu_devices);
+    printf(", \"lanes\": [");
     for (uint32_t i = 0; i < st->gpu_devices && i < GPUCOMP_MAX_DEVICES; i++) {
         fputs(i ? ", " : "", stdout);
-        json_device(&st->devices[i]);
+        json_lane(&st->devices[i]);
     }
     putchar(']');
     JU64("n_routing", st->n_routing);

@@ -375,8 +375,8 @@ int main(int argc, char **argv)
                 if (r == reps && ok)
                     printf("gpu batch (last run): %.3f s host wall, grow called %llu times, H2D %.2f ms, kernels "
                            "%.2f "
-                           "ms, D2H %.2f ms, %u slices\n",
-                           dt, grow_calls, bs.h2d_ms, bs.kernel_ms, bs.d2h_ms, bs.slices);
+                           "ms, D2H %.2f ms, %u pieces\n",
+                           dt, grow_calls, bs.h2d_ms, bs.kernel_ms, bs.d2h_ms, bs.pieces);
                 free(job.dst);
             }
             if (ok && !bt.empty()) {

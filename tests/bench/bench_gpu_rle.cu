@@ -48,7 +48,7 @@ extern "C" {
 #include "crc32c_device.cuh"
 #include "gpu_internal.cuh"
 #include "rle_encode_policy.cuh"
-#include "rle_segment.cuh"
+#include "rle_cell.cuh"
 
 #define CK(call)                                                                                   \
     do {                                                                                           \
@@ -119,7 +119,7 @@ __global__ void cmp_kernel(const uint8_t *a, const uint8_t *b, size_t n, unsigne
  * 16 KiB window, 64 contiguous bytes per thread, resident grid):
  *   read_only_kernel: the loads alone (an XOR of the words keeps them);
  *   read_crc_kernel: the loads and the window CRC32C exactly as the codec
- *   computes it (slicing-by-8 per segment, lane shift, warp XOR).
+ *   computes it (slicing-by-8 per cell, lane shift, warp XOR).
  * Every encode and decode reads (or writes) each byte once and checksums it,
  * so read_crc is the most either can reach without a cheaper CRC.
  */
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB)
     const int64_t nwin = n / gcgpu::kWin;
     uint32_t x = 0;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
-        const uint4 *p = reinterpret_cast<const uint4 *>(src + wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x);
+        const uint4 *p = reinterpret_cast<const uint4 *>(src + wi * gcgpu::kWin + gcgpu::kCell * threadIdx.x);
         uint4 a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + 2), d = __ldg(p + 3);
         x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
     }
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(gcgpu::kThreads, GC_ENC_MINB)
     const int64_t nwin = n / gcgpu::kWin;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
         uint32_t w[16];
-        gcgpu::load_seg(src, wi * gcgpu::kWin + gcgpu::kSeg * threadIdx.x, n, w);
+        gcgpu::load_cell(src, wi * gcgpu::kWin + gcgpu::kCell * threadIdx.x, n, w);
         uint32_t v = gcgpu::warp_crc(cs, w);
         v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if ((threadIdx.x & 31) == 0)
@@ -555,9 +555,9 @@ int main(int argc, char **argv)
             if (dec && r.ok)
                 r.ok = memcmp(out, pn_src, total) == 0;
             printf(
-                "%-34s %s: host %.1f ms, events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H %.1f ms, %u slices\n",
+                "%-34s %s: host %.1f ms, events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H %.1f ms, %u pieces\n",
                 r.what.c_str(), r.ok ? "ok" : "FAILED", r.s.host_ms, r.s.wall_ms, r.s.h2d_ms, r.s.kernel_ms,
-                r.s.d2h_ms, r.s.slices);
+                r.s.d2h_ms, r.s.pieces);
             prow.push_back(r);
         };
         for (int mode = 0; mode < 4; mode++)
@@ -727,9 +727,9 @@ int main(int argc, char **argv)
         auto print_row = [](const PRow &r) {
             printf("%-34s %s: host %.1f ms (first run %.1f), events %.1f ms, H2D %.1f ms, kernels %.1f ms, D2H "
                    "%.1f ms, "
-                   "%u slices\n",
+                   "%u pieces\n",
                    r.what.c_str(), r.ok ? "ok" : "FAILED", r.s.host_ms, r.first_host_ms, r.s.wall_ms, r.s.h2d_ms,
-                   r.s.kernel_ms, r.s.d2h_ms, r.s.slices);
+                   r.s.kernel_ms, r.s.d2h_ms, r.s.pieces);
         };
         if (mf_ok) {
             PRow r;
@@ -813,13 +813,13 @@ int main(int argc, char **argv)
                2 * n / copy_ms / 1e6, ceil_read, ceil_crc);
     }
     if (!prow.empty()) {
-        printf("\n### Batch pipeline (gc_gpu_run_batch, %.1f GiB of mixed data, 3 streams, 64 MiB slices, %s)\n\n",
+        printf("\n### Batch pipeline (gc_gpu_run_batch, %.1f GiB of mixed data, 3 slots, 64 MiB pieces, %s)\n\n",
                pipe_gib, info.name);
         printf("Rows without \"1 job\" or \"memfd\": %.1f GiB as 256 MiB jobs. memfd rows: one job of the whole "
                "size from a "
                "PROT_READ MAP_SHARED|MAP_POPULATE memfd mapping into another (the daemon's path), second of two "
                "runs. "
-               "H2D / kernels / D2H: sums over the slices (CUDA events).\n\n",
+               "H2D / kernels / D2H: sums over the pieces (CUDA events).\n\n",
                pipe_gib);
         printf("| run | GB (original) | wall ms (host) | first run ms (host) | wall ms (events) | H2D ms | "
                "kernels ms | D2H ms | max(H2D,kern,D2H) / wall | GB/s (host wall) | ok |\n");

@@ -7,7 +7,7 @@
  * Every GPU stream must be the CPU engine's (bz2_compress, codecs/bzip2/bzip2.h)
  * byte for byte at the same level (docs/BZIP2.md is the contract), through
  * both the batch API (gc_gpu_run_batch: contexts with default settings, with
- * 32 MiB batch_bytes and with one stream; single jobs, many jobs of mixed
+ * 32 MiB piece_bytes and with one slot; single jobs, many jobs of mixed
  * sizes and levels in one batch, pinned host buffers, a batch shared with an
  * rle job) and the device-resident call (gc_gpu_bzip2_encode_device, with
  * scratch for one and for two 32 MiB segments per piece). The CPU stream is
@@ -344,7 +344,7 @@ struct DevBuf {
 };
 
 static gc_gpu_ctx *g_ctx;     /* default config: 3 streams, 64 MiB */
-static gc_gpu_ctx *g_small;   /* 3 streams, 32 MiB batch_bytes */
+static gc_gpu_ctx *g_small;   /* 3 slots, 32 MiB piece_bytes */
 static gc_gpu_ctx *g_one;     /* 1 stream, 32 MiB */
 static size_t g_scr1, g_scr2; /* scratch sizes for one / two segments per piece */
 static DevBuf g_scratch;      /* g_scr2 bytes (g_scr1 when --quick) */
@@ -782,7 +782,7 @@ static void test_segments(void)
         via_device(c.name.c_str(), c.data.data(), c.data.size(), 9, c.ref, blocks, 2);
         std::vector<Item> items = { { c.name, c.data.data(), c.data.size(), 9, &c.ref,
                                       gc_gpu_bzip2_encode_cap(c.data.size()) } };
-        via_batch(g_small, "32MiB", items); /* a job larger than the context's batch_bytes */
+        via_batch(g_small, "32MiB", items); /* a job larger than the context's piece_bytes */
         via_batch(g_ctx, "default", items, true);
     }
 }

@@ -936,7 +936,7 @@ int main(int argc, char **argv)
     }
 
     {
-        /* a chunk larger than the context's slices: GC_E_LIMIT for that job only */
+        /* a chunk larger than the context's pieces: GC_E_LIMIT for that job only */
         std::vector<uint8_t> src(3u << 20);
         gen(src.data(), src.size(), 1, LONG, 5);
         rle_options o = { 1, 2u << 20, 1 };
@@ -959,7 +959,7 @@ int main(int argc, char **argv)
         std::vector<uint8_t> ref = cpu_frame(src.data(), src.size(), 1, 1u << 16);
         result(rc == GC_OK && j[0].status == GC_E_LIMIT && j[1].status == GC_OK && j[1].dst_len == ref.size() &&
                    memcmp(dst2.data(), ref.data(), ref.size()) == 0 && j[2].status == GC_E_INVALID,
-               "chunk larger than batch_bytes, a job of no codec: an error for that job only (%s; %s)",
+               "chunk larger than piece_bytes, a job of no codec: an error for that job only (%s; %s)",
                j[0].err.msg, j[2].err.msg);
     }
 

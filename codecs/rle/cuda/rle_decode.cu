@@ -33,7 +33,7 @@
 
 #include "crc32c_device.cuh"
 #include "rle_decode_policy.cuh"
-#include "rle_segment.cuh"
+#include "rle_cell.cuh"
 
 namespace gcgpu {
 
@@ -196,8 +196,8 @@ __global__ void dec_map(DecK k)
     }
 }
 
-/* Sum of the stored lengths (each run length - 1) in a 64-byte segment. */
-__device__ __forceinline__ unsigned long long seg_len_sum(const uint32_t w[16], unsigned lw)
+/* Sum of the stored lengths (each run length - 1) in a 64-byte cell. */
+__device__ __forceinline__ unsigned long long cell_len_sum(const uint32_t w[16], unsigned lw)
 {
     unsigned long long s = 0;
     if (lw == 1) {
@@ -220,8 +220,8 @@ __device__ __forceinline__ unsigned long long seg_len_sum(const uint32_t w[16], 
     return s;
 }
 
-/* warp per rle item: the sum of its run lengths, read as 64-byte segments
- * (lane l takes segments l, l + 32, ...; the stored values are length - 1). */
+/* warp per rle item: the sum of its run lengths, read as 64-byte cells
+ * (lane l takes cells l, l + 32, ...; the stored values are length - 1). */
 template <int W>
 __global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
 {
@@ -240,9 +240,9 @@ __global__ void __launch_bounds__(kThreads) dec_sum(DecK k)
         unsigned long long s = 0;
         for (int64_t p = lo + 64 * lane; p < hi; p += 64 * 32) {
             uint32_t w[16];
-            load_seg_unaligned(k.rec, p, k.rec_len, w);
-            mask_seg_edges(w, 0, (int32_t)min(hi - p, (int64_t)64));
-            s += seg_len_sum(w, cd.lw);
+            load_cell_unaligned(k.rec, p, k.rec_len, w);
+            mask_cell_edges(w, 0, (int32_t)min(hi - p, (int64_t)64));
+            s += cell_len_sum(w, cd.lw);
         }
 #pragma unroll
         for (int o = 16; o; o >>= 1)
@@ -315,7 +315,7 @@ __host__ __device__ constexpr int span_head_words()
     return kSpan / W / 32;
 }
 
-/* This lane's 64/W bits of the span head bits (its segment's elements). */
+/* This lane's 64/W bits of the span head bits (its cell's elements). */
 template <int W>
 __device__ __forceinline__ uint64_t lane_heads(const uint32_t *hb, int lane)
 {
@@ -346,10 +346,10 @@ __device__ __forceinline__ uint32_t lanes_before(uint32_t v, int lane)
  * the item's output, counted from ib (offsets in 32 bits from there; the
  * item's bytes are [lo_i, hi_i), ib_c = ib - the chunk's start). The spans
  * are contiguous so that each span starts in the run where the previous one
- * ended: one binary search per warp and item instead of one per segment and
+ * ended: one binary search per warp and item instead of one per cell and
  * window. A span's run starts are walked by the whole warp, each lane taking
  * kWalkRuns<W> consecutive runs and setting their bits in the warp's shared
- * head bits hb, which each lane reads back as its segment's head mask; the
+ * head bits hb, which each lane reads back as its cell's head mask; the
  * heads of the lanes before it give the run of its first element. The warp's CRC runs on from span to span (the CRC so
  * far, XORed into a span's first word, comes out multiplied by x^(8*2048)),
  * so no block barrier is needed per window. Returns the raw CRC of the
@@ -365,7 +365,7 @@ __device__ __forceinline__ uint32_t expand_spans(const CrcSmem &cs, const uint32
     uint32_t rw = c0 == 0 ? 0 : run_of(s_start, nr, (uint32_t)((ib_c + kSpan * c0) / W));
     uint32_t crc = 0;
     for (int32_t c = c0; c < c1; c++) {
-        const int32_t a0 = kSpan * c, a = a0 + kSeg * lane;
+        const int32_t a0 = kSpan * c, a = a0 + kCell * lane;
         const uint32_t pc = (uint32_t)((ib_c + a0) / W);             /* the span's element 0 (exact: W | 16) */
         const uint32_t send = (uint32_t)(min(kSpan, hi_i - a0) / W); /* its elements inside the item */
         __syncwarp(); /* every lane has read the previous span's bits */
@@ -402,13 +402,13 @@ __device__ __forceinline__ uint32_t expand_spans(const CrcSmem &cs, const uint32
         __syncwarp();
         const uint64_t mine = lane_heads<W>(hb, lane);
         const uint32_t before = lanes_before(popc64(mine), lane);
-        const int32_t lo = max(a, lo_i), hi = min(a + kSeg, hi_i);
-        uint32_t w[16] = {}; /* segments outside the item's output count as zeros */
+        const int32_t lo = max(a, lo_i), hi = min(a + kCell, hi_i);
+        uint32_t w[16] = {}; /* cells outside the item's output count as zeros */
         if (hi > lo) {
             const int klo = (lo - a) / W, khi = (hi - a) / W;
             const uint64_t at_lo = mine & (1ull << klo); /* a run starting at the first element */
             expand_words<W>(rw + before + (at_lo != 0), mine & ~at_lo, s_sym32, klo, khi, w);
-            store_seg(iout, a, lo, hi, w);
+            store_cell(iout, a, lo, hi, w);
         }
         if (lane == 0)
             w[0] ^= crc;
@@ -453,12 +453,12 @@ __global__ void __launch_bounds__(kThreads, GC_DEC_MINB) dec_expand(DecK k)
         if (cd.mode == RLE_MODE_STORED) {
             int64_t s = ostart + (int64_t)kl * k.tl, e = min(s + (int64_t)k.tl, cend);
             int64_t w0 = s & ~(int64_t)15;
-            int64_t a = w0 + (int64_t)kSeg * threadIdx.x;
+            int64_t a = w0 + (int64_t)kCell * threadIdx.x;
             uint32_t w[16];
-            load_seg_unaligned(k.rec, rec + RLE_CHUNK_HEADER + (a - ostart), k.rec_len, w);
-            mask_seg(w, (int32_t)(s - a), (int32_t)(e - a)); /* within a tile of a */
+            load_cell_unaligned(k.rec, rec + RLE_CHUNK_HEADER + (a - ostart), k.rec_len, w);
+            mask_cell(w, (int32_t)(s - a), (int32_t)(e - a)); /* within a tile of a */
             uint32_t crc = window_crc(cs, w, red, wk);
-            store_seg(k.out, a, s, e, w);
+            store_cell(k.out, a, s, e, w);
             if (threadIdx.x == 0) {
                 k.item_crc[id] = crc;
                 k.item_wend[id] = w0 + kWin;

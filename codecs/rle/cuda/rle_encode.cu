@@ -5,8 +5,8 @@
  * stored chunks that the first could not write in place:
  *   1. enc_analyze: per tile (<= 16 KiB of one chunk, one block), each warp
  *      summarises its 2 KiB on its own (no block barrier): run-head count,
- *      first/last head, longest run crossing thread segments, and the raw
- *      CRC32C, all from the same load; every thread keeps its segment's
+ *      first/last head, longest run crossing thread cells, and the raw
+ *      CRC32C, all from the same load; every thread keeps its cell's
  *      run-head mask for enc_emit (64/W bits per 64 bytes); incompressible
  *      2 KiB pieces are also written where an all-stored frame has them
  *      (spec_store), so random input is read only here.
@@ -32,7 +32,7 @@
 
 #include "crc32c_device.cuh"
 #include "rle_encode_policy.cuh"
-#include "rle_segment.cuh"
+#include "rle_cell.cuh"
 
 namespace gcgpu {
 
@@ -49,7 +49,7 @@ struct EncK {
     uint32_t *warp_base; /* runs before each warp's 2 KiB in its chunk (kWarps per tile) */
     int32_t *warp_lastb; /* last head before each warp's 2 KiB in its chunk, or -1 */
     ChunkEnc *chunks;
-    void *heads; /* every thread segment's run-head mask, from enc_analyze (HeadMask<W>) */
+    void *heads; /* every thread cell's run-head mask, from enc_analyze (HeadMask<W>) */
     uint32_t *index;
     const unsigned long long *rec_off;
     uint8_t *out_base;
@@ -141,8 +141,8 @@ struct WarpSum {
     uint32_t spec; /* 1: spec_store wrote them (or the warp holds no bytes) */
 };
 
-/* A segment's run-head mask (one bit per element), as enc_analyze hands it to
- * enc_emit: emit then neither reads the input segment again nor recomputes
+/* A cell's run-head mask (one bit per element), as enc_analyze hands it to
+ * enc_emit: emit then neither reads the input cell again nor recomputes
  * the mask (it reads 64/W bits instead of 64 bytes). */
 template <int W>
 struct HeadMask;
@@ -169,8 +169,8 @@ __device__ __forceinline__ typename HeadMask<W>::T *head_masks(const EncK &k)
     return static_cast<typename HeadMask<W>::T *>(k.heads);
 }
 
-/* Word(s) just before segment offset a (zero when a == 0): the previous
- * lane's last words (its segment is the 64 bytes before a); lane 0 loads
+/* Word(s) just before cell offset a (zero when a == 0): the previous
+ * lane's last words (its cell is the 64 bytes before a); lane 0 loads
  * them. Called by whole warps. */
 template <int W>
 __device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_t limit, const uint32_t w[16],
@@ -191,7 +191,7 @@ __device__ __forceinline__ void prev_words(const uint8_t *src, int64_t a, int64_
 
 /* A tile's geometry in 32 bits, from its window's start g.w0 (a tile lies
  * inside a chunk, under 2^26 bytes): 64-bit compares and selects per thread
- * segment were several percent of enc_analyze's instructions. */
+ * cell were several percent of enc_analyze's instructions. */
 struct TileRel {
     int32_t s, e; /* the tile's bytes [s, e) */
     int32_t w0c;  /* g.w0 - the chunk's start (-15..-1 when the chunk starts unaligned) */
@@ -202,15 +202,15 @@ __device__ __forceinline__ TileRel tile_rel(const Geo &g)
     return TileRel{ (int32_t)(g.s - g.w0), (int32_t)(g.e - g.w0), (int32_t)(g.w0 - g.cstart) };
 }
 
-/* Per-thread run heads of its segment (ar bytes into the tile's window, at a). */
+/* Per-thread run heads of its cell (ar bytes into the tile's window, at a). */
 template <int W>
-__device__ __forceinline__ uint64_t seg_heads(const EncK &k, const TileRel &t, int64_t a, int32_t ar,
-                                              const uint32_t w[16])
+__device__ __forceinline__ uint64_t cell_heads(const EncK &k, const TileRel &t, int64_t a, int32_t ar,
+                                               const uint32_t w[16])
 {
     uint32_t pw, pw2;
     prev_words<W>(k.src, a, k.body_len, w, pw, pw2);
     uint64_t hm = head_mask<W>(w, pw, pw2);
-    const int32_t cr = -t.w0c - ar; /* the chunk's first byte, from the segment */
+    const int32_t cr = -t.w0c - ar; /* the chunk's first byte, from the cell */
     if (cr >= 0 && cr < 64)
         hm |= 1ull << (cr / W);
     const int32_t lo = max(t.s - ar, 0), hi = min(t.e - ar, 64);
@@ -272,9 +272,9 @@ __device__ __forceinline__ void spec_store(const EncK &k, const Geo &g, const Ti
     default: words_back<3>(p, w, o, tail); break;
     }
     const int32_t d0 = ar - 4 * (int32_t)q;
-    store_seg(dw, d0, t.s, t.e, o);
+    store_cell(dw, d0, t.s, t.e, o);
     if (q && ar < t.e && ar + 64 >= t.e) /* the tile's last bytes: no next lane writes them */
-        store_seg(dw, d0 + 64, t.s, t.e, tail);
+        store_cell(dw, d0 + 64, t.s, t.e, tail);
 }
 
 template <int W>
@@ -286,11 +286,11 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
     for (uint32_t id = blockIdx.x; id < k.ntiles; id += gridDim.x) {
         const Geo g = tile_geo(k, id);
         const TileRel t = tile_rel(g);
-        const int32_t ar = kSeg * (int32_t)threadIdx.x;
+        const int32_t ar = kCell * (int32_t)threadIdx.x;
         const int64_t a = g.w0 + ar;
         uint32_t w[16];
-        load_seg(k.src, a, k.body_len, w);
-        uint64_t heads = seg_heads<W>(k, t, a, ar, w);
+        load_cell(k.src, a, k.body_len, w);
+        uint64_t heads = cell_heads<W>(k, t, a, ar, w);
         HeadSum hs = hs_identity();
         if (heads) {
             const int32_t pos0 = (t.w0c + ar) / W; /* exact: the chunk starts at a multiple of W */
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
         uint32_t spec = 0;
         bool store = false;
         if (k.spec) {
-            const int32_t wlo = max(t.s, kSeg * 32 * warp), whi = min(t.e, kSeg * 32 * (warp + 1));
+            const int32_t wlo = max(t.s, kCell * 32 * warp), whi = min(t.e, kCell * 32 * (warp + 1));
             spec = whi <= wlo || (int32_t)hs.count * (W + 1) >= whi - wlo;
             store = spec && whi > wlo;
         }
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, GC_ENC_MINB) enc_analyze(EncK k)
             head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x] = (typename HeadMask<W>::T)heads;
         if (store)
             spec_store(k, g, t, a, ar, w);
-        mask_seg_edges(w, t.s - ar, t.e - ar);
+        mask_cell_edges(w, t.s - ar, t.e - ar);
         uint32_t v = warp_crc(cs, w);
         v = __reduce_xor_sync(0xffffffffu, v); /* one redux, not five shuffles */
         if (lane == 0)
@@ -656,14 +656,14 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
                 stored_copy(k, g.s, g.e, rec + RLE_CHUNK_HEADER + (g.s - g.cstart));
             continue;
         }
-        int64_t a = g.w0 + (int64_t)kSeg * threadIdx.x;
+        int64_t a = g.w0 + (int64_t)kCell * threadIdx.x;
         const uint64_t wi = (uint64_t)id * kWarps + (threadIdx.x >> 5);
         /* both loads at once: the mask is garbage where spec says so */
         uint64_t heads = head_masks<W>(k)[(uint64_t)id * kThreads + threadIdx.x];
         if (k.wsums[wi].spec) { /* enc_analyze kept no mask for this warp (see there) */
             uint32_t w[16];
-            load_seg(k.src, a, k.body_len, w);
-            heads = seg_heads<W>(k, tile_rel(g), a, (int32_t)(a - g.w0), w);
+            load_cell(k.src, a, k.body_len, w);
+            heads = cell_heads<W>(k, tile_rel(g), a, (int32_t)(a - g.w0), w);
         }
         int32_t pos0 = (int32_t)((a - g.cstart) / W);
         ScanPair mine{ (uint32_t)__popcll(heads), heads ? pos0 + 63 - __clzll((long long)heads) : -1 };
@@ -677,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, GC_EMIT_MINB) enc_emit(EncK k)
         /* Runs shorter than 16 bytes on average: nearly every line of the
          * input holds a symbol to load, and each turn of the run loop would
          * wait on memory for them; start bringing the lines in now. */
-        if (n_warp * 16 > (uint32_t)kSeg * 32 && a >= 0 && a < k.body_len)
+        if (n_warp * 16 > (uint32_t)kCell * 32 && a >= 0 && a < k.body_len)
             asm volatile("prefetch.L1 [%0];" ::"l"(k.src + a));
         uint16_t *list = heads_list[threadIdx.x >> 5];
         const uint32_t mine_off = pre.count - wbase;
@@ -710,9 +710,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     int64_t nwin = (len + kWin - 1) / kWin;
     for (int64_t wi = blockIdx.x; wi < nwin; wi += gridDim.x) {
-        int64_t a = wi * kWin + (int64_t)kSeg * threadIdx.x;
+        int64_t a = wi * kWin + (int64_t)kCell * threadIdx.x;
         uint32_t w[16];
-        load_seg(buf, a, len, w);
+        load_cell(buf, a, len, w);
         uint32_t c = window_crc(cs, w, red, wk);
         if (threadIdx.x == 0 && nwin == 1)
             *reinterpret_cast<uint32_t *>(buf + len) = crc_at_ref(tab, c, (uint64_t)(kWin - len), (uint64_t)len);

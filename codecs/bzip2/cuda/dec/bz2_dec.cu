@@ -714,7 +714,7 @@ int decode_group(gc_gpu_ctx *ctx, gc_gpu_job **jobs, size_t n, gc_gpu_batch_stat
     }
     bs->kernel_ms += d.st.scan_ms + d.st.huffman_ms + d.st.ibwt_ms + d.st.rle1_ms;
     bs->d2h_ms += d.st.output_ms;
-    bs->slices++;
+    bs->pieces++;
     for (JobRun &r : runs) {
         finish_job(r);
         bs->d2h_bytes += r.job->dst_len;

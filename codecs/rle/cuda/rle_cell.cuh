@@ -1,12 +1,12 @@
 /*
- * rle_segment.cuh - per-thread 64-byte segments: guarded loads, unaligned
+ * rle_cell.cuh - per-thread 64-byte cells: guarded loads, unaligned
  * loads by funnel shifts, and run-head masks for element widths 1/2/4/8.
  *
- * A segment is 16 little-endian words; element k of width W occupies bytes
+ * A cell is 16 little-endian words; element k of width W occupies bytes
  * [k*W, k*W+W). Head masks have bit k set when element k starts a run.
  */
-#ifndef GC_RLE_SEGMENT_CUH
-#define GC_RLE_SEGMENT_CUH
+#ifndef GC_RLE_CELL_CUH
+#define GC_RLE_CELL_CUH
 
 #include "gpu_internal.cuh"
 
@@ -42,7 +42,7 @@ __device__ __forceinline__ void load_vec_guarded(const uint8_t *base, int64_t of
 }
 
 /* 64 bytes at an aligned offset (fast path when fully inside). */
-__device__ __forceinline__ void load_seg(const uint8_t *base, int64_t off, int64_t limit, uint32_t w[16])
+__device__ __forceinline__ void load_cell(const uint8_t *base, int64_t off, int64_t limit, uint32_t w[16])
 {
     if (off >= 0 && off + 64 <= limit) {
         const uint4 *p = reinterpret_cast<const uint4 *>(base + off);
@@ -68,16 +68,16 @@ __device__ __forceinline__ void shift_words(const uint32_t a[20], uint32_t sh, u
 
 /* 64 bytes at any byte offset `sp` of a 16-byte aligned buffer of `limit`
  * bytes: five aligned vector loads and a funnel shift. */
-__device__ __forceinline__ void load_seg_unaligned(const uint8_t *base, int64_t sp, int64_t limit, uint32_t w[16])
+__device__ __forceinline__ void load_cell_unaligned(const uint8_t *base, int64_t sp, int64_t limit, uint32_t w[16])
 {
     int64_t a0 = sp & ~(int64_t)15;
     uint32_t r = (uint32_t)(sp - a0);
     if (r == 0) {
-        load_seg(base, a0, limit, w);
+        load_cell(base, a0, limit, w);
         return;
     }
     uint32_t a[20];
-    load_seg(base, a0, limit, a);
+    load_cell(base, a0, limit, a);
     load_vec_guarded(base, a0 + 64, limit, a + 16);
     uint32_t sh = 8 * (r & 3);
     switch (r >> 2) {
@@ -120,7 +120,7 @@ __device__ __forceinline__ void load_words_unaligned(const uint8_t *base, int64_
     }
 }
 
-/* Bytes of a 64-byte segment for elements [k, k+1): helpers by width. */
+/* Bytes of a 64-byte cell for elements [k, k+1): helpers by width. */
 template <int W>
 struct Elem;
 template <>
@@ -142,7 +142,7 @@ struct Elem<8> {
 
 /*
  * Raw run-head mask: bit k set when element k differs from element k-1 (the
- * element before the segment is given by the word(s) just before it: pw for
+ * element before the cell is given by the word(s) just before it: pw for
  * W<8, (pw, pw2) = low, high word of the 8-byte element for W=8).
  */
 template <int W>
@@ -197,13 +197,13 @@ __device__ __forceinline__ uint64_t bit_range(int lo, int hi)
     return up & ~dn;
 }
 
-/* Store the 64 bytes of a segment at out+off (off 16-aligned) keeping only
+/* Store the 64 bytes of a cell at out+off (off 16-aligned) keeping only
  * bytes in [lo, hi) (offsets from out): whole vectors where possible, bytes at
  * the edges (a neighbouring tile owns the other bytes of an edge vector).
  * Off: int64_t, or int32_t where the caller's offsets are relative to a
  * nearby base (half the compares and selects). */
 template <typename Off>
-__device__ __forceinline__ void store_seg(uint8_t *out, Off off, Off lo, Off hi, const uint32_t w[16])
+__device__ __forceinline__ void store_cell(uint8_t *out, Off off, Off lo, Off hi, const uint32_t w[16])
 {
 #pragma unroll
     for (int v = 0; v < 4; v++) {
@@ -228,7 +228,7 @@ __device__ __forceinline__ void store_seg(uint8_t *out, Off off, Off lo, Off hi,
 #define GC_HD_UNROLL
 #endif
 
-/* ---- decoder: one thread's output segment from a run tile -------------------- */
+/* ---- decoder: one thread's output cell from a run tile -------------------- */
 
 __host__ __device__ __forceinline__ uint32_t popc64(uint64_t v)
 {
@@ -279,11 +279,11 @@ __host__ __device__ __forceinline__ uint32_t run_of(const uint32_t *s_start, uin
 }
 
 /*
- * Fill the 16 words of a segment from a run tile's symbols in shared memory.
- *   r0: the run of the segment's element klo;
+ * Fill the 16 words of a cell from a run tile's symbols in shared memory.
+ *   r0: the run of the cell's element klo;
  *   hm: bit k set when a run starts at element k (klo < k < khi);
  *   s_sym32: the runs' symbols, readable 4 bytes past the last one;
- *   [klo, khi): the segment's elements inside the tile's output (klo < khi).
+ *   [klo, khi): the cell's elements inside the tile's output (klo < khi).
  * Bytes of elements outside [klo, khi) come out zero (the CRC relies on it).
  * Work is per word, not per element: each word takes its symbols with one byte
  * permutation (widths 1, 2) or one shared load (4, 8), the run index being a
@@ -294,7 +294,7 @@ __host__ __device__ __forceinline__ void expand_words(uint32_t r0, uint64_t hm, 
                                                       int khi, uint32_t w[16])
 {
     constexpr int N = Elem<W>::N;
-    if (hm == 0) { /* one run covers the segment's part */
+    if (hm == 0) { /* one run covers the cell's part */
         uint32_t v0, v1;
         if (W == 8) {
             v0 = s_sym32[2 * r0];
