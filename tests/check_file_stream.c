@@ -182,6 +182,43 @@ START_TEST(bzip2_sizes)
 }
 END_TEST
 
+/*
+ * A bzip2 file over two decompress parts (its parts are cut where a block
+ * magic is found, so the cut reads the file): many streams of one
+ * incompressible MiB each, as pbzip2 writes, decoded by a file stream to a
+ * file and in frames.
+ */
+START_TEST(bzip2_decompress_many_parts)
+{
+    start();
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    const size_t one = MiB, copies = 72;
+    uint8_t *data = malloc(one * copies);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, one, 0, one); /* random: the stream is a little over a MiB */
+    for (size_t k = 1; k < copies; k++)
+        memcpy(data + k * one, data, one);
+    size_t z1_len = 0;
+    uint8_t *z1 = whole(c, &o, false, data, one, &z1_len);
+    uint8_t *z = malloc(z1_len * copies);
+    ck_assert_ptr_nonnull(z);
+    for (size_t k = 0; k < copies; k++)
+        memcpy(z + k * z1_len, z1, z1_len);
+    ck_assert_uint_gt(z1_len * copies, 64 * MiB);
+    char z_path[160];
+    make_file("many.bz2", z, z1_len * copies, z_path);
+    check_file_call(c, &o, true, z_path, data, one * copies, true);
+    check_file_call(c, &o, true, z_path, data, one * copies, false);
+    unlink(z_path);
+    gpucomp_free(z1);
+    free(z);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- raw frames with hostile descriptors ---- */
 
 static int hello(void)
@@ -377,6 +414,7 @@ int main(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, rle_sizes);
     tcase_add_test(tc, bzip2_sizes);
+    tcase_add_test(tc, bzip2_decompress_many_parts);
     tcase_add_test(tc, hostile_descriptors);
     tcase_add_test(tc, input_shrinks_while_read);
     tcase_add_test(tc, daemon_killed_mid_file);

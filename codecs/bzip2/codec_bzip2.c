@@ -633,9 +633,16 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
     return GC_OK;
 }
 
+/* A decompress part ends where a block magic is found in the bytes; compress parts are whole segments. */
+static bool stream_cut_reads(const gcd_request *proto)
+{
+    return proto->op != GPUCOMP__OP__OP_COMPRESS;
+}
+
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
+    .cut_reads = stream_cut_reads,
     .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,
