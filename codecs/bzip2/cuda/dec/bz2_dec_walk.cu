@@ -208,4 +208,36 @@ int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, 
     return GC_OK;
 }
 
+void bz2_dec_walk_resume(DecWalk &w, const bz2_dstate &p, bool more)
+{
+    w.partial = true;
+    w.more = more;
+    w.pos = p.bit;
+    w.in_stream = p.in_stream != 0;
+    w.level = p.level ? p.level : 9;
+    w.combined = p.combined;
+    w.sno = p.stream_no;
+    w.bno = p.block_no;
+    w.seen_any = p.seen_any != 0;
+    if (p.garbage) /* nothing more is decoded: the rest is dropped */
+        w.done = w.garbage = true;
+}
+
+void bz2_dec_walk_part(const DecWalk &w, uint64_t len, bz2_dstate *p, size_t *used)
+{
+    bool was_garbage = p->garbage != 0;
+    *used = w.stopped ? (size_t)(w.pos / 8) : (size_t)len;
+    p->bit = w.stopped ? (unsigned)(w.pos % 8) : 0;
+    p->in_stream = w.in_stream;
+    p->level = w.level;
+    p->combined = w.combined;
+    p->stream_no = w.sno;
+    p->block_no = w.bno;
+    p->seen_any = w.seen_any || len > 0;
+    if (w.garbage && !was_garbage) {
+        p->garbage = 1;
+        p->garbage_at = w.garbage_at;
+    }
+}
+
 } // namespace gcgpu

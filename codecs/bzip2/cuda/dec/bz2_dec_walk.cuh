@@ -15,6 +15,7 @@
 
 #include "bz2_dec_policy.cuh"
 #include "bz2_dec_types.h"
+#include "bzip2.h" /* bz2_dstate: a stream's part resumes from it and stops in it */
 
 namespace gcgpu {
 
@@ -59,6 +60,15 @@ using DecPeek = std::function<int(uint64_t at, uint8_t out[16], gc_error *err)>;
  */
 int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, uint32_t c1, const DecCand *res,
                  const DecPeek &peek, std::vector<DecAccepted> &acc, uint32_t *next, gc_error *err);
+
+/* w (its len_bits set) resumes a stream's part from p, more input
+ * following or not (gc_gpu_job.part, part_more). */
+void bz2_dec_walk_resume(DecWalk &w, const bz2_dstate &p, bool more);
+
+/* Where a part's walk w over len input bytes stopped, as p (whose
+ * out_soft is kept) and *used: what bz2_decompress_part leaves for the
+ * same input. */
+void bz2_dec_walk_part(const DecWalk &w, uint64_t len, bz2_dstate *p, size_t *used);
 
 } // namespace gcgpu
 
