@@ -152,8 +152,9 @@ static int cpu_part(const uint8_t *src, size_t len, bool more, bz2_dstate *st, s
     return rc;
 }
 
-#define SAME(f) ck_assert_msg(g.f == c.f, "%s: " #f ": walk %llu, CPU engine %llu", what, (unsigned long long)g.f, \
-                              (unsigned long long)c.f)
+#define SAME(f)                                                                                        \
+    ck_assert_msg(g.f == c.f, "%s: " #f ": walk %llu, CPU engine %llu", what, (unsigned long long)g.f, \
+                  (unsigned long long)c.f)
 
 static void same_state(const char *what, const bz2_dstate &g, const bz2_dstate &c)
 {
@@ -244,8 +245,8 @@ static unsigned check_parts(const char *name, const Bytes &bz, size_t stride)
     for (size_t k = 0; k < cuts.size(); k++) {
         bool more = k + 1 < cuts.size();
         uint64_t to = more ? cuts[k + 1] : (uint64_t)bz.size() * 8;
-        std::string what = std::string(name) + ", part " + std::to_string(k + 1) + " at bit " +
-                           std::to_string(cuts[k]);
+        std::string what =
+            std::string(name) + ", part " + std::to_string(k + 1) + " at bit " + std::to_string(cuts[k]);
         int rc;
         bz2_dstate part = both_at_magic(bz, cuts[k], to, more, what.c_str(), &rc);
         ck_assert_msg(rc == GC_OK, "%s: refused", what.c_str());

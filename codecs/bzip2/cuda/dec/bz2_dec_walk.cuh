@@ -46,6 +46,12 @@ struct DecWalk {
     bool partial = false, more = false, seen_any = false;
     bool stopped = false, garbage = false;
     uint64_t garbage_at = 0; /* byte */
+    /* A part that begins at a magic inside a "head" stream whose header it
+     * does not see (bz2_dstate.head): as in the CPU engine, the head
+     * stream's end-of-stream CRC is recorded, not checked, and its longest
+     * block kept; bz2_dstate_follow checks both against the input before. */
+    bool head = false, head_ended = false;
+    uint32_t head_max_n = 0, head_blocks = 0, head_combined = 0, head_stored = 0;
 };
 
 /* Reads 16 bytes of the input from byte `at` (zeros past its end). */
