@@ -1,7 +1,8 @@
 /*
  * bz2_dec_walk.cuh - the decoder's walk over the stream framing (host
  * side): from bit 0, stream header, blocks, end-of-stream marker and stream
- * CRC, then the next stream. A block is accepted only where the previous
+ * CRC, then the next stream; a stream's part resumes from its bz2_dstate,
+ * head stream included (bz2_dstate_at_magic). A block is accepted only where the previous
  * one ended (so block magics that occur inside compressed data, false
  * candidates, are passed over) and only if its candidate decoded cleanly.
  */
