@@ -139,8 +139,9 @@ typedef struct gc_gpu_job {
     uint32_t blocks;
     /* bzip2 decode of a stream's part: partial set, part_more (more input
      * follows), part (in: where to resume; out, on success: where it
-     * stopped; the decode follows bz2_decompress_part's rules, but the
-     * device has no early stop: part.out_soft is ignored and kept) and
+     * stopped; the decode follows bz2_decompress_part's rules, a part
+     * from bz2_dstate_at_magic included, but the device has no early
+     * stop: part.out_soft is ignored and kept) and
      * part_used (out: input bytes wholly consumed). */
     int partial, part_more;
     bz2_dstate part;

@@ -297,10 +297,6 @@ static int gpu_finish(gcd_request *r, gc_gpu_job *job)
     if (job->op == GC_GPU_DECODE && part && job->partial) {
         part->ds = job->part;
         part->used = job->part_used;
-        /* the device does not report the head stream's longest block: the worst, so a part
-         * of a stream below level 9 is confirmed by the CPU engine's exact rerun */
-        if (part->spec)
-            part->ds.head_max_nblock = 900000;
     }
     if (job->op != GC_GPU_DECODE || r->out_fd < 0 || r->out_map)
         return GC_OK;

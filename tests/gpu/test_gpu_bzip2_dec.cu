@@ -1614,7 +1614,18 @@ static bool same_state(const bz2_dstate &d, const bz2_dstate &p)
 {
     return p.bit == d.bit && !p.in_stream == !d.in_stream && (!d.in_stream || p.level == d.level) &&
            p.combined == d.combined && p.stream_no == d.stream_no && p.block_no == d.block_no &&
-           !p.garbage == !d.garbage && (!d.garbage || p.garbage_at == d.garbage_at);
+           !p.garbage == !d.garbage && (!d.garbage || p.garbage_at == d.garbage_at) && !p.head == !d.head &&
+           p.head_max_nblock == d.head_max_nblock && !p.head_ended == !d.head_ended &&
+           p.head_blocks == d.head_blocks && p.head_combined == d.head_combined &&
+           p.head_stored == d.head_stored && !p.soft_stopped == !d.soft_stopped;
+}
+
+static std::string state_words(const bz2_dstate &s)
+{
+    return fmt("bit %u, stream %u, block %u, level %d, combined 0x%08x, garbage %d, head %d (longest %u, "
+               "ended %d after %u blocks, combined 0x%08x, stored 0x%08x)",
+               s.bit, s.stream_no, s.block_no, s.level, s.combined, s.garbage, s.head, s.head_max_nblock,
+               s.head_ended, s.head_blocks, s.head_combined, s.head_stored);
 }
 
 /*
@@ -1743,6 +1754,189 @@ static void test_parts(void)
     run_parts("text truncated, halves", cut, { cut.size() / 2 });
 }
 
+/* ---- parts that begin inside a stream (bz2_dstate_at_magic, the "head" stream) ---- */
+
+/* One partial job over src from state *st: its status; on success its output, state and used bytes. */
+static int gpu_part(const Bytes &src, bool more, bz2_dstate *st, Bytes &out, size_t *used, gc_error *je)
+{
+    gc_gpu_job j;
+    memset(&j, 0, sizeof j);
+    GrowState gs;
+    j.codec = GC_GPU_CODEC_BZIP2;
+    j.op = GC_GPU_DECODE;
+    j.src = src.empty() ? (const uint8_t *)"" : src.data();
+    j.src_len = src.size();
+    j.grow = grow_cb;
+    j.user = &gs;
+    j.partial = 1;
+    j.part_more = more;
+    j.part = *st;
+    gc_error e;
+    memset(&e, 0, sizeof e);
+    int brc = gc_gpu_run_batch(g_ctx, &j, 1, nullptr, &e);
+    if (!batch_rc(brc, e, 1, "head", "head part")) {
+        free(j.dst);
+        return GC_E_DEVICE;
+    }
+    *je = j.err;
+    if (j.status == GC_OK) {
+        out.assign(j.dst, j.dst + j.dst_len);
+        *st = j.part;
+        *used = j.part_used;
+    }
+    free(j.dst);
+    return j.status;
+}
+
+/*
+ * The part of `in` from magic bit `from` to the byte holding bit `to` (more:
+ * input follows), decoded from bz2_dstate_at_magic by the device and by
+ * bz2_decompress_part: the same status, output, used bytes and state (head
+ * fields included); and the decode of the input in front confirms the
+ * device's state (bz2_dstate_follow) exactly when it confirms the CPU's.
+ */
+static void run_head_part(const std::string &name, const Bytes &in, uint64_t from, uint64_t to, bool more)
+{
+    size_t at = (size_t)(from / 8), end = (size_t)((to + 7) / 8);
+    Bytes src(in.begin() + (long)at, in.begin() + (long)end), gout;
+    bz2_dstate g, c;
+    bz2_dstate_at_magic(&g, (unsigned)(from % 8));
+    bz2_dstate_at_magic(&c, (unsigned)(from % 8));
+    size_t gused = 0, cused = 0, cl = 0;
+    gc_error ge, ce;
+    memset(&ge, 0, sizeof ge);
+    memset(&ce, 0, sizeof ce);
+    int grc = gpu_part(src, more, &g, gout, &gused, &ge);
+    if (grc == GC_E_DEVICE)
+        return;
+    uint8_t *co = nullptr;
+    int crc = bz2_decompress_part(src.data(), src.size(), more, &c, 0, 1, nullptr, &co, &cl, &cused, &ce);
+    std::string why;
+    if (crc != GC_OK && grc == GC_OK)
+        why = fmt("GPU decoded where the CPU failed %s \"%s\"", st_name(crc), ce.msg);
+    else if (crc == GC_OK && grc != GC_OK)
+        why = fmt("GPU %s \"%s\" where the CPU decoded", st_name(grc), ge.msg);
+    else if (crc == GC_OK && (gout.size() != cl || (cl && memcmp(gout.data(), co, cl) != 0)))
+        why = fmt("output %zu bytes, CPU %zu (or different bytes)", gout.size(), cl);
+    else if (crc == GC_OK && (gused != cused || !same_state(c, g)))
+        why = fmt("used %zu (CPU %zu); GPU %s; CPU %s", gused, cused, state_words(g).c_str(),
+                  state_words(c).c_str());
+    free(co);
+    if (why.empty() && crc == GC_OK) {
+        bz2_dstate pg, pc;
+        memset(&pg, 0, sizeof pg);
+        uint8_t *po = nullptr;
+        size_t pl = 0, pu = 0;
+        gc_error pe;
+        if (bz2_decompress_part(in.data(), at + (from % 8 != 0), 1, &pg, 0, 1, nullptr, &po, &pl, &pu, &pe) ==
+            GC_OK) {
+            pc = pg;
+            bool fg = bz2_dstate_follow(&pg, &g), fc = bz2_dstate_follow(&pc, &c);
+            if (fg != fc)
+                why = fmt("the decode in front %s the GPU's part, %s the CPU's", fg ? "confirms" : "refuses",
+                          fc ? "confirms" : "refuses");
+        }
+        free(po);
+    }
+    result(why.empty(), "%s [head part]%s%s", name.c_str(), why.empty() ? "" : ": ", why.c_str());
+}
+
+/* Every real magic of in (block and end-of-stream), ascending. */
+static std::vector<uint64_t> part_starts(const Bytes &in)
+{
+    std::vector<uint64_t> m;
+    uint64_t bit;
+    for (size_t from = 0; bz2_find_part_start(in.data(), in.size(), from, &bit) == GC_OK; from = bit / 8 + 1)
+        m.push_back(bit);
+    return m;
+}
+
+/* The 48 bits at bit `at` of in (a magic part_starts found: all inside in). */
+static uint64_t magic_at(const Bytes &in, uint64_t at)
+{
+    uint64_t v = 0;
+    for (uint64_t bit = at; bit < at + 48; bit++)
+        v = v << 1 | ((in[bit / 8] >> (7 - bit % 8)) & 1u);
+    return v;
+}
+
+/* Parts from every stride-th magic after the first to the next such one (the last to the end). */
+static void run_head_parts(const char *name, const Bytes &in, size_t stride)
+{
+    std::vector<uint64_t> m = part_starts(in), cuts;
+    for (size_t k = 1; k < m.size(); k += stride)
+        cuts.push_back(m[k]);
+    for (size_t k = 0; k < cuts.size() && !g_dead; k++) {
+        bool more = k + 1 < cuts.size();
+        run_head_part(
+            fmt("%s, stride %zu, part %zu at bit %llu", name, stride, k + 1, (unsigned long long)cuts[k]), in,
+            cuts[k], more ? cuts[k + 1] : (uint64_t)in.size() * 8, more);
+    }
+}
+
+/* Streams of `piece` input bytes each, one after the other (pbzip2's layout). */
+static Bytes many_streams(const Bytes &data, size_t piece, Enc e)
+{
+    Bytes all;
+    for (size_t at = 0; at < data.size(); at += piece) {
+        Bytes one(data.begin() + (long)at, data.begin() + (long)std::min(data.size(), at + piece)), s;
+        compress(e, one, s);
+        all.insert(all.end(), s.begin(), s.end());
+    }
+    return all;
+}
+
+static void test_head_parts(void)
+{
+    Bytes a1, a9;
+    compress(E_OUR1, gen(K_TEXT, 700000, 91), a1);  /* blocks of <= 100000 bytes: 7 or 8 */
+    compress(E_OUR9, gen(K_TEXT, 2600000, 92), a9); /* three blocks */
+    Bytes pb = many_streams(gen(K_TEXT, g_quick ? 2000000 : 4500000, 93), 900000, E_LIB9);
+    Bytes s1 = many_streams(gen(K_TEXT, 1500000, 94), 200000, E_OUR1); /* two blocks a stream */
+    Bytes rnd = many_streams(gen(K_RANDOM, 600000, 95), 150000, E_LIB1);
+    run_head_parts("ours -1", a1, 1);
+    run_head_parts("ours -1", a1, 3);
+    run_head_parts("ours -9", a9, 1);
+    run_head_parts("pbzip2-like, 900 kB streams", pb, 1);
+    run_head_parts("pbzip2-like, 900 kB streams", pb, 2);
+    run_head_parts("200 kB streams at -1", s1, 1);
+    run_head_parts("200 kB streams at -1", s1, 2);
+    run_head_parts("200 kB streams at -1", s1, 5);
+    run_head_parts("random, 150 kB streams at -1", rnd, 1);
+    /* edges at an end marker: a part beginning at one, one ending at it, one ending just
+     * after it (at the next stream's first block) and one beginning there */
+    std::vector<uint64_t> m = part_starts(s1);
+    for (size_t k = 1; k + 1 < m.size() && !g_dead; k++) {
+        if (magic_at(s1, m[k]) != EOS_MAGIC)
+            continue;
+        uint64_t end = (uint64_t)s1.size() * 8;
+        run_head_part(fmt("edge: from the end marker at bit %llu", (unsigned long long)m[k]), s1, m[k], end,
+                      false);
+        run_head_part("edge: up to the end marker", s1, m[k - 1], m[k], true);
+        run_head_part("edge: across the end marker, up to the next stream's first block", s1, m[k - 1], m[k + 1],
+                      true);
+        run_head_part("edge: from the next stream's first block", s1, m[k + 1], end, false);
+        break;
+    }
+    /* a wrong stored CRC of the head stream is recorded (the decode in front refuses it); one
+     * after the head is a CRC failure on both */
+    Bytes bad = cat({ &a1, &a1 });
+    uint64_t eos = 0;
+    for (uint64_t x : part_starts(bad))
+        if (x < (uint64_t)a1.size() * 8 && magic_at(bad, x) == EOS_MAGIC)
+            eos = x;
+    if (eos) {
+        bad[(eos + 60) / 8] ^= (uint8_t)(0x80u >> ((eos + 60) % 8));
+        run_head_part("a wrong head stream CRC", bad, part_starts(bad)[1], (uint64_t)bad.size() * 8, false);
+        Bytes bad2 = cat({ &a1, &a1 });
+        bad2[bad2.size() - 2] ^= 0x10;
+        run_head_part("a wrong CRC after the head stream", bad2, part_starts(bad2)[1], (uint64_t)bad2.size() * 8,
+                      false);
+    } else {
+        result(false, "head parts: no end marker found in the first stream");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *only = nullptr;
@@ -1791,6 +1985,7 @@ int main(int argc, char **argv)
         { "sizes x classes x encoders", test_matrix, true },
         { "waves (> 2048 blocks)", test_waves, false },
         { "stream parts", test_parts, true },
+        { "head parts", test_head_parts, true },
     };
     for (auto &g : groups) {
         if (g_dead)

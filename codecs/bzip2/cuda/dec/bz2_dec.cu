@@ -566,20 +566,8 @@ struct Decoder {
     static void resume(JobRun &j)
     {
         j.w.len_bits = j.in.len * 8;
-        if (!j.job || !j.job->partial)
-            return;
-        const bz2_dstate &p = j.job->part;
-        j.w.partial = true;
-        j.w.more = j.job->part_more != 0;
-        j.w.pos = p.bit;
-        j.w.in_stream = p.in_stream != 0;
-        j.w.level = p.level ? p.level : 9;
-        j.w.combined = p.combined;
-        j.w.sno = p.stream_no;
-        j.w.bno = p.block_no;
-        j.w.seen_any = p.seen_any != 0;
-        if (p.garbage) /* nothing more is decoded: the rest is dropped */
-            j.w.done = j.w.garbage = true;
+        if (j.job && j.job->partial)
+            bz2_dec_walk_resume(j.w, j.job->part, j.job->part_more != 0);
     }
 
     int run(gc_error *err)
@@ -636,26 +624,6 @@ int scratch_for(gc_gpu_ctx *ctx, uint64_t in_len, bool host, DecScratch *s, gc_e
     return GC_OK;
 }
 
-/* Where a part's walk stopped, for the next part (gc_gpu_job.part). */
-void finish_part(const JobRun &r, gc_gpu_job &job)
-{
-    const DecWalk &w = r.w;
-    bz2_dstate &p = job.part;
-    bool was_garbage = p.garbage != 0;
-    job.part_used = w.stopped ? (size_t)(w.pos / 8) : job.src_len;
-    p.bit = w.stopped ? (unsigned)(w.pos % 8) : 0;
-    p.in_stream = w.in_stream;
-    p.level = w.level;
-    p.combined = w.combined;
-    p.stream_no = w.sno;
-    p.block_no = w.bno;
-    p.seen_any = w.seen_any || job.src_len > 0;
-    if (w.garbage && !was_garbage) {
-        p.garbage = 1;
-        p.garbage_at = w.garbage_at;
-    }
-}
-
 void finish_job(JobRun &r)
 {
     gc_gpu_job &job = *r.job;
@@ -664,7 +632,7 @@ void finish_job(JobRun &r)
         job.err = r.err;
     job.dst_len = r.status == GC_OK ? (size_t)r.total : 0;
     if (r.status == GC_OK && job.partial)
-        finish_part(r, job);
+        bz2_dec_walk_part(r.w, job.src_len, &job.part, &job.part_used);
 }
 
 /* Jobs [0, n) together (n <= kDecMaxJobs): inputs to the device, one decode. */

@@ -114,7 +114,7 @@ int walk_header(DecWalk &w, const DecPeek &peek, gc_error *err)
     return GC_OK;
 }
 
-/* The end-of-stream marker at w.pos: check the stream CRC. */
+/* The end-of-stream marker at w.pos: check the stream CRC (a head stream's: record it). */
 int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
 {
     if (w.pos + 80 > w.len_bits && stop_for_more(w))
@@ -125,9 +125,16 @@ int walk_eos(DecWalk &w, const DecPeek &peek, gc_error *err)
     int rc = bits_at(w, peek, w.pos + 48, 32, &stored, err);
     if (rc != GC_OK)
         return rc;
-    if ((uint32_t)stored != w.combined)
+    if (w.head) {
+        w.head = false;
+        w.head_ended = true;
+        w.head_blocks = w.bno;
+        w.head_combined = w.combined;
+        w.head_stored = (uint32_t)stored;
+    } else if ((uint32_t)stored != w.combined) {
         return gc_fail(err, GC_E_CRC, "bzip2: stream %u: stream CRC mismatch (stored 0x%08x, computed 0x%08x)",
                        w.sno, (uint32_t)stored, w.combined);
+    }
     w.pos = (w.pos + 80 + 7) & ~7ull;
     w.in_stream = false;
     return GC_OK;
@@ -160,6 +167,8 @@ int walk_block(DecWalk &w, uint32_t ci, const DecCand &r, std::vector<DecAccepte
     if (w.skipped > kDecFalseSlack + w.accepted)
         return gc_fail(err, GC_E_LIMIT, "gpu bzip2: %llu of the block magics found are not blocks",
                        (unsigned long long)w.skipped);
+    if (w.head)
+        w.head_max_n = std::max(w.head_max_n, r.n);
     acc.push_back(DecAccepted{ ci, w.sno, w.bno, 0 });
     w.accepted++;
     w.combined = bz2_combine_crc(w.combined, r.crc);
@@ -206,6 +215,51 @@ int bz2_dec_walk(DecWalk &w, const uint64_t *cand, uint32_t ncand, uint32_t c0, 
             return rc;
     }
     return GC_OK;
+}
+
+void bz2_dec_walk_resume(DecWalk &w, const bz2_dstate &p, bool more)
+{
+    w.partial = true;
+    w.more = more;
+    w.pos = p.bit;
+    w.in_stream = p.in_stream != 0;
+    w.level = p.level ? p.level : 9;
+    w.combined = p.combined;
+    w.sno = p.stream_no;
+    w.bno = p.block_no;
+    w.seen_any = p.seen_any != 0;
+    w.head = p.head != 0;
+    w.head_max_n = p.head_max_nblock;
+    w.head_ended = p.head_ended != 0;
+    w.head_blocks = p.head_blocks;
+    w.head_combined = p.head_combined;
+    w.head_stored = p.head_stored;
+    if (p.garbage) /* nothing more is decoded: the rest is dropped */
+        w.done = w.garbage = true;
+}
+
+void bz2_dec_walk_part(const DecWalk &w, uint64_t len, bz2_dstate *p, size_t *used)
+{
+    bool was_garbage = p->garbage != 0;
+    *used = w.stopped ? (size_t)(w.pos / 8) : (size_t)len;
+    p->bit = w.stopped ? (unsigned)(w.pos % 8) : 0;
+    p->in_stream = w.in_stream;
+    p->level = w.level;
+    p->combined = w.combined;
+    p->stream_no = w.sno;
+    p->block_no = w.bno;
+    p->seen_any = w.seen_any || len > 0;
+    if (w.garbage && !was_garbage) {
+        p->garbage = 1;
+        p->garbage_at = w.garbage_at;
+    }
+    p->head = w.head;
+    p->head_max_nblock = w.head_max_n;
+    p->head_ended = w.head_ended;
+    p->head_blocks = w.head_blocks;
+    p->head_combined = w.head_combined;
+    p->head_stored = w.head_stored;
+    p->soft_stopped = 0; /* the walk has no early stop */
 }
 
 } // namespace gcgpu
