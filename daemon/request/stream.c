@@ -68,7 +68,11 @@ struct gcd_stream {
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
     gcd_request *rerun;   /* the part its emit asked to run again (gcd_stream_rerun) */
-    gcd_request *parked;  /* ... waiting, as new parts do, for unread answers to drain */
+    gcd_request *kept;    /* the part its emit placed (gcd_stream_put_placed): the placement frees it */
+    /* placed outputs at the pool, in stream order (socket output is sent in that order) */
+    struct stream_io *placing_head, *placing_tail;
+    unsigned placing;
+    gcd_request *parked; /* ... waiting, as new parts do, for unread answers to drain */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -210,12 +214,15 @@ static void finish(gcd_stream *s);
 
 /* ---- file I/O (file streams; io_pool.h) --------------------------------- */
 
-/* One transfer at the pool: a read into a part's input or into buf, or a write of output. */
+/* One transfer at the pool: a read into a part's input or into buf, a write of output, or a placement. */
 typedef struct stream_io {
     gcd_io_task t;
     gcd_stream *s;
-    gcd_request *part;         /* a part's read */
+    gcd_request *part;         /* a part's read, or the part whose output is placed */
     gcd_shared_output *shared; /* a write: the buffer it writes from, one reference */
+    gcd_stream_place_fn place; /* a placement: makes the part's output bytes on the pool thread */
+    bool ready;                /* a placement back from the pool */
+    struct stream_io *next;    /* the next placement in stream order */
 } stream_io;
 
 static bool io_start(gcd_stream *s, stream_io *x, gc_error *err)
@@ -324,6 +331,7 @@ static bool write_copy(gcd_stream *s, const void *data, size_t len)
         return false;
     }
     memcpy(copy, data, len);
+    s->set->server->counters.stream_loop_copied += len;
     return write_out(s, o, copy, len);
 }
 
@@ -436,6 +444,7 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
         return write_copy(s, data, len);
     size_t fragment = fragment_size(s);
     const uint8_t *p = data;
+    s->set->server->counters.stream_loop_copied += len;
     while (len) {
         size_t n = len < fragment ? len : fragment;
         send_fragment(s, p, n);
@@ -461,7 +470,6 @@ static bool send_shared(gcd_stream *s, gcd_shared_output *o, size_t from, size_t
             return false;
         }
         from += n;
-        s->out_total += n;
     }
     return true;
 }
@@ -484,6 +492,7 @@ static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
         gcd_shared_output_ref(r->shared, 1);
         return write_out(s, r->shared, r->shared->buf + from, to - from);
     }
+    s->out_total += to - from;
     return send_shared(s, r->shared, from, to);
 }
 
@@ -510,6 +519,111 @@ void gcd_stream_part_progress(gcd_request *r)
         return;
     size_t final = atomic_load_explicit(&r->output_final, memory_order_acquire);
     put_part_output(s, r, final);
+}
+
+/* ---- placed output (gcd_stream_put_placed) ------------------------------ */
+
+static void place_work(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    x->place(x->part);
+}
+
+/* A placement's bytes to the client, by reference to the part's buffer (a copy only without memory for that). */
+static void send_placed(gcd_stream *s, gcd_request *r, size_t len)
+{
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+        size_t fragment = fragment_size(s);
+        for (size_t at = 0; at < len; at += fragment) {
+            send_fragment(s, r->output + at, len - at < fragment ? len - at : fragment);
+            s->set->server->counters.stream_loop_copied += len - at < fragment ? len - at : fragment;
+        }
+        return;
+    }
+    send_shared(s, r->shared, 0, len);
+}
+
+/*
+ * Placements back from the pool, in stream order: a socket stream's are
+ * sent now, in that order. Their parts are freed; the stream goes on (or
+ * finishes) before the transfers end, as io_end may free it.
+ */
+static void placed_drain(gcd_stream *s)
+{
+    stream_io *ended = NULL, **tail = &ended;
+    stream_io *x;
+    while ((x = s->placing_head) && x->ready) {
+        s->placing_head = x->next;
+        if (!s->placing_head)
+            s->placing_tail = NULL;
+        s->placing--;
+        if (s->out_fd < 0 && can_send(s) && x->t.len)
+            send_placed(s, x->part, x->t.len);
+        gcd_request_free(x->part);
+        x->part = NULL;
+        x->next = NULL;
+        *tail = x;
+        tail = &x->next;
+    }
+    if (!s->answered && s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
+        finish(s);
+    else if (!s->answered)
+        pump(s);
+    while ((x = ended)) {
+        ended = x->next;
+        io_end(x);
+    }
+}
+
+static void placed_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    s->write_bytes -= t->len;
+    x->ready = true;
+    if (!s->answered && (t->error || t->moved < t->len)) {
+        gc_error err = { 0 };
+        io_error(&err, t, "output");
+        fail(s, &err);
+    }
+    placed_drain(s);
+}
+
+bool gcd_stream_put_placed(gcd_stream *s, gcd_request *r, size_t len, gcd_stream_place_fn place)
+{
+    if (!may_put(s, len))
+        return false;
+    gc_error err = { 0 };
+    stream_io *x = calloc(1, sizeof *x);
+    if (!x) {
+        gc_fail(&err, GC_E_NOMEM, "out of memory placing a stream part's output");
+        fail(s, &err);
+        return false;
+    }
+    x->part = r;
+    x->place = place;
+    x->t = (gcd_io_task){ .fd = s->out_fd,
+                          .write = true,
+                          .buf = r->output,
+                          .len = len,
+                          .offset = s->out_total,
+                          .work = place_work,
+                          .done = placed_done };
+    if (!io_start(s, x, &err)) {
+        free(x);
+        fail(s, &err);
+        return false;
+    }
+    s->kept = r;
+    s->write_bytes += len;
+    s->out_total += len;
+    if (s->placing_tail)
+        s->placing_tail->next = x;
+    else
+        s->placing_head = x;
+    s->placing_tail = x;
+    s->placing++;
+    return true;
 }
 
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
@@ -552,6 +666,8 @@ static void fail(gcd_stream *s, const gc_error *err)
 static void finish(gcd_stream *s)
 {
     gc_error err = { 0 };
+    if (s->placing) /* the end follows every part's bytes: placed_drain comes back here */
+        return;
     if (!s->finishing) {
         s->finishing = true;
         if (s->ops->finish && s->ops->finish(s->state, s, &err) != GC_OK) {
@@ -646,6 +762,7 @@ static void take_input(gcd_stream *s, const Gpucomp__Request *m)
     }
     if (n)
         memcpy(s->buf + s->len, m->payload.data, n);
+    s->set->server->counters.stream_loop_copied += n;
     s->len += n;
     if (m->flush)
         s->flush_at = s->received;
@@ -880,6 +997,7 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     }
     if (take)
         memcpy(in, s->buf, take);
+    s->set->server->counters.stream_loop_copied += take;
     if (s->len > advance)
         memmove(s->buf, s->buf + advance, s->len - advance);
     s->len -= advance;
@@ -901,8 +1019,8 @@ static void pump(gcd_stream *s)
         s->parked = NULL;
         resubmit(s, r);
     }
-    /* Parts out and not yet emitted, not just those at the engines: done[] has depth slots. */
-    while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq < depth &&
+    /* Parts out and not yet emitted or placed, not just those at the engines: done[] has depth slots. */
+    while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq + s->placing < depth &&
            !output_backed_up(s)) {
         gc_error err = { 0 };
         size_t take;
@@ -955,6 +1073,7 @@ static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_er
         return false;
     memmove(s->buf + carry, s->buf, s->len);
     memcpy(s->buf, part->input + part->total_size - carry, carry);
+    s->set->server->counters.stream_loop_copied += carry;
     s->len += carry;
     s->base -= carry;
     s->final_out = false; /* the rest still has to go through a part */
@@ -999,7 +1118,10 @@ static void emit_ready(gcd_stream *s)
         bool again = s->rerun == r;
         s->rerun = NULL;
         if (s->answered) { /* emit's output passed max_output */
-            gcd_request_free(r);
+            if (s->kept == r)
+                s->kept = NULL;
+            else
+                gcd_request_free(r);
             return;
         }
         if (again && err.code == GC_OK) { /* pump sends it */
@@ -1016,7 +1138,10 @@ static void emit_ready(gcd_stream *s)
             s->consumed = s->received;
             s->final_out = s->input_ended;
         }
-        gcd_request_free(r);
+        if (s->kept == r)
+            s->kept = NULL;
+        else
+            gcd_request_free(r);
         if (err.code != GC_OK) {
             fail(s, &err);
             return;
