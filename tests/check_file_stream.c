@@ -384,6 +384,64 @@ START_TEST(bzip2_parts_placed_off_the_loop)
 }
 END_TEST
 
+/*
+ * rle decompress of a file of many frames: the cut reads only each frame's
+ * header and index, and every frame is read straight into its part, so the
+ * loop copies nothing (it used to copy the whole file from its buffer).
+ */
+START_TEST(rle_frames_read_into_parts)
+{
+    start();
+    size_t len = 3 * 32 * MiB + 5, z_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 1, 11);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    uint8_t *z = streamed(c, &o, data, len, &z_len); /* one frame per part */
+    char z_path[160];
+    make_file("in.rle", z, z_len, z_path);
+    uint64_t before = loop_copied();
+    check_file_call(c, &o, true, z_path, data, len, true);
+    uint64_t copied = loop_copied() - before;
+    ck_assert_msg(copied == 0, "the loop copied %llu bytes of a file-to-file stream", (unsigned long long)copied);
+    free(z);
+    free(data);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A bzip2 file whose compressed size passes two decompress parts (random
+ * bytes do not compress): the cut looks for a magic in bytes the I/O
+ * threads read for it (a cut given no bytes took the daemon down).
+ */
+START_TEST(bzip2_decompress_large_file)
+{
+    start();
+    size_t len = 72 * MiB, z_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, 5);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    uint8_t *z = whole(c, &o, false, data, len, &z_len);
+    ck_assert_uint_gt(z_len, 64 * MiB);
+    char z_path[160];
+    make_file("in.bz2", z, z_len, z_path);
+    check_file_call(c, &o, true, z_path, data, len, true);
+    check_file_call(c, &o, true, z_path, data, len, false);
+    gpucomp_free(z);
+    free(data);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+END_TEST
+
 START_TEST(daemon_killed_mid_file)
 {
     start();
@@ -431,6 +489,8 @@ int main(void)
     tcase_add_test(tc, rle_sizes);
     tcase_add_test(tc, bzip2_sizes);
     tcase_add_test(tc, bzip2_parts_placed_off_the_loop);
+    tcase_add_test(tc, rle_frames_read_into_parts);
+    tcase_add_test(tc, bzip2_decompress_large_file);
     tcase_add_test(tc, hostile_descriptors);
     tcase_add_test(tc, input_shrinks_while_read);
     tcase_add_test(tc, daemon_killed_mid_file);

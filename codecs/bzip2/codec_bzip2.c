@@ -432,6 +432,29 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
     return GC_OK;
 }
 
+/*
+ * A file stream's cut: a compress reads nothing; a decompress sees the
+ * span where its cut looks for a magic (up to twice a part), read by an
+ * I/O thread; the part is then read again into its own buffer.
+ */
+static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
+                           size_t left, size_t *take, size_t *more, gc_error *err)
+{
+    (void)err;
+    *more = 0;
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
+        cut_compress(left, true, false, take);
+        return GC_OK;
+    }
+    size_t want = left < 2 * STREAM_DECOMPRESS_PART ? left : 2 * STREAM_DECOMPRESS_PART;
+    *take = 0;
+    if (head_len < want)
+        *more = want;
+    else
+        cut_decompress(state, head, head_len, head_len == left, false, take);
+    return GC_OK;
+}
+
 static size_t stream_overlap(void *state)
 {
     const bz2_stream *st = state;
@@ -663,6 +686,7 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
+    .cut_file = stream_cut_file,
     .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,

@@ -27,8 +27,6 @@
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 /* A file stream takes no new part while this much of its output waits for the disk. */
 #define STREAM_WRITE_MOST ((uint64_t)256 << 20)
-/* A file stream whose codec cuts by reading the bytes reads the file into its buffer this much at a time. */
-#define STREAM_FILL ((size_t)16 << 20)
 /* Slots for parts out: the most any stream may have (file streams; socket streams GCD_STREAM_DEPTH). */
 #define STREAM_SLOTS (GCD_STREAM_DEPTH > 16 ? GCD_STREAM_DEPTH : 16)
 
@@ -62,8 +60,7 @@ struct gcd_stream {
      * bytes [0, in_size); its output goes to out_fd at out_total, or in frames (-1) */
     int in_fd, out_fd;
     uint64_t in_size;
-    bool cut_reads;       /* the codec's cut reads the bytes: the pool fills buf, parts copy from it */
-    bool filling;         /* cut_reads: a read into buf is at the pool */
+    bool peeking;         /* a read of the bytes the codec's cut_file asked to see (into buf) is at the pool */
     unsigned io;          /* reads and writes at the pool */
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
@@ -83,10 +80,10 @@ struct gcd_stream {
 static void pump(gcd_stream *s);
 static void resubmit(gcd_stream *s, gcd_request *r);
 
-/* A file stream that cuts without reading: its parts are read straight into their own buffers. */
+/* A file stream: its parts are read straight into their own buffers; buf holds only what the cut peeks at. */
 static bool reads_parts(const gcd_stream *s)
 {
-    return s->in_fd >= 0 && !s->cut_reads;
+    return s->in_fd >= 0;
 }
 
 static bool chained(const gcd_stream *s)
@@ -382,52 +379,45 @@ static void start_part(gcd_stream *s, gcd_request *r)
 
 static bool reserve(gcd_stream *s, size_t more, gc_error *err);
 
-static void fill_done(gcd_io_task *t)
+static void peek_done(gcd_io_task *t)
 {
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
-    s->filling = false;
+    s->peeking = false;
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         io_error(&err, t, "input");
         fail(s, &err);
     } else if (!s->answered) {
         s->len += t->len;
-        s->received += t->len;
-        s->input_ended = s->received == s->in_size;
         pump(s);
     }
     io_end(x);
 }
 
-/* A file stream whose codec cuts by reading the bytes: the next span of the file into buf. */
-static void fill(gcd_stream *s)
+/*
+ * A file stream's cut asked to see the file's bytes from base up to want
+ * (buf holds the first len of them): the pool reads the rest into buf.
+ * Only the cut reads them; each part is read again into its own buffer,
+ * so the loop copies none of them.
+ */
+static bool peek(gcd_stream *s, size_t want, gc_error *err)
 {
-    if (s->in_fd < 0 || !s->cut_reads || s->filling || s->input_ended || s->answered)
-        return;
-    uint64_t left = s->in_size - s->received;
-    size_t n = GCD_STREAM_WINDOW - s->len;
-    if (n > STREAM_FILL)
-        n = STREAM_FILL;
-    if (n > left)
-        n = (size_t)left;
-    if (n == 0)
-        return;
-    gc_error err = { 0 };
+    size_t n = want - s->len;
     stream_io *x = calloc(1, sizeof *x);
     if (!x)
-        gc_fail(&err, GC_E_NOMEM, "out of memory reading the input file");
-    if (x && reserve(s, n, &err)) {
+        return gc_fail(err, GC_E_NOMEM, "out of memory reading the input file") == GC_OK;
+    if (reserve(s, n, err)) {
         x->t = (gcd_io_task){
-            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->received, .done = fill_done
+            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->base + s->len, .done = peek_done
         };
-        if (io_start(s, x, &err)) {
-            s->filling = true;
-            return;
+        if (io_start(s, x, err)) {
+            s->peeking = true;
+            return true;
         }
     }
     free(x);
-    fail(s, &err);
+    return false;
 }
 
 static size_t fragment_size(const gcd_stream *s)
@@ -778,7 +768,7 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
         take_input(s, m);
     if (m->last) {
         s->client_done = true;
-        s->input_ended = !s->cut_reads || s->received == s->in_size; /* a file stream: all read */
+        s->input_ended = true; /* a file stream's input is all there */
     } else if (s->answered) {
         s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     }
@@ -881,7 +871,6 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     }
     if (rc == GC_OK) {
         s->depth = stream_depth(s);
-        s->cut_reads = s->in_fd >= 0 && s->ops->cut_reads && s->ops->cut_reads(&s->proto);
         if (reads_parts(s))
             s->received = s->in_size;
     }
@@ -927,6 +916,19 @@ static bool output_backed_up(const gcd_stream *s)
  * them. The last part always goes out, even empty: a stream of no input
  * still has an output (an empty frame, an empty bzip2 stream) or an error.
  */
+static int file_cut(gcd_stream *s, size_t left, size_t *take, gc_error *err)
+{
+    size_t more = 0;
+    int rc = s->ops->cut_file(s->state, &s->proto, s->buf, s->len, left, take, &more, err);
+    if (rc != GC_OK || !more)
+        return rc;
+    *take = 0;
+    if (more <= s->len || more > left || more > GCD_STREAM_WINDOW)
+        return gc_fail(err, GC_E_INTERNAL, "stream codec asked to see %zu of %zu bytes (it saw %zu)", more, left,
+                       s->len);
+    return peek(s, more, err) ? GC_OK : err->code;
+}
+
 static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
 {
     uint64_t mark = s->flush_at ? s->flush_at - s->base : 0;
@@ -942,7 +944,9 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     *take = 0;
     if (s->final_out)
         return GC_OK;
-    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
+    int rc = reads_parts(s)
+                 ? file_cut(s, all, take, err)
+                 : s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
     if (rc != GC_OK)
         return rc;
     if (*take > avail)
@@ -993,6 +997,7 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     size_t advance = take - (keep < take ? keep : take); /* the overlap begins the next part too */
     if (reads_parts(s)) {                                /* read by the pool (start_part) */
         s->base += advance;
+        s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
     if (take)
@@ -1020,7 +1025,7 @@ static void pump(gcd_stream *s)
         resubmit(s, r);
     }
     /* Parts out and not yet emitted or placed, not just those at the engines: done[] has depth slots. */
-    while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq + s->placing < depth &&
+    while (!s->answered && !s->final_out && !s->peeking && s->next_seq - s->emit_seq + s->placing < depth &&
            !output_backed_up(s)) {
         gc_error err = { 0 };
         size_t take;
@@ -1051,7 +1056,6 @@ static void pump(gcd_stream *s)
         send_credit(s);
         start_part(s, r);
     }
-    fill(s);
     if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
         s->waiting_since_ns = gc_now_ns();
 }
