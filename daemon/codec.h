@@ -37,12 +37,15 @@ typedef struct gcd_stream_ops {
     int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final, bool flush,
                size_t *take, gc_error *err);
     /*
-     * Whether cut reads the bytes at buf (NULL: never). A file stream of a
-     * codec whose cut does not is cut blind (buf NULL) and each part is read
-     * straight into its own buffer; otherwise the file is read into the
-     * stream's buffer first and parts are copied from it.
+     * The same for a file stream, whose input is all there: left bytes of
+     * the file from the cut point, of which head holds the first head_len
+     * (read by an I/O thread). Either *take (<= left; each part is read
+     * straight into its own buffer), or *more: the bytes from the cut point
+     * it must see first (head_len < *more <= left and the stream's window),
+     * after which it is asked again. A cut that reads nothing asks for none.
      */
-    bool (*cut_reads)(const gcd_request *proto);
+    int (*cut_file)(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len, size_t left,
+                    size_t *take, size_t *more, gc_error *err);
     /* Bytes at the end of the part just cut that also begin the next part (NULL: none). */
     size_t (*overlap)(void *state);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */

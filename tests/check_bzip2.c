@@ -1632,6 +1632,42 @@ START_TEST(test_splice_every_shift)
 }
 END_TEST
 
+START_TEST(test_splice_in_place_and_skip)
+{
+    /* A stream part is spliced inside its own buffer, its output starting
+     * 0..4 bytes before its body (over its header), while whoever keeps
+     * the order learns the state after it with bz2_splice_skip: both equal
+     * an ordinary splice into another buffer, for every starting shift. */
+    enum { CAP = 4096 };
+    static const uint64_t lens[] = { 0, 1, 5, 7, 8, 9, 63, 64, 65, 129, 1000, 8 * 777 + 3, 8 * (CAP - 8) - 1 };
+    uint8_t *src = malloc(CAP), *want = malloc(CAP + 8), *buf = malloc(CAP + 8);
+    for (unsigned shift = 0; shift < 8; shift++)
+        for (unsigned gap = 0; gap <= 4; gap++)
+            for (unsigned k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+                for (size_t i = 0; i < CAP; i++)
+                    src[i] = (uint8_t)rnd();
+                bz2_splicer start = { 0 };
+                uint8_t lead = (uint8_t)rnd();
+                bz2_splice(&start, &lead, shift, want); /* shift pending bits */
+                bz2_splicer a = start, b = start, c = start;
+                size_t n = bz2_splice(&a, src, lens[k], want);
+                memcpy(buf + 4, src, CAP);
+                size_t m = bz2_splice(&b, buf + 4, lens[k], buf + 4 - gap);
+                ck_assert_uint_eq(m, n);
+                ck_assert_msg(memcmp(buf + 4 - gap, want, n) == 0, "in place: shift %u gap %u len %llu", shift,
+                              gap, (unsigned long long)lens[k]);
+                bz2_splice_skip(&c, src, lens[k]);
+                ck_assert_msg(b.acc == a.acc && c.acc == a.acc, "state: shift %u gap %u len %llu: %x %x %x", shift,
+                              gap, (unsigned long long)lens[k], a.acc, b.acc, c.acc);
+                ck_assert_uint_eq(c.nacc, a.nacc);
+                ck_assert_uint_eq(c.bits, a.bits);
+            }
+    free(src);
+    free(want);
+    free(buf);
+}
+END_TEST
+
 static uint8_t *counted_compress(const uint8_t *src, size_t n, int level, unsigned threads, size_t *len,
                                  uint32_t *blocks)
 {
@@ -2542,6 +2578,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_eos_magic_aperiodic);
     tcase_add_test(streaming, test_format_framing);
     tcase_add_test(streaming, test_splice_every_shift);
+    tcase_add_test(streaming, test_splice_in_place_and_skip);
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);
     tcase_add_test(streaming, test_splice_segment_identity);

@@ -368,6 +368,117 @@ END_TEST
  * leaves no FILE.bz2 (the temporary output is removed), or, should it
  * finish some other way, leaves a complete one; the input is kept either way.
  */
+/* The daemon's count of stream bytes its loop thread copied (STATS). */
+static uint64_t loop_copied(void)
+{
+    int sock = hello();
+    Gpucomp__Request q = GPUCOMP__REQUEST__INIT;
+    q.id = 1;
+    q.op = GPUCOMP__OP__OP_STATS;
+    q.last = true;
+    raw_send_request(sock, &q);
+    Gpucomp__Frame *f = raw_recv(sock, 4 * MiB);
+    ck_assert_msg(f && f->body_case == GPUCOMP__FRAME__BODY_RESPONSE && f->response->stats, "no STATS answer");
+    uint64_t n = f->response->stats->stream_loop_copied;
+    gc_wire_free(f);
+    close(sock);
+    return n;
+}
+
+/*
+ * A bzip2 compress of several parts, byte for byte the whole request, to a
+ * file and in frames: the parts' bits are spliced and written by the I/O
+ * threads, so the loop copies no more than the end-of-stream marker (at
+ * most 11 bytes), where it used to copy every output byte.
+ */
+START_TEST(bzip2_parts_placed_off_the_loop)
+{
+    start();
+    size_t len = 2 * 32 * MiB + 12345, w_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 2, 7);
+    char in_path[160];
+    make_file("in", data, len, in_path);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    uint8_t *w = whole(c, &o, false, data, len, &w_len);
+    uint64_t before = loop_copied();
+    check_file_call(c, &o, false, in_path, w, w_len, true);
+    uint64_t to_file = loop_copied() - before;
+    check_file_call(c, &o, false, in_path, w, w_len, false);
+    uint64_t in_frames = loop_copied() - before - to_file;
+    ck_assert_msg(to_file <= 11, "the loop copied %llu bytes of a file-to-file stream",
+                  (unsigned long long)to_file);
+    ck_assert_msg(in_frames <= 11, "the loop copied %llu bytes of a file stream answered in frames",
+                  (unsigned long long)in_frames);
+    gpucomp_free(w);
+    free(data);
+    unlink(in_path);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * rle decompress of a file of many frames: the cut reads only each frame's
+ * header and index, and every frame is read straight into its part, so the
+ * loop copies nothing (it used to copy the whole file from its buffer).
+ */
+START_TEST(rle_frames_read_into_parts)
+{
+    start();
+    size_t len = 3 * 32 * MiB + 5, z_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 1, 11);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    uint8_t *z = streamed(c, &o, data, len, &z_len); /* one frame per part */
+    char z_path[160];
+    make_file("in.rle", z, z_len, z_path);
+    uint64_t before = loop_copied();
+    check_file_call(c, &o, true, z_path, data, len, true);
+    uint64_t copied = loop_copied() - before;
+    ck_assert_msg(copied == 0, "the loop copied %llu bytes of a file-to-file stream", (unsigned long long)copied);
+    free(z);
+    free(data);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * A bzip2 file whose compressed size passes two decompress parts (random
+ * bytes do not compress): the cut looks for a magic in bytes the I/O
+ * threads read for it (a cut given no bytes took the daemon down).
+ */
+START_TEST(bzip2_decompress_large_file)
+{
+    start();
+    size_t len = 72 * MiB, z_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, 5);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    uint8_t *z = whole(c, &o, false, data, len, &z_len);
+    ck_assert_uint_gt(z_len, 64 * MiB);
+    char z_path[160];
+    make_file("in.bz2", z, z_len, z_path);
+    check_file_call(c, &o, true, z_path, data, len, true);
+    check_file_call(c, &o, true, z_path, data, len, false);
+    gpucomp_free(z);
+    free(data);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+END_TEST
+
 START_TEST(daemon_killed_mid_file)
 {
     start();
@@ -415,6 +526,9 @@ int main(void)
     tcase_add_test(tc, rle_sizes);
     tcase_add_test(tc, bzip2_sizes);
     tcase_add_test(tc, bzip2_decompress_many_parts);
+    tcase_add_test(tc, bzip2_parts_placed_off_the_loop);
+    tcase_add_test(tc, rle_frames_read_into_parts);
+    tcase_add_test(tc, bzip2_decompress_large_file);
     tcase_add_test(tc, hostile_descriptors);
     tcase_add_test(tc, input_shrinks_while_read);
     tcase_add_test(tc, daemon_killed_mid_file);

@@ -100,8 +100,15 @@ typedef struct bz2_splicer {
 /* Append the first nbits bits of src (MSB of src[0] first) to the string:
  * writes the bytes that become whole to out and returns their count
  * ((nacc + nbits) / 8). out must hold nbits / 8 + 1 bytes. Bits of src past
- * nbits are ignored. Word-at-a-time for every shift (0..7). */
+ * nbits are ignored. Word-at-a-time for every shift (0..7). out may overlap
+ * src if it does not begin after it (out <= src): each output byte is
+ * written only after the source bytes under it were read, so a part's
+ * stream is spliced inside its own buffer, over its header. */
 size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *out);
+/* The state bz2_splice would leave after appending those bits, reading only
+ * the last few of them and writing nothing: whoever keeps the order learns
+ * where the next piece begins before this one is spliced. */
+void bz2_splice_skip(bz2_splicer *sp, const uint8_t *src, uint64_t nbits);
 /* Append a stream header "BZh"+level (level 1..9); out must hold 5 bytes. */
 size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out);
 /* Append the end-of-stream magic and the combined CRC, then zero bits to the

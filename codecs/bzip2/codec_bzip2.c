@@ -15,8 +15,14 @@
 /* What a stream's part carries to its engine and back (r->part_state). */
 typedef struct bz2_part {
     uint32_t blocks; /* compress: blocks in the part's stream */
-    bz2_dstate ds;   /* decompress: where decoding resumes, then where it stopped */
-    size_t used;     /* decompress: input bytes wholly consumed */
+    /* compress, set by emit: its blocks join the output at from (the bits of the part before it still
+     * pending), after the stream header if it is the first; place_compressed splices them */
+    bz2_splicer from;
+    bool header;
+    int level;
+    uint64_t body_bits;
+    bz2_dstate ds; /* decompress: where decoding resumes, then where it stopped */
+    size_t used;   /* decompress: input bytes wholly consumed */
     /* decompress: the part begins at a magic found in its input, not where the part before it
      * stopped (bz2_dstate_at_magic): the stream confirms it in its turn or runs it again */
     bool spec;
@@ -422,6 +428,29 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
     return GC_OK;
 }
 
+/*
+ * A file stream's cut: a compress reads nothing; a decompress sees the
+ * span where its cut looks for a magic (up to twice a part), read by an
+ * I/O thread; the part is then read again into its own buffer.
+ */
+static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
+                           size_t left, size_t *take, size_t *more, gc_error *err)
+{
+    (void)err;
+    *more = 0;
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
+        cut_compress(left, true, false, take);
+        return GC_OK;
+    }
+    size_t want = left < 2 * STREAM_DECOMPRESS_PART ? left : 2 * STREAM_DECOMPRESS_PART;
+    *take = 0;
+    if (head_len < want)
+        *more = want;
+    else
+        cut_decompress(state, head, head_len, head_len == left, false, take);
+    return GC_OK;
+}
+
 static size_t stream_overlap(void *state)
 {
     const bz2_stream *st = state;
@@ -470,25 +499,46 @@ static int stream_prepare(void *state, gcd_request *r, gc_error *err)
     return GC_OK;
 }
 
-/* Append a part's blocks to the output: the header before the first, bit-spliced after the last. */
-static int emit_compressed(bz2_stream *st, gcd_stream *s, const gcd_request *r, gc_error *err)
+/*
+ * On an I/O thread: the part's blocks, shifted to follow the bits of the
+ * part before it (part->from), over its own buffer (bz2_splice works in
+ * place: the output never begins after the body, which starts at byte 4).
+ * Only whole bytes are made; the last few bits go with the next part.
+ */
+static void place_compressed(gcd_request *r)
 {
     const bz2_part *part = r->part_state;
-    uint64_t body_bits;
+    bz2_splicer sp = part->from;
+    size_t n = part->header ? bz2_splice_header(&sp, part->level, r->output) : 0;
+    bz2_splice(&sp, r->output + 4, part->body_bits, r->output + n);
+}
+
+/*
+ * Append a part's blocks to the output: the header before the first,
+ * bit-spliced after the last. The loop only reads where its body ends and
+ * its last bits (bz2_splice_skip): the part after it knows where it joins
+ * at once, and the shifting runs on the pool (place_compressed).
+ */
+static int emit_compressed(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_error *err)
+{
+    bz2_part *part = r->part_state;
     uint32_t combined;
-    int rc = bz2_stream_body(r->output, r->output_len, &body_bits, &combined, err);
+    int rc = bz2_stream_body(r->output, r->output_len, &part->body_bits, &combined, err);
     if (rc != GC_OK)
         return gc_fail(err, GC_E_INTERNAL, "bzip2 stream part: %s", err->msg);
-    uint8_t *out = malloc(body_bits / 8 + 8);
-    if (!out)
-        return gc_fail(err, GC_E_NOMEM, "out of memory splicing a stream part");
-    size_t n = st->started ? 0 : bz2_splice_header(&st->sp, st->level, out);
+    part->from = st->sp;
+    part->header = !st->started;
+    part->level = st->level;
+    if (!st->started) {
+        uint8_t header[5];
+        bz2_splice_header(&st->sp, st->level, header);
+    }
     st->started = true;
     /* the body starts at bit 32, after the 4-byte header: byte aligned */
-    n += bz2_splice(&st->sp, r->output + 4, body_bits, out + n);
+    bz2_splice_skip(&st->sp, r->output + 4, part->body_bits);
     st->combined = bz2_combine_parts(st->combined, part->blocks, combined);
-    gcd_stream_put(s, out, n);
-    free(out);
+    uint64_t whole = (st->sp.bits - st->sp.nacc) - (part->from.bits - part->from.nacc);
+    gcd_stream_put_placed(s, r, (size_t)(whole / 8), place_compressed);
     return GC_OK;
 }
 
@@ -629,16 +679,10 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
     return GC_OK;
 }
 
-/* A decompress part ends where a block magic is found in the bytes; compress parts are whole segments. */
-static bool stream_cut_reads(const gcd_request *proto)
-{
-    return proto->op != GPUCOMP__OP__OP_COMPRESS;
-}
-
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
-    .cut_reads = stream_cut_reads,
+    .cut_file = stream_cut_file,
     .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,

@@ -249,10 +249,40 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
     return GC_OK;
 }
 
-/* Only a decompress reads: it cuts at frame ends. */
-static bool stream_cut_reads(const gcd_request *proto)
+/* A file's frame header and index are read with one small read, mostly: larger indexes take a second. */
+#define STREAM_FIRST_PEEK ((size_t)4096)
+
+/*
+ * A file stream's cut: the same parts, but a decompress sees only a frame's
+ * header and index (what frame_length reads), never the frame.
+ */
+static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
+                           size_t left, size_t *take, size_t *more, gc_error *err)
 {
-    return proto->op != GPUCOMP__OP__OP_COMPRESS;
+    rle_stream *st = state;
+    size_t most = left < GCD_STREAM_WINDOW ? left : (size_t)GCD_STREAM_WINDOW;
+    *take = *more = 0;
+    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
+        *take = left < st->part ? left : st->part;
+        return GC_OK;
+    }
+    uint64_t len = 0;
+    bool frame = head_len < 4 || memcmp(head, RLE_MAGIC, 4) == 0;
+    int rc = frame ? frame_length(head, head_len, &len, err) : GC_OK;
+    if (rc != GC_OK)
+        return rc;
+    if (!frame || head_len == left) /* not a frame, or cut short: the engine says what is wrong */
+        *take = most;
+    else if (len)
+        *take = len < left ? (size_t)len : left;
+    else { /* the index is known once the fixed header is: ask for all of it */
+        size_t want =
+            head_len < RLE_HEADER_FIXED
+                ? STREAM_FIRST_PEEK
+                : RLE_INDEX_OFFSET + le(head + RLE_CHUNK_COUNT_OFFSET, 4) * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
+        *more = want < left ? want : left;
+    }
+    return GC_OK;
 }
 
 static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err)
@@ -267,7 +297,7 @@ static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *ca
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
-    .cut_reads = stream_cut_reads,
+    .cut_file = stream_cut_file,
     .emit = stream_emit,
 };
 

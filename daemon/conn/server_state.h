@@ -35,7 +35,8 @@ typedef struct gcd_counters {
     uint64_t bytes_out;
     uint64_t cpu_requests;
     uint64_t gpu_requests;
-    uint64_t gpu_by_load; /* routed to a lane below their break-even: the CPU pool was queued */
+    uint64_t gpu_by_load;        /* routed to a lane below their break-even: the CPU pool was queued */
+    uint64_t stream_loop_copied; /* stream bytes (input or output) the loop thread copied: 0 for file streams */
 } gcd_counters;
 
 typedef struct gcd_server {

@@ -80,6 +80,7 @@ void gcd_stats_fill(const gcd_server *s, gcd_stats_message *msg)
     st->lanes = msg->lane_ptrs;
     st->gpus = gcd_dispatch_gpus(s);
     st->gpu_by_load = k->gpu_by_load;
+    st->stream_loop_copied = k->stream_loop_copied;
     st->cpu_requests = k->cpu_requests;
     st->gpu_requests = k->gpu_requests;
     unsigned n_codecs;

@@ -27,8 +27,6 @@
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 /* A file stream takes no new part while this much of its output waits for the disk. */
 #define STREAM_WRITE_MOST ((uint64_t)256 << 20)
-/* A file stream whose codec cuts by reading the bytes reads the file into its buffer this much at a time. */
-#define STREAM_FILL ((size_t)16 << 20)
 /* Slots for parts out: the most any stream may have (file streams; socket streams GCD_STREAM_DEPTH). */
 #define STREAM_SLOTS (GCD_STREAM_DEPTH > 16 ? GCD_STREAM_DEPTH : 16)
 
@@ -62,13 +60,16 @@ struct gcd_stream {
      * bytes [0, in_size); its output goes to out_fd at out_total, or in frames (-1) */
     int in_fd, out_fd;
     uint64_t in_size;
-    bool cut_reads;       /* the codec's cut reads the bytes: the pool fills buf, parts copy from it */
-    bool filling;         /* cut_reads: a read into buf is at the pool */
+    bool peeking;         /* a read of the bytes the codec's cut_file asked to see (into buf) is at the pool */
     unsigned io;          /* reads and writes at the pool */
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
     gcd_request *rerun;   /* the part its emit asked to run again (gcd_stream_rerun) */
-    gcd_request *parked;  /* ... waiting, as new parts do, for unread answers to drain */
+    gcd_request *kept;    /* the part its emit placed (gcd_stream_put_placed): the placement frees it */
+    /* placed outputs at the pool, in stream order (socket output is sent in that order) */
+    struct stream_io *placing_head, *placing_tail;
+    unsigned placing;
+    gcd_request *parked; /* ... waiting, as new parts do, for unread answers to drain */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -79,10 +80,10 @@ struct gcd_stream {
 static void pump(gcd_stream *s);
 static void resubmit(gcd_stream *s, gcd_request *r);
 
-/* A file stream that cuts without reading: its parts are read straight into their own buffers. */
+/* A file stream: its parts are read straight into their own buffers; buf holds only what the cut peeks at. */
 static bool reads_parts(const gcd_stream *s)
 {
-    return s->in_fd >= 0 && !s->cut_reads;
+    return s->in_fd >= 0;
 }
 
 static bool chained(const gcd_stream *s)
@@ -210,12 +211,15 @@ static void finish(gcd_stream *s);
 
 /* ---- file I/O (file streams; io_pool.h) --------------------------------- */
 
-/* One transfer at the pool: a read into a part's input or into buf, or a write of output. */
+/* One transfer at the pool: a read into a part's input or into buf, a write of output, or a placement. */
 typedef struct stream_io {
     gcd_io_task t;
     gcd_stream *s;
-    gcd_request *part;         /* a part's read */
+    gcd_request *part;         /* a part's read, or the part whose output is placed */
     gcd_shared_output *shared; /* a write: the buffer it writes from, one reference */
+    gcd_stream_place_fn place; /* a placement: makes the part's output bytes on the pool thread */
+    bool ready;                /* a placement back from the pool */
+    struct stream_io *next;    /* the next placement in stream order */
 } stream_io;
 
 static bool io_start(gcd_stream *s, stream_io *x, gc_error *err)
@@ -324,6 +328,7 @@ static bool write_copy(gcd_stream *s, const void *data, size_t len)
         return false;
     }
     memcpy(copy, data, len);
+    s->set->server->counters.stream_loop_copied += len;
     return write_out(s, o, copy, len);
 }
 
@@ -374,52 +379,45 @@ static void start_part(gcd_stream *s, gcd_request *r)
 
 static bool reserve(gcd_stream *s, size_t more, gc_error *err);
 
-static void fill_done(gcd_io_task *t)
+static void peek_done(gcd_io_task *t)
 {
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
-    s->filling = false;
+    s->peeking = false;
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         io_error(&err, t, "input");
         fail(s, &err);
     } else if (!s->answered) {
         s->len += t->len;
-        s->received += t->len;
-        s->input_ended = s->received == s->in_size;
         pump(s);
     }
     io_end(x);
 }
 
-/* A file stream whose codec cuts by reading the bytes: the next span of the file into buf. */
-static void fill(gcd_stream *s)
+/*
+ * A file stream's cut asked to see the file's bytes from base up to want
+ * (buf holds the first len of them): the pool reads the rest into buf.
+ * Only the cut reads them; each part is read again into its own buffer,
+ * so the loop copies none of them.
+ */
+static bool peek(gcd_stream *s, size_t want, gc_error *err)
 {
-    if (s->in_fd < 0 || !s->cut_reads || s->filling || s->input_ended || s->answered)
-        return;
-    uint64_t left = s->in_size - s->received;
-    size_t n = GCD_STREAM_WINDOW - s->len;
-    if (n > STREAM_FILL)
-        n = STREAM_FILL;
-    if (n > left)
-        n = (size_t)left;
-    if (n == 0)
-        return;
-    gc_error err = { 0 };
+    size_t n = want - s->len;
     stream_io *x = calloc(1, sizeof *x);
     if (!x)
-        gc_fail(&err, GC_E_NOMEM, "out of memory reading the input file");
-    if (x && reserve(s, n, &err)) {
+        return gc_fail(err, GC_E_NOMEM, "out of memory reading the input file") == GC_OK;
+    if (reserve(s, n, err)) {
         x->t = (gcd_io_task){
-            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->received, .done = fill_done
+            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->base + s->len, .done = peek_done
         };
-        if (io_start(s, x, &err)) {
-            s->filling = true;
-            return;
+        if (io_start(s, x, err)) {
+            s->peeking = true;
+            return true;
         }
     }
     free(x);
-    fail(s, &err);
+    return false;
 }
 
 static size_t fragment_size(const gcd_stream *s)
@@ -436,6 +434,7 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
         return write_copy(s, data, len);
     size_t fragment = fragment_size(s);
     const uint8_t *p = data;
+    s->set->server->counters.stream_loop_copied += len;
     while (len) {
         size_t n = len < fragment ? len : fragment;
         send_fragment(s, p, n);
@@ -461,7 +460,6 @@ static bool send_shared(gcd_stream *s, gcd_shared_output *o, size_t from, size_t
             return false;
         }
         from += n;
-        s->out_total += n;
     }
     return true;
 }
@@ -484,6 +482,7 @@ static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
         gcd_shared_output_ref(r->shared, 1);
         return write_out(s, r->shared, r->shared->buf + from, to - from);
     }
+    s->out_total += to - from;
     return send_shared(s, r->shared, from, to);
 }
 
@@ -510,6 +509,111 @@ void gcd_stream_part_progress(gcd_request *r)
         return;
     size_t final = atomic_load_explicit(&r->output_final, memory_order_acquire);
     put_part_output(s, r, final);
+}
+
+/* ---- placed output (gcd_stream_put_placed) ------------------------------ */
+
+static void place_work(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    x->place(x->part);
+}
+
+/* A placement's bytes to the client, by reference to the part's buffer (a copy only without memory for that). */
+static void send_placed(gcd_stream *s, gcd_request *r, size_t len)
+{
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+        size_t fragment = fragment_size(s);
+        for (size_t at = 0; at < len; at += fragment) {
+            send_fragment(s, r->output + at, len - at < fragment ? len - at : fragment);
+            s->set->server->counters.stream_loop_copied += len - at < fragment ? len - at : fragment;
+        }
+        return;
+    }
+    send_shared(s, r->shared, 0, len);
+}
+
+/*
+ * Placements back from the pool, in stream order: a socket stream's are
+ * sent now, in that order. Their parts are freed; the stream goes on (or
+ * finishes) before the transfers end, as io_end may free it.
+ */
+static void placed_drain(gcd_stream *s)
+{
+    stream_io *ended = NULL, **tail = &ended;
+    stream_io *x;
+    while ((x = s->placing_head) && x->ready) {
+        s->placing_head = x->next;
+        if (!s->placing_head)
+            s->placing_tail = NULL;
+        s->placing--;
+        if (s->out_fd < 0 && can_send(s) && x->t.len)
+            send_placed(s, x->part, x->t.len);
+        gcd_request_free(x->part);
+        x->part = NULL;
+        x->next = NULL;
+        *tail = x;
+        tail = &x->next;
+    }
+    if (!s->answered && s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
+        finish(s);
+    else if (!s->answered)
+        pump(s);
+    while ((x = ended)) {
+        ended = x->next;
+        io_end(x);
+    }
+}
+
+static void placed_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    s->write_bytes -= t->len;
+    x->ready = true;
+    if (!s->answered && (t->error || t->moved < t->len)) {
+        gc_error err = { 0 };
+        io_error(&err, t, "output");
+        fail(s, &err);
+    }
+    placed_drain(s);
+}
+
+bool gcd_stream_put_placed(gcd_stream *s, gcd_request *r, size_t len, gcd_stream_place_fn place)
+{
+    if (!may_put(s, len))
+        return false;
+    gc_error err = { 0 };
+    stream_io *x = calloc(1, sizeof *x);
+    if (!x) {
+        gc_fail(&err, GC_E_NOMEM, "out of memory placing a stream part's output");
+        fail(s, &err);
+        return false;
+    }
+    x->part = r;
+    x->place = place;
+    x->t = (gcd_io_task){ .fd = s->out_fd,
+                          .write = true,
+                          .buf = r->output,
+                          .len = len,
+                          .offset = s->out_total,
+                          .work = place_work,
+                          .done = placed_done };
+    if (!io_start(s, x, &err)) {
+        free(x);
+        fail(s, &err);
+        return false;
+    }
+    s->kept = r;
+    s->write_bytes += len;
+    s->out_total += len;
+    if (s->placing_tail)
+        s->placing_tail->next = x;
+    else
+        s->placing_head = x;
+    s->placing_tail = x;
+    s->placing++;
+    return true;
 }
 
 void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
@@ -552,6 +656,8 @@ static void fail(gcd_stream *s, const gc_error *err)
 static void finish(gcd_stream *s)
 {
     gc_error err = { 0 };
+    if (s->placing) /* the end follows every part's bytes: placed_drain comes back here */
+        return;
     if (!s->finishing) {
         s->finishing = true;
         if (s->ops->finish && s->ops->finish(s->state, s, &err) != GC_OK) {
@@ -646,6 +752,7 @@ static void take_input(gcd_stream *s, const Gpucomp__Request *m)
     }
     if (n)
         memcpy(s->buf + s->len, m->payload.data, n);
+    s->set->server->counters.stream_loop_copied += n;
     s->len += n;
     if (m->flush)
         s->flush_at = s->received;
@@ -661,7 +768,7 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
         take_input(s, m);
     if (m->last) {
         s->client_done = true;
-        s->input_ended = !s->cut_reads || s->received == s->in_size; /* a file stream: all read */
+        s->input_ended = true; /* a file stream's input is all there */
     } else if (s->answered) {
         s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     }
@@ -764,7 +871,6 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     }
     if (rc == GC_OK) {
         s->depth = stream_depth(s);
-        s->cut_reads = s->in_fd >= 0 && s->ops->cut_reads && s->ops->cut_reads(&s->proto);
         if (reads_parts(s))
             s->received = s->in_size;
     }
@@ -810,6 +916,19 @@ static bool output_backed_up(const gcd_stream *s)
  * them. The last part always goes out, even empty: a stream of no input
  * still has an output (an empty frame, an empty bzip2 stream) or an error.
  */
+static int file_cut(gcd_stream *s, size_t left, size_t *take, gc_error *err)
+{
+    size_t more = 0;
+    int rc = s->ops->cut_file(s->state, &s->proto, s->buf, s->len, left, take, &more, err);
+    if (rc != GC_OK || !more)
+        return rc;
+    *take = 0;
+    if (more <= s->len || more > left || more > GCD_STREAM_WINDOW)
+        return gc_fail(err, GC_E_INTERNAL, "stream codec asked to see %zu of %zu bytes (it saw %zu)", more, left,
+                       s->len);
+    return peek(s, more, err) ? GC_OK : err->code;
+}
+
 static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
 {
     uint64_t mark = s->flush_at ? s->flush_at - s->base : 0;
@@ -825,7 +944,9 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     *take = 0;
     if (s->final_out)
         return GC_OK;
-    int rc = s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
+    int rc = reads_parts(s)
+                 ? file_cut(s, all, take, err)
+                 : s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
     if (rc != GC_OK)
         return rc;
     if (*take > avail)
@@ -876,10 +997,12 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     size_t advance = take - (keep < take ? keep : take); /* the overlap begins the next part too */
     if (reads_parts(s)) {                                /* read by the pool (start_part) */
         s->base += advance;
+        s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
     if (take)
         memcpy(in, s->buf, take);
+    s->set->server->counters.stream_loop_copied += take;
     if (s->len > advance)
         memmove(s->buf, s->buf + advance, s->len - advance);
     s->len -= advance;
@@ -901,8 +1024,8 @@ static void pump(gcd_stream *s)
         s->parked = NULL;
         resubmit(s, r);
     }
-    /* Parts out and not yet emitted, not just those at the engines: done[] has depth slots. */
-    while (!s->answered && !s->final_out && !s->filling && s->next_seq - s->emit_seq < depth &&
+    /* Parts out and not yet emitted or placed, not just those at the engines: done[] has depth slots. */
+    while (!s->answered && !s->final_out && !s->peeking && s->next_seq - s->emit_seq + s->placing < depth &&
            !output_backed_up(s)) {
         gc_error err = { 0 };
         size_t take;
@@ -933,7 +1056,6 @@ static void pump(gcd_stream *s)
         send_credit(s);
         start_part(s, r);
     }
-    fill(s);
     if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
         s->waiting_since_ns = gc_now_ns();
 }
@@ -955,6 +1077,7 @@ static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_er
         return false;
     memmove(s->buf + carry, s->buf, s->len);
     memcpy(s->buf, part->input + part->total_size - carry, carry);
+    s->set->server->counters.stream_loop_copied += carry;
     s->len += carry;
     s->base -= carry;
     s->final_out = false; /* the rest still has to go through a part */
@@ -999,7 +1122,10 @@ static void emit_ready(gcd_stream *s)
         bool again = s->rerun == r;
         s->rerun = NULL;
         if (s->answered) { /* emit's output passed max_output */
-            gcd_request_free(r);
+            if (s->kept == r)
+                s->kept = NULL;
+            else
+                gcd_request_free(r);
             return;
         }
         if (again && err.code == GC_OK) { /* pump sends it */
@@ -1016,7 +1142,10 @@ static void emit_ready(gcd_stream *s)
             s->consumed = s->received;
             s->final_out = s->input_ended;
         }
-        gcd_request_free(r);
+        if (s->kept == r)
+            s->kept = NULL;
+        else
+            gcd_request_free(r);
         if (err.code != GC_OK) {
             fail(s, &err);
             return;

@@ -110,6 +110,19 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len);
  * the request is freed and the client has been sent the last of it. */
 bool gcd_stream_put_output(gcd_stream *s, struct gcd_request *r);
 
+/*
+ * For a codec's emit hook: part's output is the first len bytes of its
+ * output buffer once place has run on them, on an I/O thread (io_pool.h):
+ * the emit hook only decides len and what place needs (in part_state), so
+ * the loop thread moves no byte of it. The bytes are written at their
+ * offset in the output file, or sent in frames that refer to the buffer,
+ * in stream order; the stream then frees part (emit must not touch it
+ * again). Placements of consecutive parts run at once. The stream's finish
+ * hook runs once every placement is back. False as for gcd_stream_put.
+ */
+typedef void (*gcd_stream_place_fn)(struct gcd_request *part);
+bool gcd_stream_put_placed(gcd_stream *s, struct gcd_request *part, size_t len, gcd_stream_place_fn place);
+
 /* A part at an engine has announced more final output (completions.h; loop thread). */
 void gcd_stream_part_progress(struct gcd_request *r);
 

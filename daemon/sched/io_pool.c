@@ -19,11 +19,17 @@ struct gcd_io_pool {
     unsigned n;
 };
 
-/* One whole transfer: pread or pwrite until all of it moved, the file ended (a read) or an error. */
+/* One whole task: its work, then pread or pwrite until all of it moved, the file ended (a read) or an error. */
 static void transfer(gcd_io_task *t)
 {
     t->moved = 0;
     t->error = 0;
+    if (t->work)
+        t->work(t);
+    if (t->fd < 0) { /* work only */
+        t->moved = t->len;
+        return;
+    }
     while (t->moved < t->len) {
         size_t want = t->len - t->moved;
         off_t at = (off_t)(t->offset + t->moved);

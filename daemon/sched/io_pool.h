@@ -5,7 +5,10 @@
  *
  * The loop submits a task (a descriptor, a buffer, a byte range); a pool
  * thread moves the bytes with pread or pwrite, retrying short transfers,
- * and the task comes back to the loop, where its done callback runs. Tasks
+ * and the task comes back to the loop, where its done callback runs. A
+ * task may first make the bytes it writes (work), and one with no
+ * descriptor (fd -1) only does that: the loop hands work off that would
+ * otherwise hold up every connection (splicing a stream part's bits). Tasks
  * run in submission order but several at once, so consecutive parts of one
  * stream are read or written in parallel. The pool owns nothing a task
  * points to: its submitter keeps the buffer and the descriptor alive until
@@ -29,6 +32,8 @@ struct gcd_io_task {
     uint8_t *buf;
     size_t len;
     uint64_t offset;
+    /* on the pool thread before the transfer (NULL: none): makes the bytes to write, in buf */
+    void (*work)(gcd_io_task *t);
     void (*done)(gcd_io_task *t); /* on the loop thread */
     void *ctx;
     /* set by the pool before done */

@@ -241,7 +241,7 @@ size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *
     unsigned rest = (unsigned)(nbits % 8);
     sp->bits += nbits;
     if (s == 0) {
-        memcpy(out, src, whole);
+        memmove(out, src, whole);
         o = i = whole;
     } else {
         uint8_t acc = sp->acc;
@@ -253,8 +253,9 @@ size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *
             acc = (uint8_t)(w << (8 - s));
         }
         for (; i < whole; i++, o++) {
-            out[o] = (uint8_t)(acc | src[i] >> s);
-            acc = (uint8_t)(src[i] << (8 - s));
+            uint8_t b = src[i]; /* read before out[o], which may be it, is written */
+            out[o] = (uint8_t)(acc | b >> s);
+            acc = (uint8_t)(b << (8 - s));
         }
         sp->acc = acc;
     }
@@ -270,6 +271,21 @@ size_t bz2_splice(bz2_splicer *sp, const uint8_t *src, uint64_t nbits, uint8_t *
         }
     }
     return o;
+}
+
+void bz2_splice_skip(bz2_splicer *sp, const uint8_t *src, uint64_t nbits)
+{
+    uint64_t total = sp->nacc + nbits;
+    if (total < 8) { /* nothing becomes whole: splicing is as cheap */
+        uint8_t none[1];
+        bz2_splice(sp, src, nbits, none);
+        return;
+    }
+    /* total >= 8 with nacc <= 7 makes nbits >= keep: the pending bits all come from src */
+    unsigned keep = (unsigned)(total % 8);
+    sp->acc = keep ? (uint8_t)(bits_at(src, nbits - keep, keep) << (8 - keep)) : 0;
+    sp->nacc = keep;
+    sp->bits += nbits;
 }
 
 size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out)
