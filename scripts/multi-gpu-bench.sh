@@ -13,15 +13,18 @@
 #   rle d      manyfd-dec the same frames decompressed
 #   bzip2 c    bzip2-many each client its own $MIB MiB slice of the text corpus, level 9
 #   bzip2 d    bzip2-dec-many the same slices as CPU-engine -9 streams (3-4 MB each: under the
-#              default decompress break-even, so the daemon is started with
-#              --gpu-min-bytes-bzip2-decompress $BZ2_DEC_MIN to measure the GPUs; say 8M for the
-#              default routing)
+#              default decompress break-even; the default routing sends them to the GPUs by load
+#              when the CPU pool is queued; BZ2_DEC_MIN=SIZE passes --gpu-min-bytes-bzip2-decompress)
+#   16 gpucomp $PROCS gpucomp commands at once, each on its own 1/$PROCS of the corpus, file to
+#              file, both codecs and directions (outputs compared, outside the time)
 #   1 client   rle: large $BIG_MIB (one memfd request each way, cold and warm); bzip2: whole
 #              (the $BIG_MIB MiB text corpus as one request, compress, then its output
 #              decompressed, cmp'd with the corpus)
-#   1 stream   bzip2: the gpucomp command on the text corpus, -c to a file, then -dc of that
-#              to /dev/null (timed) and to cmp against the corpus (not timed): one client whose
+#   1 stream   the gpucomp command on the text corpus (bzip2 -9 and rle), -c to a file, then -dc
+#              of that to a file (timed) and cmp against the corpus (not timed): one client whose
 #              stream's 32 MiB parts are routed one by one, so it can use every GPU
+# Then the CPU engine alone (--gpu=off) runs the bzip2 d many-client load: the figure the GPUs'
+# decompression under load is compared with.
 # After each workload the daemon's STATS give the requests and bytes each device served (the
 # spread over devices) and the summed H2D / kernel / D2H times (what limits the one-client case).
 # Then, on all GPUs: --fail-device 0:2 (the first GPU's lanes fail their second batch, as a
@@ -32,10 +35,11 @@
 # MB/s = 10^6 uncompressed bytes per second of wall time, aggregate over clients.
 #
 # Environment: BIN_DIR (build-gpud), GPU_COUNTS ("1 ALL"), CLIENTS (64), MIB (16), ROUNDS (4),
-#   BZ2_ROUNDS (2), BIG_MIB (4096), BZ2_DEC_MIN (1M), DAEMON_ARGS ("--max-request 16G
+#   BZ2_ROUNDS (2), BIG_MIB (4096), BZ2_DEC_MIN (unset), PROCS (16), DAEMON_ARGS ("--max-request 16G
 #   --max-output 16G --memory-budget 48G"), CORPUS_DIR (keep / reuse the text corpus there),
 #   LOGDIR (default $OUT or /tmp/multi-gpu-bench), SKIP_BIG=1 (no one-client runs),
-#   SKIP_FAULT=1 (no fault-injection run), EMULATE=N (no GPU needed: N stand-in devices of
+#   SKIP_FAULT=1 (no fault-injection run), SKIP_PROCS=1 (no PROCS-gpucomp rows), SKIP_CPU=1 (no
+#   --gpu=off row), EMULATE=N (no GPU needed: N stand-in devices of
 #   --gpu=emulate instead of GPUs, to try the script on a CPU machine with small sizes).
 # Exit status: non-zero if a run failed, a round trip differed, or the fault run lost a request
 # or did not retire exactly GPU 0.
@@ -48,7 +52,8 @@ MIB=${MIB:-16}
 ROUNDS=${ROUNDS:-4}
 BZ2_ROUNDS=${BZ2_ROUNDS:-2}
 BIG_MIB=${BIG_MIB:-4096}
-BZ2_DEC_MIN=${BZ2_DEC_MIN:-1M}
+BZ2_DEC_MIN=${BZ2_DEC_MIN:-}
+PROCS=${PROCS:-16}
 DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 48G}
 LOGDIR=${LOGDIR:-${OUT:-/tmp/multi-gpu-bench}}
 GPUCOMPD=$BIN_DIR/daemon/gpucompd
@@ -113,11 +118,13 @@ start_daemon() {
     vis=$(seq -s, 0 $(( g - 1 )))
     devices="--gpu=auto"
     [ "$DEV" = emulated ] && devices="--gpu=emulate --emulated-devices=$g"
+    [ "$g" = 0 ] && devices="--gpu=off" vis=""
+    [ -n "$BZ2_DEC_MIN" ] && devices="$devices --gpu-min-bytes-bzip2-decompress $BZ2_DEC_MIN"
     SOCK=$W/sock-$g
     rm -f "$SOCK"
     # shellcheck disable=SC2086
     CUDA_VISIBLE_DEVICES=$vis "$GPUCOMPD" --socket "$SOCK" --log-level=warning $devices \
-        --gpu-min-bytes-bzip2-decompress "$BZ2_DEC_MIN" $DAEMON_ARGS "$@" 2>> "$LOGDIR/gpucompd-$g.log" &
+        $DAEMON_ARGS "$@" 2>> "$LOGDIR/gpucompd-$g.log" &
     DPID=$!
     for _ in $(seq 1200); do
         [ -S "$SOCK" ] && "$GPUCOMP" --socket "$SOCK" --ping > /dev/null 2>&1 && return 0
@@ -216,6 +223,40 @@ whole() {
     echo "$g GPU(s): $label: $mbs MB/s ($line)"
 }
 
+# procs G CODEC: PROCS gpucomp commands at once on the slices, compress then decompress, file to file
+procs() {
+    local g=$1 codec=$2 t0 t1 i dir bad
+    local -a opt=(-a "$codec")
+    [ "$codec" = bzip2 ] && opt+=(-9)
+    for dir in c d; do
+        stats > "$W/before.json"
+        t0=$(date +%s.%N)
+        for i in $(seq "$PROCS"); do
+            if [ "$dir" = c ]; then
+                "$GPUCOMP" --socket "$SOCK" --no-fallback "${opt[@]}" -c "$W/slice.$i" > "$W/slice.$i.z" 2>> "$LOGDIR/$g-procs.err" &
+            else
+                "$GPUCOMP" --socket "$SOCK" --no-fallback -dc "$W/slice.$i.z" > "$W/slice.$i.back" 2>> "$LOGDIR/$g-procs.err" &
+            fi
+        done
+        bad=0
+        for i in $(seq "$PROCS"); do wait -n || bad=1; done
+        t1=$(date +%s.%N)
+        stats > "$W/after.json"
+        [ "$bad" = 0 ] || { echo "a gpucomp of $PROCS FAILED on $g GPU(s): $(tail -n 1 "$LOGDIR/$g-procs.err")" >&2; fail=1; }
+        row "$g" "$codec $dir, $PROCS gpucomp at once" \
+            "$(awk -v n="$BIG" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) / 1e6 }')" \
+            "$(spread "$W/before.json" "$W/after.json")"
+    done
+    for i in $(seq "$PROCS"); do
+        cmp -s "$W/slice.$i" "$W/slice.$i.back" || { echo "$codec gpucomp slice $i DIFFERS on $g GPU(s)" >&2; fail=1; }
+        rm -f "$W/slice.$i.z" "$W/slice.$i.back"
+    done
+}
+# the corpus cut into PROCS slice files, for procs
+split -n "$PROCS" -d -a 3 "$TEXT" "$W/part."
+i=0
+for f in "$W"/part.*; do i=$((i + 1)); mv "$f" "$W/slice.$i"; done
+
 : > "$W/rows"
 for g in $COUNTS; do
     echo "== $g GPU(s): CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(( g - 1 )))"
@@ -242,20 +283,35 @@ for g in $COUNTS; do
         fi
         rm -f "$W/big.bz2" "$W/big.back"
         sync
-        if stream "$g" "bzip2 c, 1 client, stream (gpucomp -c)" "$BIG" "$W/stream.bz2" -c "$TEXT"; then
-            sync
-            stream "$g" "bzip2 d, 1 client, stream (gpucomp -dc)" "$BIG" /dev/null -dc "$W/stream.bz2"
-            if ! "$GPUCOMP" --socket "$SOCK" -dc "$W/stream.bz2" | cmp -s - "$TEXT"; then
-                echo "gpucomp -c | gpucomp -dc DIFFERS from the corpus on $g GPU(s)" >&2
-                fail=1
+        for codec in bzip2 rle; do
+            opt=(-a "$codec")
+            [ "$codec" = bzip2 ] && opt+=(-9)
+            if stream "$g" "$codec c, 1 client, stream (gpucomp -c FILE)" "$BIG" "$W/stream.z" "${opt[@]}" -c "$TEXT"; then
+                sync
+                stream "$g" "$codec d, 1 client, stream (gpucomp -dc FILE)" "$BIG" "$W/stream.back" -dc "$W/stream.z"
+                if ! cmp -s "$W/stream.back" "$TEXT"; then
+                    echo "$codec gpucomp -c | gpucomp -dc DIFFERS from the corpus on $g GPU(s)" >&2
+                    fail=1
+                fi
             fi
-        fi
-        rm -f "$W/stream.bz2"
-        sync
+            rm -f "$W/stream.z" "$W/stream.back"
+            sync
+        done
+    fi
+    if [ "${SKIP_PROCS:-0}" != 1 ]; then
+        procs "$g" bzip2
+        procs "$g" rle
     fi
     stats > "$LOGDIR/stats-$g.json"
     stop_daemon
 done
+
+if [ "${SKIP_CPU:-0}" != 1 ]; then
+    echo "== the CPU engine alone (--gpu=off): bzip2 d, $CLIENTS clients"
+    start_daemon 0
+    many cpu "bzip2 d, $CLIENTS clients" bzip2-d-cpu bzip2-dec-many "$TEXT" "$CLIENTS" "$MIB" "$BZ2_ROUNDS"
+    stop_daemon
+fi
 
 fault=""
 if [ "${SKIP_FAULT:-0}" != 1 ]; then
@@ -296,8 +352,11 @@ for line in open(rows):
     if label not in data:
         data[label] = {}; order.append(label)
     data[label][g] = (mbs, spread)
+cpu = any("cpu" in v for v in data.values())
 head = "| workload | " + " | ".join(f"{g} GPU MB/s" for g in counts)
-head += f" | {counts[-1]} / {counts[0]} | work per device ({counts[-1]} GPUs) |" if len(counts) > 1 else " | work per device |"
+head += f" | {counts[-1]} / {counts[0]}" if len(counts) > 1 else ""
+head += " | CPU engine alone MB/s" if cpu else ""
+head += f" | work per device ({counts[-1]} GPUs) |"
 print(head)
 print("|" + "---|" * (head.count("|") - 1))
 for label in order:
@@ -309,7 +368,8 @@ for label in order:
     except (ValueError, ZeroDivisionError):
         pass
     spread = got.get(counts[-1], ("", ""))[1] or next((v[1] for v in got.values()), "")
-    print(f"| {label} | " + " | ".join(cells) + (f" | {ratio}" if len(counts) > 1 else "") + f" | {spread} |")
+    cpu_cell = f" | {got.get('cpu', ('', ''))[0]}" if cpu else ""
+    print(f"| {label} | " + " | ".join(cells) + (f" | {ratio}" if len(counts) > 1 else "") + cpu_cell + f" | {spread} |")
 PY
 echo
 cat "$LOGDIR/table.md"

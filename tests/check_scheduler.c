@@ -310,6 +310,56 @@ START_TEST(test_stats_show_load_per_device)
 }
 END_TEST
 
+/*
+ * Two GPUs of two lanes each, every lane idle: two requests waiting out
+ * their batch window at once sit on lanes of different GPUs, not on both
+ * lanes of GPU 0 (lanes of one GPU share its engines).
+ */
+START_TEST(test_idle_gpus_are_filled_before_second_lanes)
+{
+    const char *args[] = { "--gpu",
+                           "emulate",
+                           "--emulated-devices",
+                           "2",
+                           "--gpu-min-bytes",
+                           "1M",
+                           "--batch-wait-us",
+                           "1000000",
+                           "--device-lanes",
+                           "2",
+                           NULL };
+    test_daemon_start(&dut, args);
+    held_client h[2] = { { (2u << 20) + 4096, 0 }, { (2u << 20) + 8192, 0 } };
+    pthread_t t[2];
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(pthread_create(&t[k], NULL, held_round_trip, &h[k]), 0);
+        int seen = -1; /* one at a time, so the second is routed while the first waits */
+        while (seen < 0 && !__atomic_load_n(&h[k].done, __ATOMIC_ACQUIRE)) {
+            ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+            uint32_t waiting = 0;
+            for (uint32_t i = 0; i < st.gpu_devices; i++)
+                waiting += st.devices[i].requests_in_flight;
+            if (waiting == (uint32_t)k + 1)
+                seen = 1;
+            else
+                usleep(1000);
+        }
+        ck_assert_msg(seen > 0, "request %d was not seen waiting for its batch", k);
+    }
+    int gpu_of[2] = { -1, -1 }, n = 0;
+    for (uint32_t i = 0; i < st.gpu_devices && n < 2; i++)
+        if (st.devices[i].requests_in_flight)
+            gpu_of[n++] = (int)st.devices[i].gpu;
+    ck_assert_int_eq(n, 2);
+    ck_assert_msg(gpu_of[0] != gpu_of[1], "both waiting requests went to GPU %d while the other idled", gpu_of[0]);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* Two GPUs of two lanes each: STATS, gpucomp --stats and its JSON call them
  * 2 GPUs and 4 lanes, each lane with the GPU it runs on. */
 START_TEST(test_stats_name_gpus_and_lanes)
@@ -1624,6 +1674,7 @@ int main(void)
     tcase_add_test(tc, test_failed_device_retired_others_serve);
     tcase_add_test(tc, test_stats_show_load_per_device);
     tcase_add_test(tc, test_stats_name_gpus_and_lanes);
+    tcase_add_test(tc, test_idle_gpus_are_filled_before_second_lanes);
     tcase_add_test(tc, test_lone_small_request_stays_on_cpu);
     tcase_add_test(tc, test_small_requests_go_to_idle_lane_when_cpu_queued);
     tcase_add_test(tc, test_small_requests_declined_by_lane_rerun_on_cpu);

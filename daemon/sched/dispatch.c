@@ -94,22 +94,43 @@ bool gcd_dispatch_init(gcd_server *s)
 }
 
 /*
+ * Input bytes submitted to GPU gpu's lanes and not yet completed: how busy
+ * the GPU is, whichever of its lanes holds the work.
+ */
+static uint64_t gpu_bytes(gcd_server *s, unsigned gpu)
+{
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < s->n_lanes; i++)
+        if (gcd_lane_gpu(s->lanes[i]) == gpu)
+            bytes += gcd_lane_get_load(s->lanes[i]).bytes;
+    return bytes;
+}
+
+/*
  * The lane with the least work: fewest input bytes submitted and not yet
- * completed, then fewest such requests. Bytes first: one 4 GiB request is
- * more load than sixty 16 MiB ones, and a slow device keeps its bytes longer.
+ * completed; between equal lanes, the one whose GPU holds the fewest bytes
+ * over all its lanes (two lanes of one GPU share its engines, so an idle
+ * GPU's lane beats a busy GPU's idle lane); then fewest requests. Bytes
+ * first: one 4 GiB request is more load than sixty 16 MiB ones, and a slow
+ * device keeps its bytes longer.
  */
 static gcd_lane *least_loaded_lane(gcd_server *s)
 {
     gcd_lane *best = NULL;
     gcd_lane_load best_load = { 0 };
+    uint64_t best_gpu = 0;
     for (unsigned i = 0; i < s->n_lanes; i++) {
         if (!gcd_lane_accepting(s->lanes[i]))
             continue;
         gcd_lane_load load = gcd_lane_get_load(s->lanes[i]);
-        if (!best || load.bytes < best_load.bytes ||
-            (load.bytes == best_load.bytes && load.requests < best_load.requests)) {
+        uint64_t gpu = gpu_bytes(s, gcd_lane_gpu(s->lanes[i]));
+        bool better = !best || load.bytes < best_load.bytes ||
+                      (load.bytes == best_load.bytes &&
+                       (gpu < best_gpu || (gpu == best_gpu && load.requests < best_load.requests)));
+        if (better) {
             best = s->lanes[i];
             best_load = load;
+            best_gpu = gpu;
         }
     }
     return best;
