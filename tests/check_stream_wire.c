@@ -760,6 +760,58 @@ START_TEST(test_silent_reader_then_vanished)
 }
 END_TEST
 
+/*
+ * A hostile decompress stream: every frame a whole bzip2 stream of zeros
+ * with a flush mark, so every frame is a part of tiny input and ~96 MiB of
+ * output, and a reader that never reads. Streams keep many parts out
+ * (stream.c stream_depth); what one of them holds stays bounded by
+ * STREAM_HELD_MOST (512 MiB), not by its depth times a part's output.
+ */
+START_TEST(test_deep_stream_holds_at_most_its_cap)
+{
+    static const char *const args[] = { "--memory-budget=3G", "--workers=4", NULL };
+    start(args);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)96 << 20, bz_len;
+    uint8_t *bz = compressed_zeros(len, &bz_len);
+    unsigned frames = 24;
+    ck_assert_uint_lt((uint64_t)bz_len * frames, window); /* all of it goes without reading a credit */
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    for (unsigned i = 0; i < frames; i++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = 5;
+        if (i == 0) {
+            req.op = GPUCOMP__OP__OP_DECOMPRESS;
+            req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+            req.options = &o;
+            req.stream = 1;
+        }
+        req.flush = 1;
+        req.payload.data = bz;
+        req.payload.len = bz_len;
+        send_frame(fd, &req);
+    }
+    uint64_t used = 0, last = UINT64_MAX, most = 0;
+    for (int i = 0; i < 100 && used != last; i++) {
+        last = used;
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        used = memory_in_use();
+        most = used > most ? used : most;
+    }
+    fprintf(stderr, "silent reader of %u flushed parts: the daemon held at most %llu bytes\n", frames,
+            (unsigned long long)most);
+    ck_assert_uint_gt(most, len);
+    /* the cap, overshot by at most one part's output, and the window's input */
+    ck_assert_msg(most <= ((uint64_t)512 << 20) + len + window, "one stream made the daemon hold %llu bytes",
+                  (unsigned long long)most);
+    close(fd);
+    wait_memory_free();
+    free(bz);
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream_wire");
@@ -778,6 +830,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_stream_without_input_times_out);
     tcase_add_test(tc, test_vanished_stream_client_frees_everything);
     tcase_add_test(tc, test_silent_reader_then_vanished);
+    tcase_add_test(tc, test_deep_stream_holds_at_most_its_cap);
     suite_add_tcase(s, tc);
     return s;
 }
