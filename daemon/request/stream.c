@@ -999,6 +999,38 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     return GC_OK;
 }
 
+/*
+ * A socket stream's part takes buf itself, its input already where the
+ * frames' payloads were copied: only the bytes after the part (and the
+ * overlap) move, into a fresh buffer as large as the last, so the next part
+ * fills without regrowing. The old buffer's charge becomes the part's.
+ */
+static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, gc_error *err)
+{
+    gcd_budget *b = s->set->server->budget;
+    size_t rest = s->len - advance, cap = s->cap;
+    if (!gcd_budget_try_charge(b, s->proto.uid, cap))
+        return gc_fail(err, GC_E_LIMIT,
+                       "the stream's next input buffer of %zu bytes does not fit the daemon's memory budget "
+                       "now (%llu of %llu bytes held): retry later",
+                       cap, (unsigned long long)gcd_budget_in_use(b),
+                       (unsigned long long)gcd_budget_limit(b)) == GC_OK;
+    uint8_t *nb = malloc(cap);
+    if (!nb) {
+        gcd_budget_release(b, s->proto.uid, cap);
+        return gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input") == GC_OK;
+    }
+    memcpy(nb, s->buf + advance, rest);
+    s->set->server->counters.stream_loop_copied += rest;
+    uint8_t *in = realloc(s->buf, r->total_size); /* shrinks in place: gives back the room past the part */
+    r->input = in ? in : s->buf;
+    gcd_budget_release(b, s->proto.uid, s->charged); /* the part charged its take in make_part */
+    s->buf = nb;
+    s->charged = cap;
+    s->len = rest;
+    return true;
+}
+
 /* A part of the first take bytes of buf; buf keeps the rest and the last keep of them. */
 static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool final, gc_error *err)
 {
@@ -1010,9 +1042,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
                 take, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
         return NULL;
     }
+    bool own_buffer = take == 0 || reads_parts(s); /* else hand_over gives it buf */
     gcd_request *r = calloc(1, sizeof *r);
-    uint8_t *in = malloc(take ? take : 1);
-    if (!r || !in) {
+    uint8_t *in = own_buffer ? malloc(take ? take : 1) : NULL;
+    if (!r || (own_buffer && !in)) {
         free(r);
         free(in);
         gcd_budget_release(b, s->proto.uid, take);
@@ -1039,12 +1072,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
         s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
-    if (take)
-        memcpy(in, s->buf, take);
-    s->set->server->counters.stream_loop_copied += take;
-    if (s->len > advance)
-        memmove(s->buf, s->buf + advance, s->len - advance);
-    s->len -= advance;
+    if (!own_buffer && !hand_over(s, r, advance, err)) {
+        gcd_request_free(r);
+        return NULL;
+    }
     s->base += advance;
     return r;
 }
