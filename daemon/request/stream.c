@@ -1005,28 +1005,30 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
  * overlap) move, into a fresh buffer as large as the last, so the next part
  * fills without regrowing. The old buffer's charge becomes the part's.
  */
-static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, gc_error *err)
+static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, bool final, gc_error *err)
 {
     gcd_budget *b = s->set->server->budget;
-    size_t rest = s->len - advance, cap = s->cap;
-    if (!gcd_budget_try_charge(b, s->proto.uid, cap))
+    size_t rest = s->len - advance, cap = final ? rest : s->cap; /* no input follows a final part */
+    gcd_budget_release(b, s->proto.uid, s->charged);             /* the part charged its take in make_part */
+    s->charged = 0;
+    if (cap && !gcd_budget_try_charge(b, s->proto.uid, cap))
         return gc_fail(err, GC_E_LIMIT,
                        "the stream's next input buffer of %zu bytes does not fit the daemon's memory budget "
                        "now (%llu of %llu bytes held): retry later",
                        cap, (unsigned long long)gcd_budget_in_use(b),
                        (unsigned long long)gcd_budget_limit(b)) == GC_OK;
-    uint8_t *nb = malloc(cap);
-    if (!nb) {
+    uint8_t *nb = cap ? malloc(cap) : NULL;
+    if (!nb && cap) {
         gcd_budget_release(b, s->proto.uid, cap);
         return gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input") == GC_OK;
     }
-    memcpy(nb, s->buf + advance, rest);
+    if (rest)
+        memcpy(nb, s->buf + advance, rest);
     s->set->server->counters.stream_loop_copied += rest;
     uint8_t *in = realloc(s->buf, r->total_size); /* shrinks in place: gives back the room past the part */
     r->input = in ? in : s->buf;
-    gcd_budget_release(b, s->proto.uid, s->charged); /* the part charged its take in make_part */
     s->buf = nb;
-    s->charged = cap;
+    s->cap = s->charged = cap;
     s->len = rest;
     return true;
 }
@@ -1072,7 +1074,7 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
         s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
-    if (!own_buffer && !hand_over(s, r, advance, err)) {
+    if (!own_buffer && !hand_over(s, r, advance, final, err)) {
         gcd_request_free(r);
         return NULL;
     }
