@@ -524,7 +524,8 @@ START_TEST(test_window_is_enforced)
 }
 END_TEST
 
-static uint64_t memory_in_use(void)
+/* One of the daemon's STATS: stream_loop_copied (loop_copied) or memory_in_use. */
+static uint64_t stats_value(bool loop_copied)
 {
     int fd = hello(NULL);
     Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
@@ -535,10 +536,15 @@ static uint64_t memory_in_use(void)
     Gpucomp__Frame *f = raw_recv(fd, 64u << 20);
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(f->response->stats);
-    uint64_t used = f->response->stats->memory_in_use;
+    uint64_t v = loop_copied ? f->response->stats->stream_loop_copied : f->response->stats->memory_in_use;
     gc_wire_free(f);
     close(fd);
-    return used;
+    return v;
+}
+
+static uint64_t memory_in_use(void)
+{
+    return stats_value(false);
 }
 
 static void wait_memory_free(void)
@@ -760,6 +766,100 @@ START_TEST(test_silent_reader_then_vanished)
 }
 END_TEST
 
+/*
+ * A hostile decompress stream: every frame a whole bzip2 stream of zeros
+ * with a flush mark, so every frame is a part of tiny input and ~96 MiB of
+ * output, and a reader that never reads. Streams keep many parts out
+ * (stream.c stream_depth); what one of them holds stays bounded by
+ * STREAM_HELD_MOST (512 MiB), not by its depth times a part's output.
+ */
+START_TEST(test_deep_stream_holds_at_most_its_cap)
+{
+    static const char *const args[] = { "--memory-budget=3G", "--workers=4", NULL };
+    start(args);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)96 << 20, bz_len;
+    uint8_t *bz = compressed_zeros(len, &bz_len);
+    unsigned frames = 24;
+    ck_assert_uint_lt((uint64_t)bz_len * frames, window); /* all of it goes without reading a credit */
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    for (unsigned i = 0; i < frames; i++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = 5;
+        if (i == 0) {
+            req.op = GPUCOMP__OP__OP_DECOMPRESS;
+            req.codec = GPUCOMP__CODEC__CODEC_BZIP2;
+            req.options = &o;
+            req.stream = 1;
+        }
+        req.flush = 1;
+        req.payload.data = bz;
+        req.payload.len = bz_len;
+        send_frame(fd, &req);
+    }
+    uint64_t used = 0, last = UINT64_MAX, most = 0;
+    for (int i = 0; i < 200 && (used != last || used <= len); i++) { /* a part's output held, then steady */
+        last = used;
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        used = memory_in_use();
+        most = used > most ? used : most;
+    }
+    fprintf(stderr, "silent reader of %u flushed parts: the daemon held at most %llu bytes\n", frames,
+            (unsigned long long)most);
+    ck_assert_uint_gt(most, len);
+    /* the cap, overshot by at most one part's output, and the window's input */
+    ck_assert_msg(most <= ((uint64_t)512 << 20) + len + window, "one stream made the daemon hold %llu bytes",
+                  (unsigned long long)most);
+    close(fd);
+    wait_memory_free();
+    free(bz);
+}
+END_TEST
+
+/*
+ * A socket stream's input crosses the loop once: each frame's payload is
+ * copied into the buffer that becomes its part's input (stream.c hand_over);
+ * only the bytes after a cut move again. Its parts' outputs go by reference.
+ * Several parts each way, byte for byte.
+ */
+START_TEST(test_socket_stream_copies_input_once)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello(&window);
+    size_t len = (size_t)100 << 20;
+    uint8_t *src = malloc(len);
+    ck_assert_ptr_nonnull(src);
+    fill_test_data(src, len, 1, 3);
+    answer a, d;
+    uint64_t before = stats_value(true);
+    run_stream(fd, 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0, src, len, 1u << 20, window, &a);
+    uint64_t compress_copied = stats_value(true) - before;
+    ck_assert_msg(a.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", a.status, a.msg);
+    before = stats_value(true);
+    run_stream(fd, 2, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0, a.out, a.len, 300000, window, &d);
+    uint64_t decompress_copied = stats_value(true) - before;
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, len);
+    ck_assert_int_eq(memcmp(d.out, src, len), 0);
+    fprintf(stderr, "the loop copied %llu bytes compressing %zu, %llu decompressing %zu\n",
+            (unsigned long long)compress_copied, len, (unsigned long long)decompress_copied, a.len);
+    /* each input byte once, and what followed a cut (less than a frame each) */
+    ck_assert_uint_ge(compress_copied, len);
+    ck_assert_uint_le(compress_copied, len + len / 16);
+    ck_assert_uint_ge(decompress_copied, a.len);
+    /* a decompress stream's first part runs alone (stream.c holds_enough): the input that
+     * arrives meanwhile moves once more when that part is cut */
+    ck_assert_uint_le(decompress_copied, a.len + a.len / 2);
+    free(a.out);
+    free(d.out);
+    free(src);
+    close(fd);
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream_wire");
@@ -778,6 +878,8 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_stream_without_input_times_out);
     tcase_add_test(tc, test_vanished_stream_client_frees_everything);
     tcase_add_test(tc, test_silent_reader_then_vanished);
+    tcase_add_test(tc, test_deep_stream_holds_at_most_its_cap);
+    tcase_add_test(tc, test_socket_stream_copies_input_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,6 +27,11 @@
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
 /* A file stream takes no new part while this much of its output waits for the disk. */
 #define STREAM_WRITE_MOST ((uint64_t)256 << 20)
+/* A socket stream takes no new part while its parts' inputs, their outputs
+ * (those at the engines counted at the largest part output seen) and its
+ * connection's unread answers pass this: its reader's pace, not the depth,
+ * bounds what one stream holds. */
+#define STREAM_HELD_MOST ((uint64_t)512 << 20)
 /* Slots for parts out: the most any stream may have (file streams; socket streams GCD_STREAM_DEPTH). */
 #define STREAM_SLOTS (GCD_STREAM_DEPTH > 16 ? GCD_STREAM_DEPTH : 16)
 
@@ -54,6 +59,7 @@ struct gcd_stream {
     uint64_t next_seq, emit_seq;
     unsigned in_flight;              /* parts being read or at the engines */
     unsigned depth;                  /* most parts out and not yet emitted (<= STREAM_SLOTS) */
+    uint64_t part_out_most;          /* the largest output of a part back from the engines */
     gcd_request *out[STREAM_SLOTS];  /* being read or at the engines, by part_seq % STREAM_SLOTS */
     gcd_request *done[STREAM_SLOTS]; /* back from the engines, waiting for their turn */
     /* a file stream (docs/PROTOCOL.md, "File streams"): the input is in_fd's
@@ -799,16 +805,15 @@ static int open_files(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
 }
 
 /*
- * Parts a stream may have out: a file stream has enough to keep every lane
- * and worker busy while the next parts are read (each bounded by the budget:
- * a part that does not fit waits for one out to finish); a chained one only one.
+ * Parts a stream may have out: enough to keep every lane and worker busy
+ * while the next parts are read or received (each bounded by the budget: a
+ * part that does not fit waits for one out to finish; a socket stream's also
+ * by STREAM_HELD_MOST); a chained one only one.
  */
 static unsigned stream_depth(const gcd_stream *s)
 {
     if (chained(s))
         return 1;
-    if (s->in_fd < 0)
-        return GCD_STREAM_DEPTH;
     const gcd_server *srv = s->set->server;
     unsigned want = 2 * srv->n_lanes + (srv->workers ? gcd_workers_threads(srv->workers) : 0);
     if (want < GCD_STREAM_DEPTH)
@@ -912,6 +917,40 @@ static bool output_backed_up(const gcd_stream *s)
 }
 
 /*
+ * What a socket stream holds beyond its input buffer: its parts' inputs, the
+ * outputs of those back and waiting for their turn or placed, and its
+ * connection's unread answers. A part at an engine counts its output as the
+ * largest part output seen so far (its input before any part is back): the
+ * loop cannot read a running part's output, and a stream's parts are alike.
+ * A decompress stream, whose first part may expand without bound, runs that
+ * part alone to learn the size.
+ */
+static uint64_t held_bytes(const gcd_stream *s)
+{
+    uint64_t held = gcd_output_queued(s->set->out) + s->write_bytes;
+    for (unsigned i = 0; i < STREAM_SLOTS; i++) {
+        const gcd_request *out = s->out[i], *done = s->done[i];
+        if (out)
+            held += out->total_size + (s->part_out_most > out->total_size ? s->part_out_most : out->total_size);
+        if (done)
+            held += done->total_size + done->output_len;
+    }
+    if (s->parked)
+        held += s->parked->total_size + s->part_out_most;
+    return held;
+}
+
+/* Whether a socket stream must wait for parts or answers to go before it cuts another part. */
+static bool holds_enough(const gcd_stream *s)
+{
+    if (reads_parts(s) || s->next_seq == s->emit_seq)
+        return false; /* one part may always run */
+    if (s->proto.op == GPUCOMP__OP__OP_DECOMPRESS && s->part_out_most == 0 && s->in_flight)
+        return true;
+    return held_bytes(s) >= STREAM_HELD_MOST;
+}
+
+/*
  * Bytes of buf the next part takes (0: wait), and whether no input follows
  * them. The last part always goes out, even empty: a stream of no input
  * still has an output (an empty frame, an empty bzip2 stream) or an error.
@@ -960,6 +999,40 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     return GC_OK;
 }
 
+/*
+ * A socket stream's part takes buf itself, its input already where the
+ * frames' payloads were copied: only the bytes after the part (and the
+ * overlap) move, into a fresh buffer as large as the last, so the next part
+ * fills without regrowing. The old buffer's charge becomes the part's.
+ */
+static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, bool final, gc_error *err)
+{
+    gcd_budget *b = s->set->server->budget;
+    size_t rest = s->len - advance, cap = final ? rest : s->cap; /* no input follows a final part */
+    gcd_budget_release(b, s->proto.uid, s->charged);             /* the part charged its take in make_part */
+    s->charged = 0;
+    if (cap && !gcd_budget_try_charge(b, s->proto.uid, cap))
+        return gc_fail(err, GC_E_LIMIT,
+                       "the stream's next input buffer of %zu bytes does not fit the daemon's memory budget "
+                       "now (%llu of %llu bytes held): retry later",
+                       cap, (unsigned long long)gcd_budget_in_use(b),
+                       (unsigned long long)gcd_budget_limit(b)) == GC_OK;
+    uint8_t *nb = cap ? malloc(cap) : NULL;
+    if (!nb && cap) {
+        gcd_budget_release(b, s->proto.uid, cap);
+        return gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input") == GC_OK;
+    }
+    if (rest)
+        memcpy(nb, s->buf + advance, rest);
+    s->set->server->counters.stream_loop_copied += rest;
+    uint8_t *in = realloc(s->buf, r->total_size); /* shrinks in place: gives back the room past the part */
+    r->input = in ? in : s->buf;
+    s->buf = nb;
+    s->cap = s->charged = cap;
+    s->len = rest;
+    return true;
+}
+
 /* A part of the first take bytes of buf; buf keeps the rest and the last keep of them. */
 static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool final, gc_error *err)
 {
@@ -971,9 +1044,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
                 take, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
         return NULL;
     }
+    bool own_buffer = take == 0 || reads_parts(s); /* else hand_over gives it buf */
     gcd_request *r = calloc(1, sizeof *r);
-    uint8_t *in = malloc(take ? take : 1);
-    if (!r || !in) {
+    uint8_t *in = own_buffer ? malloc(take ? take : 1) : NULL;
+    if (!r || (own_buffer && !in)) {
         free(r);
         free(in);
         gcd_budget_release(b, s->proto.uid, take);
@@ -1000,12 +1074,10 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
         s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
-    if (take)
-        memcpy(in, s->buf, take);
-    s->set->server->counters.stream_loop_copied += take;
-    if (s->len > advance)
-        memmove(s->buf, s->buf + advance, s->len - advance);
-    s->len -= advance;
+    if (!own_buffer && !hand_over(s, r, advance, final, err)) {
+        gcd_request_free(r);
+        return NULL;
+    }
     s->base += advance;
     return r;
 }
@@ -1026,7 +1098,7 @@ static void pump(gcd_stream *s)
     }
     /* Parts out and not yet emitted or placed, not just those at the engines: done[] has depth slots. */
     while (!s->answered && !s->final_out && !s->peeking && s->next_seq - s->emit_seq + s->placing < depth &&
-           !output_backed_up(s)) {
+           !output_backed_up(s) && !holds_enough(s)) {
         gc_error err = { 0 };
         size_t take;
         bool final;
@@ -1167,6 +1239,8 @@ void gcd_stream_part_done(gcd_request *r)
     }
     if (r->client_cancelled && r->error.code != GC_OK)
         gc_fail(&r->error, GC_E_CANCELLED, "cancelled by the client");
+    if (r->output_len > s->part_out_most)
+        s->part_out_most = r->output_len;
     s->done[r->part_seq % STREAM_SLOTS] = r;
     emit_ready(s);
     if (!s->answered)

@@ -7,10 +7,13 @@
  * and runs each part as an ordinary request on whichever engine its size
  * earns, so a stream's parts batch with everyone else's work. Parts come
  * back in any order; the stream turns them into output in order and sends it
- * as soon as it has it. At most GCD_STREAM_DEPTH parts are at the engines
- * (one for a codec whose parts are chained), and none is started while the
- * client leaves more than the unread-answer limit unread: so a stream holds
- * at most the window, its parts and their outputs, whatever its length.
+ * as soon as it has it. Enough parts are at the engines for every lane and
+ * worker (one for a codec whose parts are chained); a socket stream starts
+ * none while its parts and unread answers hold 512 MiB, and none is started
+ * while the client leaves more than the unread-answer limit unread: so a
+ * stream holds at most the window, its parts and their outputs, whatever
+ * its length. A socket stream's buffer becomes its next part's input, so
+ * the loop copies each input byte once.
  *
  * A stream knows its connection only as a gcd_stream_set: where answers go,
  * whom memory is charged to, and callbacks to submit a part and to ask
@@ -60,9 +63,9 @@ typedef struct gcd_stream_set {
 /* Streams open at once on one connection (announced in Welcome): a stream
  * counts until its final answer is sent. */
 #define GCD_STREAM_MAX_PER_CONN 4
-/* Parts of one stream at the engines at once: with four, the pool starts a
- * part's blocks while the last blocks of earlier parts run (docs/DECISIONS.md).
- * A tuning build may set it. */
+/* The fewest parts of one stream at the engines at once (stream.c stream_depth
+ * adds one per lane and worker): with four, the pool starts a part's blocks while
+ * the last blocks of earlier parts run (docs/DECISIONS.md). A tuning build may set it. */
 #ifndef GCD_STREAM_DEPTH
 #define GCD_STREAM_DEPTH 4
 #endif
