@@ -1481,6 +1481,27 @@ START_TEST(test_cli_codecs_and_magic)
 }
 END_TEST
 
+/* bzip2's own rule for its names: the basename, "unzip" decompresses, "zcat"/"z2cat" to stdout. */
+START_TEST(test_cli_mode_from_name)
+{
+    static const struct {
+        const char *argv0;
+        bool decompress, to_stdout;
+    } names[] = {
+        { "gpucomp", false, false }, { "bzip2", false, false },       { "/usr/bin/bzip2", false, false },
+        { "bunzip2", true, false },  { "/bin/bunzip2", true, false }, { "./links/bunzip2", true, false },
+        { "BUNZIP2", true, false },  { "bzcat", true, true },         { "/usr/lib/x/bzcat", true, true },
+        { "bz2cat", true, true },    { "BZCAT", true, true },         { "/bunzip2.d/bzip2", false, false },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        bool dec = !names[i].decompress, out = !names[i].to_stdout;
+        cli_mode_from_name(names[i].argv0, &dec, &out);
+        ck_assert_msg(dec == names[i].decompress && out == names[i].to_stdout, "%s: decompress %d, stdout %d",
+                      names[i].argv0, dec, out);
+    }
+}
+END_TEST
+
 START_TEST(test_cli_sizes)
 {
     uint64_t v;
@@ -1640,6 +1661,7 @@ static Suite *client_suite(void)
     TCase *cli = tcase_create("cli-names");
     tcase_add_test(cli, test_cli_suffixes);
     tcase_add_test(cli, test_cli_codecs_and_magic);
+    tcase_add_test(cli, test_cli_mode_from_name);
     tcase_add_test(cli, test_cli_sizes);
     tcase_add_test(cli, test_size_rules);
     suite_add_tcase(s, cli);
