@@ -368,7 +368,7 @@ static bool is_xor_of(const void *out, const uint8_t *in, size_t len)
 
 START_TEST(test_strerror_every_code)
 {
-    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_IN_USE; code++) {
+    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_TOO_SMALL; code++) {
         const char *s = gpucomp_strerror(code);
         ck_assert_ptr_nonnull(s);
         ck_assert_msg(*s != '\0', "code %d has an empty description", code);
@@ -380,8 +380,9 @@ START_TEST(test_strerror_every_code)
     ck_assert_str_eq(gpucomp_strerror(GPUCOMP_OK), "success");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_CONNECT), "connect");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_IN_USE), "in use");
+    ck_assert_contains(gpucomp_strerror(GPUCOMP_E_TOO_SMALL), "too small");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_BUSY), "daemon");
-    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_IN_USE + 1), "unknown error");
+    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_TOO_SMALL + 1), "unknown error");
     ck_assert_str_eq(gpucomp_strerror(-1), "unknown error");
 }
 END_TEST

@@ -35,7 +35,9 @@ static void setup(void)
                                "for n in bzip2 bunzip2 bzcat; do ln -s \"$real\" links/$n || exit 1; done",
                                d, bin),
                      0);
-    snprintf(env, sizeof env, "GPUCOMP_SOCKET=%s PATH=%s/links:$PATH LD_LIBRARY_PATH=$(dirname '%s')/../../libclient/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}",
+    snprintf(env, sizeof env,
+             "GPUCOMP_SOCKET=%s PATH=%s/links:$PATH LD_LIBRARY_PATH=$(dirname "
+             "'%s')/../../libclient/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}",
              daemon_under_test.socket_path, d, bin);
 }
 
@@ -102,7 +104,8 @@ START_TEST(test_name_like_bzip2)
     ck_assert_msg(bz == c->expect, "%s: %s %s exits %d here, the table says %d", c->what, c->name, c->args, bz,
                   c->expect);
     ck_assert_msg(gc == bz, "%s: gpucomp as %s %s exits %d, bzip2 %d", c->what, c->name, c->args, gc, bz);
-    ck_assert_msg(run_shell("cd %s && [ \"$(ls -A bz)\" = \"$(ls -A gc)\" ]", d) == 0, "%s: files differ", c->what);
+    ck_assert_msg(run_shell("cd %s && [ \"$(ls -A bz)\" = \"$(ls -A gc)\" ]", d) == 0, "%s: files differ",
+                  c->what);
     int same = run_shell("cd %s && for f in $(ls -A bz); do case $f in "
                          "*.bz2) bzip2 -dc bz/$f >t1 2>/dev/null; bzip2 -dc gc/$f >t2 2>/dev/null; "
                          "cmp -s t1 t2 || exit 1;; *) cmp -s bz/$f gc/$f || exit 1;; esac; done",
@@ -144,8 +147,8 @@ START_TEST(test_tar_through_links)
     /* extract Debian's archive through the links */
     ck_assert_int_eq(run_shell("cd %s && mkdir x && %s tar -C x -xjf deb.tar.bz2 && diff -r t x/t", d, prefix), 0);
     ck_assert_int_eq(
-        run_shell("cd %s && mkdir y && %s tar -C y --use-compress-program=bzip2 -xf deb.tar.bz2 && diff -r t y/t", d,
-                  prefix),
+        run_shell("cd %s && mkdir y && %s tar -C y --use-compress-program=bzip2 -xf deb.tar.bz2 && diff -r t y/t",
+                  d, prefix),
         0);
     /* create through the links; Debian's tar (and bzip2) extract it */
     ck_assert_int_eq(run_shell("cd %s && %s tar -cjf gc.tar.bz2 t && mkdir z && tar -C z -xjf gc.tar.bz2 && "
