@@ -24,6 +24,7 @@ const char *gc_status_str(int code)
     case GC_E_PERMISSION: return "permission denied";
     case GC_E_CANCELLED: return "cancelled";
     case GC_E_IN_USE: return "connection in use by its own stream or asynchronous requests";
+    case GC_E_TOO_SMALL: return "output buffer too small";
     default: return "unknown error";
     }
 }

@@ -31,8 +31,9 @@ typedef enum gc_status {
     GC_E_DEVICE = 13,     /* GPU failure that could not be recovered */
     GC_E_PERMISSION = 14, /* this user may not use the daemon (allow-users/allow-groups) */
     GC_E_CANCELLED = 15,  /* the client cancelled the request */
-    GC_E_IN_USE = 16      /* client side, never sent: the connection is taken by its own
+    GC_E_IN_USE = 16,     /* client side, never sent: the connection is taken by its own
                            * stream or asynchronous requests (not the daemon's BUSY) */
+    GC_E_TOO_SMALL = 17   /* client side, never sent: the caller's output buffer is too small */
 } gc_status;
 
 #define GC_ERROR_MSG_MAX 192

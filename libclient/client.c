@@ -20,6 +20,9 @@
 #define PACKAGE_VERSION "0.2.0"
 #endif
 
+/* The last gpucomp_*_into call with no client on this thread: its message (gpucomp_last_error(NULL)). */
+static _Thread_local gc_error local_err;
+
 /*
  * The same numbers travel as GPUCOMP_E_* (public), GC_E_* (internal) and
  * gpucomp.Status (wire), and the code passes them between the three
@@ -45,6 +48,7 @@ SAME_CODE(GPUCOMP_E_DEVICE, GC_E_DEVICE, GPUCOMP__STATUS__STATUS_DEVICE);
 SAME_CODE(GPUCOMP_E_PERMISSION, GC_E_PERMISSION, GPUCOMP__STATUS__STATUS_PERMISSION);
 SAME_CODE(GPUCOMP_E_CANCELLED, GC_E_CANCELLED, GPUCOMP__STATUS__STATUS_CANCELLED);
 SAME_CODE(GPUCOMP_E_IN_USE, GC_E_IN_USE, GPUCOMP__STATUS__STATUS_IN_USE);
+SAME_CODE(GPUCOMP_E_TOO_SMALL, GC_E_TOO_SMALL, GPUCOMP__STATUS__STATUS_TOO_SMALL);
 SAME_CODE(GPUCOMP_CODEC_RLE, GPUCOMP__CODEC__CODEC_RLE, GPUCOMP__CODEC__CODEC_RLE);
 SAME_CODE(GPUCOMP_CODEC_BZIP2, GPUCOMP__CODEC__CODEC_BZIP2, GPUCOMP__CODEC__CODEC_BZIP2);
 SAME_CODE(GPUCOMP_BACKEND_CPU, GPUCOMP__BACKEND__BACKEND_CPU, GPUCOMP__BACKEND__BACKEND_CPU);
@@ -65,7 +69,20 @@ int gpucomp_connect(const char *socket_path, gpucomp_client **out)
 {
     if (!out)
         return gc_fail(&connect_err, GC_E_INVALID, "gpucomp_connect: out is NULL");
-    return client_connect(gc_wire_socket_path(socket_path), out, &connect_err);
+    return client_connect(gc_wire_socket_path(socket_path), false, out, &connect_err);
+}
+
+int gpucomp_open(const char *socket_path, gpucomp_client **out)
+{
+    if (!out)
+        return gc_fail(&connect_err, GC_E_INVALID, "gpucomp_open: out is NULL");
+    return client_connect(gc_wire_socket_path(socket_path), true, out, &connect_err);
+}
+
+void gpucomp_set_fallback(gpucomp_client *c, int on)
+{
+    if (c)
+        c->fallback = on != 0;
 }
 
 const char *gpucomp_connect_error(void)
@@ -136,17 +153,32 @@ static void note_success(gpucomp_client *c, const client_reply *rep)
     c->last_engine_ns = rep->engine_ns;
 }
 
-static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, const void *src, size_t src_len,
-                     void **dst, size_t *dst_len)
+/* Failures that say the daemon cannot take the request now, not that the request is bad. */
+static bool daemon_unavailable(int rc)
 {
-    if (!c)
-        return GPUCOMP_E_INVALID;
-    if (dst)
-        *dst = NULL;
-    if (dst_len)
-        *dst_len = 0;
-    if (!dst || !dst_len || (!src && src_len))
-        return gc_fail(&c->err, GC_E_INVALID, "NULL buffer argument");
+    return rc == GC_E_CONNECT || rc == GC_E_PERMISSION || rc == GC_E_IO || rc == GC_E_BUSY;
+}
+
+/* The request in this process (client_local.c); o NULL: bzip2's defaults. */
+static int run_local(gc_error *err, gpucomp_backend *backend, Gpucomp__Op op, const gpucomp_options *o,
+                     const void *src, size_t src_len, void **dst, size_t *dst_len)
+{
+    gpucomp_options defaults;
+    if (!o) {
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
+        o = &defaults;
+    }
+    uint8_t *out = NULL;
+    int rc = client_local_run(op == GPUCOMP__OP__OP_DECOMPRESS, o, src, src_len, &out, dst_len, err);
+    *dst = out;
+    if (rc == GC_OK)
+        *backend = GPUCOMP_BACKEND_LOCAL;
+    return rc;
+}
+
+static int transform_remote(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, const void *src,
+                            size_t src_len, void **dst, size_t *dst_len)
+{
     Gpucomp__CodecOptions wire = GPUCOMP__CODEC_OPTIONS__INIT;
     client_req req;
     int rc = prepare(c, op, o, &wire, &req);
@@ -170,6 +202,32 @@ static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o
     }
     client_reply_free(&rep);
     return rc;
+}
+
+/* Through the daemon; in this process when c has none (gpucomp_open), or, with fallback, when it cannot take it. */
+static int transform_with(gpucomp_client *c, bool fallback, Gpucomp__Op op, const gpucomp_options *o,
+                          const void *src, size_t src_len, void **dst, size_t *dst_len)
+{
+    if (!c)
+        return GPUCOMP_E_INVALID;
+    if (dst)
+        *dst = NULL;
+    if (dst_len)
+        *dst_len = 0;
+    if (!dst || !dst_len || (!src && src_len))
+        return gc_fail(&c->err, GC_E_INVALID, "NULL buffer argument");
+    int rc = c->local_only ? GC_E_CONNECT : transform_remote(c, op, o, src, src_len, dst, dst_len);
+    if (c->local_only || (fallback && daemon_unavailable(rc))) {
+        rc = run_local(&c->err, &c->last_backend, op, o, src, src_len, dst, dst_len);
+        c->last_engine_ns = 0;
+    }
+    return rc;
+}
+
+static int transform(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, const void *src, size_t src_len,
+                     void **dst, size_t *dst_len)
+{
+    return transform_with(c, c && c->fallback, op, o, src, src_len, dst, dst_len);
 }
 
 static int transform_fd(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, int in_fd, size_t in_len,
@@ -362,7 +420,7 @@ gpucomp_backend gpucomp_last_backend(const gpucomp_client *c)
 
 const char *gpucomp_last_error(const gpucomp_client *c)
 {
-    return c ? c->err.msg : "";
+    return c ? c->err.msg : local_err.msg;
 }
 
 const char *gpucomp_strerror(int code)
@@ -388,4 +446,51 @@ uint64_t gpucomp_max_request_size(const gpucomp_client *c)
 uint64_t gpucomp_last_engine_ns(const gpucomp_client *c)
 {
     return c ? c->last_engine_ns : 0;
+}
+
+/* Into the caller's buffer: the whole output is made, then copied if it fits. */
+static int transform_into(gpucomp_client *c, Gpucomp__Op op, const gpucomp_options *o, const void *src,
+                          size_t src_len, void *dst, size_t dst_capacity, size_t *dst_len)
+{
+    gc_error *err = c ? &c->err : &local_err;
+    if (!dst_len || (!dst && dst_capacity))
+        return gc_fail(err, GC_E_INVALID, "NULL buffer argument");
+    *dst_len = 0;
+    if (!src && src_len)
+        return gc_fail(err, GC_E_INVALID, "NULL buffer argument");
+    void *out = NULL;
+    size_t out_len = 0;
+    gpucomp_backend ignored;
+    int rc = c ? transform_with(c, true, op, o, src, src_len, &out, &out_len)
+               : run_local(err, &ignored, op, o, src, src_len, &out, &out_len);
+    if (rc == GC_OK && out_len > dst_capacity)
+        rc = gc_fail(err, GC_E_TOO_SMALL, "the output is %zu bytes, the buffer holds %zu", out_len, dst_capacity);
+    if (rc == GC_OK && out_len)
+        memcpy(dst, out, out_len);
+    if (rc == GC_OK || rc == GC_E_TOO_SMALL)
+        *dst_len = out_len; /* too small: the size it takes */
+    free(out);
+    return rc;
+}
+
+int gpucomp_compress_into(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void *dst,
+                          size_t dst_capacity, size_t *dst_len)
+{
+    return transform_into(c, GPUCOMP__OP__OP_COMPRESS, o, src, src_len, dst, dst_capacity, dst_len);
+}
+
+int gpucomp_decompress_into(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len,
+                            void *dst, size_t dst_capacity, size_t *dst_len)
+{
+    return transform_into(c, GPUCOMP__OP__OP_DECOMPRESS, o, src, src_len, dst, dst_capacity, dst_len);
+}
+
+size_t gpucomp_compress_bound(const gpucomp_options *o, size_t src_len)
+{
+    gpucomp_options defaults;
+    if (!o) {
+        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
+        o = &defaults;
+    }
+    return client_local_bound(o, src_len);
 }

@@ -182,7 +182,13 @@ static int open_and_shake_hands(gpucomp_client *c, unsigned timeout_ms, gc_error
     return rc;
 }
 
-int client_connect(const char *path, gpucomp_client **out, gc_error *err)
+/* A daemon that is not there, or that refuses this user: what gpucomp_open serves in process. */
+static bool unreachable(int rc)
+{
+    return rc == GC_E_CONNECT || rc == GC_E_PERMISSION;
+}
+
+int client_connect(const char *path, bool local_if_unreachable, gpucomp_client **out, gc_error *err)
 {
     *out = NULL;
     gpucomp_client *c = calloc(1, sizeof *c);
@@ -200,10 +206,17 @@ int client_connect(const char *path, gpucomp_client **out, gc_error *err)
     }
     snprintf(c->path, sizeof c->path, "%s", path);
     int rc = open_and_shake_hands(c, 0, err);
+    if (rc != GC_OK && local_if_unreachable && unreachable(rc)) {
+        c->local_only = true; /* why stays in c->err for gpucomp_last_error */
+        snprintf(c->err.msg, sizeof c->err.msg, "%s", err->msg);
+        c->err.code = (gc_status)rc;
+        rc = GC_OK;
+    }
     if (rc != GC_OK) {
         free(c);
         return rc;
     }
+    c->fallback = local_if_unreachable;
     *out = c;
     return GC_OK;
 }

@@ -40,6 +40,9 @@ struct gpucomp_client {
     uint32_t max_streams;          /* from Welcome */
     bool file_streams;             /* from Welcome: the daemon takes file streams (client_file.c) */
     char path[108];                /* the socket path connected to (for reconnecting) */
+    /* the in-process CPU engine (client_local.c) */
+    bool local_only; /* gpucomp_open found no daemon, or was refused: every request runs here */
+    bool fallback;   /* a request the daemon cannot take (gone, refusing, busy) runs here */
 };
 
 /* GPUCOMP_E_IN_USE, with a message in c->err, while c serves a stream or
@@ -108,8 +111,24 @@ uint64_t client_take_id(gpucomp_client *c);
 /* Write all of buf at offset 0 of memfd fd; false on a write error (client_memfd.c). */
 bool client_memfd_fill(int fd, const uint8_t *buf, size_t len);
 
-/* Connect to path and shake hands; on failure *out is NULL and err says why. */
-int client_connect(const char *path, gpucomp_client **out, gc_error *err);
+/*
+ * Connect to path and shake hands; on failure *out is NULL and err says why.
+ * local_if_unreachable (gpucomp_open): no daemon, or a refusal, still gives a
+ * client, local_only, whose c->err says why; and every client made so has
+ * fallback on.
+ */
+int client_connect(const char *path, bool local_if_unreachable, gpucomp_client **out, gc_error *err);
+
+/*
+ * Run one buffer request in this process with the codecs' CPU engine, as
+ * the daemon's CPU workers would (client_local.c): on success *out (malloc'd,
+ * never NULL) holds *out_len bytes. o is resolved (not NULL).
+ */
+int client_local_run(bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len, uint8_t **out,
+                     size_t *out_len, gc_error *err);
+
+/* Most bytes compressing len bytes with o can give (o resolved); 0 if that does not fit in a size_t. */
+size_t client_local_bound(const gpucomp_options *o, size_t len);
 
 /*
  * Run one request: send it in frames no larger than the daemon allows,

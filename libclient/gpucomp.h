@@ -54,10 +54,12 @@ enum {
         14, /* this user may not use the daemon (socket permissions, its allow-users/allow-groups) */
     GPUCOMP_E_CANCELLED =
         15, /* the request was cancelled (gpucomp_cancel; a stream cancelled by gpucomp_stream_free) */
-    GPUCOMP_E_IN_USE = 16 /* this client is in use by its own open stream or asynchronous requests
+    GPUCOMP_E_IN_USE = 16,   /* this client is in use by its own open stream or asynchronous requests
                                 * (or the call came from one of its callbacks): retrying will not help
                                 * until the stream is freed or the requests are done; or use another
                                 * client. Never the daemon's answer (that is GPUCOMP_E_BUSY). */
+    GPUCOMP_E_TOO_SMALL = 17 /* the caller's output buffer (dst_capacity) cannot hold the output: see
+                              * gpucomp_compress_into. Never the daemon's answer. */
 };
 
 typedef enum gpucomp_codec {
@@ -68,7 +70,8 @@ typedef enum gpucomp_codec {
 typedef enum gpucomp_backend {
     GPUCOMP_BACKEND_UNKNOWN = 0,
     GPUCOMP_BACKEND_CPU = 1,
-    GPUCOMP_BACKEND_GPU = 2
+    GPUCOMP_BACKEND_GPU = 2,
+    GPUCOMP_BACKEND_LOCAL = 3 /* "cpu (in process)": this process ran it, no daemon (gpucomp_open) */
 } gpucomp_backend;
 
 typedef struct gpucomp_options {
@@ -480,6 +483,57 @@ void gpucomp_set_timeout(gpucomp_client *c, unsigned ms);
  * Registrations do not survive a reconnection.
  */
 void gpucomp_set_reconnect(gpucomp_client *c, int on);
+
+/* ------------------------------------------------------------------ */
+/* Without the daemon, and into the caller's buffers (0.2.0)            */
+/*
+ * A program that must work whether or not gpucompd runs (or lets this user
+ * in) opens its client with gpucomp_open: with a daemon it is
+ * gpucomp_connect's client; with none, or one that refuses, it is still a
+ * client, whose buffer requests run in this process on the CPU engine
+ * that gpucompd's CPU workers use (same output bytes as a CPU daemon).
+ * gpucomp_last_backend then says GPUCOMP_BACKEND_LOCAL, and
+ * gpucomp_last_error says why there was no daemon until a request fails.
+ * Such a client stays in this process: open a new one to use a daemon
+ * started later. Only the buffer calls (gpucomp_compress, _decompress and
+ * the _into calls below) run in process; the rest (streams, the _fd and
+ * file calls, asynchronous requests, ping, stats, registrations) need the
+ * daemon and fail with GPUCOMP_E_IO. Returns GPUCOMP_OK, or
+ * GPUCOMP_E_NOMEM / GPUCOMP_E_INVALID.
+ *
+ * A client from gpucomp_open also falls back (see gpucomp_set_fallback):
+ * a buffer request that its daemon cannot take (gone: GPUCOMP_E_CONNECT or
+ * GPUCOMP_E_IO; refusing: GPUCOMP_E_PERMISSION; GPUCOMP_E_BUSY) runs in
+ * this process instead. A request the daemon rejects for its content
+ * (corrupt data, limits) is not rerun.
+ */
+int gpucomp_open(const char *socket_path, gpucomp_client **out);
+
+/* Turn that fallback on or off for c (gpucomp_connect: off, gpucomp_open: on). */
+void gpucomp_set_fallback(gpucomp_client *c, int on);
+
+/*
+ * Compress or decompress into the caller's dst, which holds dst_capacity
+ * bytes; *dst_len gets the output's length. c NULL runs in this process;
+ * otherwise through c, falling back to this process whatever
+ * gpucomp_set_fallback says. An output longer than dst_capacity fails with
+ * GPUCOMP_E_TOO_SMALL, *dst_len set to the length it needs, and dst
+ * unchanged: for compression, a dst_capacity of gpucomp_compress_bound
+ * never is too small. The output is made whole before it is copied (the
+ * memory of one output, as gpucomp_compress takes). gpucomp_last_error(c)
+ * (c NULL: gpucomp_last_error(NULL), per thread) says why a call failed.
+ */
+int gpucomp_compress_into(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len, void *dst,
+                          size_t dst_capacity, size_t *dst_len);
+int gpucomp_decompress_into(gpucomp_client *c, const gpucomp_options *o, const void *src, size_t src_len,
+                            void *dst, size_t dst_capacity, size_t *dst_len);
+
+/*
+ * The most bytes compressing src_len bytes with o (NULL: bzip2 level 9) can
+ * give, with gpucompd or in process; 0 for options no compression takes or
+ * a bound that does not fit in a size_t.
+ */
+size_t gpucomp_compress_bound(const gpucomp_options *o, size_t src_len);
 
 #ifdef __cplusplus
 }

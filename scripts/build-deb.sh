@@ -39,7 +39,7 @@ arch=$(dpkg --print-architecture)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 src=$out/gpucompd-$version
-rm -rf "$src" "$out"/gpucompd_"$version"* "$out"/libgpucomp-client*_"$version"_*.deb
+rm -rf "$src" "$out"/gpucompd_"$version"* "$out"/libgpucomp-client*_"$version"_*.deb "$out"/gpucomp-bzip2_"$version"_*.deb
 mkdir -p "$src"
 
 # Copy the tree: tracked files still present plus untracked ones git does not ignore.

@@ -17,7 +17,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 out=${1:-build-deb}
-pkgs="gpucompd libgpucomp-client0 libgpucomp-client-dev"
+pkgs="gpucompd libgpucomp-client0 libgpucomp-client-dev gpucomp-bzip2"
 
 skip() { echo "deb: SKIP: $*"; exit 0; }
 [ "${SKIP_DEB:-0}" = 1 ] && skip "SKIP_DEB=1"
@@ -82,6 +82,13 @@ for f in /lib/systemd/system/gpucompd.service /lib/systemd/system/gpucompd.socke
     [ -e "$f" ] || bad "$f not installed"
 done
 ok "units, snippets, config, programs, man pages, header, README and examples in place"
+# gpucomp-bzip2: the names, opt-in; Debian's bzip2 stays what /bin/bzip2 is.
+if [ "$(readlink -f /usr/lib/gpucomp/bin/bunzip2)" = /usr/bin/gpucomp ] && ! cmp -s /bin/bzip2 /usr/bin/gpucomp &&
+    seq 1 5000 | bzip2 | PATH=/usr/lib/gpucomp/bin:$PATH bunzip2 2>/dev/null | cmp -s - <(seq 1 5000); then
+    ok "gpucomp-bzip2: bunzip2 in /usr/lib/gpucomp/bin decompresses; /bin/bzip2 untouched"
+else
+    bad "gpucomp-bzip2: links missing, /bin/bzip2 replaced, or bunzip2 does not decompress"
+fi
 if zgrep -n -e '\$(' -e '@[a-zA-Z_]*@' /usr/share/man/man8/gpucompd.8.gz; then
     bad "the installed gpucompd(8) has a build-time name left in it"
 elif zgrep -q '^\.I /etc/gpucompd.conf$' /usr/share/man/man8/gpucompd.8.gz; then

@@ -274,6 +274,37 @@ START_TEST(test_refusal_message_names_uid_and_lists)
 }
 END_TEST
 
+/*
+ * A daemon that refuses this user never makes a program of gpucomp_open's
+ * fail: its requests run in process (GPUCOMP_BACKEND_LOCAL), and why there is
+ * no daemon is told.
+ */
+START_TEST(test_open_refused_runs_in_process)
+{
+    char users[32];
+    snprintf(users, sizeof users, "%u", geteuid() == NOBODY ? NOBODY - 1u : (unsigned)NOBODY);
+    start_with_lists(users, gid_not_ours());
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_open(dut.socket_path, &c), GPUCOMP_OK);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_msg(strstr(gpucomp_last_error(c), "may not use this daemon"), "why: %s", gpucomp_last_error(c));
+    static const char text[] = "refused, and served all the same";
+    void *packed = NULL, *back = NULL;
+    size_t packed_len = 0, back_len = 0;
+    ck_assert_int_eq(gpucomp_compress(c, NULL, text, sizeof text, &packed, &packed_len), GPUCOMP_OK);
+    ck_assert_int_eq(gpucomp_last_backend(c), GPUCOMP_BACKEND_LOCAL);
+    ck_assert_int_eq(gpucomp_decompress(c, NULL, packed, packed_len, &back, &back_len), GPUCOMP_OK);
+    ck_assert(back_len == sizeof text && memcmp(back, text, sizeof text) == 0);
+    char into[64];
+    size_t n = 0;
+    ck_assert_int_eq(gpucomp_decompress_into(c, NULL, packed, packed_len, into, sizeof into, &n), GPUCOMP_OK);
+    ck_assert(n == sizeof text && memcmp(into, text, sizeof text) == 0);
+    gpucomp_free(packed);
+    gpucomp_free(back);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* ---- a refusal is not "no daemon" ----------------------------------------- */
 
 /* The refusal line gpucomp prints for nobody at the test daemon's socket (group advice). */
@@ -399,6 +430,7 @@ static Suite *access_suite(void)
     tcase_add_test(groups, test_supplementary_group_of_the_process_counts);
     tcase_add_test(groups, test_many_supplementary_groups);
     tcase_add_test(groups, test_refusal_message_names_uid_and_lists);
+    tcase_add_test(groups, test_open_refused_runs_in_process);
     suite_add_tcase(s, groups);
     TCase *cmd = tcase_create("refused");
     tcase_add_checked_fixture(cmd, NULL, teardown);

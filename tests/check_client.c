@@ -368,7 +368,7 @@ static bool is_xor_of(const void *out, const uint8_t *in, size_t len)
 
 START_TEST(test_strerror_every_code)
 {
-    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_IN_USE; code++) {
+    for (int code = GPUCOMP_OK; code <= GPUCOMP_E_TOO_SMALL; code++) {
         const char *s = gpucomp_strerror(code);
         ck_assert_ptr_nonnull(s);
         ck_assert_msg(*s != '\0', "code %d has an empty description", code);
@@ -380,8 +380,9 @@ START_TEST(test_strerror_every_code)
     ck_assert_str_eq(gpucomp_strerror(GPUCOMP_OK), "success");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_CONNECT), "connect");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_IN_USE), "in use");
+    ck_assert_contains(gpucomp_strerror(GPUCOMP_E_TOO_SMALL), "too small");
     ck_assert_contains(gpucomp_strerror(GPUCOMP_E_BUSY), "daemon");
-    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_IN_USE + 1), "unknown error");
+    ck_assert_str_eq(gpucomp_strerror(GPUCOMP_E_TOO_SMALL + 1), "unknown error");
     ck_assert_str_eq(gpucomp_strerror(-1), "unknown error");
 }
 END_TEST
@@ -1481,6 +1482,27 @@ START_TEST(test_cli_codecs_and_magic)
 }
 END_TEST
 
+/* bzip2's own rule for its names: the basename, "unzip" decompresses, "zcat"/"z2cat" to stdout. */
+START_TEST(test_cli_mode_from_name)
+{
+    static const struct {
+        const char *argv0;
+        bool decompress, to_stdout;
+    } names[] = {
+        { "gpucomp", false, false }, { "bzip2", false, false },       { "/usr/bin/bzip2", false, false },
+        { "bunzip2", true, false },  { "/bin/bunzip2", true, false }, { "./links/bunzip2", true, false },
+        { "BUNZIP2", true, false },  { "bzcat", true, true },         { "/usr/lib/x/bzcat", true, true },
+        { "bz2cat", true, true },    { "BZCAT", true, true },         { "/bunzip2.d/bzip2", false, false },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        bool dec = !names[i].decompress, out = !names[i].to_stdout;
+        cli_mode_from_name(names[i].argv0, &dec, &out);
+        ck_assert_msg(dec == names[i].decompress && out == names[i].to_stdout, "%s: decompress %d, stdout %d",
+                      names[i].argv0, dec, out);
+    }
+}
+END_TEST
+
 START_TEST(test_cli_sizes)
 {
     uint64_t v;
@@ -1640,6 +1662,7 @@ static Suite *client_suite(void)
     TCase *cli = tcase_create("cli-names");
     tcase_add_test(cli, test_cli_suffixes);
     tcase_add_test(cli, test_cli_codecs_and_magic);
+    tcase_add_test(cli, test_cli_mode_from_name);
     tcase_add_test(cli, test_cli_sizes);
     tcase_add_test(cli, test_size_rules);
     suite_add_tcase(s, cli);

@@ -328,7 +328,10 @@ static void note_redundant(cli_session *s)
 int cli_parse_args(cli_session *s, int argc, char **argv)
 {
     codec_args ca = { .codec = GPUCOMP_CODEC_BZIP2 };
-    s->opts.mode = CLI_COMPRESS;
+    bool decompress = false;
+    if (argc > 0 && argv[0]) /* "bunzip2" and "bzcat" links: bzip2's defaults for the name */
+        cli_mode_from_name(argv[0], &decompress, &s->opts.to_stdout);
+    s->opts.mode = decompress ? CLI_DECOMPRESS : CLI_COMPRESS;
     argv = with_env_options(&argc, argv);
     opterr = 0; /* our messages say "gpucomp", not argv[0] */
     int opt;

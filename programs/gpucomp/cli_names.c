@@ -88,6 +88,15 @@ char *cli_decompressed_name(const char *name, gpucomp_codec *codec)
     return out;
 }
 
+void cli_mode_from_name(const char *argv0, bool *decompress, bool *to_stdout)
+{
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    bool cat = strstr(base, "z2cat") || strstr(base, "Z2CAT") || strstr(base, "zcat") || strstr(base, "ZCAT");
+    *decompress = cat || strstr(base, "unzip") || strstr(base, "UNZIP");
+    *to_stdout = cat;
+}
+
 bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec)
 {
     if (len >= 4 && memcmp(p, "BZh", 3) == 0 && p[3] >= '1' && p[3] <= '9') {

@@ -41,6 +41,15 @@ char *cli_compressed_name(const char *name, gpucomp_codec codec);
  */
 char *cli_decompressed_name(const char *name, gpucomp_codec *codec);
 
+/*
+ * What bzip2 1.0.8 does when called as argv0 (its basename; the rule is
+ * bzip2's own): a name containing "unzip" decompresses ("bunzip2"), one
+ * containing "zcat" or "z2cat" decompresses to standard output ("bzcat");
+ * any other name compresses. Either case, as bzip2 matches "UNZIP" too.
+ * Options given after still change this, as they do in bzip2.
+ */
+void cli_mode_from_name(const char *argv0, bool *decompress, bool *to_stdout);
+
 /* Codec whose magic bytes start p ("BZh1".."BZh9", "GCRL"); false if neither. */
 bool cli_codec_from_magic(const uint8_t *p, size_t len, gpucomp_codec *codec);
 
