@@ -99,6 +99,18 @@ void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
     abort();
 }
 
+bool gcd_stream_put_placed(gcd_stream *s, gcd_request *part, size_t len, gcd_stream_place_fn place)
+{
+    (void)s, (void)part, (void)len, (void)place;
+    abort();
+}
+
+void gcd_stream_rerun(gcd_stream *s, gcd_request *part)
+{
+    (void)s, (void)part;
+    abort();
+}
+
 /* ---- round trip --------------------------------------------------------- */
 
 static bool msg_equal(const ProtobufCMessage *a, const ProtobufCMessage *b);
