@@ -6,7 +6,9 @@ exceptions; compress and decompress also take codec="rle". Work goes to the
 gpucompd daemon (a GPU when it has one) and, when no daemon answers, runs in
 this process on the same CPU engine (libgpucomp-client's gpucomp_open).
 last_backend() says which ran the calling thread's last request; stats()
-returns the daemon's counters.
+returns the daemon's counters. A failure of the service rather than the data
+(stats() with no daemon) raises ServiceError, an OSError whose errno is the
+library's GPUCOMP_E_* code.
 
 Differences from bz2 (docs/DECISIONS.md, "Python module"): the engine works
 on whole streams, so BZ2Decompressor returns a stream's output once the whole
@@ -22,10 +24,10 @@ import threading
 
 import _compression
 
-from ._gpucomp import _compress, _decompress, _find_stream_end, library_version, stats
+from ._gpucomp import ServiceError, _compress, _decompress, _find_stream_end, library_version, stats
 
 __all__ = ["BZ2File", "BZ2Compressor", "BZ2Decompressor", "open", "compress", "decompress",
-           "last_backend", "stats", "library_version", "STREAM_INPUT"]
+           "last_backend", "stats", "library_version", "ServiceError", "STREAM_INPUT"]
 
 # Input a BZ2Compressor buffers before it compresses it as one stream: large
 # enough for a GPU to gain, small enough to bound the memory of a writer.
@@ -60,9 +62,10 @@ def decompress(data, codec="bzip2"):
         return b""
     try:
         return _run(_decompress, data)
-    except (OSError, ValueError) as e:
-        if isinstance(e, OSError) and e.errno is not None:
-            raise  # the service failed, not the data
+    except ServiceError:
+        raise  # the service failed, not the data
+    except (OSError, ValueError):
+        pass
     # Stream by stream, for bz2's verdicts: garbage after a stream is ignored,
     # a stream that ends early is an error.
     results = []

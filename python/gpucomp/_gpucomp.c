@@ -24,6 +24,11 @@
 static gpucomp_client *pool[POOL_MAX];
 static int pool_len;
 
+/* The service failed (no daemon for stats, a lost connection...): OSError
+ * with errno the GPUCOMP_E_* code. A subclass, because OSError itself turns
+ * an errno into one of its own subclasses (10 would be ChildProcessError). */
+static PyObject *service_error;
+
 /* Both need the GIL held. */
 static gpucomp_client *client_take(void)
 {
@@ -53,14 +58,10 @@ static void client_give(gpucomp_client *c)
 static const char *backend_name(gpucomp_backend b)
 {
     switch (b) {
-    case GPUCOMP_BACKEND_CPU:
-        return "cpu";
-    case GPUCOMP_BACKEND_GPU:
-        return "gpu";
-    case GPUCOMP_BACKEND_LOCAL:
-        return "cpu (in process)";
-    default:
-        return "unknown";
+    case GPUCOMP_BACKEND_CPU: return "cpu";
+    case GPUCOMP_BACKEND_GPU: return "gpu";
+    case GPUCOMP_BACKEND_LOCAL: return "cpu (in process)";
+    default: return "unknown";
     }
 }
 
@@ -70,20 +71,13 @@ static void raise_status(int rc, const char *msg)
 {
     switch (rc) {
     case GPUCOMP_E_CORRUPT:
-    case GPUCOMP_E_CRC:
-        PyErr_SetString(PyExc_OSError, "Invalid data stream");
-        return;
+    case GPUCOMP_E_CRC: PyErr_SetString(PyExc_OSError, "Invalid data stream"); return;
     case GPUCOMP_E_TRUNCATED:
         PyErr_SetString(PyExc_ValueError, "Compressed data ended before the end-of-stream marker was reached");
         return;
-    case GPUCOMP_E_NOMEM:
-        PyErr_SetString(PyExc_MemoryError, msg && *msg ? msg : gpucomp_strerror(rc));
-        return;
-    case GPUCOMP_E_INVALID:
-        PyErr_SetString(PyExc_ValueError, msg && *msg ? msg : gpucomp_strerror(rc));
-        return;
-    default:
-        PyErr_SetObject(PyExc_OSError, Py_BuildValue("(is)", rc, msg && *msg ? msg : gpucomp_strerror(rc)));
+    case GPUCOMP_E_NOMEM: PyErr_SetString(PyExc_MemoryError, msg && *msg ? msg : gpucomp_strerror(rc)); return;
+    case GPUCOMP_E_INVALID: PyErr_SetString(PyExc_ValueError, msg && *msg ? msg : gpucomp_strerror(rc)); return;
+    default: PyErr_SetObject(service_error, Py_BuildValue("(is)", rc, msg && *msg ? msg : gpucomp_strerror(rc)));
     }
 }
 
@@ -237,16 +231,24 @@ static PyObject *py_find_stream_end(PyObject *self, PyObject *args)
     return Py_BuildValue("(nn)", (Py_ssize_t)bit, (Py_ssize_t)((bit + 48 + 32 + 7) / 8));
 }
 
+/* A fixed-size name from the daemon: never trusted to be terminated or UTF-8. */
+static PyObject *str_field(const char *buf, size_t size)
+{
+    return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strnlen(buf, size), "replace");
+}
+
+#define STR(field) str_field(field, sizeof field)
 #define U64(name) PyLong_FromUnsignedLongLong((unsigned long long)(name))
 
 static PyObject *device_dict(const gpucomp_device_stats *d)
 {
-    return Py_BuildValue("{s:s,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:i,s:N,s:N,s:N}", "name", d->name,
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:i,s:N,s:N,s:N}", "name", STR(d->name),
                          "batches", U64(d->batches), "requests", U64(d->requests), "bytes_in", U64(d->bytes_in),
                          "bytes_out", U64(d->bytes_out), "h2d_ns", U64(d->h2d_ns), "kernel_ns", U64(d->kernel_ns),
                          "d2h_ns", U64(d->d2h_ns), "wall_ns", U64(d->wall_ns), "fallbacks", U64(d->fallbacks),
                          "queue_depth", U64(d->queue_depth), "retired", d->retired, "requests_in_flight",
-                         U64(d->requests_in_flight), "gpu", U64(d->gpu), "bytes_in_flight", U64(d->bytes_in_flight));
+                         U64(d->requests_in_flight), "gpu", U64(d->gpu), "bytes_in_flight",
+                         U64(d->bytes_in_flight));
 }
 
 static PyObject *stats_dict(const gpucomp_stats *s)
@@ -263,22 +265,22 @@ static PyObject *stats_dict(const gpucomp_stats *s)
         Py_DECREF(d);
     }
     for (uint32_t i = 0; i < s->n_routing && i < GPUCOMP_MAX_CODECS; i++) {
-        PyObject *r = PyUnicode_FromString(s->routing[i]);
+        PyObject *r = STR(s->routing[i]);
         if (!r || PyList_Append(routing, r) < 0) {
             Py_XDECREF(r);
             goto fail;
         }
         Py_DECREF(r);
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:s,s:N,s:N,s:N,s:N,s:N,s:N,s:N}",
-                         "uptime_ms", U64(s->uptime_ms), "connections", U64(s->connections), "requests_ok",
-                         U64(s->requests_ok), "requests_failed", U64(s->requests_failed), "bytes_in",
-                         U64(s->bytes_in), "bytes_out", U64(s->bytes_out), "worker_threads", U64(s->worker_threads),
-                         "queue_depth", U64(s->queue_depth), "memory_in_use", U64(s->memory_in_use),
-                         "memory_budget", U64(s->memory_budget), "cpu_requests", U64(s->cpu_requests),
-                         "gpu_requests", U64(s->gpu_requests), "backend", s->backend, "gpus", U64(s->gpus),
-                         "devices", devices, "registered_bytes", U64(s->registered_bytes), "register_limit",
-                         U64(s->register_limit), "routing", routing, "gpu_by_load", U64(s->gpu_by_load));
+    return Py_BuildValue(
+        "{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "uptime_ms",
+        U64(s->uptime_ms), "connections", U64(s->connections), "requests_ok", U64(s->requests_ok),
+        "requests_failed", U64(s->requests_failed), "bytes_in", U64(s->bytes_in), "bytes_out", U64(s->bytes_out),
+        "worker_threads", U64(s->worker_threads), "queue_depth", U64(s->queue_depth), "memory_in_use",
+        U64(s->memory_in_use), "memory_budget", U64(s->memory_budget), "cpu_requests", U64(s->cpu_requests),
+        "gpu_requests", U64(s->gpu_requests), "backend", STR(s->backend), "gpus", U64(s->gpus), "devices", devices,
+        "registered_bytes", U64(s->registered_bytes), "register_limit", U64(s->register_limit), "routing", routing,
+        "gpu_by_load", U64(s->gpu_by_load));
 fail:
     Py_XDECREF(devices);
     Py_XDECREF(routing);
@@ -295,6 +297,7 @@ static PyObject *py_stats(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     gpucomp_client *c = NULL;
     gpucomp_stats s;
+    memset(&s, 0, sizeof s);
     char msg[256] = "";
     PyThreadState *ts = PyEval_SaveThread();
     int rc = gpucomp_connect(path, &c);
@@ -341,5 +344,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__gpucomp(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    service_error = PyErr_NewException("gpucomp.ServiceError", PyExc_OSError, NULL);
+    if (!service_error || PyModule_AddObjectRef(m, "ServiceError", service_error) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
