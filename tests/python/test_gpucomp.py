@@ -387,16 +387,18 @@ class GilTest(unittest.TestCase):
         # While one thread compresses, this one keeps running Python code: it
         # could not if the call held the GIL.
         data = big_data(4 << 20)
-        done = threading.Event()
+        started, done = threading.Event(), threading.Event()
         result = []
 
         def work():
+            started.set()
             result.append(gpucomp.compress(data, 9))
             done.set()
 
         t = threading.Thread(target=work)
         ticks = 0
         t.start()
+        started.wait()
         while not done.is_set():
             ticks += 1
             time.sleep(0.001)
