@@ -21,6 +21,14 @@ rc=$?
 [ $rc = 0 ] || { echo "FAIL: the module did not build"; exit 1; }
 
 export LD_LIBRARY_PATH="$build/libclient/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A sanitizer build's library needs its runtime loaded first, before python3
+# (which is not instrumented); python3's own allocations are not ours to leak-check.
+asan=$(ldd "$build/libclient/.libs/libgpucomp-client.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+if [ -n "$asan" ]; then
+    ubsan=$(ldd "$build/libclient/.libs/libgpucomp-client.so" | awk '/libubsan/ { print $3 }')
+    export LD_PRELOAD="$asan${ubsan:+ $ubsan}"
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+fi
 export PYTHONPATH="$tmp/python"
 fail=0
 run_tests() {
