@@ -50,8 +50,8 @@ static int compress_into(const char *src, size_t len, int level, char *dst, size
 int BZ2_bzBuffToBuffCompress(char *dest, unsigned int *destLen, char *source, unsigned int sourceLen,
                              int blockSize100k, int verbosity, int workFactor)
 {
-    if (!dest || !destLen || !source || blockSize100k < 1 || blockSize100k > 9 || verbosity < 0 ||
-        verbosity > 4 || workFactor < 0 || workFactor > 250)
+    if (!dest || !destLen || !source || blockSize100k < 1 || blockSize100k > 9 || verbosity < 0 || verbosity > 4 ||
+        workFactor < 0 || workFactor > 250)
         return BZ_PARAM_ERROR;
     size_t out_len = 0;
     int rc = compress_into(source, sourceLen, blockSize100k, dest, *destLen, &out_len);

@@ -86,12 +86,12 @@ static int read_header(const uint8_t *src, size_t len, int *level)
 
 /* One block at bit *pos: its output appended to dst (as much as fits),
  * *combined and *pos advanced. BZ_OK or a verdict. */
-static int one_block(const uint8_t *src, size_t len, int level, uint64_t *pos, uint8_t *dst, size_t cap,
-                     size_t *n, uint32_t *combined)
+static int one_block(const uint8_t *src, size_t len, int level, uint64_t *pos, uint8_t *dst, size_t cap, size_t *n,
+                     uint32_t *combined)
 {
     bz2_dblock r;
     bz2_decode_block(src, len, *pos, 0, &r);
-    int rc = r.status == GC_OK             ? BZ_OK
+    int rc = r.status == GC_OK            ? BZ_OK
              : r.status == GC_E_TRUNCATED ? BZC_NEED_INPUT
              : r.status == GC_E_NOMEM     ? BZ_MEM_ERROR
                                           : BZ_DATA_ERROR;

@@ -38,8 +38,8 @@ static void load(bzlib *b, const char *path)
     b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(b->handle != NULL, "dlopen %s: %s", path, dlerror());
     b->version = (const char *(*)(void))sym(b->handle, "BZ2_bzlibVersion");
-    b->b2b_compress = (int (*)(char *, unsigned *, char *, unsigned, int, int, int))sym(
-        b->handle, "BZ2_bzBuffToBuffCompress");
+    b->b2b_compress =
+        (int (*)(char *, unsigned *, char *, unsigned, int, int, int))sym(b->handle, "BZ2_bzBuffToBuffCompress");
     b->b2b_decompress =
         (int (*)(char *, unsigned *, char *, unsigned, int, int))sym(b->handle, "BZ2_bzBuffToBuffDecompress");
 }
@@ -234,9 +234,22 @@ END_TEST
 
 START_TEST(test_buffer_decompress_headers)
 {
-    static const char *const inputs[] = { "", "B", "BZ", "BZh", "BZh9", "BZh91", "X", "BX", "BZX", "BZh0",
-                                          "BZha", "bZh9", "BZh9\x31\x41\x59", "BZh9\x17\x72\x45\x38\x50\x90",
-                                          "BZh9\x31\x41\x58", "BZh9\x17\x72\x45\x38\x50\x91" };
+    static const char *const inputs[] = { "",
+                                          "B",
+                                          "BZ",
+                                          "BZh",
+                                          "BZh9",
+                                          "BZh91",
+                                          "X",
+                                          "BX",
+                                          "BZX",
+                                          "BZh0",
+                                          "BZha",
+                                          "bZh9",
+                                          "BZh9\x31\x41\x59",
+                                          "BZh9\x17\x72\x45\x38\x50\x90",
+                                          "BZh9\x31\x41\x58",
+                                          "BZh9\x17\x72\x45\x38\x50\x91" };
     for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
         for (unsigned cap = 0; cap < 3; cap++)
             decompress_both(inputs[i], (unsigned)strlen(inputs[i]), cap, NULL);
