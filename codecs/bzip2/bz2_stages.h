@@ -65,6 +65,11 @@ typedef struct bz2_dblock {
     uint32_t nblock;     /* BWT length (RLE1 bytes) */
     uint8_t *out;        /* malloc'd decoded bytes */
     size_t out_len;
+    /* GC_E_CRC, or a block ending inside a run: the bytes libbz2 writes out
+     * before it finds the fault (it delivers a block's bytes before it
+     * checks them, so its verdict on such a block depends on whether they
+     * fit the caller's room). 0 otherwise. */
+    size_t bad_len;
 } bz2_dblock;
 /* Decode the block whose 48-bit magic starts at bit magic_bit of src.
  * Output beyond max_out bytes (0 = none) is GC_E_LIMIT. The block CRC is

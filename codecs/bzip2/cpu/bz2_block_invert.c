@@ -59,9 +59,9 @@ static int inverse_bwt(bz2_column *c, bz2_dblock *r)
 }
 
 /* Output size of inverse RLE1 (after 4 equal bytes the next byte is a
- * repeat count); -1 when the block ends right after such 4 bytes (the
- * reference decoder rejects it too). */
-static int64_t rle1_size(const uint8_t *b, uint32_t n)
+ * repeat count); *cut set when the block ends right after such 4 bytes (the
+ * reference decoder rejects it too), the size then counting those 4. */
+static int64_t rle1_size(const uint8_t *b, uint32_t n, bool *cut)
 {
     int64_t total = 0;
     int last = -1, run = 0;
@@ -76,7 +76,8 @@ static int64_t rle1_size(const uint8_t *b, uint32_t n)
         run = (b[i] == last) ? run + 1 : 1;
         last = b[i];
     }
-    return run == 4 ? -1 : total;
+    *cut = run == 4;
+    return total;
 }
 
 static void rle1_expand(const uint8_t *b, uint32_t n, uint8_t *out)
@@ -101,9 +102,14 @@ static void rle1_expand(const uint8_t *b, uint32_t n, uint8_t *out)
  * output is allocated. */
 static int inverse_rle1(const bz2_column *c, size_t max_out, bz2_dblock *r)
 {
-    int64_t total = rle1_size(c->bwt, c->n);
-    if (total < 0)
+    bool cut;
+    int64_t total = rle1_size(c->bwt, c->n, &cut);
+    if (cut) {
+        /* libbz2 reads the count from the inverse BWT's next step, which
+         * wraps to the block's first byte, and writes that run first */
+        r->bad_len = (size_t)total + c->bwt[0];
         return bz2_dblock_fail(r, GC_E_CORRUPT, "block ends inside a run (count byte missing)");
+    }
     if (max_out && (uint64_t)total > max_out)
         return bz2_dblock_fail(r, GC_E_LIMIT, "decompressed size exceeds the %zu byte limit", max_out);
     uint8_t *out = malloc(total ? (size_t)total : 1);
@@ -128,6 +134,7 @@ int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r)
         bz2_dblock_fail(r, GC_E_CRC, "block CRC mismatch (stored 0x%08x, computed 0x%08x)", c->crc, crc);
         free(r->out);
         r->out = NULL;
+        r->bad_len = r->out_len;
         r->out_len = 0;
     }
     return r->status;

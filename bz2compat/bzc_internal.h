@@ -1,0 +1,32 @@
+/*
+ * bzc_internal.h - libgpucomp-bz2's private helpers: the pieces of libbz2's
+ * behaviour that several of its calls share. bzlib.h (libbz2-dev) declares
+ * the exported functions, so the compiler checks that every one has
+ * libbz2's exact signature.
+ */
+#ifndef GC_BZC_INTERNAL_H
+#define GC_BZC_INTERNAL_H
+
+#include <bzlib.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Inputs from this many bytes go to gpucompd; smaller ones run in this
+ * process, where a connection and a round trip would cost more than the
+ * work. $GPUCOMP_BZ2_THRESHOLD (a size, gc_parse_size's syntax) overrides it. */
+#define BZC_DAEMON_THRESHOLD ((size_t)256 << 10)
+
+/*
+ * Decode the FIRST bzip2 stream of src[0..len) into dst[0..cap), as libbz2's
+ * decompressor does when it is given all of src and cap bytes of room at
+ * once: BZ_OK with *out_len set when the stream ended inside dst (bytes after
+ * it are ignored), else libbz2's verdict: BZ_OUTBUFF_FULL, BZ_UNEXPECTED_EOF,
+ * BZ_DATA_ERROR_MAGIC, BZ_DATA_ERROR or BZ_MEM_ERROR (dst then holds
+ * unspecified bytes, as libbz2's would).
+ */
+int bzc_decode_first(const uint8_t *src, size_t len, uint8_t *dst, size_t cap, size_t *out_len);
+
+/* The input size from which a call goes to gpucompd (read once per process). */
+size_t bzc_daemon_threshold(void);
+
+#endif

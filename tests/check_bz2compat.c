@@ -1,0 +1,378 @@
+/*
+ * check_bz2compat.c - libgpucomp-bz2 against Debian's libbz2, call by call:
+ * both libraries are dlopen'ed (RTLD_LOCAL, so each one's calls to its own
+ * BZ2_* names stay inside it) and given the same arguments. Return codes and
+ * decoded bytes must be equal; what one compresses, the other decodes.
+ * Compressed bytes may differ (docs/BZIP2.md, "libbz2 compatibility").
+ */
+#include <bzlib.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "daemon_harness.h"
+#include "gpucomp.h"
+
+typedef struct bzlib {
+    void *handle;
+    const char *(*version)(void);
+    int (*b2b_compress)(char *, unsigned *, char *, unsigned, int, int, int);
+    int (*b2b_decompress)(char *, unsigned *, char *, unsigned, int, int);
+} bzlib;
+
+static bzlib ref, shim;
+
+static void *sym(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    ck_assert_msg(p != NULL, "%s: %s", name, dlerror());
+    return p;
+}
+
+static void load(bzlib *b, const char *path)
+{
+    b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(b->handle != NULL, "dlopen %s: %s", path, dlerror());
+    b->version = (const char *(*)(void))sym(b->handle, "BZ2_bzlibVersion");
+    b->b2b_compress =
+        (int (*)(char *, unsigned *, char *, unsigned, int, int, int))sym(b->handle, "BZ2_bzBuffToBuffCompress");
+    b->b2b_decompress =
+        (int (*)(char *, unsigned *, char *, unsigned, int, int))sym(b->handle, "BZ2_bzBuffToBuffDecompress");
+}
+
+static void setup(void)
+{
+    load(&ref, "libbz2.so.1.0");
+    load(&shim, SHIM_PATH);
+    ck_assert_ptr_ne(ref.b2b_compress, shim.b2b_compress);
+}
+
+static void teardown(void)
+{
+    dlclose(shim.handle);
+    dlclose(ref.handle);
+}
+
+/* Compress with b into a malloc'd buffer (*len its size). */
+static char *compress_with(const bzlib *b, const uint8_t *src, size_t n, int level, unsigned *len)
+{
+    unsigned cap = (unsigned)(n + n / 100 + 600);
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    *len = cap;
+    ck_assert_int_eq(b->b2b_compress(out, len, (char *)(n ? src : (const uint8_t *)""), (unsigned)n, level, 0, 0),
+                     BZ_OK);
+    return out;
+}
+
+/* Decompress z with both libraries into cap bytes: same code, same bytes. */
+static int decompress_both(const char *z, unsigned zlen, unsigned cap, unsigned *out_len)
+{
+    char *a = malloc(cap ? cap : 1), *b = malloc(cap ? cap : 1);
+    ck_assert(a && b);
+    unsigned la = cap, lb = cap;
+    int ra = ref.b2b_decompress(a, &la, (char *)z, zlen, 0, 0);
+    int rb = shim.b2b_decompress(b, &lb, (char *)z, zlen, 0, 0);
+    ck_assert_msg(ra == rb, "libbz2 %d, shim %d (input %u bytes, room %u)", ra, rb, zlen, cap);
+    ck_assert_uint_eq(la, lb);
+    if (ra == BZ_OK)
+        ck_assert(memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+    if (out_len)
+        *out_len = la;
+    return ra;
+}
+
+/* Each compresses, both decode both; the decoded bytes are the input. */
+static void cross_round_trip(const uint8_t *data, size_t n, int level)
+{
+    unsigned zr, zs, len;
+    char *by_ref = compress_with(&ref, data, n, level, &zr);
+    char *by_shim = compress_with(&shim, data, n, level, &zs);
+    char *out = malloc(n + 1);
+    ck_assert_ptr_nonnull(out);
+    const char *z[2] = { by_ref, by_shim };
+    unsigned zl[2] = { zr, zs };
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(decompress_both(z[k], zl[k], (unsigned)n + 1, &len), BZ_OK);
+        len = (unsigned)n + 1;
+        ck_assert_int_eq(shim.b2b_decompress(out, &len, (char *)z[k], zl[k], 0, 0), BZ_OK);
+        ck_assert_uint_eq(len, n);
+        ck_assert(n == 0 || memcmp(out, data, n) == 0);
+    }
+    free(out);
+    free(by_ref);
+    free(by_shim);
+}
+
+static uint8_t *test_data(size_t n, int kind)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(d);
+    fill_test_data(d, n, kind, 35);
+    return d;
+}
+
+START_TEST(test_version)
+{
+    ck_assert_int_eq(strncmp(shim.version(), "1.0.8, ", 7), 0);
+    ck_assert_int_eq(strncmp(ref.version(), "1.0.8, ", 7), 0);
+}
+END_TEST
+
+START_TEST(test_buffer_round_trips)
+{
+    static const size_t sizes[] = { 0, 1, 1u << 20 };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (int kind = 0; kind < 3; kind++) {
+            uint8_t *d = test_data(sizes[i], kind);
+            cross_round_trip(d, sizes[i], kind == 1 ? 1 : 9);
+            free(d);
+        }
+}
+END_TEST
+
+START_TEST(test_buffer_30mib)
+{
+    size_t n = (size_t)30 << 20;
+    uint8_t *d = test_data(n, 2);
+    cross_round_trip(d, n, 9);
+    free(d);
+}
+END_TEST
+
+START_TEST(test_buffer_param_errors)
+{
+    char src[4] = "abc", dst[64];
+    unsigned len = sizeof dst;
+    const bzlib *libs[2] = { &ref, &shim };
+    for (int k = 0; k < 2; k++) {
+        const bzlib *b = libs[k];
+        ck_assert_int_eq(b->b2b_compress(NULL, &len, src, 3, 9, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, NULL, src, 3, 9, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, NULL, 3, 9, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 0, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 10, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 9, -1, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 9, 5, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 9, 0, -1), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 9, 0, 251), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_decompress(NULL, &len, src, 3, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_decompress(dst, NULL, src, 3, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_decompress(dst, &len, NULL, 3, 0, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_decompress(dst, &len, src, 3, 2, 0), BZ_PARAM_ERROR);
+        ck_assert_int_eq(b->b2b_decompress(dst, &len, src, 3, 0, 5), BZ_PARAM_ERROR);
+        ck_assert_uint_eq(len, sizeof dst); /* untouched */
+        /* accepted and ignored: small, verbosity, workFactor */
+        ck_assert_int_eq(b->b2b_compress(dst, &len, src, 3, 1, 4, 250), BZ_OK);
+        unsigned out = 3;
+        ck_assert_int_eq(b->b2b_decompress(src, &out, dst, len, 1, 4), BZ_OK);
+        ck_assert_uint_eq(out, 3);
+        len = sizeof dst;
+    }
+}
+END_TEST
+
+START_TEST(test_buffer_compress_outbuff_full)
+{
+    uint8_t *d = test_data(4096, 2);
+    unsigned zlen;
+    char *z = compress_with(&shim, d, 4096, 9, &zlen);
+    char *out = malloc(zlen);
+    unsigned len = zlen - 1;
+    ck_assert_int_eq(shim.b2b_compress(out, &len, (char *)d, 4096, 9, 0, 0), BZ_OUTBUFF_FULL);
+    ck_assert_uint_eq(len, zlen - 1); /* untouched, as libbz2 leaves it */
+    len = 0;
+    ck_assert_int_eq(ref.b2b_compress(out, &len, (char *)d, 4096, 9, 0, 0), BZ_OUTBUFF_FULL);
+    ck_assert_int_eq(shim.b2b_compress(out, &len, (char *)d, 4096, 9, 0, 0), BZ_OUTBUFF_FULL);
+    len = zlen;
+    ck_assert_int_eq(shim.b2b_compress(out, &len, (char *)d, 4096, 9, 0, 0), BZ_OK);
+    ck_assert_uint_eq(len, zlen);
+    free(out);
+    free(z);
+    free(d);
+}
+END_TEST
+
+/* Every room from 0 to the output's size and past it. */
+START_TEST(test_buffer_decompress_every_room)
+{
+    uint8_t *d = test_data(3000, 2);
+    unsigned zlen;
+    char *z = compress_with(&ref, d, 3000, 9, &zlen);
+    for (unsigned cap = 0; cap <= 3002; cap++)
+        ck_assert_int_eq(decompress_both(z, zlen, cap, NULL), cap < 3000 ? BZ_OUTBUFF_FULL : BZ_OK);
+    free(z);
+    free(d);
+}
+END_TEST
+
+/* Several blocks (level 1): rooms that end exactly at a block's end, then a
+ * stream cut or broken right after it. */
+START_TEST(test_buffer_decompress_block_edges)
+{
+    size_t n = 350000;
+    uint8_t *d = test_data(n, 0);
+    unsigned zlen;
+    char *z = compress_with(&ref, d, n, 1, &zlen);
+    static const unsigned rooms[] = { 0, 1, 99981, 99982, 99983, 199963, 199964, 349999, 350000, 350001 };
+    for (size_t i = 0; i < sizeof rooms / sizeof *rooms; i++)
+        for (unsigned cut = zlen - 12; cut <= zlen; cut++)
+            decompress_both(z, cut, rooms[i], NULL);
+    for (size_t i = 0; i < sizeof rooms / sizeof *rooms; i++)
+        for (unsigned cut = 0; cut < zlen; cut += 7919)
+            decompress_both(z, cut, rooms[i], NULL);
+    free(z);
+    free(d);
+}
+END_TEST
+
+START_TEST(test_buffer_decompress_headers)
+{
+    static const char *const inputs[] = { "",
+                                          "B",
+                                          "BZ",
+                                          "BZh",
+                                          "BZh9",
+                                          "BZh91",
+                                          "X",
+                                          "BX",
+                                          "BZX",
+                                          "BZh0",
+                                          "BZha",
+                                          "bZh9",
+                                          "BZh9\x31\x41\x59",
+                                          "BZh9\x17\x72\x45\x38\x50\x90",
+                                          "BZh9\x31\x41\x58",
+                                          "BZh9\x17\x72\x45\x38\x50\x91" };
+    for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
+        for (unsigned cap = 0; cap < 3; cap++)
+            decompress_both(inputs[i], (unsigned)strlen(inputs[i]), cap, NULL);
+    /* an empty stream whose combined CRC is 0, then one that is wrong */
+    static const char empty[] = "BZh9\x17\x72\x45\x38\x50\x90\0\0\0\0";
+    ck_assert_int_eq(decompress_both(empty, sizeof empty - 1, 0, NULL), BZ_OK);
+    static const char bad_crc[] = "BZh9\x17\x72\x45\x38\x50\x90\0\0\0\1";
+    ck_assert_int_eq(decompress_both(bad_crc, sizeof bad_crc - 1, 0, NULL), BZ_DATA_ERROR);
+}
+END_TEST
+
+/* Every prefix and every single-bit flip of small streams. */
+START_TEST(test_buffer_decompress_damaged)
+{
+    static const size_t sizes[] = { 1, 600 };
+    for (size_t s = 0; s < 2; s++) {
+        uint8_t *d = test_data(sizes[s], 2);
+        unsigned zlen;
+        char *z = compress_with(&ref, d, sizes[s], 9, &zlen);
+        for (unsigned cut = 0; cut <= zlen; cut++)
+            decompress_both(z, cut, (unsigned)sizes[s] + 10, NULL);
+        char *bad = malloc(zlen);
+        for (unsigned bit = 0; bit < zlen * 8; bit++) {
+            memcpy(bad, z, zlen);
+            bad[bit / 8] ^= (char)(0x80 >> (bit % 8));
+            decompress_both(bad, zlen, (unsigned)sizes[s] + 10, NULL);
+        }
+        free(bad);
+        free(z);
+        free(d);
+    }
+}
+END_TEST
+
+/* Only the first stream is decoded; what follows it is ignored. */
+START_TEST(test_buffer_decompress_first_stream_only)
+{
+    unsigned za, zb, len;
+    char *a = compress_with(&ref, (const uint8_t *)"first", 5, 9, &za);
+    char *b = compress_with(&ref, (const uint8_t *)"second", 6, 9, &zb);
+    char *both = malloc(za + zb + 8);
+    memcpy(both, a, za);
+    memcpy(both + za, b, zb);
+    ck_assert_int_eq(decompress_both(both, za + zb, 100, &len), BZ_OK);
+    ck_assert_uint_eq(len, 5);
+    memcpy(both + za, "garbage!", 8);
+    ck_assert_int_eq(decompress_both(both, za + 8, 100, &len), BZ_OK);
+    ck_assert_uint_eq(len, 5);
+    free(both);
+    free(a);
+    free(b);
+}
+END_TEST
+
+static test_daemon dut;
+
+static void daemon_teardown(void)
+{
+    test_daemon_cleanup(&dut);
+    memset(&dut, 0, sizeof dut);
+    unsetenv("GPUCOMP_SOCKET");
+}
+
+static uint64_t daemon_requests(void)
+{
+    gpucomp_client *c;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    return st.requests_ok;
+}
+
+/* Large work reaches the daemon; small work stays in this process; without a
+ * daemon both still work. */
+START_TEST(test_buffer_compress_through_daemon)
+{
+    uint8_t *d = test_data(1u << 20, 2);
+    setenv("GPUCOMP_SOCKET", "/nonexistent/check-bz2compat.sock", 1);
+    cross_round_trip(d, 1u << 20, 9);
+    test_daemon_start(&dut, NULL);
+    setenv("GPUCOMP_SOCKET", dut.socket_path, 1);
+    uint64_t before = daemon_requests();
+    unsigned zlen;
+    free(compress_with(&shim, d, 1000, 9, &zlen));
+    ck_assert_uint_eq(daemon_requests(), before);
+    cross_round_trip(d, 1u << 20, 9);
+    ck_assert_uint_eq(daemon_requests(), before + 1);
+    free(d);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("bz2compat");
+    TCase *t = tcase_create("buffer");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, test_version);
+    tcase_add_test(t, test_buffer_round_trips);
+    tcase_add_test(t, test_buffer_30mib);
+    tcase_add_test(t, test_buffer_param_errors);
+    tcase_add_test(t, test_buffer_compress_outbuff_full);
+    tcase_add_test(t, test_buffer_decompress_every_room);
+    tcase_add_test(t, test_buffer_decompress_block_edges);
+    tcase_add_test(t, test_buffer_decompress_headers);
+    tcase_add_test(t, test_buffer_decompress_damaged);
+    tcase_add_test(t, test_buffer_decompress_first_stream_only);
+    suite_add_tcase(s, t);
+    TCase *td = tcase_create("daemon");
+    tcase_add_checked_fixture(td, setup, teardown);
+    tcase_add_checked_fixture(td, NULL, daemon_teardown);
+    tcase_set_timeout(td, 300);
+    tcase_add_test(td, test_buffer_compress_through_daemon);
+    suite_add_tcase(s, td);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
