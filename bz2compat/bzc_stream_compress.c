@@ -106,7 +106,8 @@ static int finish(bzc_cstate *s)
     free(s->out);
     s->out = malloc(cap);
     s->out_cap = s->out ? cap : 0;
-    if (!s->out || bzc_compress_into((const char *)s->in, s->in_len, s->level, (char *)s->out, cap, &n) != GPUCOMP_OK)
+    if (!s->out ||
+        bzc_compress_into((const char *)s->in, s->in_len, s->level, (char *)s->out, cap, &n) != GPUCOMP_OK)
         return BZ_MEM_ERROR;
     s->out_len = n;
     s->in_len = 0;

@@ -27,8 +27,8 @@ typedef struct bzc_dstate {
     bz_stream *strm;
     uint8_t *in; /* input from the byte holding bit pos */
     size_t in_len, in_cap;
-    uint64_t pos;     /* next bit to read */
-    int level;        /* 0: header not read yet */
+    uint64_t pos; /* next bit to read */
+    int level;    /* 0: header not read yet */
     uint32_t combined;
     uint8_t *out; /* decoded bytes not yet handed out */
     size_t out_len, out_off;
