@@ -34,7 +34,7 @@ size_t bzc_daemon_threshold(void)
     return t;
 }
 
-static int compress_into(const char *src, size_t len, int level, char *dst, size_t cap, size_t *out_len)
+int bzc_compress_into(const char *src, size_t len, int level, char *dst, size_t cap, size_t *out_len)
 {
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
@@ -54,7 +54,7 @@ int BZ2_bzBuffToBuffCompress(char *dest, unsigned int *destLen, char *source, un
         workFactor < 0 || workFactor > 250)
         return BZ_PARAM_ERROR;
     size_t out_len = 0;
-    int rc = compress_into(source, sourceLen, blockSize100k, dest, *destLen, &out_len);
+    int rc = bzc_compress_into(source, sourceLen, blockSize100k, dest, *destLen, &out_len);
     if (rc == GPUCOMP_E_TOO_SMALL)
         return BZ_OUTBUFF_FULL;
     if (rc != GPUCOMP_OK) /* neither the daemon nor this process could: out of resources */

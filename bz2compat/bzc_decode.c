@@ -22,10 +22,6 @@
 #include "bz2_stages.h"
 #include "bzc_internal.h"
 
-/* Walk results besides libbz2's codes (which are all 4 or less): the input
- * ended before a verdict; a block or end-of-stream magic was read. */
-enum { BZC_NEED_INPUT = 100, BZC_BLOCK, BZC_EOS };
-
 /* The 8 bits at bit pos of src (bit 0 = MSB of src[0]); pos + 8 <= len * 8. */
 static unsigned byte_at(const uint8_t *src, uint64_t pos)
 {
@@ -38,7 +34,7 @@ static unsigned byte_at(const uint8_t *src, uint64_t pos)
 /* Which magic begins at bit pos, judged byte by byte as libbz2 reads it:
  * BZC_BLOCK, BZC_EOS, BZ_DATA_ERROR on a wrong byte, BZC_NEED_INPUT
  * when the input ends first. A 48-bit magic is matched only whole. */
-static int which_magic(const uint8_t *src, size_t len, uint64_t pos)
+int bzc_which_magic(const uint8_t *src, size_t len, uint64_t pos)
 {
     uint64_t bits = (uint64_t)len * 8;
     if (pos + 8 > bits)
@@ -58,7 +54,7 @@ static int which_magic(const uint8_t *src, size_t len, uint64_t pos)
     return magic == BZ2_BLOCK_MAGIC ? BZC_BLOCK : BZC_EOS;
 }
 
-static uint32_t read32(const uint8_t *src, uint64_t pos)
+uint32_t bzc_read32(const uint8_t *src, uint64_t pos)
 {
     uint32_t v = 0;
     for (unsigned k = 0; k < 4; k++)
@@ -67,7 +63,7 @@ static uint32_t read32(const uint8_t *src, uint64_t pos)
 }
 
 /* The stream header: BZ_OK and *level, or a verdict. */
-static int read_header(const uint8_t *src, size_t len, int *level)
+int bzc_read_header(const uint8_t *src, size_t len, int *level)
 {
     static const char magic[3] = { 'B', 'Z', 'h' };
     for (size_t i = 0; i < 3; i++) {
@@ -116,19 +112,19 @@ static int one_block(const uint8_t *src, size_t len, int level, uint64_t *pos, u
 static int walk(const uint8_t *src, size_t len, uint8_t *dst, size_t cap, size_t *n)
 {
     int level = 0;
-    int rc = read_header(src, len, &level);
+    int rc = bzc_read_header(src, len, &level);
     if (rc != BZ_OK)
         return rc;
     uint64_t pos = 32;
     uint32_t combined = 0;
     for (;;) {
-        int m = which_magic(src, len, pos);
+        int m = bzc_which_magic(src, len, pos);
         if (m != BZC_BLOCK && m != BZC_EOS)
             return m;
         if (m == BZC_EOS) {
             if (pos + 80 > (uint64_t)len * 8)
                 return BZC_NEED_INPUT;
-            return read32(src, pos + 48) == combined ? BZ_STREAM_END : BZ_DATA_ERROR;
+            return bzc_read32(src, pos + 48) == combined ? BZ_STREAM_END : BZ_DATA_ERROR;
         }
         if ((rc = one_block(src, len, level, &pos, dst, cap, n, &combined)) != BZ_OK)
             return rc;

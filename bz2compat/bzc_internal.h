@@ -26,6 +26,26 @@
  */
 int bzc_decode_first(const uint8_t *src, size_t len, uint8_t *dst, size_t cap, size_t *out_len);
 
+/* Walk results besides libbz2's codes (which are all 4 or less): the input
+ * ended before a verdict; a block or end-of-stream magic was read. */
+enum { BZC_NEED_INPUT = 100, BZC_BLOCK, BZC_EOS };
+
+/* The stream header "BZh1".."BZh9" at src[0], judged byte by byte as libbz2
+ * reads it: BZ_OK and *level, BZ_DATA_ERROR_MAGIC or BZC_NEED_INPUT. */
+int bzc_read_header(const uint8_t *src, size_t len, int *level);
+
+/* Which magic begins at bit pos (bit 0 = MSB of src[0]): BZC_BLOCK, BZC_EOS,
+ * BZ_DATA_ERROR on a wrong byte, BZC_NEED_INPUT when src ends first. */
+int bzc_which_magic(const uint8_t *src, size_t len, uint64_t pos);
+
+/* The 32 bits at bit pos of src; pos + 32 <= len * 8. */
+uint32_t bzc_read32(const uint8_t *src, uint64_t pos);
+
+/* Compress src into one bzip2 stream in dst[0..cap): through gpucompd from
+ * bzc_daemon_threshold() bytes (in process when it does not answer), in
+ * process below. A gpucomp status. */
+int bzc_compress_into(const char *src, size_t len, int level, char *dst, size_t cap, size_t *out_len);
+
 /* The input size from which a call goes to gpucompd (read once per process). */
 size_t bzc_daemon_threshold(void);
 

@@ -16,7 +16,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake libtool pkg-config \
     libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev \
-    check libsubunit-dev libbz2-dev bzip2 lbzip2 pbzip2 clang clang-format-14 \
+    check libsubunit-dev libbz2-dev libpython3.11-testsuite bzip2 lbzip2 pbzip2 clang clang-format-14 \
     libclang-rt-14-dev python3 python3-dev python3-setuptools systemd procps \
     debhelper dpkg-dev fakeroot lintian >/dev/null
 echo "install-deps: done"
