@@ -12,6 +12,16 @@ py=/usr/bin/python3
 [ -x "$py" ] || { echo "skip: no $py"; exit 77; }
 "$py" -c 'import test.test_bz2' 2>/dev/null || { echo "skip: CPython's test suite (libpython3.11-testsuite) is not installed"; exit 77; }
 "$py" -c 'import _bz2' 2>/dev/null || { echo "skip: $py has no _bz2"; exit 77; }
+# A sanitizer build's shim needs its runtime loaded first, before python3 (which is not
+# instrumented); python3's own allocations are not ours to leak-check.
+pre=$shim
+asan=$(ldd "$shim" 2>/dev/null | awk '/libasan/ { print $3 }')
+if [ -n "$asan" ]; then
+    ubsan=$(ldd "$shim" | awk '/libubsan/ { print $3 }')
+    pre="$asan${ubsan:+ $ubsan} $shim"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+export LD_LIBRARY_PATH="$top/libclient/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 tmp=$(mktemp -d) || exit 1
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -19,7 +29,7 @@ fail=0
 
 # The preload must really serve _bz2's stream calls (else the runs prove nothing):
 # each one the process resolves lies in the shim's mapping.
-LD_PRELOAD=$shim "$py" -c 'import bz2, ctypes, sys
+LD_PRELOAD="$pre" "$py" -c 'import bz2, ctypes, sys
 spans = [[int(x, 16) for x in l.split()[0].split("-")] for l in open("/proc/self/maps") if "libgpucomp-bz2" in l]
 names = ["BZ2_bzCompressInit", "BZ2_bzCompress", "BZ2_bzCompressEnd",
          "BZ2_bzDecompressInit", "BZ2_bzDecompress", "BZ2_bzDecompressEnd"]
@@ -29,7 +39,7 @@ print("not from the shim:", bad); sys.exit(1 if bad else 0)' \
     && echo "ok: the stream calls come from the shim" || { echo "FAIL: libbz2 still serves the stream calls"; exit 1; }
 
 GPUCOMP_SOCKET=$tmp/none; export GPUCOMP_SOCKET
-if LD_PRELOAD=$shim "$py" -m test test_bz2 >"$tmp/nodaemon.log" 2>&1; then
+if LD_PRELOAD="$pre" "$py" -m test test_bz2 >"$tmp/nodaemon.log" 2>&1; then
     echo "ok: test_bz2 with no daemon"
 else
     cat "$tmp/nodaemon.log"; echo "FAIL: test_bz2 with no daemon"; fail=1
@@ -39,7 +49,7 @@ fi
 pid=$!
 for _ in $(seq 200); do [ -S "$tmp/sock" ] && break; sleep 0.05; done
 GPUCOMP_SOCKET=$tmp/sock
-if LD_PRELOAD=$shim GPUCOMP_BZ2_THRESHOLD=1 "$py" -m test test_bz2 >"$tmp/daemon.log" 2>&1; then
+if LD_PRELOAD="$pre" GPUCOMP_BZ2_THRESHOLD=1 "$py" -m test test_bz2 >"$tmp/daemon.log" 2>&1; then
     echo "ok: test_bz2 through gpucompd"
 else
     cat "$tmp/daemon.log"; echo "FAIL: test_bz2 through gpucompd"; fail=1

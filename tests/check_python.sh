@@ -27,7 +27,7 @@ asan=$(ldd "$build/libclient/.libs/libgpucomp-client.so" 2>/dev/null | awk '/lib
 if [ -n "$asan" ]; then
     ubsan=$(ldd "$build/libclient/.libs/libgpucomp-client.so" | awk '/libubsan/ { print $3 }')
     export LD_PRELOAD="$asan${ubsan:+ $ubsan}"
-    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 export PYTHONPATH="$tmp/python"
 fail=0
