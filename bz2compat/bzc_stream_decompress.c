@@ -8,7 +8,9 @@
  * decoded whole (bz2_decode_block) and its output handed out as avail_out
  * allows. Retrying a block on every small piece of input would cost its
  * size each time, so a retry waits until the buffered input has doubled,
- * except once an end-of-stream magic appears in it: from then on every call
+ * or for a call that brings nothing or a large piece (then the caller has
+ * offered all it has for now), and once an end-of-stream magic appears in
+ * the buffer: from then on every call
  * tries, so the stream's end is found in the call that brings it and the
  * bytes after it are left in avail_in, as libbz2 leaves them.
  */
@@ -16,12 +18,16 @@
 #include "config.h"
 #endif
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bz2_format.h"
 #include "bz2_stages.h"
 #include "bzc_internal.h"
+
+/* A call that takes at least this much input tries an incomplete block at its end. */
+#define BZC_TRY_PIECE ((size_t)65536)
 
 typedef struct bzc_dstate {
     bz_stream *strm;
@@ -199,6 +205,7 @@ int BZ2_bzDecompress(bz_stream *strm)
     if (s->verdict == BZ_STREAM_END)
         return BZ_SEQUENCE_ERROR;
     size_t took = 0;
+    bool forced = false; /* this call tried an incomplete block already */
     int rc;
     for (;;) {
         give(s, strm);
@@ -223,8 +230,18 @@ int BZ2_bzDecompress(bz_stream *strm)
             s->verdict = rc;
             continue;
         }
-        if (!strm->avail_in)
+        if (!strm->avail_in) {
+            /* Nothing more is offered now: a call that brought nothing (the caller
+             * asks for what it has) or a large piece tries the block however little
+             * the buffer grew, so all decodable output comes out as libbz2 gives
+             * it; small pieces keep to the doubling rule. */
+            if ((took == 0 || took >= BZC_TRY_PIECE) && s->try_at > s->in_len && !forced) {
+                forced = true;
+                s->try_at = 0;
+                continue;
+            }
             break;
+        }
         size_t n = 0;
         if (take(s, strm, &n) != BZ_OK) {
             rc = BZ_MEM_ERROR;

@@ -22,6 +22,12 @@ typedef struct bzlib {
     const char *(*version)(void);
     int (*b2b_compress)(char *, unsigned *, char *, unsigned, int, int, int);
     int (*b2b_decompress)(char *, unsigned *, char *, unsigned, int, int);
+    int (*c_init)(bz_stream *, int, int, int);
+    int (*c_step)(bz_stream *, int);
+    int (*c_end)(bz_stream *);
+    int (*d_init)(bz_stream *, int, int);
+    int (*d_step)(bz_stream *);
+    int (*d_end)(bz_stream *);
 } bzlib;
 
 static bzlib ref, shim;
@@ -42,6 +48,12 @@ static void load(bzlib *b, const char *path)
         (int (*)(char *, unsigned *, char *, unsigned, int, int, int))sym(b->handle, "BZ2_bzBuffToBuffCompress");
     b->b2b_decompress =
         (int (*)(char *, unsigned *, char *, unsigned, int, int))sym(b->handle, "BZ2_bzBuffToBuffDecompress");
+    b->c_init = (int (*)(bz_stream *, int, int, int))sym(b->handle, "BZ2_bzCompressInit");
+    b->c_step = (int (*)(bz_stream *, int))sym(b->handle, "BZ2_bzCompress");
+    b->c_end = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzCompressEnd");
+    b->d_init = (int (*)(bz_stream *, int, int))sym(b->handle, "BZ2_bzDecompressInit");
+    b->d_step = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzDecompress");
+    b->d_end = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzDecompressEnd");
 }
 
 static void setup(void)
@@ -304,6 +316,154 @@ START_TEST(test_buffer_decompress_first_stream_only)
 }
 END_TEST
 
+/* ---- the stream calls ---- */
+
+/* What a stream decode gave: its bytes, its last return code, the input it left unused. */
+typedef struct decoded {
+    uint8_t *out;
+    size_t len;
+    int rc;
+    size_t left;
+} decoded;
+
+/*
+ * Decode z with b's stream calls, offering at most in_step input bytes and
+ * out_step bytes of room per call, until a return code other than BZ_OK or
+ * no progress with all input offered.
+ */
+static decoded stream_decode(const bzlib *b, const uint8_t *z, size_t zlen, size_t in_step, size_t out_step)
+{
+    bz_stream st;
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(b->d_init(&st, 0, 0), BZ_OK);
+    decoded d = { malloc(1), 0, BZ_OK, 0 };
+    size_t cap = 1, fed = 0, window = 0; /* fed: bytes consumed before the window */
+    for (;;) {
+        if (st.avail_in == 0 && fed + window < zlen) {
+            fed += window;
+            window = zlen - fed < in_step ? zlen - fed : in_step;
+            st.next_in = (char *)z + fed;
+            st.avail_in = (unsigned)window;
+        }
+        if (cap - d.len < out_step) {
+            cap = (d.len + out_step) * 2;
+            d.out = realloc(d.out, cap);
+            ck_assert_ptr_nonnull(d.out);
+        }
+        st.next_out = (char *)d.out + d.len;
+        st.avail_out = (unsigned)out_step;
+        unsigned in_before = st.avail_in;
+        d.rc = b->d_step(&st);
+        size_t made = out_step - st.avail_out;
+        d.len += made;
+        if (d.rc != BZ_OK)
+            break;
+        if (made == 0 && in_before == st.avail_in && fed + window >= zlen)
+            break; /* all offered, nothing more comes: truncated input */
+    }
+    d.left = zlen - (fed + window - st.avail_in);
+    b->d_end(&st);
+    return d;
+}
+
+/* Both libraries' stream decodes of z agree: code, bytes and the input left after the stream. */
+static void stream_decode_both(const uint8_t *z, size_t zlen, size_t in_step, size_t out_step)
+{
+    decoded a = stream_decode(&ref, z, zlen, in_step, out_step);
+    decoded b = stream_decode(&shim, z, zlen, in_step, out_step);
+    ck_assert_msg(a.rc == b.rc, "libbz2 %d, shim %d (steps in %zu, out %zu)", a.rc, b.rc, in_step, out_step);
+    ck_assert_msg(a.len == b.len, "output: libbz2 %zu bytes, shim %zu (steps in %zu, out %zu, input %zu)", a.len,
+                  b.len, in_step, out_step, zlen);
+    ck_assert(a.len == 0 || memcmp(a.out, b.out, a.len) == 0);
+    ck_assert_msg(a.left == b.left, "input left after the stream: libbz2 %zu, shim %zu (steps in %zu, out %zu)",
+                  a.left, b.left, in_step, out_step);
+    free(a.out);
+    free(b.out);
+}
+
+START_TEST(test_stream_decompress_steps)
+{
+    const size_t n = 300 * 1000;
+    uint8_t *d = test_data(n, 2);
+    unsigned zlen;
+    char *z = compress_with(&ref, d, n, 1, &zlen);
+    const size_t steps[][2] = { { 1, 1 << 20 }, { 7, 13 }, { 4096, 1 }, { 1 << 20, 65536 }, { 333, 100000 } };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        stream_decode_both((const uint8_t *)z, zlen, steps[i][0], steps[i][1]);
+    /* truncated: both wait for more (BZ_OK, all offered), with the same bytes out */
+    stream_decode_both((const uint8_t *)z, zlen / 2, 4096, 65536);
+    stream_decode_both((const uint8_t *)z, zlen * 3 / 4, 1, 777);
+    free(z);
+    free(d);
+}
+END_TEST
+
+/* Bytes after the end of a stream stay unused, as libbz2 leaves them, whatever the steps. */
+START_TEST(test_stream_decompress_unused_after_end)
+{
+    unsigned zlen;
+    char *z = compress_with(&ref, (const uint8_t *)"first stream", 12, 9, &zlen);
+    uint8_t *both = malloc(zlen + 100);
+    ck_assert_ptr_nonnull(both);
+    memcpy(both, z, zlen);
+    memset(both + zlen, 'x', 100);
+    const size_t steps[] = { 1, 3, 64, (size_t)zlen + 100 };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        stream_decode_both(both, zlen + 100, steps[i], 7);
+    free(both);
+    free(z);
+}
+END_TEST
+
+/* The shim's stream compression, fed in odd steps with a flush, is decoded by libbz2 to the input. */
+START_TEST(test_stream_compress_decoded_by_libbz2)
+{
+    const size_t n = 700 * 1000;
+    uint8_t *d = test_data(n, 2);
+    bz_stream st;
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(shim.c_init(&st, 1, 0, 0), BZ_OK);
+    size_t cap = n + n / 100 + 600, len = 0, fed = 0;
+    char *z = malloc(cap);
+    ck_assert_ptr_nonnull(z);
+    int action = BZ_RUN, rc;
+    do {
+        if (st.avail_in == 0 && fed < n && action == BZ_RUN) {
+            size_t k = n - fed < 4099 ? n - fed : 4099;
+            st.next_in = (char *)d + fed;
+            st.avail_in = (unsigned)k;
+            fed += k;
+            if (fed >= n / 2 && fed - k < n / 2)
+                action = BZ_FLUSH;
+        }
+        if (fed == n && st.avail_in == 0 && action == BZ_RUN)
+            action = BZ_FINISH;
+        st.next_out = z + len;
+        st.avail_out = cap - len < 777 ? (unsigned)(cap - len) : 777;
+        unsigned room = st.avail_out;
+        rc = shim.c_step(&st, action);
+        len += room - st.avail_out;
+        if (rc == BZ_FLUSH_OK || rc == BZ_FINISH_OK)
+            continue;
+        ck_assert_msg(rc == BZ_RUN_OK || rc == BZ_STREAM_END, "BZ2_bzCompress: %d", rc);
+        if (action == BZ_FLUSH)
+            action = BZ_RUN; /* the flush is done */
+    } while (rc != BZ_STREAM_END);
+    ck_assert_int_eq(shim.c_step(&st, BZ_FINISH), BZ_SEQUENCE_ERROR);
+    ck_assert_uint_eq(st.total_in_lo32, n);
+    ck_assert_uint_eq(st.total_out_lo32, len);
+    ck_assert_int_eq(shim.c_end(&st), BZ_OK);
+    char *back = malloc(n + 1);
+    unsigned back_len = (unsigned)n + 1;
+    ck_assert_int_eq(ref.b2b_decompress(back, &back_len, z, (unsigned)len, 0, 0), BZ_OK);
+    ck_assert_uint_eq(back_len, n);
+    ck_assert(memcmp(back, d, n) == 0);
+    free(back);
+    free(z);
+    free(d);
+}
+END_TEST
+
 static test_daemon dut;
 
 static void daemon_teardown(void)
@@ -358,6 +518,9 @@ static Suite *suite(void)
     tcase_add_test(t, test_buffer_decompress_headers);
     tcase_add_test(t, test_buffer_decompress_damaged);
     tcase_add_test(t, test_buffer_decompress_first_stream_only);
+    tcase_add_test(t, test_stream_decompress_steps);
+    tcase_add_test(t, test_stream_decompress_unused_after_end);
+    tcase_add_test(t, test_stream_compress_decoded_by_libbz2);
     suite_add_tcase(s, t);
     TCase *td = tcase_create("daemon");
     tcase_add_checked_fixture(td, setup, teardown);
