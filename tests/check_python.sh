@@ -15,7 +15,7 @@ trap '[ -z "$pid" ] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm
 cp -r "$src/python" "$tmp/python" && rm -f "$tmp"/python/gpucomp/*.so
 mkdir -p "$tmp/scripts" && cp "$src/scripts/build-python.sh" "$tmp/scripts/"
 ln -s "$src/libclient" "$tmp/libclient"
-sh "$tmp/scripts/build-python.sh" "$build"
+PYTHON_WORK_DIR="$tmp" sh "$tmp/scripts/build-python.sh" "$build"
 rc=$?
 [ $rc = 77 ] && { echo "SKIP: $py has no headers or setuptools (python3-dev, python3-setuptools)"; exit 77; }
 [ $rc = 0 ] || { echo "FAIL: the module did not build"; exit 1; }
