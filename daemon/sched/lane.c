@@ -198,13 +198,27 @@ static void deliver(gcd_lane *b, gcd_request **reqs, size_t n, uint64_t start, c
     }
 }
 
-static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
+/* The batch's input is no longer this lane's work: out of the load it is routed by. */
+static void release_load(gcd_lane *b, uint64_t bytes, size_t n)
 {
+    pthread_mutex_lock(&b->lock);
+    b->load.bytes -= bytes;
+    b->load.requests -= (unsigned)n;
+    pthread_mutex_unlock(&b->lock);
+}
+
+/*
+ * Run the n requests taken (bytes of input). The load is given back once the
+ * device is done and before any answer goes out, so a client that has its
+ * answer never sees its request still counted in STATS.
+ */
+static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n, uint64_t bytes)
+{
+    size_t taken = n;
     n = drop_skipped(b, reqs, n);
-    if (n == 0)
-        return;
-    if (b->stats.retired) { /* routed here as it failed; no lock needed: only this thread sets it */
-        for (size_t i = 0; i < n; i++)
+    if (n == 0 || b->stats.retired) {
+        release_load(b, bytes, taken);
+        for (size_t i = 0; i < n; i++) /* routed here as it failed; only this thread sets retired */
             b->cfg.reroute(reqs[i], b->cfg.reroute_ctx);
         return;
     }
@@ -212,6 +226,7 @@ static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n)
     gc_error err = { 0 };
     uint64_t start = gc_now_ns();
     int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
+    release_load(b, bytes, taken);
     if (rc != GC_E_DEVICE) {
         deliver(b, reqs, n, start, &timing);
         return;
@@ -234,11 +249,9 @@ static void *lane_main(void *arg)
         size_t n = take_batch(b, &reqs, &bytes);
         pthread_mutex_unlock(&b->lock);
         if (n)
-            run_batch(b, reqs, n);
+            run_batch(b, reqs, n, bytes);
         free(reqs);
         pthread_mutex_lock(&b->lock);
-        b->load.bytes -= bytes;
-        b->load.requests -= (unsigned)n;
     }
     pthread_mutex_unlock(&b->lock);
     return NULL;
