@@ -44,7 +44,8 @@ static BZFILE *open_on(FILE *fp, open_mode m)
     if (!fp)
         return NULL;
     int err;
-    BZFILE *b = m.writing ? BZ2_bzWriteOpen(&err, fp, m.level, 0, 30) : BZ2_bzReadOpen(&err, fp, 0, m.small, NULL, 0);
+    BZFILE *b =
+        m.writing ? BZ2_bzWriteOpen(&err, fp, m.level, 0, 30) : BZ2_bzReadOpen(&err, fp, 0, m.small, NULL, 0);
     if (!b && fp != stdin && fp != stdout)
         fclose(fp);
     return b;
@@ -113,8 +114,8 @@ void BZ2_bzclose(BZFILE *handle)
         fclose(fp);
 }
 
-static const char *const err_names[] = { "OK",        "SEQUENCE_ERROR", "PARAM_ERROR",    "MEM_ERROR",
-                                         "DATA_ERROR", "DATA_ERROR_MAGIC", "IO_ERROR", "UNEXPECTED_EOF",
+static const char *const err_names[] = { "OK",           "SEQUENCE_ERROR",   "PARAM_ERROR", "MEM_ERROR",
+                                         "DATA_ERROR",   "DATA_ERROR_MAGIC", "IO_ERROR",    "UNEXPECTED_EOF",
                                          "OUTBUFF_FULL", "CONFIG_ERROR" };
 
 const char *BZ2_bzerror(BZFILE *handle, int *errnum)
