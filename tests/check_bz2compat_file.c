@@ -387,7 +387,9 @@ static session errors(const bzlib *b)
     }
     note(&s, b->write_open(&err, NULL, 9, 0, 0) == NULL);
     note(&s, err);
-    const int bad_wopen[][3] = { { 0, 0, 0 }, { 10, 0, 0 }, { 9, 5, 0 }, { 9, -1, 0 }, { 9, 0, 251 }, { 9, 0, -1 } };
+    const int bad_wopen[][3] = {
+        { 0, 0, 0 }, { 10, 0, 0 }, { 9, 5, 0 }, { 9, -1, 0 }, { 9, 0, 251 }, { 9, 0, -1 }
+    };
     for (size_t i = 0; i < sizeof bad_wopen / sizeof *bad_wopen; i++) {
         note(&s, b->write_open(&err, f, bad_wopen[i][0], bad_wopen[i][1], bad_wopen[i][2]) == NULL);
         note(&s, err);
