@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bz2_dec.cuh"
+#include "bz2_dec_huff.cuh"
 #include "bz2_dec_walk.cuh"
 #include "gpu_pipeline.cuh"
 
@@ -97,6 +98,13 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
     s->res = c.take<DecCand>(g.columns);
     s->cols = c.take<uint8_t>((size_t)g.columns * BZ2_MAX_BLOCK);
     s->sel = c.take<uint8_t>((size_t)g.columns * kDecSelBytes);
+    s->tabs = c.take<HuffTab>(g.columns);
+    s->hw = c.take<DecHuffWalk>(g.columns);
+    s->seg_bit = c.take<uint64_t>((size_t)g.columns * kDecMaxSegs);
+    s->seg_count = c.take<uint32_t>((size_t)g.columns * kDecMaxSegs);
+    s->seg_off = c.take<uint32_t>((size_t)g.columns * kDecMaxSegs);
+    s->seg_list = c.take<uint8_t>((size_t)g.columns * kDecMaxSegs * 256);
+    s->err_key = c.take<unsigned long long>(g.columns);
     s->blk = c.take<DecBlk>(g.columns);
     s->keys = c.take<uint8_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
     s->vals_in = c.take<uint32_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
@@ -105,6 +113,10 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
     s->sp_next = c.take<uint32_t>(g.sp_cap);
     s->sp_len = c.take<uint32_t>(g.sp_cap);
     s->sp_dist = c.take<uint32_t>(g.sp_cap);
+    s->r1_map = c.take<uint32_t>((size_t)g.columns * kDecRle1Chunks);
+    s->r1_size = c.take<uint32_t>((size_t)g.columns * kDecRle1Chunks * 5);
+    s->r1_state = c.take<uint32_t>((size_t)g.columns * kDecRle1Chunks);
+    s->r1_off = c.take<uint32_t>((size_t)g.columns * kDecRle1Chunks);
     s->rand_map = c.take<uint32_t>(kRandWords);
     s->out = out_round ? c.take<uint8_t>(kDecRoundBytes) : nullptr;
     s->crc_blk = c.take<Bz2Block>(g.columns);

@@ -6,8 +6,10 @@
  *   scan   (bz2_dec_scan.cu)  every bit offset holding the 48-bit block
  *                             magic: the block candidates, ascending;
  *   huff   (bz2_dec_huff.cu)  one warp per candidate: header, selectors,
- *                             code lengths, Huffman symbols, RLE2 and the
- *                             inverse MTF into the candidate's column;
+ *                             code lengths, the walk to EOB; then
+ *          (bz2_dec_seg.cu)   per segment of symbol groups: Huffman
+ *                             symbols, RLE2 and the inverse MTF into the
+ *                             candidate's column (bz2_dec_huff.cuh);
  *   walk   (bz2_dec_walk.cu, host) the stream framing from bit 0: which
  *                             candidates are the stream's blocks (a block
  *                             ends where the next begins), stream CRCs;
@@ -36,6 +38,24 @@ struct gc_gpu_ctx;
 namespace gcgpu {
 
 constexpr uint32_t kDecSelBytes = (BZ2_MAX_SELECTORS + 1) / 2; /* a candidate's selectors, two per byte */
+/* Segments a candidate's symbols can span (bz2_dec_huff.cuh). */
+constexpr uint32_t kDecMaxSegs = (BZ2_MAX_SELECTORS + kDecSegGroups - 1) / kDecSegGroups;
+
+/* RLE1 chunks a block's column can hold (bz2_dec_rle1.cu). */
+constexpr uint32_t kDecRle1Chunks = (BZ2_MAX_BLOCK + kDecRle1Chunk - 1) / kDecRle1Chunk;
+
+struct HuffTab;
+
+/* What the Huffman stage's walk found on one candidate, for its segment
+ * passes (bz2_dec_huff.cuh says how the stage is split). */
+struct DecHuffWalk {
+    uint32_t status;     /* DecError of the walk: header, tables, codes, groups */
+    uint32_t n_sym;      /* symbols the passes decode: through EOB, or up to the walk's error */
+    uint32_t overrun_at; /* first symbol that ends past the input's end (UINT32_MAX: none) */
+    uint32_t n_seg;      /* segments holding those symbols */
+    uint32_t total;      /* the column's bytes, summed by the scan */
+    uint32_t eob;        /* the EOB symbol (used bytes + 1) */
+};
 
 /* One accepted block through the inverse BWT and RLE1. */
 struct DecBlk {
@@ -66,16 +86,27 @@ struct DecScratch {
     DecInput *jobs;     /* kDecMaxJobs */
     uint32_t cand_cap;
     uint32_t *n_cand;
-    DecCand *res;       /* columns */
-    uint8_t *cols;      /* columns x BZ2_MAX_BLOCK */
-    uint8_t *sel;       /* columns x kDecSelBytes */
-    DecBlk *blk;        /* columns */
-    uint32_t columns;   /* candidates a wave holds (<= kDecMaxColumns) */
-    uint32_t sort_cols; /* columns a sort wave spans (<= kDecSortColumns) */
-    uint8_t *keys;      /* sort: sort_cols x BZ2_MAX_BLOCK each */
+    DecCand *res;        /* columns */
+    uint8_t *cols;       /* columns x BZ2_MAX_BLOCK */
+    uint8_t *sel;        /* columns x kDecSelBytes */
+    HuffTab *tabs;       /* columns: the tables the walk built */
+    DecHuffWalk *hw;     /* columns */
+    uint64_t *seg_bit;   /* columns x kDecMaxSegs: a segment's first bit, bit 63 set if a run goes on into it */
+    uint32_t *seg_count; /* columns x kDecMaxSegs: bytes a segment writes */
+    uint32_t *seg_off;   /* columns x kDecMaxSegs: where it writes them in the column */
+    uint8_t *seg_list;   /* columns x kDecMaxSegs x 256: a segment's MTF list (first its permutation) */
+    unsigned long long *err_key; /* columns: first error of the passes, symbol << 8 | DecError */
+    DecBlk *blk;                 /* columns */
+    uint32_t columns;            /* candidates a wave holds (<= kDecMaxColumns) */
+    uint32_t sort_cols;          /* columns a sort wave spans (<= kDecSortColumns) */
+    uint8_t *keys;               /* sort: sort_cols x BZ2_MAX_BLOCK each */
     uint32_t *vals_in, *tt;
     uint32_t *sp_next, *sp_len, *sp_dist; /* splitters of a sort wave */
     uint32_t sp_cap;
+    uint32_t *r1_map;   /* columns x kDecRle1Chunks: a chunk's RLE1 state map */
+    uint32_t *r1_size;  /* columns x kDecRle1Chunks x 5: its output bytes from each state */
+    uint32_t *r1_state; /* columns x kDecRle1Chunks: its state, once the block is scanned */
+    uint32_t *r1_off;   /* columns x kDecRle1Chunks: its output offset in the block */
     uint32_t *rand_map; /* bit k: byte k of a randomised block is flipped */
     uint8_t *out;       /* kDecRoundBytes: a round of output (host sinks; null for device output) */
     Bz2Block *crc_blk;  /* columns: a round's blocks for the CRC kernels */
@@ -101,9 +132,12 @@ int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err);
 int bz2_dec_scan(const uint8_t *d_in, uint64_t len, DecScratch &s, uint64_t *out, uint32_t cap, cudaStream_t st,
                  uint32_t *n, gc_error *err);
 /* huff: candidates cand[0..n) (n <= s.columns; bit offsets in the input of
- * job cand_job[i] of jobs[]) into s.res / s.cols. */
+ * job cand_job[i] of jobs[]) into s.res / s.cols: the walk
+ * (bz2_dec_huff.cu), then bz2_dec_segments (bz2_dec_seg.cu). */
 int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecScratch &s,
                  cudaStream_t st, gc_error *err);
+int bz2_dec_segments(const DecInput *jobs, const uint32_t *cand_job, uint32_t n, DecScratch &s, cudaStream_t st,
+                     gc_error *err);
 /* ibwt: blocks blk[0..nb) whose columns lie in [col0, col0 + s.sort_cols),
  * splitters laid out by the caller (sp_off / nsp, total nsp_total); in
  * place in s.cols; DecBlk::status set on failure. */

@@ -1,34 +1,30 @@
 /*
- * bz2_dec_huff.cu - the decoder's first stage: one warp per block candidate
- * reads the block header, selectors and code lengths, builds the canonical
- * tables in shared memory and decodes the Huffman symbols, RUNA/RUNB runs
- * and the inverse MTF into the candidate's column. The same checks as the
- * CPU engine's bz2_block_decode.c, in the same order.
+ * bz2_dec_huff.cu - the decoder's first stage, its walk: one warp per block
+ * candidate reads the block header, selectors and code lengths, builds the
+ * canonical tables (kept in global memory for the segment passes of
+ * bz2_dec_seg.cu) and walks the codes to EOB, noting where every segment
+ * starts. The checks are the CPU engine's (bz2_block_decode.c); those on
+ * runs and block length are the passes', and the first by symbol wins.
  *
- * The bitstream is sequential, so every lane runs the same decode on the
+ * The bitstream is sequential, so every lane runs the same walk on the
  * same bits (warp-uniform control flow); the lanes share the work where it
- * is parallel: the MTF list lives in registers, eight entries per lane, so
- * taking entry j moves the list with two shuffles; runs are written by all
- * lanes; lookup tables are filled by all lanes.
+ * is parallel: each decodes the code at its own bit offset of a window, and
+ * they fill the lookup tables.
  */
-#include "bz2_dec.cuh"
+#include "bz2_dec_huff.cuh"
 
 namespace gcgpu {
 namespace {
 
-constexpr int kLut = 1 << kDecLutBits;
 constexpr int kMaxSel = BZ2_MAX_SELECTORS;
 
-/* One warp's tables (the selectors live in global memory, kDecSelBytes per
- * candidate: shared memory is what limits the warps an SM holds). */
+/* One warp's tables as it builds them (the selectors live in global
+ * memory, kDecSelBytes per candidate: shared memory is what limits the
+ * warps an SM holds). */
 struct HuffSmem {
-    uint16_t lut[BZ2_MAX_GROUPS][kLut];             /* sym << 5 | len, 0 = longer code */
-    uint16_t sorted[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA]; /* symbols by (length, symbol) */
-    int32_t first[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
-    int32_t count[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
-    int32_t index[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
+    HuffTab tab;
     uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
-    uint8_t seq[256]; /* the symbol map: used bytes in order */
+    uint16_t multi[BZ2_MAX_GROUPS << kDecWalkBits]; /* walk_table */
 };
 
 /* MSB-first reader of the input; reads past the end give zero bits. Every
@@ -48,13 +44,7 @@ struct BitIn {
 
     __device__ uint32_t load(uint64_t k) const
     {
-        uint64_t b = k * 4;
-        if (b + 4 <= len)
-            return __byte_perm(__ldg(reinterpret_cast<const uint32_t *>(p) + k), 0, 0x0123);
-        uint32_t v = 0;
-        for (int j = 0; j < 4; j++)
-            v = v << 8 | (b + j < len ? p[b + j] : 0u);
-        return v;
+        return huff_load_word(p, len, k);
     }
     /* big-endian word k of the input (warp-wide call) */
     __device__ uint32_t word(uint64_t k)
@@ -99,22 +89,6 @@ struct BitIn {
     }
 };
 
-/* Take entry j of the MTF list and move it to the front. Lane l holds
- * entries 8l .. 8l + 7 (entry 8l + k in bits 8k .. 8k + 7 of m). */
-__device__ __forceinline__ uint32_t mtf_take(uint64_t &m, uint32_t j, int lane)
-{
-    uint32_t owner = j >> 3, sh = (j & 7) * 8;
-    uint32_t v = (uint32_t)(__shfl_sync(kFull, m, (int)owner) >> sh) & 0xffu;
-    uint64_t carry = __shfl_up_sync(kFull, m, 1) >> 56;
-    if (lane == 0)
-        carry = v;
-    /* bytes that keep their place: all of them past the owner, those after
-     * entry j in the owner, none before it (branch-free: no divergence) */
-    uint64_t keep = (uint32_t)lane > owner ? ~0ull : (uint32_t)lane < owner ? 0 : sh == 56 ? 0 : ~0ull << (sh + 8);
-    m = (m & keep) | ((m << 8 | carry) & ~keep);
-    return v;
-}
-
 struct Header {
     uint32_t crc, rand, orig;
     int n_in_use, n_groups;
@@ -132,13 +106,13 @@ __device__ uint32_t read_map(BitIn &br, HuffSmem &s, int lane, Header &h)
         total += __popc(used[i]);
     }
     for (int k = lane; k < 256; k += 32)
-        s.seq[k] = 0;
+        s.tab.seq[k] = 0;
     __syncwarp();
     int below = 0;
     for (int i = 0; i < 16; i++) {
         int j = lane & 15;
         if ((lane >> 4) == (i & 1) && (used[i] & (0x8000u >> j)))
-            s.seq[below + __popc(j ? used[i] >> (16 - j) : 0)] = (uint8_t)(i * 16 + j);
+            s.tab.seq[below + __popc(j ? used[i] >> (16 - j) : 0)] = (uint8_t)(i * 16 + j);
         below += __popc(used[i]);
     }
     __syncwarp();
@@ -210,7 +184,7 @@ __device__ uint32_t read_lengths(BitIn &br, HuffSmem &s, int lane, const Header 
 __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
 {
     if (lane == 0) {
-        int32_t *count = s.count[t], *first = s.first[t], *index = s.index[t];
+        int32_t *count = s.tab.count[t], *first = s.tab.first[t], *index = s.tab.index[t];
         for (int l = 0; l <= BZ2_MAX_CODE_LEN_DEC; l++)
             count[l] = 0;
         for (int a = 0; a < alpha; a++)
@@ -225,138 +199,164 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
             code = (code + count[l]) << 1;
         }
         for (int a = 0; a < alpha; a++)
-            s.sorted[t][next[s.len[t][a]]++] = (uint16_t)a;
+            s.tab.sorted[t][next[s.len[t][a]]++] = (uint16_t)a;
     }
     __syncwarp();
-    for (int x = lane; x < kLut; x += 32) {
+    for (int x = lane; x < kDecLut; x += 32) {
         uint16_t e = 0;
         for (int l = 1; l <= kDecLutBits; l++) {
             int32_t c = x >> (kDecLutBits - l);
-            if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l]) {
-                e = (uint16_t)(s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 5 | l);
+            if ((uint32_t)(c - s.tab.first[t][l]) < (uint32_t)s.tab.count[t][l]) {
+                e = (uint16_t)(s.tab.sorted[t][s.tab.index[t][l] + c - s.tab.first[t][l]] << 5 | l);
                 break;
             }
         }
-        s.lut[t][x] = e;
+        s.tab.lut[t][x] = e;
     }
     __syncwarp();
 }
 
-/* The code of table t at the front of v (20 bits): sym << 8 | length, or 0
- * if the bits match no code. */
-__device__ __forceinline__ uint32_t code_at(const HuffSmem &s, int t, uint32_t v)
+/* The walk's table of table t: for each kDecWalkBits bits, the whole codes
+ * of at most kDecLutBits bits that they begin with, up to the first EOB:
+ * their bits (0..3), their number (4..7), and bit 8 set if the last is a
+ * run digit. 0 codes: the walk takes the next code alone. */
+__device__ void walk_table(HuffSmem &s, int t, uint32_t eob, int lane)
 {
-    uint32_t e = s.lut[t][v >> (BZ2_MAX_CODE_LEN_DEC - kDecLutBits)];
-    if (e)
-        return (e >> 5) << 8 | (e & 31);
-    for (int l = kDecLutBits + 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
-        int32_t c = (int32_t)(v >> (BZ2_MAX_CODE_LEN_DEC - l));
-        if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l])
-            return (uint32_t)s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 8 | (uint32_t)l;
+    for (uint32_t x = (uint32_t)lane; x < (1u << kDecWalkBits); x += 32) {
+        uint32_t used = 0, n = 0, run = 0;
+        for (;;) {
+            uint32_t rest = (x << used) & ((1u << kDecWalkBits) - 1);
+            uint32_t e = s.tab.lut[t][rest >> (kDecWalkBits - kDecLutBits)];
+            uint32_t len = e & 31, sym = e >> 5;
+            if (len == 0 || used + len > (uint32_t)kDecWalkBits || sym == eob)
+                break;
+            used += len;
+            n++;
+            run = sym <= 1;
+        }
+        s.multi[(uint32_t)t << kDecWalkBits | x] = (uint16_t)(used | n << 4 | run << 8);
     }
-    return 0;
 }
+
+/* Entry x of the walk's table at shared address base (as a 32-bit shared
+ * address: the walk's loop must not convert a generic pointer each step). */
+__device__ __forceinline__ uint32_t walk_entry(uint32_t base, uint32_t x)
+{
+    uint16_t v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(base + 2 * x));
+    return v;
+}
+
+/* What the walking lane found (handed to the warp). */
+struct WalkEnd {
+    uint64_t pos;
+    uint32_t e, taken, overrun_at;
+};
 
 /*
- * Huffman + MTF + zero runs into col; *n: the column's length.
- *
- * Codes are found a window at a time: lane i decodes the code that would
- * start i bits into the window, all at once; the walk from bit 0 then takes
- * the lanes' answers in turn (a shuffle per symbol instead of a table lookup
- * on the critical path), until the window or the selector group ends.
- * W0..W2 hold the 96 bits from wb (pos - wb < 32 at a window's start).
+ * The walk: from the first symbol, find where each segment's first group
+ * starts, checking every code, until EOB. Symbols themselves are left to
+ * the segment passes; a code's length is all the walk needs, and one
+ * lookup of the walk's table gives several. One lane walks: the path is
+ * serial and its cost is the length of one thread's chain of dependent
+ * instructions, so the loop is kept short: bit positions relative to the
+ * candidate in 32 bits (a candidate's groups span less than 2^25 bits),
+ * symbols counted per group. It takes one code at a time where the table
+ * has none, where they would pass the group's end, and near the input's
+ * end (where the first code to end past it is noted).
  */
-__device__ uint32_t decode_symbols(BitIn &br, const HuffSmem &s, const uint8_t *sel, const Header &h, int lane,
-                                   uint8_t *col, uint32_t *n_out)
+__device__ WalkEnd walk_lane(const DecInput &job, uint64_t start, const HuffSmem &s, const uint8_t *sel,
+                             const Header &h, uint64_t *seg_bit)
 {
-    uint64_t m = 0; /* the MTF list, eight entries per lane */
-    for (int k = 7; k >= 0; k--)
-        m = m << 8 | s.seq[lane * 8 + k];
     uint32_t eob = (uint32_t)h.n_in_use + 1;
-    uint32_t nblock = 0, run = 0, weight = 1, group = 0;
-    int left = 0, t = 0;
-    uint32_t next_pair = sel[0]; /* loaded a group early: off the decode's critical path */
-    uint64_t pos = br.pos, wb = pos & ~31ull;
-    uint32_t w0 = br.word(wb / 32), w1 = br.word(wb / 32 + 1), w2 = br.word(wb / 32 + 2);
-    uint32_t e = kDecOk;
-    bool end = false;
-    while (!end && e == kDecOk) {
-        br.pos = pos;
-        if (left == 0) {
-            if (group >= h.n_sel)
-                return kDecMoreGroups;
-            if (br.overrun())
-                return kDecTruncated;
-            t = (next_pair >> (4 * (group & 1))) & 15;
-            group++;
-            if (!(group & 1) && group < h.n_sel)
-                next_pair = sel[group / 2];
-            left = BZ2_GROUP_SIZE;
-        }
-        while (pos - wb >= 32) {
-            wb += 32;
-            w0 = w1;
-            w1 = w2;
-            w2 = br.word(wb / 32 + 2);
-        }
-        uint32_t o = (uint32_t)(pos - wb) + (uint32_t)lane;
-        uint32_t bits = o < 32 ? __funnelshift_l(w1, w0, o) : __funnelshift_l(w2, w1, o - 32);
-        uint32_t mine = code_at(s, t, bits >> (32 - BZ2_MAX_CODE_LEN_DEC));
-        uint32_t c = 0;
-        while (c < 32 && left > 0) {
-            uint32_t code = __shfl_sync(kFull, mine, (int)c);
-            uint32_t sym = code >> 8;
-            if ((code & 0xff) == 0) {
-                e = kDecBadCode;
-                break;
+    uint32_t group = 0, done = 0, overrun_at = UINT32_MAX;
+    /* bits from start to the input's end, and where a table step stops being safe */
+    uint64_t avail = job.len * 8 > start ? job.len * 8 - start : 0;
+    uint32_t end_rel = (uint32_t)min(avail, (uint64_t)UINT32_MAX);
+    uint32_t fast_end = end_rel > 64 ? end_rel - 64 : 0;
+    uint32_t last = 0;           /* the last code's run-digit bit, in bit 8 */
+    uint32_t next_pair = sel[0]; /* loaded a group early: off the walk's critical path */
+    /* win: the 64 bits from word origin + base / 32 on; pos: bits from start */
+    uint32_t multi0 = (uint32_t)__cvta_generic_to_shared(&s.multi[0]);
+    HuffBits rd{ job.in, job.len, 0, 0, 0, 0 };
+    rd.seek(start);
+    const uint32_t off = (uint32_t)(start & 31);
+    uint32_t pos = 0, base = 0;
+    uint64_t win = rd.win;
+    uint32_t nxt = rd.nxt;
+    uint64_t next_word = start / 32 + 3;
+    for (;;) {
+        if (group >= h.n_sel)
+            return WalkEnd{ start + pos, kDecMoreGroups, done, overrun_at };
+        if (pos > end_rel)
+            return WalkEnd{ start + pos, kDecTruncated, done, overrun_at };
+        if (group % kDecSegGroups == 0)
+            seg_bit[group / kDecSegGroups] = (start + pos) | (uint64_t)((last >> 8) & 1) << 63;
+        int t = (next_pair >> (4 * (group & 1))) & 15;
+        group++;
+        if (!(group & 1) && group < h.n_sel)
+            next_pair = sel[group / 2];
+        uint32_t mt = multi0 + ((uint32_t)t << (kDecWalkBits + 1));
+        uint32_t left = BZ2_GROUP_SIZE;
+        while (left) {
+            uint32_t at = pos + off;
+            if (at - base >= 32) {
+                base += 32;
+                win = win << 32 | nxt;
+                nxt = huff_load_word(job.in, job.len, next_word);
+                if ((next_word & 31) == 0 && (next_word + kDecPrefetchWords) * 4 < job.len)
+                    asm volatile("prefetch.global.L1 [%0];" ::"l"(job.in + (next_word + kDecPrefetchWords) * 4));
+                next_word++;
             }
-            c += code & 0xff;
-            left--;
-            if (sym <= 1) {
-                run += weight << sym;
-                weight <<= 1;
-                if (run > BZ2_MAX_BLOCK) {
-                    e = kDecRunLong;
-                    break;
-                }
+            uint32_t sh = at - base;
+            uint32_t m = walk_entry(mt, (uint32_t)((win << sh) >> (64 - kDecWalkBits)));
+            uint32_t n = (m >> 4) & 15;
+            if (n - 1 < left && pos <= fast_end) {
+                pos += m & 15;
+                left -= n;
+                last = m;
                 continue;
             }
-            if (run) {
-                if (nblock + run > BZ2_MAX_BLOCK) {
-                    e = kDecBlockLong;
-                    break;
-                }
-                uint8_t front = (uint8_t)__shfl_sync(kFull, (uint32_t)m, 0);
-                for (uint32_t k = (uint32_t)lane; k < run; k += 32)
-                    col[nblock + k] = front;
-                nblock += run;
-                run = 0;
-                weight = 1;
-            }
-            if (sym == eob) {
-                end = true;
-                break;
-            }
-            uint32_t v = mtf_take(m, sym - 1, lane);
-            if (nblock >= BZ2_MAX_BLOCK) {
-                e = kDecBlockLong;
-                break;
-            }
-            col[nblock] = (uint8_t)v; /* every lane the same byte: one store, no divergence */
-            nblock++;
+            uint32_t code = huff_code_at(s.tab, t, (uint32_t)((win << sh) >> (64 - BZ2_MAX_CODE_LEN_DEC)));
+            uint32_t taken = done + BZ2_GROUP_SIZE - left;
+            if (code == 0)
+                return WalkEnd{ start + pos, kDecBadCode, taken, overrun_at };
+            pos += code & 0xff;
+            left--;
+            if (overrun_at == UINT32_MAX && pos > end_rel)
+                overrun_at = taken;
+            uint32_t sym = code >> 8;
+            last = (uint32_t)(sym <= 1) << 8;
+            if (sym == eob)
+                return WalkEnd{ start + pos, kDecOk, taken + 1, overrun_at };
         }
-        pos += c;
+        done += BZ2_GROUP_SIZE;
     }
-    br.pos = pos;
-    if (e != kDecOk)
-        return e;
-    if (br.overrun())
-        return kDecTruncated;
-    *n_out = nblock;
-    return kDecOk;
 }
 
-__device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, uint8_t *sel, int lane, uint8_t *col, DecCand &c)
+/* Lane 0 walks; the warp gets its result. */
+__device__ uint32_t walk_symbols(BitIn &br, const DecInput &job, HuffSmem &s, const uint8_t *sel, const Header &h,
+                                 int lane, uint64_t *seg_bit, DecHuffWalk &w)
+{
+    uint32_t eob = (uint32_t)h.n_in_use + 1;
+    for (int t = 0; t < h.n_groups; t++)
+        walk_table(s, t, eob, lane);
+    __syncwarp();
+    WalkEnd r{};
+    if (lane == 0)
+        r = walk_lane(job, br.pos, s, sel, h, seg_bit);
+    __syncwarp();
+    br.pos = __shfl_sync(kFull, r.pos, 0);
+    w.eob = eob;
+    w.status = __shfl_sync(kFull, r.e, 0);
+    w.n_sym = __shfl_sync(kFull, r.taken, 0);
+    w.overrun_at = __shfl_sync(kFull, r.overrun_at, 0);
+    w.n_seg = (w.n_sym + kDecSegGroups * BZ2_GROUP_SIZE - 1) / (kDecSegGroups * BZ2_GROUP_SIZE);
+    return w.status;
+}
+
+__device__ uint32_t walk_candidate(BitIn &br, const DecInput &job, HuffSmem &s, uint8_t *sel, int lane,
+                                   HuffTab *tab, uint64_t *seg_bit, DecCand &c, DecHuffWalk &w)
 {
     Header h{};
     c.crc = br.get(32);
@@ -369,41 +369,56 @@ __device__ uint32_t decode_candidate(BitIn &br, HuffSmem &s, uint8_t *sel, int l
         e = read_lengths(br, s, lane, h);
     for (int t = 0; !e && t < h.n_groups; t++)
         build_table(s, t, h.n_in_use + 2, lane);
-    if (!e)
-        e = decode_symbols(br, s, sel, h, lane, col, &c.n);
-    if (!e && c.orig >= c.n)
-        e = kDecOrigPtr;
-    return e;
+    if (e)
+        return e;
+    huff_copy_words(tab, &s.tab, sizeof(HuffTab), lane, 32);
+    return walk_symbols(br, job, s, sel, h, lane, seg_bit, w);
 }
 
-__global__ void __launch_bounds__(32)
-    huff_decode(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecCand *res,
-                uint8_t *cols, uint8_t *sels)
+/* What the walk kernel reads and fills, per candidate ci. */
+struct WalkArgs {
+    const DecInput *jobs;
+    const uint64_t *cand;
+    const uint32_t *cand_job;
+    uint32_t n;
+    DecCand *res;
+    uint8_t *sels;      /* kDecSelBytes each */
+    HuffTab *tabs;      /* one each */
+    DecHuffWalk *walks; /* one each */
+    uint64_t *seg_bits; /* kDecMaxSegs each */
+    unsigned long long *err_key;
+};
+
+__global__ void __launch_bounds__(32) huff_walk(WalkArgs a)
 {
     __shared__ HuffSmem s;
     uint32_t ci = blockIdx.x;
     int lane = (int)threadIdx.x;
-    if (ci >= n)
+    if (ci >= a.n)
         return;
-    const DecInput job = jobs[cand_job[ci]]; /* reads stay inside the candidate's own job */
+    const DecInput job = a.jobs[a.cand_job[ci]]; /* reads stay inside the candidate's own job */
     BitIn br{ job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane };
-    br.seek(cand[ci] + 48);
+    br.seek(a.cand[ci] + 48);
     DecCand c{};
-    uint32_t e =
-        decode_candidate(br, s, sels + (uint64_t)ci * kDecSelBytes, lane, cols + (uint64_t)ci * BZ2_MAX_BLOCK, c);
+    DecHuffWalk w{};
+    uint32_t e = walk_candidate(br, job, s, a.sels + (uint64_t)ci * kDecSelBytes, lane, a.tabs + ci,
+                                a.seg_bits + (uint64_t)ci * kDecMaxSegs, c, w);
     /* garbage read as zero bits past the end: call it what it is (as the CPU engine) */
     if (e && br.overrun())
         e = kDecTruncated;
+    w.status = e;
     c.status = e;
     c.end_bit = br.pos;
     br.seek(br.pos);
-    uint32_t w[4];
+    uint32_t wd[4];
     for (int k = 0; k < 4; k++)
-        w[k] = br.get(32);
+        wd[k] = br.get(32);
     if (lane == 0) {
         for (int k = 0; k < 16; k++)
-            c.tail[k] = (uint8_t)(w[k / 4] >> (24 - 8 * (k % 4)));
-        res[ci] = c;
+            c.tail[k] = (uint8_t)(wd[k / 4] >> (24 - 8 * (k % 4)));
+        a.res[ci] = c;
+        a.walks[ci] = w;
+        a.err_key[ci] = ~0ull;
     }
 }
 
@@ -414,9 +429,12 @@ int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *can
 {
     if (n == 0)
         return GC_OK;
-    huff_decode<<<n, 32, 0, st>>>(jobs, cand, cand_job, n, s.res, s.cols, s.sel);
-    GC_CUDA_LAUNCHED("huff_decode");
-    return GC_OK;
+    bz2_prof(st, nullptr, 0);
+    WalkArgs a{ jobs, cand, cand_job, n, s.res, s.sel, s.tabs, s.hw, s.seg_bit, s.err_key };
+    huff_walk<<<n, 32, 0, st>>>(a);
+    GC_CUDA_LAUNCHED("huff_walk");
+    bz2_prof(st, "dec_huff_walk", n);
+    return bz2_dec_segments(jobs, cand_job, n, s, st, err);
 }
 
 } // namespace gcgpu

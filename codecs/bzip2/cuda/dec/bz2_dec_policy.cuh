@@ -16,12 +16,20 @@ constexpr uint32_t kDecMaxColumns = 2048;
 /* Columns whose inverse BWT runs at once (the sort's scratch is about 9
  * bytes per column byte). */
 constexpr uint32_t kDecSortColumns = 512;
-/* Huffman stage: warps (one candidate each) per CTA. */
-constexpr int kDecHuffWarps = 2;
-/* RLE1 stage: warps (one block each) per CTA. */
+/* Huffman stage: symbol groups per segment (one thread decodes a segment),
+ * and segments per CTA (they share the candidate's tables). */
+constexpr uint32_t kDecSegGroups = 64;
+constexpr int kDecSegThreads = 64;
+/* RLE1 stage: warps per CTA (one chunk each, or one block in the block
+ * scan), and the column bytes of a chunk (a multiple of 128). */
 constexpr int kDecRle1Warps = 4;
-/* Bits of the first-level Huffman lookup table in shared memory. */
+constexpr uint32_t kDecRle1Chunk = 4096;
+/* Bits of the first-level Huffman lookup table in shared memory, and of
+ * the walk's table of several codes a lookup (at least kDecLutBits). */
 constexpr int kDecLutBits = 10;
+constexpr int kDecWalkBits = 11;
+/* How far ahead (32-bit words) a lone bit reader asks for its input. */
+constexpr uint64_t kDecPrefetchWords = 256;
 /* Inverse BWT: one splitter row in this many; a thread follows the cycle
  * from each splitter to the next. */
 constexpr uint32_t kDecSplitStride = 128;

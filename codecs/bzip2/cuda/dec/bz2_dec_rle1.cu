@@ -1,16 +1,24 @@
 /*
  * bz2_dec_rle1.cu - the decoder's last stage: the initial run-length coding
  * undone (after four equal bytes the next byte is a repeat count of the
- * fourth), twice per block: first the output size (and the check that the
- * block does not end right after four equal bytes), then, once the caller
- * has placed every block, the bytes. The block CRCs are the encoder's
- * kernels (bz2_block_crcs) over the output.
+ * fourth). A block's column is cut into chunks of kDecRle1Chunk bytes, one
+ * warp each, so that one block uses the whole device:
  *
- * One warp per block, 128 bytes a step (4 per lane). The decoder's state
- * before a byte is r in 0..4: 0 fresh (after a count byte, or at the
- * start), 1..4 the length of the run of equal literals so far; a byte seen
- * in state 4 is a count. Each byte is a map of the 5 states, so the state
- * before every byte of the step is a warp scan of composed maps.
+ *   chunk scan  per chunk: its map of the five states (below) and the bytes
+ *               it gives from each state it may start in;
+ *   block scan  one warp per block composes the chunks' maps from state 0:
+ *               each chunk's state and output offset, the block's output
+ *               size, and the check that it does not end right after four
+ *               equal bytes;
+ *   expand      once the caller has placed every block, each chunk writes
+ *               its bytes. The block CRCs are the encoder's kernels
+ *               (bz2_block_crcs) over the output.
+ *
+ * A warp takes 128 bytes a step (4 per lane). The decoder's state before a
+ * byte is r in 0..4: 0 fresh (after a count byte, or at the start), 1..4
+ * the length of the run of equal literals so far; a byte seen in state 4 is
+ * a count. Each byte is a map of the 5 states, so the state before every
+ * byte is a scan of composed maps.
  */
 #include "bz2_dec.cuh"
 
@@ -37,25 +45,25 @@ __device__ __forceinline__ uint32_t byte_map(bool eq)
     return eq ? (1 | 2 << 3 | 3 << 6 | 4 << 9 | 0 << 12) : (1 | 1 << 3 | 1 << 6 | 1 << 9 | 0 << 12);
 }
 
-/* One step of 128 bytes at column offset i: this lane's 4 bytes (k < m
- * valid), the state before its first byte, and the state after the step
- * (all lanes). prev: the byte before the step; r: the state before it. */
+/* One step of 128 bytes at column offset i (bytes before end only): this
+ * lane's 4 bytes (k < m valid), the map of the step's bytes before this
+ * lane's (applied to the state before the step: this lane's first state)
+ * and the map of the whole step. prev: the byte before the step. */
 struct Step {
     uint32_t bytes[4];
     uint32_t m;         /* valid bytes of this lane */
-    uint32_t state_in;  /* before this lane's first byte */
+    uint32_t before;    /* map: state before the step -> before this lane's first byte */
+    uint32_t whole;     /* map: state before the step -> after it (all lanes) */
     uint32_t last_byte; /* the step's last byte (all lanes) */
-    uint32_t state_out; /* after the step (all lanes) */
     uint32_t prev_byte; /* the byte before this lane's first byte */
 };
 
-__device__ __forceinline__ Step step(const uint8_t *col, uint32_t n, uint32_t i, uint32_t prev, uint32_t r,
-                                     int lane)
+__device__ __forceinline__ Step step(const uint8_t *col, uint32_t end, uint32_t i, uint32_t prev, int lane)
 {
     Step s;
     uint32_t at = i + 4u * (uint32_t)lane;
-    s.m = at >= n ? 0 : (n - at < 4 ? n - at : 4);
-    uint32_t w = 0; /* columns are 16-byte aligned */
+    s.m = at >= end ? 0 : (end - at < 4 ? end - at : 4);
+    uint32_t w = 0; /* columns and chunks are 16-byte aligned */
     if (s.m == 4)
         w = *reinterpret_cast<const uint32_t *>(col + at);
     else
@@ -77,9 +85,9 @@ __device__ __forceinline__ Step step(const uint8_t *col, uint32_t n, uint32_t i,
         if (lane >= d)
             f = compose(f, g);
     }
-    uint32_t before = __shfl_up_sync(kFull, f, 1);
-    s.state_in = lane == 0 ? r : apply(before, r);
-    s.state_out = apply(__shfl_sync(kFull, f, 31), r);
+    uint32_t up_map = __shfl_up_sync(kFull, f, 1);
+    s.before = lane == 0 ? kIdentity : up_map;
+    s.whole = __shfl_sync(kFull, f, 31);
     /* the last valid byte of the step */
     uint32_t has = __ballot_sync(kFull, s.m > 0);
     int last_lane = 31 - __clz(has);
@@ -90,9 +98,9 @@ __device__ __forceinline__ Step step(const uint8_t *col, uint32_t n, uint32_t i,
 
 /* The lane's bytes through the state machine: emit(offset, byte, count) per output run. */
 template <typename Emit>
-__device__ __forceinline__ uint32_t lane_bytes(const Step &s, Emit emit, uint64_t at)
+__device__ __forceinline__ uint32_t lane_bytes(const Step &s, uint32_t state_in, Emit emit, uint64_t at)
 {
-    uint32_t r = s.state_in, pb = s.prev_byte, produced = 0;
+    uint32_t r = state_in, pb = s.prev_byte, produced = 0;
     for (uint32_t k = 0; k < s.m; k++) {
         uint32_t b = s.bytes[k];
         if (r == 4) {
@@ -142,26 +150,92 @@ __device__ __forceinline__ uint32_t warp_exclusive(uint32_t v, int lane)
     return x - v;
 }
 
-/* Output bytes a lane's bytes give (a dry run of lane_bytes). */
-__device__ __forceinline__ uint32_t lane_size(const Step &s)
+/* Output bytes a lane's bytes give from state_in (a dry run of lane_bytes). */
+__device__ __forceinline__ uint32_t lane_size(const Step &s, uint32_t state_in)
 {
-    return lane_bytes(s, NoEmit{}, 0);
+    return lane_bytes(s, state_in, NoEmit{}, 0);
 }
 
-__global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_size(DecBlk *blk, uint32_t nb, const uint8_t *cols)
+/* Where a chunk lies: blockIdx.y the block, warps of blockIdx.x its chunks. */
+struct Chunk {
+    uint32_t blk, k; /* block, chunk of the block */
+    uint32_t lo, hi; /* its column bytes */
+    uint64_t slot;   /* its entry in the chunk arrays */
+};
+
+__device__ __forceinline__ bool chunk_of(const DecBlk *blk, Chunk &c)
+{
+    c.blk = blockIdx.y;
+    c.k = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
+    uint32_t n = blk[c.blk].n;
+    c.lo = c.k * kDecRle1Chunk;
+    c.hi = min(n, c.lo + kDecRle1Chunk);
+    c.slot = (uint64_t)c.blk * kDecRle1Chunks + c.k;
+    return blk[c.blk].status == kDecOk && c.lo < n;
+}
+
+/* Per chunk: its state map and its output bytes from each start state. */
+__global__ void __launch_bounds__(32 * kDecRle1Warps)
+    rle1_chunk_scan(const DecBlk *blk, const uint8_t *cols, uint32_t *maps, uint32_t *sizes)
+{
+    Chunk c;
+    int lane = (int)(threadIdx.x % 32);
+    if (!chunk_of(blk, c))
+        return;
+    const uint8_t *col = cols + (uint64_t)blk[c.blk].col * BZ2_MAX_BLOCK;
+    uint32_t prev = c.lo ? col[c.lo - 1] : 0;
+    uint32_t r[5] = { 0, 1, 2, 3, 4 }, got[5] = {};
+    for (uint32_t at = c.lo; at < c.hi; at += 128) {
+        Step s = step(col, c.hi, at, prev, lane);
+        for (int q = 0; q < 5; q++) {
+            got[q] += lane_size(s, apply(s.before, r[q]));
+            r[q] = apply(s.whole, r[q]);
+        }
+        prev = s.last_byte;
+    }
+    uint32_t map = 0;
+    for (int q = 0; q < 5; q++) {
+        map |= r[q] << (3 * q);
+        got[q] = warp_sum(got[q]);
+    }
+    if (lane == 0) {
+        maps[c.slot] = map;
+        for (int q = 0; q < 5; q++)
+            sizes[c.slot * 5 + q] = got[q];
+    }
+}
+
+/* One warp per block: each chunk's start state and output offset. */
+__global__ void __launch_bounds__(32 * kDecRle1Warps)
+    rle1_block_scan(DecBlk *blk, uint32_t nb, const uint32_t *maps, const uint32_t *sizes, uint32_t *states,
+                    uint32_t *offs)
 {
     uint32_t i = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
     if (i >= nb || blk[i].status != kDecOk)
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
-    uint32_t n = blk[i].n, prev = 0, r = 0;
+    uint32_t chunks = (blk[i].n + kDecRle1Chunk - 1) / kDecRle1Chunk;
+    uint64_t base = (uint64_t)i * kDecRle1Chunks;
+    uint32_t r = 0;
     uint64_t total = 0;
-    for (uint32_t at = 0; at < n; at += 128) {
-        Step s = step(col, n, at, prev, r, lane);
-        total += warp_sum(lane_size(s));
-        prev = s.last_byte;
-        r = s.state_out;
+    for (uint32_t k0 = 0; k0 < chunks; k0 += 32) {
+        uint32_t k = k0 + (uint32_t)lane;
+        uint32_t f = k < chunks ? maps[base + k] : kIdentity;
+        for (int d = 1; d < 32; d <<= 1) {
+            uint32_t g = __shfl_up_sync(kFull, f, d);
+            if (lane >= d)
+                f = compose(f, g);
+        }
+        uint32_t up = __shfl_up_sync(kFull, f, 1);
+        uint32_t state = lane == 0 ? r : apply(up, r);
+        uint32_t got = k < chunks ? sizes[(base + k) * 5 + state] : 0;
+        uint32_t before = warp_exclusive(got, lane);
+        if (k < chunks) {
+            states[base + k] = state;
+            offs[base + k] = (uint32_t)total + before;
+        }
+        total += warp_sum(got);
+        r = apply(__shfl_sync(kFull, f, 31), r);
     }
     if (lane == 0) {
         if (r == 4)
@@ -171,26 +245,34 @@ __global__ void __launch_bounds__(32 * kDecRle1Warps) rle1_size(DecBlk *blk, uin
     }
 }
 
+/* Per chunk: its bytes at the block's place plus the chunk's offset. */
 __global__ void __launch_bounds__(32 * kDecRle1Warps)
-    rle1_expand(const DecBlk *blk, uint32_t nb, const uint8_t *cols, const Bz2Block *place, uint8_t *out)
+    rle1_expand(const DecBlk *blk, const uint8_t *cols, const Bz2Block *place, const uint32_t *states,
+                const uint32_t *offs, uint8_t *out)
 {
-    uint32_t i = blockIdx.x * kDecRle1Warps + threadIdx.x / 32;
+    Chunk c;
     int lane = (int)(threadIdx.x % 32);
-    if (i >= nb)
+    if (!chunk_of(blk, c))
         return;
-    const uint8_t *col = cols + (uint64_t)blk[i].col * BZ2_MAX_BLOCK;
-    uint8_t *o = out + place[i].in_start;
-    uint32_t n = blk[i].n, prev = 0, r = 0;
+    const uint8_t *col = cols + (uint64_t)blk[c.blk].col * BZ2_MAX_BLOCK;
+    uint8_t *o = out + place[c.blk].in_start + offs[c.slot];
+    uint32_t prev = c.lo ? col[c.lo - 1] : 0, r = states[c.slot];
     uint64_t base = 0;
-    for (uint32_t at = 0; at < n; at += 128) {
-        Step s = step(col, n, at, prev, r, lane);
-        uint32_t mine = lane_size(s);
+    for (uint32_t at = c.lo; at < c.hi; at += 128) {
+        Step s = step(col, c.hi, at, prev, lane);
+        uint32_t state_in = apply(s.before, r);
+        uint32_t mine = lane_size(s, state_in);
         uint32_t before = warp_exclusive(mine, lane);
-        lane_bytes(s, ToOut{ o }, base + before);
+        lane_bytes(s, state_in, ToOut{ o }, base + before);
         base += warp_sum(mine);
         prev = s.last_byte;
-        r = s.state_out;
+        r = apply(s.whole, r);
     }
+}
+
+dim3 chunk_grid(uint32_t nb)
+{
+    return dim3((kDecRle1Chunks + kDecRle1Warps - 1) / kDecRle1Warps, nb);
 }
 
 unsigned ctas(uint32_t nb)
@@ -204,8 +286,12 @@ int bz2_dec_rle1_size(DecBlk *d_blk, uint32_t nb, DecScratch &s, cudaStream_t st
 {
     if (nb == 0)
         return GC_OK;
-    rle1_size<<<ctas(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, nb, s.cols);
-    GC_CUDA_LAUNCHED("rle1_size");
+    if (d_blk != s.blk || nb > s.columns)
+        return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: rle1 sizes of %u blocks (scratch for %u)", nb, s.columns);
+    rle1_chunk_scan<<<chunk_grid(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, s.cols, s.r1_map, s.r1_size);
+    GC_CUDA_LAUNCHED("rle1_chunk_scan");
+    rle1_block_scan<<<ctas(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, nb, s.r1_map, s.r1_size, s.r1_state, s.r1_off);
+    GC_CUDA_LAUNCHED("rle1_block_scan");
     return GC_OK;
 }
 
@@ -214,8 +300,11 @@ int bz2_dec_rle1_expand(const DecBlk *d_blk, uint32_t nb, uint8_t *out, uint64_t
 {
     if (nb == 0)
         return GC_OK;
+    /* the blocks' chunk entries are where bz2_dec_rle1_size left them */
+    uint64_t first = (uint64_t)(d_blk - s.blk) * kDecRle1Chunks;
     bz2_prof(st, nullptr, 0);
-    rle1_expand<<<ctas(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, nb, s.cols, s.crc_blk, out);
+    rle1_expand<<<chunk_grid(nb), 32 * kDecRle1Warps, 0, st>>>(d_blk, s.cols, s.crc_blk, s.r1_state + first,
+                                                               s.r1_off + first, out);
     GC_CUDA_LAUNCHED("rle1_expand");
     bz2_prof(st, "dec_rle1_expand", nb);
     int rc = bz2_block_crcs(out, out_len, s.crc_blk, nb, s.crc_acc, d_tab32, st, err);
