@@ -42,9 +42,9 @@ static void distinct(size_t n, int prev, int avoid)
 
 static void text(size_t n)
 {
-    static const char *const words[] = { "the ",    "of ",   "compression ", "block ",  "sort ", "and ",
-                                         "a ",      "to ",   "Burrows ",     "Wheeler ", "in ",  "is ",
-                                         "that ",   "for\n", "bytes ",       "table ",  "run ", "Huffman, " };
+    static const char *const words[] = { "the ",  "of ",   "compression ", "block ",   "sort ", "and ",
+                                         "a ",    "to ",   "Burrows ",     "Wheeler ", "in ",   "is ",
+                                         "that ", "for\n", "bytes ",       "table ",   "run ",  "Huffman, " };
     const size_t nw = sizeof words / sizeof *words;
     for (size_t o = 0; o < n;) {
         const char *w = words[next() % nw];

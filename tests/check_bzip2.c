@@ -449,6 +449,44 @@ START_TEST(test_code_lengths_limited)
 }
 END_TEST
 
+/* libbz2's own construction (exported by libbz2.so): ours must give its
+ * lengths for every frequency vector, ties and the 17-bit rescaling included. */
+extern void BZ2_hbMakeCodeLengths(unsigned char *len, int32_t *freq, int32_t alpha, int32_t max_len);
+
+START_TEST(test_code_lengths_as_libbz2)
+{
+    uint32_t freq[BZ2_MAX_ALPHA];
+    int32_t ifreq[BZ2_MAX_ALPHA];
+    uint8_t ours[BZ2_MAX_ALPHA], theirs[BZ2_MAX_ALPHA];
+    uint64_t x = 88172645463325252ull;
+    for (int round = 0; round < 3000; round++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int alpha = 3 + (int)(x % (BZ2_MAX_ALPHA - 2));
+        int shape = round % 4; /* flat small counts (many ties), skewed, zeros, Fibonacci-like (deep) */
+        uint32_t a = 1, b = 1;
+        for (int i = 0; i < alpha; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint32_t f = shape == 0   ? (uint32_t)(x % 4)
+                         : shape == 1 ? (uint32_t)(x % 50000) >> (x >> 60)
+                         : shape == 2 ? (x % 3 ? 0 : (uint32_t)(x % 900))
+                                      : a;
+            uint32_t c = a + b;
+            a = b, b = c < 400000 ? c : 1;
+            freq[i] = f;
+        }
+        uint64_t total = 0; /* at most a block's symbols (libbz2's sums overflow past that) */
+        for (int i = 0; i < alpha; i++)
+            total += freq[i];
+        for (int i = 0; i < alpha; i++)
+            ifreq[i] = (int32_t)(freq[i] /= (uint32_t)(total / 900001 + 1));
+        bz2_code_lengths(freq, alpha, 17, ours);
+        BZ2_hbMakeCodeLengths(theirs, ifreq, alpha, 17);
+        ck_assert_msg(memcmp(ours, theirs, (size_t)alpha) == 0, "round %d (alpha %d, shape %d)", round, alpha,
+                      shape);
+    }
+}
+END_TEST
+
 START_TEST(test_rnums_table)
 {
     extern int BZ2_rNums[512]; /* libbz2's copy of the format table */
@@ -2549,6 +2587,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_bwt_periodic_root);
     tcase_add_test(tc, test_bwt_sort_fallbacks);
     tcase_add_test(tc, test_code_lengths_limited);
+    tcase_add_test(tc, test_code_lengths_as_libbz2);
     tcase_add_test(tc, test_empty_and_tiny);
     tcase_add_test(tc, test_runs);
     tcase_add_test(tc, test_block_exactly_full);
