@@ -555,39 +555,52 @@ START_TEST(test_block_exactly_full)
     free(st);
     roundtrip(b, limit, 1);
     roundtrip(b, n, 1);
-    /* A run unit that straddles the limit goes whole to the next block. */
+    /* A run of 3 whose first byte reaches the limit ends the block whole
+     * (limit + 2 RLE1 bytes), as bzip2 adds runs to a block whole. */
+    memset(b + limit - 1, 'q', 3);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, 1, &st), 2);
+    ck_assert_uint_eq(st[1], limit + 2);
+    free(st);
+    roundtrip(b, n + 5, 1);
+    /* A run unit that straddles the limit stays whole in the block, which then
+     * holds limit + 3 RLE1 bytes. */
+    for (size_t i = limit - 1; i < limit + 2; i++)
+        b[i] = (uint8_t)(i * 7 + i / 256);
     memset(b + limit - 2, 'r', 7);
     ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, 1, &st), 2);
-    ck_assert_uint_eq(st[1], limit - 2);
+    ck_assert_uint_eq(st[1], limit + 5);
     free(st);
     roundtrip(b, n + 5, 1);
     free(b);
 }
 END_TEST
 
-START_TEST(test_segment_boundary)
+START_TEST(test_blocks_ignore_segments)
 {
-    /* Blocks never cross a multiple of BZ2_SEGMENT_BYTES: 40 MiB of one byte
-     * (one 9-block would hold ~45 MB of it) is cut at 32 MiB, and the run
-     * through the cut restarts there (docs/BZIP2.md, section 3). */
+    /* Blocks are bzip2's wherever the input lies: 40 MiB of one byte is 255-byte
+     * run units of 5 RLE1 bytes, ceil(limit / 5) of them to a block, across
+     * 32 MiB (docs/BZIP2.md, section 3). */
     size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
     uint8_t *b = malloc(n);
     memset(b, 'z', n);
-    size_t *st;
-    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), 1, &st), 2);
-    ck_assert_uint_eq(st[0], 0);
-    ck_assert_uint_eq(st[1], BZ2_SEGMENT_BYTES);
-    ck_assert_uint_eq(st[2], n);
+    size_t *st, per = (bz2_block_limit(9) + 4) / 5 * 255;
+    ck_assert_uint_gt(per, n);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), 1, &st), 1);
+    ck_assert_uint_eq(st[1], n);
+    free(st);
+    per = (bz2_block_limit(1) + 4) / 5 * 255;
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(1), 1, &st), (n + per - 1) / per);
+    ck_assert_uint_eq(st[1], per);
+    ck_assert_uint_eq(st[7], 7 * per);
     free(st);
     roundtrip(b, n, 9);
-    /* literals across the cut: the block before it ends there, short */
+    /* literals: every block holds exactly limit bytes, one across 32 MiB */
     for (size_t i = 0; i < n; i++)
         b[i] = (uint8_t)(i * 7 + i / 256);
     size_t limit = bz2_block_limit(1), nb = bz2_rle1_plan(b, n, limit, 1, &st);
-    size_t k = BZ2_SEGMENT_BYTES / limit + 1; /* blocks of the first segment */
-    ck_assert_uint_eq(st[k], BZ2_SEGMENT_BYTES);
-    ck_assert_uint_eq(st[k - 1], (k - 1) * limit);
-    ck_assert_uint_eq(nb, k + (n - BZ2_SEGMENT_BYTES + limit - 1) / limit);
+    ck_assert_uint_eq(nb, (n + limit - 1) / limit);
+    for (size_t k = 0; k < nb; k++)
+        ck_assert_uint_eq(st[k], k * limit);
     free(st);
     free(b);
 }
@@ -1872,19 +1885,25 @@ END_TEST
 
 START_TEST(test_splice_segment_identity)
 {
-    /* 40 MiB of text at level 1: compressing the first 32 MiB segment and
-     * the 8 MiB after it separately and splicing them is bit for bit
-     * bz2_compress of the whole (blocks never cross the segment boundary). */
+    /* 40 MiB of text at level 1: compressing it in two parts cut at the
+     * first block start from 32 MiB on and splicing them is bit for bit
+     * bz2_compress of the whole (a part that starts at a block start plans
+     * the whole input's blocks). */
     size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
     uint8_t *t = make_text(n);
-    size_t wl;
+    size_t wl, *st, cut = 0;
     uint32_t wb;
     uint8_t *whole = counted_compress(t, n, 1, 0, &wl, &wb);
+    size_t nb = bz2_rle1_plan(t, n, bz2_block_limit(1), 1, &st);
+    for (size_t k = 0; k < nb && !cut; k++)
+        cut = st[k] >= BZ2_SEGMENT_BYTES ? st[k] : 0;
+    free(st);
+    ck_assert_uint_gt(cut, BZ2_SEGMENT_BYTES); /* not where segments cut */
     uint8_t *parts[2];
     size_t lens[2];
     uint32_t blocks[2];
-    parts[0] = counted_compress(t, BZ2_SEGMENT_BYTES, 1, 0, &lens[0], &blocks[0]);
-    parts[1] = counted_compress(t + BZ2_SEGMENT_BYTES, n - BZ2_SEGMENT_BYTES, 1, 0, &lens[1], &blocks[1]);
+    parts[0] = counted_compress(t, cut, 1, 0, &lens[0], &blocks[0]);
+    parts[1] = counted_compress(t + cut, n - cut, 1, 0, &lens[1], &blocks[1]);
     ck_assert_uint_eq(blocks[0] + blocks[1], wb);
     size_t sl;
     uint8_t *s = splice_parts(parts, lens, blocks, 2, 1, &sl);
@@ -2591,7 +2610,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_empty_and_tiny);
     tcase_add_test(tc, test_runs);
     tcase_add_test(tc, test_block_exactly_full);
-    tcase_add_test(tc, test_segment_boundary);
+    tcase_add_test(tc, test_blocks_ignore_segments);
     tcase_add_test(tc, test_all_bytes_and_random);
     tcase_add_test(tc, test_text_multiblock_levels);
     tcase_add_test(tc, test_periodic_fibonacci_streams);

@@ -72,12 +72,15 @@ static inline uint8_t bz2_rand_next(bz2_rand *r)
     return r->to_go == 1;
 }
 
-/* Largest RLE1 output we put in one block at a level: the same margin as
- * bzip2 itself keeps, so every decoder accepts our blocks. */
+/* bzip2's nblockMAX: a block is full once its RLE1 output reaches this; the
+ * margin below level * 100000 keeps the overshoot within what decoders take. */
 static inline GC_HD size_t bz2_block_limit(int level)
 {
     return (size_t)level * 100000u - 19u;
 }
+/* A block ends after the RLE1 unit (at most 5 bytes) that reaches the limit,
+ * so it may hold this many bytes more (docs/BZIP2.md, section 3). */
+#define BZ2_BLOCK_OVERSHOOT 4u
 
 /* ---- the combined CRC ---- */
 

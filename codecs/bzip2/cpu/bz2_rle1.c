@@ -1,21 +1,21 @@
 /*
  * bz2_rle1.c - bzip2's first stage: runs of 4..255 equal bytes become the
  * 4 bytes followed by a count byte (run length - 4, 0..251), and the
- * splitting of the input into blocks by the size of that RLE1 output.
- *
- * Both functions walk the input in the same "units", so a block boundary
- * never falls inside a 5-byte run unit, and never crosses a multiple of
- * BZ2_SEGMENT_BYTES of the input (docs/BZIP2.md, section 3):
- *   - at position i let r = length of the run of src[i] starting at i,
- *     capped at 255 and at the end of the input (or block);
- *   - r >= 4: one unit, 5 output bytes, consumes r input bytes;
- *   - r <  4: r units of 1 output byte each, consuming 1 input byte each.
+ * splitting of the input into blocks by the size of that RLE1 output, as
+ * bzip2 1.0.8 splits it (docs/BZIP2.md, section 3):
+ *   - the input is cut into units from its start: maximal runs of equal
+ *     bytes, a run over 255 cut every 255 bytes from its start; a unit of
+ *     r >= 4 bytes is 5 RLE1 bytes, a shorter one r bytes;
+ *   - a block ends after the first unit that brings its RLE1 bytes to the
+ *     limit or beyond (so up to limit + 4), the input's end ends the last.
+ * Units do not restart at a block boundary, but any unit start is a place
+ * the parse may start afresh: the units after it are the same, so a block
+ * is encoded on its own (bz2_rle1_encode of its slice).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bz2_internal.h"
-#include "parallel.h"
 
 /* Length of the run of src[i] starting at i, capped at 255 and at n. */
 static size_t run_length(const uint8_t *src, size_t i, size_t n)
@@ -60,115 +60,63 @@ static size_t next_run4(const uint8_t *src, size_t i, size_t n)
     return n;
 }
 
-/* Account n_bytes 1-byte units starting at i; they may split across blocks. */
-static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t cap, size_t *nb, size_t *used)
+/* Every block but the last holds >= limit RLE1 bytes, and 5 of them cost
+ * >= 4 input bytes, so this bounds the block count (plus the end entry). */
+static size_t plan_cap(size_t len, size_t limit)
 {
-    while (n_bytes > 0) {
-        if (*used == 0) {
-            if (*nb + 1 >= cap) /* cannot happen (see bz2_rle1_plan) */
-                return;
-            st[(*nb)++] = i; /* a block starts here */
-        }
-        size_t take = n_bytes < limit - *used ? n_bytes : limit - *used;
-        *used += take;
-        i += take;
-        n_bytes -= take;
-        if (*used == limit)
-            *used = 0;
-    }
+    return len / (limit / 2) + 3;
 }
 
-/* Plan src[a..end) (one segment) greedily, appending block starts to st[*nb..cap). */
-static void plan_segment(const uint8_t *src, size_t a, size_t end, size_t limit, size_t *st, size_t cap,
-                         size_t *nb)
+/*
+ * The sequential walk of section 3 over src[0..n), from a unit start with
+ * a block starting there. A stretch before the next 4 equal bytes holds runs
+ * of 1..3 bytes, one RLE1 byte each, so it is counted whole, and only the
+ * run where the limit falls is looked at. Client memory may change under us:
+ * a run shorter than 4 when measured counts its own length, and the block
+ * count stays within plan_cap whatever the bytes.
+ */
+static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
 {
-    size_t used = 0;
-    size_t i = a;
-    while (i < end) {
-        size_t p = next_run4(src, i, end);
-        plan_literals(i, p - i, limit, st, cap, nb, &used);
-        i = p;
-        if (i >= end)
+    size_t nb = 0, used = 0, i = 0;
+    if (n)
+        st[nb++] = 0;
+    while (i < n && nb + 1 < cap) {
+        size_t p = next_run4(src, i, n);
+        if (used + (p - i) >= limit) { /* the block ends in [i, p), after the run of its limit-th byte */
+            size_t e = i + (limit - used);
+            while (e < p && src[e] == src[e - 1])
+                e++;
+            if (e < n)
+                st[nb++] = e;
+            used = 0;
+            i = e;
+            continue;
+        }
+        used += p - i;
+        if ((i = p) >= n)
             break;
-        /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit.
-         * next_run4 saw 4 equal bytes at i (so i + 4 <= end); if they changed since (client
-         * memory), the unit still consumes 4, which keeps the block count bound below. */
-        size_t r = run_length(src, i, end);
-        if (r < 4)
-            r = 4;
-        if (used + 5 > limit)
-            used = 0;
-        if (used == 0) {
-            if (*nb + 1 >= cap) /* cannot happen (see cap): never write past the array */
-                return;
-            st[(*nb)++] = i;
-        }
-        used += 5;
+        size_t r = run_length(src, i, n);
+        used += r >= 4 ? 5 : r;
         i += r;
-        if (used == limit)
+        if (used >= limit) {
+            if (i < n)
+                st[nb++] = i;
             used = 0;
+        }
     }
+    st[nb] = n;
+    return nb;
 }
 
-/* Every block but the last of a segment holds >= limit - 4 output bytes,
- * and 5 output bytes cost >= 4 input bytes, so this bounds a segment's
- * block count (plus one for the end entry). */
-static size_t segment_cap(size_t len, size_t limit)
-{
-    return len / ((limit - 4) / 2) + 3;
-}
-
-typedef struct plan_job {
-    const uint8_t *src;
-    size_t n, limit;
-    size_t **st; /* per segment: its block starts, or NULL (out of memory) */
-    size_t *nb;  /* per segment: its block count */
-} plan_job;
-
-static void plan_one(void *ctx, size_t k)
-{
-    plan_job *j = ctx;
-    size_t a = k * BZ2_SEGMENT_BYTES;
-    size_t end = j->n - a > BZ2_SEGMENT_BYTES ? a + BZ2_SEGMENT_BYTES : j->n;
-    size_t cap = segment_cap(end - a, j->limit);
-    j->st[k] = malloc(cap * sizeof *j->st[k]);
-    if (j->st[k])
-        plan_segment(j->src, a, end, j->limit, j->st[k], cap, &j->nb[k]);
-}
-
-/* Segments do not share blocks, so they are planned in parallel. */
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts)
 {
-    size_t segs = n ? (n - 1) / BZ2_SEGMENT_BYTES + 1 : 0;
-    plan_job j = { .src = src, .n = n, .limit = limit };
-    j.st = calloc(segs + 1, sizeof *j.st);
-    j.nb = calloc(segs + 1, sizeof *j.nb);
-    size_t total = 0, *st = NULL;
-    int oom = !j.st || !j.nb;
-    if (!oom)
-        gc_parallel_for(segs, threads, plan_one, &j);
-    for (size_t k = 0; !oom && k < segs; k++) {
-        oom = !j.st[k];
-        total += j.nb[k];
-    }
-    if (!oom)
-        st = malloc((total + 1) * sizeof *st);
-    if (st) {
-        size_t at = 0;
-        for (size_t k = 0; k < segs; k++) {
-            memcpy(st + at, j.st[k], j.nb[k] * sizeof *st);
-            at += j.nb[k];
-        }
-        st[total] = n;
-    }
-    for (size_t k = 0; j.st && k < segs; k++)
-        free(j.st[k]);
-    free(j.st);
-    free(j.nb);
+    (void)threads;
+    size_t cap = plan_cap(n, limit);
+    size_t *st = malloc(cap * sizeof *st);
     if (!st)
         return (size_t)-1;
     *starts = st;
-    return total;
+    return plan_blocks(src, n, limit, st, cap);
 }
 
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
