@@ -322,7 +322,9 @@ static bool gpu_reruns_failures(const gcd_request *r)
 
 /* ---- streams (docs/BZIP2.md, "Streaming") ---- */
 
-/* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
+/* Compress parts: at least this much input, cut at the first block start after it (so their
+ * blocks are the whole input's, bzip2's); a block may span up to ~46 MB of runs, so a part that
+ * finds no block start within twice this ends there (still one valid stream, not bzip2's blocks). */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
 /* Decompress parts: at least this much input (the GPU's fixed cost per job wants large parts,
  * docs/history/BENCHMARKS-2026-11-27.md "Streams"), cut at the first magic after it; at most
@@ -350,6 +352,7 @@ typedef struct bz2_stream {
     uint64_t cut_bit;
     bool cut_blind, cut_end;
     size_t scanned; /* the buffer before this offset has no magic past the part's minimum */
+    size_t walked;  /* compress: a block start of the buffer the walk has reached (0: none) */
 } bz2_stream;
 
 static void *stream_open(const gcd_request *proto, gc_error *err)
@@ -363,12 +366,27 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
     return st;
 }
 
-/* A compress part: a flush ends it early (a new segment). */
-static void cut_compress(size_t avail, bool final, bool flush, size_t *take)
+/*
+ * A compress part: from STREAM_COMPRESS_PART bytes on, up to the next block
+ * start (docs/BZIP2.md, section 3); the walk resumes from the last block start
+ * it reached, so input arriving in pieces is walked once. A flush ends the
+ * part (and a block, as bzip2's flush does) where it is.
+ */
+static void cut_compress(bz2_stream *st, const uint8_t *buf, size_t avail, bool final, bool flush, size_t *take)
 {
-    *take = avail >= STREAM_COMPRESS_PART || final || flush
-                ? (avail < STREAM_COMPRESS_PART ? avail : STREAM_COMPRESS_PART)
-                : 0;
+    const size_t part = STREAM_COMPRESS_PART;
+    *take = 0;
+    if (avail < part) {
+        *take = final || flush ? avail : 0;
+        return;
+    }
+    size_t at = bz2_rle1_next_start(buf, avail, &st->walked, part, bz2_block_limit(st->level));
+    if (at)
+        *take = at;
+    else if (final || flush || avail >= 2 * part)
+        *take = avail < 2 * part ? avail : 2 * part;
+    if (*take)
+        st->walked = 0;
 }
 
 /* A flush: the part ends at the last magic of the buffer (everything before it decodes now). */
@@ -422,16 +440,16 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
 {
     (void)err;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS)
-        cut_compress(avail, final, flush, take);
+        cut_compress(state, buf, avail, final, flush, take);
     else
         cut_decompress(state, buf, avail, final, flush, take);
     return GC_OK;
 }
 
 /*
- * A file stream's cut: a compress reads nothing; a decompress sees the
- * span where its cut looks for a magic (up to twice a part), read by an
- * I/O thread; the part is then read again into its own buffer.
+ * A file stream's cut sees the span where it looks for a block start
+ * (compress) or a magic (decompress), up to twice a part, read by an I/O
+ * thread; the part is then read again into its own buffer.
  */
 static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
                            size_t left, size_t *take, size_t *more, gc_error *err)
@@ -439,7 +457,12 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
     (void)err;
     *more = 0;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
-        cut_compress(left, true, false, take);
+        size_t see = left < 2 * STREAM_COMPRESS_PART ? left : 2 * STREAM_COMPRESS_PART;
+        *take = 0;
+        if (head_len < see)
+            *more = see;
+        else
+            cut_compress(state, head, head_len, head_len == left, false, take);
         return GC_OK;
     }
     size_t want = left < 2 * STREAM_DECOMPRESS_PART ? left : 2 * STREAM_DECOMPRESS_PART;

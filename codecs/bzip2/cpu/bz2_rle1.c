@@ -68,29 +68,25 @@ static size_t plan_cap(size_t len, size_t limit)
 }
 
 /*
- * The sequential walk of section 3 over src[0..n), from a unit start with
- * a block starting there. A stretch before the next 4 equal bytes holds runs
- * of 1..3 bytes, one RLE1 byte each, so it is counted whole, and only the
- * run where the limit falls is looked at. Client memory may change under us:
- * a run shorter than 4 when measured counts its own length, and the block
- * count stays within plan_cap whatever the bytes.
+ * End of the block that starts at unit start a of src[0..n) (section 3): the
+ * unit boundary after the unit that brings it to limit, or n. A stretch
+ * before the next 4 equal bytes holds runs of 1..3 bytes, one RLE1 byte
+ * each, so it is counted whole, and only the run where the limit falls is
+ * looked at. An end below n is certain: the unit before it ended at a
+ * different byte or at 255. Client memory may change under us: a run
+ * shorter than 4 when measured counts its own length, and every end is past
+ * a, so the plan stays within plan_cap whatever the bytes.
  */
-static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
+static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
 {
-    size_t nb = 0, used = 0, i = 0;
-    if (n)
-        st[nb++] = 0;
-    while (i < n && nb + 1 < cap) {
+    size_t used = 0, i = a;
+    while (i < n) {
         size_t p = next_run4(src, i, n);
-        if (used + (p - i) >= limit) { /* the block ends in [i, p), after the run of its limit-th byte */
+        if (used + (p - i) >= limit) { /* ends in [i, p), after the run of its limit-th byte */
             size_t e = i + (limit - used);
             while (e < p && src[e] == src[e - 1])
                 e++;
-            if (e < n)
-                st[nb++] = e;
-            used = 0;
-            i = e;
-            continue;
+            return e;
         }
         used += p - i;
         if ((i = p) >= n)
@@ -98,14 +94,29 @@ static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st
         size_t r = run_length(src, i, n);
         used += r >= 4 ? 5 : r;
         i += r;
-        if (used >= limit) {
-            if (i < n)
-                st[nb++] = i;
-            used = 0;
-        }
+        if (used >= limit)
+            return i;
     }
+    return n;
+}
+
+static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
+{
+    size_t nb = 0;
+    for (size_t a = 0; a < n && nb + 1 < cap; a = block_end(src, a, n, limit))
+        st[nb++] = a;
     st[nb] = n;
     return nb;
+}
+
+size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t min, size_t limit)
+{
+    size_t a = *from;
+    while (a < min && a < n) {
+        *from = a;
+        a = block_end(src, a, n, limit);
+    }
+    return a < n ? a : 0;
 }
 
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts)
