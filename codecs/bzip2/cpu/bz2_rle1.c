@@ -35,29 +35,32 @@ static inline uint64_t zero_bytes(uint64_t x)
 }
 
 /*
- * First position p >= i where 4 equal bytes start (a run unit can start
- * only there: every byte before it is a 1-byte unit), or n. Eight bytes at
- * a time: d = word ^ next word marks bytes equal to their successor; three
- * such marks in a row are four equal bytes. Little-endian word order.
+ * First position p in [i, stop) where 4 equal bytes of src[0..n) start (a
+ * run unit can start only there: every byte before it is a 1-byte unit), or
+ * stop. Eight bytes at a time: d = word ^ next word marks bytes equal to
+ * their successor; three such marks in a row are four equal bytes.
+ * Little-endian word order.
  */
-static size_t next_run4(const uint8_t *src, size_t i, size_t n)
+static size_t next_run4(const uint8_t *src, size_t i, size_t stop, size_t n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    while (i + 9 <= n) {
+    while (i + 9 <= n && i < stop) {
         uint64_t a, b;
         memcpy(&a, src + i, 8);
         memcpy(&b, src + i + 1, 8);
         uint64_t z = zero_bytes(a ^ b); /* byte k: src[i+k] == src[i+k+1] */
         uint64_t three = z & (z >> 8) & (z >> 16);
-        if (three)
-            return i + (size_t)__builtin_ctzll(three) / 8;
+        if (three) {
+            size_t p = i + (size_t)__builtin_ctzll(three) / 8;
+            return p < stop ? p : stop;
+        }
         i += 6; /* a triple may still start at offsets 6 or 7 */
     }
 #endif
-    for (; i + 3 < n; i++)
+    for (; i < stop && i + 3 < n; i++)
         if (src[i] == src[i + 1] && src[i] == src[i + 2] && src[i] == src[i + 3])
             return i;
-    return n;
+    return stop;
 }
 
 /* Every block but the last holds >= limit RLE1 bytes, and 5 of them cost
@@ -72,8 +75,9 @@ static size_t plan_cap(size_t len, size_t limit)
  * unit boundary after the unit that brings it to limit, or n. A stretch
  * before the next 4 equal bytes holds runs of 1..3 bytes, one RLE1 byte
  * each, so it is counted whole, and only the run where the limit falls is
- * looked at. An end below n is certain: the unit before it ended at a
- * different byte or at 255. Client memory may change under us: a run
+ * looked at; the search for 4 equal bytes stops at the limit, not at the
+ * next such bytes, which in random data lie megabytes on. An end below n is
+ * certain: the unit before it ended at a different byte or at 255. Client memory may change under us: a run
  * shorter than 4 when measured counts its own length, and every end is past
  * a, so the plan stays within plan_cap whatever the bytes.
  */
@@ -81,10 +85,12 @@ static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
 {
     size_t used = 0, i = a;
     while (i < n) {
-        size_t p = next_run4(src, i, n);
-        if (used + (p - i) >= limit) { /* ends in [i, p), after the run of its limit-th byte */
-            size_t e = i + (limit - used);
-            while (e < p && src[e] == src[e - 1])
+        size_t stop = n - i > limit - used ? i + (limit - used) : n;
+        size_t p = next_run4(src, i, stop, n);
+        if (used + (p - i) >= limit) { /* ends at or after p = stop, after the run of its limit-th byte */
+            size_t e = p;
+            /* that run has under 4 bytes from i, or one would start before stop */
+            while (e < n && src[e] == src[e - 1])
                 e++;
             return e;
         }
