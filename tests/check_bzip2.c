@@ -1887,6 +1887,62 @@ START_TEST(test_splice_small_parts)
 }
 END_TEST
 
+/* Runs of 1..600 equal bytes (255, 256, 259 among them) of a few values. */
+static uint8_t *make_runs(size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    for (size_t i = 0; i < n;) {
+        size_t r = rnd() % 4 == 0 ? 255 + rnd() % 5 : 1 + rnd() % 600;
+        uint8_t v = (uint8_t)(rnd() % 3);
+        for (; r-- && i < n; i++)
+            b[i] = v;
+    }
+    return b;
+}
+
+/* A cut found as input arrives in steps of 1 byte to 64 KiB (bz2_rle1_walk_to)
+ * is the first block start from min of the whole input's plan, whatever the
+ * steps; nothing is claimed before it. */
+static void check_walk_arriving(const uint8_t *src, size_t n, int level)
+{
+    size_t limit = bz2_block_limit(level), *st;
+    size_t nb = bz2_rle1_plan(src, n, limit, 1, &st);
+    const size_t mins[] = { 1, n / 3, n / 2, n };
+    for (size_t m = 0; m < sizeof mins / sizeof *mins; m++) {
+        size_t want = 0;
+        for (size_t k = 0; k < nb && !want; k++)
+            want = st[k] >= mins[m] ? st[k] : 0;
+        bz2_rle1_walk w = { 0, 0, 0 };
+        size_t got = 0, arrived = 0;
+        while (!got && arrived < n) {
+            size_t step = (size_t)1 << (rnd() % 17);
+            arrived += step < n - arrived ? step : n - arrived;
+            got = bz2_rle1_walk_to(src, arrived, arrived == n, &w, mins[m], limit);
+        }
+        ck_assert_msg(got == want, "n %zu level %d min %zu: cut %zu, the plan's %zu", n, level, mins[m], got,
+                      want);
+    }
+    free(st);
+}
+
+START_TEST(test_rle1_walk_arriving)
+{
+    uint8_t *t = make_text(3u << 20), *r = make_runs(4u << 20), *z = make_random(2u << 20);
+    uint8_t *c = malloc(12u << 20); /* one value: a level 1 block covers ~5 MB */
+    memset(c, 'x', 12u << 20);
+    for (int level = 1; level <= 9; level += 4) {
+        check_walk_arriving(t, 3u << 20, level);
+        check_walk_arriving(r, 4u << 20, level);
+        check_walk_arriving(z, 2u << 20, level);
+        check_walk_arriving(c, 12u << 20, level);
+    }
+    free(t);
+    free(r);
+    free(z);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_splice_segment_identity)
 {
     /* 40 MiB of text at level 1: compressing it in two parts cut at the
@@ -2643,6 +2699,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_splice_in_place_and_skip);
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);
+    tcase_add_test(streaming, test_rle1_walk_arriving);
     tcase_add_test(streaming, test_splice_segment_identity);
     tcase_add_test(streaming, test_part_valid_streams);
     tcase_add_test(streaming, test_part_multistream);

@@ -71,6 +71,22 @@ int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *
  */
 size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t min, size_t limit);
 
+/*
+ * The same cut found as the input arrives, each byte walked once: src[0..n)
+ * is what has arrived so far (each call sees the same bytes and more), w
+ * the walk's place (zeroed at a block start, src's first byte), `end` set
+ * once src is all there is. Returns the first block start at or past min,
+ * or 0 until the input shows one for certain. A call walks the bytes that
+ * arrived since the last one (and at most 259 bytes before them), so a
+ * caller on an event loop pays per call for what that call received.
+ */
+typedef struct bz2_rle1_walk {
+    size_t start; /* the block the walk is in begins here */
+    size_t pos;   /* a unit start of that block up to which it is walked */
+    size_t used;  /* RLE1 bytes of its units before pos */
+} bz2_rle1_walk;
+size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit);
+
 /* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
  *
  * A part that begins at a block start plans the whole input's blocks, so

@@ -71,39 +71,55 @@ static size_t plan_cap(size_t len, size_t limit)
 }
 
 /*
- * End of the block that starts at unit start a of src[0..n) (section 3): the
- * unit boundary after the unit that brings it to limit, or n. A stretch
+ * Walk the block whose units before *pos hold *used RLE1 bytes (section 3)
+ * through the units that start before h, reading up to n (h <= n): its end,
+ * the unit boundary after the unit that brings it to limit, or 0 with *pos
+ * and *used moved to h (or past it) if it ends at h or later. A stretch
  * before the next 4 equal bytes holds runs of 1..3 bytes, one RLE1 byte
  * each, so it is counted whole, and only the run where the limit falls is
- * looked at; the search for 4 equal bytes stops at the limit, not at the
- * next such bytes, which in random data lie megabytes on. An end below n is
- * certain: the unit before it ended at a different byte or at 255. Client memory may change under us: a run
+ * looked at; the search for 4 equal bytes stops at the limit (or h), not at
+ * the next such bytes, which in random data lie megabytes on. A stretch cut
+ * at h splits no run that matters: a run reaching past h from before it is
+ * under 4 bytes long, since 4 equal bytes starting before h are seen when h
+ * + 3 <= n. An end below n is certain: the unit before it ended at a
+ * different byte or at 255. Client memory may change under us: a run
  * shorter than 4 when measured counts its own length, and every end is past
- * a, so the plan stays within plan_cap whatever the bytes.
+ * *pos, so the plan stays within plan_cap whatever the bytes.
  */
-static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
+static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit)
 {
-    size_t used = 0, i = a;
-    while (i < n) {
-        size_t stop = n - i > limit - used ? i + (limit - used) : n;
+    size_t i = *pos, u = *used, e = 0;
+    while (i < h) {
+        size_t stop = h - i > limit - u ? i + (limit - u) : h;
         size_t p = next_run4(src, i, stop, n);
-        if (used + (p - i) >= limit) { /* ends at or after p = stop, after the run of its limit-th byte */
-            size_t e = p;
+        if (u + (p - i) >= limit) { /* ends at or after p = stop, after the run of its limit-th byte */
+            e = p;
             /* that run has under 4 bytes from i, or one would start before stop */
             while (e < n && src[e] == src[e - 1])
                 e++;
-            return e;
+            break;
         }
-        used += p - i;
-        if ((i = p) >= n)
+        u += p - i;
+        if ((i = p) >= h)
             break;
         size_t r = run_length(src, i, n);
-        used += r >= 4 ? 5 : r;
+        u += r >= 4 ? 5 : r;
         i += r;
-        if (used >= limit)
-            return i;
+        if (u >= limit) {
+            e = i;
+            break;
+        }
     }
-    return n;
+    *pos = i;
+    *used = u;
+    return e;
+}
+
+/* End of the block that starts at unit start a of src[0..n): see block_walk; n ends the last. */
+static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
+{
+    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit);
+    return e ? e : n;
 }
 
 static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
@@ -153,4 +169,19 @@ size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
         i += r;
     }
     return o;
+}
+
+size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit)
+{
+    /* units starting before h are whole whatever follows n: runs are at most 255 bytes, and 4 more
+     * bytes settle a stretch's end and its 4-equal-byte search */
+    size_t h = end ? n : n > 259 ? n - 259 : 0;
+    while (w->start < min && w->pos < h) {
+        size_t e = block_walk(src, &w->pos, &w->used, h, n, limit);
+        if (!e)
+            break;
+        w->start = w->pos = e;
+        w->used = 0;
+    }
+    return w->start >= min && w->start < n ? w->start : 0;
 }
