@@ -949,8 +949,8 @@ static void run_ring_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec 
             ring_frame(fd, id, at, n, ended);
             continue;
         }
-        ck_assert_msg(read_answer(fd, id, a), "the daemon closed the connection mid-stream (%zu of %zu sent)", sent,
-                      len);
+        ck_assert_msg(read_answer(fd, id, a), "the daemon closed the connection mid-stream (%zu of %zu sent)",
+                      sent, len);
     }
 }
 

@@ -21,8 +21,10 @@ int gcd_stream_ring_check(int fd, uint64_t min, uint64_t max, uint64_t *size, gc
     if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
         return gc_fail(err, GC_E_INVALID, "a stream's ring must be a memfd made with MFD_ALLOW_SEALING");
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
-        return gc_fail(err, GC_E_INVALID, "a stream's ring cannot be sealed (%s): pass a memfd made with "
-                       "MFD_ALLOW_SEALING", strerror(errno));
+        return gc_fail(err, GC_E_INVALID,
+                       "a stream's ring cannot be sealed (%s): pass a memfd made with "
+                       "MFD_ALLOW_SEALING",
+                       strerror(errno));
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY)
         return gc_fail(err, GC_E_INVALID, "a stream's ring must be open for reading");
