@@ -68,6 +68,7 @@ struct gcd_stream {
     int in_fd, out_fd;
     uint64_t in_size;
     bool peeking;         /* a read of the bytes the codec's cut_file asked to see (into buf) is at the pool */
+    bool drop_after_peek; /* the stream let go of buf while that read ran: peek_done frees it */
     unsigned io;          /* reads and writes at the pool */
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
@@ -119,8 +120,12 @@ gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id)
     return NULL;
 }
 
+/* Free buf, or, while the pool reads into it, once that read is back (peek_done). */
 static void drop_buffer(gcd_stream *s)
 {
+    s->drop_after_peek = s->peeking;
+    if (s->peeking)
+        return;
     free(s->buf);
     s->buf = NULL;
     s->len = s->cap = 0;
@@ -422,7 +427,11 @@ static void peek_done(gcd_io_task *t)
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
     s->peeking = false;
-    if (!s->answered && (t->error || t->moved < t->len)) {
+    if (s->drop_after_peek) {
+        drop_buffer(s); /* ended or past garbage: what was read is not wanted */
+        if (!s->answered)
+            pump(s);
+    } else if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         io_error(&err, t, "input");
         fail(s, &err);
