@@ -46,7 +46,7 @@ run() {
     cat "$input" | /usr/bin/time -f '%U %S' -o "$dir/time" "$cli" --socket="$sock" "$@" >"$dir/out"
     t1=$(date +%s.%N)
     after=$(ticks "$pid")
-    cmp -s "$dir/out" "$expect" || { echo "$name: output differs" >&2; exit 1; }
+    cmp "$dir/out" "$expect" >&2 || { echo "$name: output differs" >&2; ls -l "$dir" >&2; exit 1; }
     bytes=$(stat -c %s "$expect")
     [ "$name" = compress ] && bytes=$(stat -c %s "$input")
     awk -v n="$name" -v b="$bytes" -v t0="$t0" -v t1="$t1" -v l=$((after - before)) -v hz="$hz" \
