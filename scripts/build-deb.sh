@@ -3,7 +3,8 @@
 # gpucompd (daemon, gpucomp, systemd units, sysusers.d/tmpfiles.d snippets,
 # /etc/gpucompd.conf, man pages), libgpucomp-client0 (shared library) and
 # libgpucomp-client-dev (header, pkg-config file, static library, man 3 page),
-# then run lintian on them (errors fail the build).
+# libgpucomp-bz2-1, gpucomp-bzip2 and python3-gpucomp (the Python module), then run
+# lintian on them (errors fail the build).
 #
 # Usage: scripts/build-deb.sh [--check] [--no-lintian] [--cpu-only] [OUTDIR] [configure options...]
 #   OUTDIR      where everything goes (default build-deb, ignored by git): the
@@ -39,7 +40,8 @@ arch=$(dpkg --print-architecture)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 src=$out/gpucompd-$version
-rm -rf "$src" "$out"/gpucompd_"$version"* "$out"/libgpucomp-client*_"$version"_*.deb "$out"/gpucomp-bzip2_"$version"_*.deb
+rm -rf "$src" "$out"/gpucompd_"$version"* "$out"/libgpucomp-client*_"$version"_*.deb "$out"/gpucomp-bzip2_"$version"_*.deb \
+    "$out"/python3-gpucomp_"$version"_*.deb
 mkdir -p "$src"
 
 # Copy the tree: tracked files still present plus untracked ones git does not ignore.
@@ -62,7 +64,7 @@ echo "build-deb: dpkg-buildpackage in $src (DEB_BUILD_OPTIONS='$opts'${profiles:
 grep -E '^ +backend:' "$out/build.log" | head -1 | sed 's/^ */build-deb: /' || true
 
 changes=$out/gpucompd_${version}_${arch}.changes
-for p in gpucompd libgpucomp-client0 libgpucomp-client-dev; do
+for p in gpucompd libgpucomp-client0 libgpucomp-client-dev python3-gpucomp; do
     deb=$out/${p}_${version}_${arch}.deb
     [ -f "$deb" ] || { echo "build-deb: $deb missing" >&2; exit 1; }
     echo "built $deb"

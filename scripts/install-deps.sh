@@ -5,8 +5,8 @@
 # python3 checks the CLI's JSON; python3-dev and python3-setuptools build the
 # Python module (tests/check_python.sh skips without them); systemd gives the unit tests systemd-analyze and
 # systemd-socket-activate (they skip without it); procps: /bin/kill, the unit's ExecReload.
-# debhelper, dpkg-dev, fakeroot, lintian: the Debian packages (scripts/build-deb.sh,
-# scripts/test-deb.sh).
+# debhelper, dh-python, dpkg-dev, fakeroot, lintian: the Debian packages (scripts/build-deb.sh,
+# scripts/test-deb.sh; dh-python for python3-gpucomp).
 # CUDA is optional: if /usr/local/cuda exists, configure builds the GPU backend too.
 set -euo pipefail
 SUDO=
@@ -18,5 +18,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev \
     check libsubunit-dev libbz2-dev libpython3.11-testsuite bzip2 lbzip2 pbzip2 clang clang-format-14 \
     libclang-rt-14-dev python3 python3-dev python3-setuptools systemd procps \
-    debhelper dpkg-dev fakeroot lintian >/dev/null
+    debhelper dh-python dpkg-dev fakeroot lintian >/dev/null
 echo "install-deps: done"

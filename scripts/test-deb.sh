@@ -17,7 +17,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 out=${1:-build-deb}
-pkgs="gpucompd libgpucomp-client0 libgpucomp-client-dev gpucomp-bzip2"
+pkgs="gpucompd libgpucomp-client0 libgpucomp-client-dev gpucomp-bzip2 python3-gpucomp"
 
 skip() { echo "deb: SKIP: $*"; exit 0; }
 [ "${SKIP_DEB:-0}" = 1 ] && skip "SKIP_DEB=1"
@@ -88,6 +88,16 @@ if [ "$(readlink -f /usr/lib/gpucomp/bin/bunzip2)" = /usr/bin/gpucomp ] && ! cmp
     ok "gpucomp-bzip2: bunzip2 in /usr/lib/gpucomp/bin decompresses; /bin/bzip2 untouched"
 else
     bad "gpucomp-bzip2: links missing, /bin/bzip2 replaced, or bunzip2 does not decompress"
+fi
+# python3-gpucomp: Debian's python3 imports the installed module (not the tree's), and what
+# it compresses (in process: no daemon is listening on this socket) bz2 decodes.
+if (cd / && GPUCOMP_SOCKET=$tmp/none /usr/bin/python3 -c 'import bz2, gpucomp, sys
+assert gpucomp.__file__.startswith("/usr/lib/python3/dist-packages/"), gpucomp.__file__
+data = b"python3-gpucomp " * 50000
+sys.exit(0 if bz2.decompress(gpucomp.compress(data)) == data and gpucomp.decompress(bz2.compress(data)) == data else 1)'); then
+    ok "python3-gpucomp: the installed module compresses and decompresses as bz2 does"
+else
+    bad "python3-gpucomp: the installed module does not import or round-trip"
 fi
 if zgrep -n -e '\$(' -e '@[a-zA-Z_]*@' /usr/share/man/man8/gpucompd.8.gz; then
     bad "the installed gpucompd(8) has a build-time name left in it"

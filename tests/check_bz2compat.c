@@ -14,52 +14,16 @@
 
 #include <check.h>
 
+#include "bzlib_pair.h"
 #include "daemon_harness.h"
 #include "gpucomp.h"
 
-typedef struct bzlib {
-    void *handle;
-    const char *(*version)(void);
-    int (*b2b_compress)(char *, unsigned *, char *, unsigned, int, int, int);
-    int (*b2b_decompress)(char *, unsigned *, char *, unsigned, int, int);
-    int (*c_init)(bz_stream *, int, int, int);
-    int (*c_step)(bz_stream *, int);
-    int (*c_end)(bz_stream *);
-    int (*d_init)(bz_stream *, int, int);
-    int (*d_step)(bz_stream *);
-    int (*d_end)(bz_stream *);
-} bzlib;
-
 static bzlib ref, shim;
-
-static void *sym(void *h, const char *name)
-{
-    void *p = dlsym(h, name);
-    ck_assert_msg(p != NULL, "%s: %s", name, dlerror());
-    return p;
-}
-
-static void load(bzlib *b, const char *path)
-{
-    b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    ck_assert_msg(b->handle != NULL, "dlopen %s: %s", path, dlerror());
-    b->version = (const char *(*)(void))sym(b->handle, "BZ2_bzlibVersion");
-    b->b2b_compress =
-        (int (*)(char *, unsigned *, char *, unsigned, int, int, int))sym(b->handle, "BZ2_bzBuffToBuffCompress");
-    b->b2b_decompress =
-        (int (*)(char *, unsigned *, char *, unsigned, int, int))sym(b->handle, "BZ2_bzBuffToBuffDecompress");
-    b->c_init = (int (*)(bz_stream *, int, int, int))sym(b->handle, "BZ2_bzCompressInit");
-    b->c_step = (int (*)(bz_stream *, int))sym(b->handle, "BZ2_bzCompress");
-    b->c_end = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzCompressEnd");
-    b->d_init = (int (*)(bz_stream *, int, int))sym(b->handle, "BZ2_bzDecompressInit");
-    b->d_step = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzDecompress");
-    b->d_end = (int (*)(bz_stream *))sym(b->handle, "BZ2_bzDecompressEnd");
-}
 
 static void setup(void)
 {
-    load(&ref, "libbz2.so.1.0");
-    load(&shim, SHIM_PATH);
+    bzlib_load(&ref, "libbz2.so.1.0");
+    bzlib_load(&shim, SHIM_PATH);
     ck_assert_ptr_ne(ref.b2b_compress, shim.b2b_compress);
 }
 
