@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bz2_oversub.h"
@@ -520,6 +521,55 @@ START_TEST(test_flush)
 }
 END_TEST
 
+/*
+ * An rle input that ends on a part boundary, its end told only after the
+ * daemon cut and compressed the last part (a pipe whose writer closes
+ * late): the output is still one frame per part, byte for byte what a
+ * stream told its end with its last byte gives, not one more empty frame.
+ * The same input must give the same bytes whenever its end arrives.
+ */
+START_TEST(test_rle_end_after_last_part)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 32 * MiB; /* exactly one part */
+    uint8_t *data = text(len, 16);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    uint8_t *obuf = malloc(MiB);
+    ck_assert_ptr_nonnull(obuf);
+    gpucomp_inbuf ib = { data, len, 0 };
+    size_t pending = 0;
+    time_t deadline = time(NULL) + 120; /* liveness only: the part's output must come without the end */
+    while (ib.pos < ib.size || k.len == 0) {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_CONTINUE, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+        ck_assert_msg(time(NULL) < deadline, "no output for a whole part before the end");
+        if (ob.pos == 0)
+            usleep(1000);
+    }
+    gpucomp_inbuf none = { NULL, 0, 0 };
+    do {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &none, &ob, GPUCOMP_END, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+    } while (pending);
+    gpucomp_stream_free(s);
+    sink told = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_COMPRESS, &o, data, len, 17, 5 * MiB, MiB, &told), GPUCOMP_OK);
+    ck_assert_uint_eq(k.len, told.len);
+    ck_assert_msg(memcmp(k.buf, told.buf, told.len) == 0, "the same input gave other bytes");
+    free(told.buf);
+    free(obuf);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* A timeout while the daemon has nothing to say: E_IO, the connection closed. */
 START_TEST(test_timeout)
 {
@@ -969,6 +1019,7 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_free_mid_stream);
     tcase_add_test(api, test_in_use_while_open);
     tcase_add_test(api, test_flush);
+    tcase_add_test(api, test_rle_end_after_last_part);
     tcase_add_test(api, test_timeout);
     tcase_add_test(api, test_oversubscribed_every_path);
     suite_add_tcase(s, api);
