@@ -612,6 +612,7 @@ END_TEST
 
 typedef enum fake_kind {
     FAKE_NO_STREAMS,     /* an older gpucompd: stream_window 0 */
+    FAKE_NO_RINGS,       /* streams without rings: input must come as payload, no descriptor with it */
     FAKE_CONSUMED_AHEAD, /* says it consumed more than was sent */
     FAKE_WRONG_TOTAL,    /* ends the stream with a total_size that is not what it sent */
     FAKE_OTHER_ID,       /* answers an id that is not in flight */
@@ -644,6 +645,39 @@ static Gpucomp__Frame *fake_recv(int fd)
     return f;
 }
 
+/* A frame, and how many descriptors came with it (closed: only their number matters). */
+static Gpucomp__Frame *fake_recv_fds(int fd, int *nfds)
+{
+    uint8_t h[GC_WIRE_HEADER_SIZE];
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = { h, 1 };
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf
+    };
+    *nfds = 0;
+    if (recvmsg(fd, &m, 0) != 1)
+        return NULL;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        int n = c->cmsg_type == SCM_RIGHTS ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+        for (int i = 0; i < n; i++)
+            close(((int *)(void *)CMSG_DATA(c))[i]);
+        *nfds += n;
+    }
+    if (!fake_read(fd, h + 1, sizeof h - 1))
+        return NULL;
+    uint32_t len = gc_wire_body_len(h);
+    uint8_t *body = malloc(len ? len : 1);
+    Gpucomp__Frame *f = NULL;
+    gc_error err;
+    if (body && fake_read(fd, body, len))
+        f = gc_wire_unpack(body, len, &err);
+    free(body);
+    return f;
+}
+
 static void fake_send(int fd, Gpucomp__Frame *f)
 {
     size_t n = gc_wire_packed_size(f);
@@ -660,6 +694,50 @@ static void fake_send_response(int fd, Gpucomp__Response *r)
     f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
     f.response = r;
     fake_send(fd, &f);
+}
+
+/*
+ * A daemon with streams but no rings: the stream's frames must carry their
+ * input as payload (no ring, no ring offsets, no descriptor); it answers
+ * with the input as output. Exits 4 on a ring, 5 on a frame it did not expect.
+ */
+static void fake_serve_frames(int fd)
+{
+    int nfds;
+    Gpucomp__Frame *f = fake_recv_fds(fd, &nfds);
+    if (!f || f->body_case != GPUCOMP__FRAME__BODY_REQUEST || !f->request->stream)
+        _exit(5);
+    if (f->request->ring || nfds)
+        _exit(4);
+    uint64_t id = f->request->id;
+    uint8_t *got = NULL;
+    size_t len = 0;
+    bool last = f->request->last;
+    while (!last) {
+        gc_wire_free(f);
+        f = fake_recv_fds(fd, &nfds);
+        if (!f || f->body_case != GPUCOMP__FRAME__BODY_REQUEST || f->request->id != id)
+            _exit(5);
+        const Gpucomp__Request *q = f->request;
+        if (q->ring || q->ring_offset || q->ring_length || nfds)
+            _exit(4);
+        got = realloc(got, len + q->payload.len + 1);
+        memcpy(got + len, q->payload.data, q->payload.len);
+        len += q->payload.len;
+        last = q->last;
+    }
+    gc_wire_free(f);
+    Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
+    r.id = id;
+    r.stream = true;
+    r.consumed = len;
+    r.payload.data = got;
+    r.payload.len = len;
+    r.last = true;
+    r.total_size = len;
+    r.backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    fake_send_response(fd, &r);
+    free(got);
 }
 
 /* The child's side: one connection, the handshake, then the misbehaviour of kind. */
@@ -679,7 +757,9 @@ static void fake_serve(int lfd, fake_kind kind)
     f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
     f.welcome = &w;
     fake_send(fd, &f);
-    Gpucomp__Frame *open = kind == FAKE_NO_STREAMS ? NULL : fake_recv(fd);
+    if (kind == FAKE_NO_RINGS)
+        fake_serve_frames(fd);
+    Gpucomp__Frame *open = kind == FAKE_NO_STREAMS || kind == FAKE_NO_RINGS ? NULL : fake_recv(fd);
     if (open && open->body_case == GPUCOMP__FRAME__BODY_REQUEST) {
         Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
         r.id = open->request->id + (kind == FAKE_OTHER_ID ? 7 : 0);
@@ -744,10 +824,35 @@ START_TEST(test_fake_no_streams)
 }
 END_TEST
 
+/*
+ * A daemon with streams that does not announce rings: the library sends the
+ * input in frames (the fake exits non-zero on a ring or a descriptor).
+ */
+START_TEST(test_fake_no_rings)
+{
+    char path[108];
+    pid_t pid = fake_start(FAKE_NO_RINGS, path, sizeof path);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(path, &c), GPUCOMP_OK);
+    uint8_t *data = text(300000, 18);
+    sink k = { 0 };
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    int rc = stream_all(c, GPUCOMP_COMPRESS, &o, data, 300000, 19, 100000, 70000, &k);
+    ck_assert_msg(rc == GPUCOMP_OK, "stream: %s (%s)", gpucomp_strerror(rc), gpucomp_last_error(c));
+    ck_assert_uint_eq(k.len, 300000);
+    ck_assert_msg(memcmp(k.buf, data, k.len) == 0, "the fake's echo differs from the input");
+    gpucomp_close(c);
+    fake_stop(pid, path);
+    free(k.buf);
+    free(data);
+}
+END_TEST
+
 /* A daemon that breaks the stream rules: PROTOCOL, and the connection is closed. */
 START_TEST(test_fake_misbehaves)
 {
-    fake_kind kind = (fake_kind)(_i + 1);
+    fake_kind kind = (fake_kind)_i;
     char path[108];
     pid_t pid = fake_start(kind, path, sizeof path);
     gpucomp_client *c = NULL;
@@ -1026,7 +1131,8 @@ static Suite *stream_suite(void)
     TCase *fake = tcase_create("fake");
     tcase_set_timeout(fake, 30);
     tcase_add_test(fake, test_fake_no_streams);
-    tcase_add_loop_test(fake, test_fake_misbehaves, 0, FAKE_KINDS - 1);
+    tcase_add_test(fake, test_fake_no_rings);
+    tcase_add_loop_test(fake, test_fake_misbehaves, FAKE_CONSUMED_AHEAD, FAKE_KINDS);
     suite_add_tcase(s, fake);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, setup, teardown);
