@@ -155,8 +155,9 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
     if (s->ring) {
         r.ring_offset = s->sent % s->ring_size;
         r.ring_length = n;
-        if (n)
-            memcpy(s->ring + r.ring_offset, (const uint8_t *)in->src + in->pos, (size_t)n);
+        const uint8_t *from = (const uint8_t *)in->src + in->pos;
+        if (n && from != s->ring + r.ring_offset) /* else read there already (gpucomp_stream_input_space) */
+            memcpy(s->ring + r.ring_offset, from, (size_t)n);
     } else { /* protobuf-c's payload is not const; packing only reads it. */
         r.payload.data = n ? (uint8_t *)(uintptr_t)((const uint8_t *)in->src + in->pos) : NULL;
         r.payload.len = (size_t)n;
@@ -172,6 +173,36 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
         s->flushed_at = s->sent;
     s->last_sent = last;
     return GC_OK;
+}
+
+/* Ring bytes the caller may fill now: from the next input offset up to the window or the ring's end. */
+static size_t ring_room(const gpucomp_stream *s)
+{
+    if (!s->ring || s->last_sent || s->final || s->status != GC_OK)
+        return 0;
+    uint64_t n = credit(s), to_end = s->ring_size - (size_t)(s->sent % s->ring_size);
+    return (size_t)(n < to_end ? n : to_end);
+}
+
+void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len)
+{
+    size_t n = s ? ring_room(s) : 0;
+    if (len)
+        *len = n;
+    return n ? s->ring + s->sent % s->ring_size : NULL;
+}
+
+/*
+ * Input inside the ring must be what gpucomp_stream_input_space offered:
+ * anything else would be copied over itself or read past the mapping.
+ */
+static bool ring_input_ok(const gpucomp_stream *s, const gpucomp_inbuf *in)
+{
+    uintptr_t p = (uintptr_t)in->src + in->pos, ring = (uintptr_t)s->ring;
+    size_t n = in->size - in->pos;
+    if (!s->ring || n == 0 || p >= ring + s->ring_size || p + n <= ring)
+        return true;
+    return p == ring + s->sent % s->ring_size && n <= ring_room(s);
 }
 
 /* OP_CANCEL for the stream: the daemon stops its work and stops dropping its frames. */
@@ -724,6 +755,10 @@ int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out
         return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: invalid buffer or end op");
     if (s->status != GC_OK)
         return s->status; /* the stream ended with an error; c->err still says why */
+    if (!ring_input_ok(s, in))
+        return gc_fail(err, GC_E_INVALID,
+                       "gpucomp_stream_run: input inside the stream's ring other than what "
+                       "gpucomp_stream_input_space offered");
     if (s->ended && (op != GPUCOMP_END || in->pos < in->size) && !s->final)
         return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: input after GPUCOMP_END");
     if (s->c->fd < 0)

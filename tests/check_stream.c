@@ -570,6 +570,66 @@ START_TEST(test_rle_end_after_last_part)
 }
 END_TEST
 
+/*
+ * Input put where gpucomp_stream_input_space says (the ring, wrapping more
+ * than once), in pieces of random size, and otherwise from the caller's own
+ * buffer when there is no room: the same bytes as a stream fed from a buffer.
+ * Input inside the ring anywhere else is refused.
+ */
+START_TEST(test_input_space)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 150 * MiB + 3;
+    uint8_t *data = text(len, 20);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    uint8_t *obuf = malloc(MiB);
+    ck_assert_ptr_nonnull(obuf);
+    uint64_t rng = 21;
+    size_t off = 0, pending = 1, in_space = 0;
+    while (off < len || pending) {
+        size_t room = 0, n = len - off;
+        uint8_t *space = gpucomp_stream_input_space(s, &room);
+        const uint8_t *src = data + off;
+        if (space && n) {
+            gpucomp_inbuf bad = { space + 1, 1, 0 };
+            gpucomp_outbuf none = { obuf, 0, 0 };
+            ck_assert_int_eq(gpucomp_stream_run(s, &bad, &none, GPUCOMP_CONTINUE, NULL), GPUCOMP_E_INVALID);
+            n = rand_size(&rng, room < n ? room : n);
+            memcpy(space, src, n);
+            src = space;
+            in_space += n;
+        } else {
+            n = n < MiB ? n : MiB;
+        }
+        gpucomp_inbuf ib = { src, n, 0 };
+        gpucomp_end_op op = off + n == len ? GPUCOMP_END : GPUCOMP_CONTINUE;
+        do {
+            gpucomp_outbuf ob = { obuf, MiB, 0 };
+            ck_assert_msg(gpucomp_stream_run(s, &ib, &ob, op, &pending) == GPUCOMP_OK, "run: %s",
+                          gpucomp_last_error(c));
+            sink_add(&k, obuf, ob.pos);
+        } while (ib.pos < ib.size || (op == GPUCOMP_END && pending));
+        off += n;
+    }
+    ck_assert_ptr_null(gpucomp_stream_input_space(s, NULL)); /* ended */
+    gpucomp_stream_free(s);
+    ck_assert_uint_gt(in_space, len / 2);
+    sink whole = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_COMPRESS, &o, data, len, 22, 7 * MiB, MiB, &whole), GPUCOMP_OK);
+    ck_assert_uint_eq(k.len, whole.len);
+    ck_assert_msg(memcmp(k.buf, whole.buf, whole.len) == 0, "input from the ring gave other bytes");
+    free(whole.buf);
+    free(obuf);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* A timeout while the daemon has nothing to say: E_IO, the connection closed. */
 START_TEST(test_timeout)
 {
@@ -838,7 +898,13 @@ START_TEST(test_fake_no_rings)
     sink k = { 0 };
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
-    int rc = stream_all(c, GPUCOMP_COMPRESS, &o, data, 300000, 19, 100000, 70000, &k);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    size_t room = 1;
+    ck_assert_ptr_null(gpucomp_stream_input_space(s, &room)); /* no ring: nothing to put input in */
+    ck_assert_uint_eq(room, 0);
+    int rc = pump(s, data, 300000, 19, 100000, 70000, &k);
+    gpucomp_stream_free(s);
     ck_assert_msg(rc == GPUCOMP_OK, "stream: %s (%s)", gpucomp_strerror(rc), gpucomp_last_error(c));
     ck_assert_uint_eq(k.len, 300000);
     ck_assert_msg(memcmp(k.buf, data, k.len) == 0, "the fake's echo differs from the input");
@@ -1125,6 +1191,7 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_in_use_while_open);
     tcase_add_test(api, test_flush);
     tcase_add_test(api, test_rle_end_after_last_part);
+    tcase_add_test(api, test_input_space);
     tcase_add_test(api, test_timeout);
     tcase_add_test(api, test_oversubscribed_every_path);
     suite_add_tcase(s, api);
