@@ -5,7 +5,10 @@
 # transport (client loop, socket or ring, the daemon's event loop), not the
 # codec. Prints MB/s (10^6 input bytes per second, compress; output bytes,
 # decompress) and the CPU seconds of the daemon's event-loop thread (its main
-# thread) and of gpucomp over the run. Every output is checked: a decompressed
+# thread) and of gpucomp over the run. gpucomp writes into a pipe, as in
+# `gpucomp -dc < F | ...`; a cat behind it writes the file, so the kernel's
+# cost of a file's dirty pages (which made gpucomp's own CPU seconds for the
+# same decompressed GiB vary from 0.4 to 2.1) lands on cat. Every output is checked: a decompressed
 # one against the original, a compressed one by decompressing it on this CPU
 # (--local): compressed bytes are compared only with the daemon's file path,
 # since daemons before the fix for a trailing empty rle frame give a pipe's
@@ -48,9 +51,12 @@ run() {
     shift 3
     before=$(ticks "$pid")
     t0=$(date +%s.%N)
-    cat "$input" | /usr/bin/time -f '%U %S' -o "$dir/time" "$cli" --socket="$sock" "$@" >"$dir/out"
+    rm -f "$dir/rc"
+    { cat "$input" | /usr/bin/time -f '%U %S' -o "$dir/time" "$cli" --socket="$sock" "$@" || echo $? >"$dir/rc"; } |
+        cat >"$dir/out"
     t1=$(date +%s.%N)
     after=$(ticks "$pid")
+    [ ! -e "$dir/rc" ] || { echo "$name: gpucomp failed (exit $(cat "$dir/rc"))" >&2; exit 1; }
     if [ "$name" = compress ]; then
         "$cli" --local -d -c "$dir/out" | cmp - "$input" >&2
     else
