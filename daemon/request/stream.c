@@ -82,7 +82,7 @@ struct gcd_stream {
      * x % ring_size of ring_fd, the client's memfd, until consumed passes it */
     int ring_fd;
     uint64_t ring_size;
-    bool ring_charged;
+    uint64_t ring_charged;      /* its input not yet taken (received - consumed), charged to the budget */
     bool reading[STREAM_SLOTS]; /* a ring stream's part whose read from the ring is at the pool */
     /* totals */
     uint64_t out_total, engine_ns;
@@ -153,7 +153,7 @@ static void stream_free(gcd_stream *s)
     if (ring(s))
         close(s->ring_fd);
     if (s->ring_charged)
-        gcd_budget_release(set->server->budget, s->proto.uid, s->ring_size);
+        gcd_budget_release(set->server->budget, s->proto.uid, s->ring_charged);
     if (s->ops && s->ops->close && s->state)
         s->ops->close(s->state);
     else
@@ -775,6 +775,39 @@ static bool reserve(gcd_stream *s, size_t more, gc_error *err)
 }
 
 /*
+ * A ring stream's input not yet taken is charged as a socket stream's
+ * buffer is: the ring itself is the client's memory, which the daemon
+ * neither maps nor fills, so charging all of it would only make a user's
+ * small streams cost a window each.
+ */
+static bool charge_ring_input(gcd_stream *s, uint64_t n)
+{
+    gcd_budget *b = s->set->server->budget;
+    if (n && !gcd_budget_try_charge(b, s->proto.uid, n)) {
+        gc_error err = { 0 };
+        gc_fail(&err, GC_E_LIMIT,
+                "the stream's %llu bytes of input in its ring do not fit the daemon's memory budget now "
+                "(%llu of %llu bytes held): retry later",
+                (unsigned long long)(s->received - s->consumed + n), (unsigned long long)gcd_budget_in_use(b),
+                (unsigned long long)gcd_budget_limit(b));
+        fail(s, &err);
+        return false;
+    }
+    s->ring_charged += n;
+    return true;
+}
+
+/* What consumed passed is taken: its charge goes (parts and peeks charge their own buffers). */
+static void release_ring_input(gcd_stream *s)
+{
+    uint64_t left = s->received - s->consumed;
+    if (s->ring_charged > left) {
+        gcd_budget_release(s->set->server->budget, s->proto.uid, s->ring_charged - left);
+        s->ring_charged = left;
+    }
+}
+
+/*
  * A ring stream's frame names its input's place in the ring: a client that
  * lies about it is cut off. The bytes stay in the ring until a part or the
  * cut's peek has them read by the pool.
@@ -791,9 +824,12 @@ static void take_ring_input(gcd_stream *s, const Gpucomp__Request *m)
         fail(s, &err);
         return;
     }
+    if (!s->garbage && !charge_ring_input(s, m->ring_length))
+        return;
     s->received += m->ring_length;
     if (s->garbage)
         s->consumed = s->received;
+    release_ring_input(s);
     if (s->garbage && m->ring_length)
         send_credit(s);
     if (m->flush && !s->garbage)
@@ -862,7 +898,7 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
     maybe_free(s);
 }
 
-/* A ring stream's ring (docs/PROTOCOL.md, "Ring streams"), charged to its user's budget while it is open. */
+/* A ring stream's ring (docs/PROTOCOL.md, "Ring streams"): checked and sealed; its input is charged as it comes. */
 static int open_ring(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
 {
     if (m->input_fd || m->output_fd)
@@ -871,18 +907,7 @@ static int open_ring(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
     if (!ring(s))
         return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a ring stream's first frame came without its ring",
                        (unsigned long long)m->id);
-    int rc = gcd_stream_ring_check(s->ring_fd, GCD_STREAM_WINDOW, GCD_STREAM_RING_MOST, &s->ring_size, err);
-    if (rc != GC_OK)
-        return rc;
-    gcd_budget *b = s->set->server->budget;
-    if (!gcd_budget_try_charge(b, s->proto.uid, s->ring_size))
-        return gc_fail(err, GC_E_LIMIT,
-                       "the stream's ring of %llu bytes does not fit the daemon's memory budget now "
-                       "(%llu of %llu bytes held): retry later",
-                       (unsigned long long)s->ring_size, (unsigned long long)gcd_budget_in_use(b),
-                       (unsigned long long)gcd_budget_limit(b));
-    s->ring_charged = true;
-    return GC_OK;
+    return gcd_stream_ring_check(s->ring_fd, GCD_STREAM_WINDOW, GCD_STREAM_RING_MOST, &s->ring_size, err);
 }
 
 /* A file stream's descriptors (docs/PROTOCOL.md, "File streams"), already s's: stream_free closes them. */
@@ -1266,6 +1291,7 @@ static bool advance_consumed(gcd_stream *s)
     if (to <= s->consumed)
         return false;
     s->consumed = to;
+    release_ring_input(s);
     return true;
 }
 
@@ -1349,6 +1375,7 @@ static void emit_ready(gcd_stream *s)
         if (err.code == GC_OK && s->garbage) {
             drop_buffer(s);
             s->consumed = s->received;
+            release_ring_input(s);
             s->final_out = s->input_ended;
         }
         if (s->kept == r)
