@@ -36,6 +36,8 @@ typedef struct gcd_stream_ops {
      */
     int (*cut)(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final, bool flush,
                size_t *take, gc_error *err);
+    /* Whether cut looks at the bytes (NULL: always); a ring stream's are read for it only if so. */
+    bool (*cut_reads)(const gcd_request *proto);
     /*
      * The same for a file stream, whose input is all there: left bytes of
      * the file from the cut point, of which head holds the first head_len

@@ -121,6 +121,7 @@ static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *e
     c->stream_window = w->stream_window;
     c->max_streams = w->max_streams;
     c->file_streams = w->file_streams;
+    c->stream_rings = w->stream_rings;
     snprintf(c->server_version, sizeof c->server_version, "%s", w->server_version ? w->server_version : "");
     return GC_OK;
 }

@@ -15,12 +15,20 @@
  * the caller's buffer only as far as the daemon's window allows (at most
  * consumed + stream_window bytes sent), so the daemon never has to refuse it.
  *
+ * With a daemon that takes rings (Welcome's stream_rings), the input goes
+ * into a ring instead: a sealable memfd of stream_window bytes, passed once
+ * with the opening frame, which the daemon's I/O threads read. Each frame
+ * then only names the bytes it adds (ring_offset, ring_length), so input
+ * crosses neither the socket nor the daemon's event loop; the window rule
+ * is what keeps us from writing over bytes the daemon has not read yet.
+ *
  * After anything that leaves the socket in an unknown state (an I/O error, a
  * malformed frame, a timeout) the connection is closed, as client_request.c
  * does; a stream the daemon ended with an error leaves it usable.
  */
 #include "client_internal.h"
 #include "client_io.h"
+#include "fdpass.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -28,7 +36,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 /* gpucomp_stream_free waits this long for a cancelled stream's final frame when no timeout is set. */
@@ -68,6 +78,10 @@ struct gpucomp_stream {
     /* a file stream (client_file.c): the daemon reads the input file itself */
     bool file;
     bool file_out; /* and writes the output file: no payload comes back */
+    /* a ring stream: input offset x is at ring[x % ring_size], the memfd ring_fd mapped */
+    int ring_fd;
+    uint8_t *ring;
+    size_t ring_size;
 };
 
 /* ---- sending ----------------------------------------------------------- */
@@ -128,6 +142,8 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
     uint64_t n = credit(s);
     size_t fragment = gc_wire_max_payload(s->c->max_frame);
     n = n < left ? n : left;
+    if (s->ring) /* one frame names the bytes up to the ring's end at most */
+        fragment = s->ring_size - (size_t)(s->sent % s->ring_size);
     n = n < fragment ? n : fragment;
     bool takes_all = n == left;
     bool last = takes_all && op == GPUCOMP_END;
@@ -136,9 +152,16 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
         return GC_OK;
     Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
     r.id = s->id;
-    /* protobuf-c's payload is not const; packing only reads it. */
-    r.payload.data = n ? (uint8_t *)(uintptr_t)((const uint8_t *)in->src + in->pos) : NULL;
-    r.payload.len = (size_t)n;
+    if (s->ring) {
+        r.ring_offset = s->sent % s->ring_size;
+        r.ring_length = n;
+        const uint8_t *from = (const uint8_t *)in->src + in->pos;
+        if (n && from != s->ring + r.ring_offset) /* else read there already (gpucomp_stream_input_space) */
+            memcpy(s->ring + r.ring_offset, from, (size_t)n);
+    } else { /* protobuf-c's payload is not const; packing only reads it. */
+        r.payload.data = n ? (uint8_t *)(uintptr_t)((const uint8_t *)in->src + in->pos) : NULL;
+        r.payload.len = (size_t)n;
+    }
     r.last = last;
     r.flush = flush && !last; /* last already makes the daemon finish everything */
     int rc = pack_request(s, &r);
@@ -150,6 +173,36 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
         s->flushed_at = s->sent;
     s->last_sent = last;
     return GC_OK;
+}
+
+/* Ring bytes the caller may fill now: from the next input offset up to the window or the ring's end. */
+static size_t ring_room(const gpucomp_stream *s)
+{
+    if (!s->ring || s->last_sent || s->final || s->status != GC_OK)
+        return 0;
+    uint64_t n = credit(s), to_end = s->ring_size - (size_t)(s->sent % s->ring_size);
+    return (size_t)(n < to_end ? n : to_end);
+}
+
+void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len)
+{
+    size_t n = s ? ring_room(s) : 0;
+    if (len)
+        *len = n;
+    return n ? s->ring + s->sent % s->ring_size : NULL;
+}
+
+/*
+ * Input inside the ring must be what gpucomp_stream_input_space offered:
+ * anything else would be copied over itself or read past the mapping.
+ */
+static bool ring_input_ok(const gpucomp_stream *s, const gpucomp_inbuf *in)
+{
+    uintptr_t p = (uintptr_t)in->src + in->pos, ring = (uintptr_t)s->ring;
+    size_t n = in->size - in->pos;
+    if (!s->ring || n == 0 || p >= ring + s->ring_size || p + n <= ring)
+        return true;
+    return p == ring + s->sent % s->ring_size && n <= ring_room(s);
 }
 
 /* OP_CANCEL for the stream: the daemon stops its work and stops dropping its frames. */
@@ -436,17 +489,58 @@ static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_opt
     r.input_fd = fds[0] >= 0;
     r.output_fd = fds[1] >= 0;
     r.last = r.input_fd; /* a file stream is all in its first frame */
+    r.ring = s->ring != NULL;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = &r;
     /* Small, and the daemon reads it at once: a plain blocking send is enough. */
     if (r.input_fd)
         return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, fds, r.output_fd ? 2 : 1, &s->c->err);
+    if (r.ring)
+        return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, &s->ring_fd, 1, &s->c->err);
     return client_io_send_frame(s->c->fd, &f, s->c->max_frame, false, &s->c->err);
 }
 
 static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
                        gpucomp_stream **out);
+
+/* The largest ring we make: a daemon announcing a larger window gets frames. */
+#define RING_MOST ((uint64_t)256 << 20)
+
+/*
+ * A ring of stream_window bytes, when the daemon takes rings; without one
+ * (no memfd, no memory) the stream sends its input in frames, as to a
+ * daemon that takes none.
+ */
+static void make_ring(gpucomp_stream *s)
+{
+    uint64_t size = s->c->stream_window;
+    s->ring_fd = -1;
+    if (!s->c->stream_rings || s->file || size == 0 || size > RING_MOST)
+        return;
+    int fd = gc_memfd_create("gpucomp-ring");
+    if (fd < 0)
+        return;
+    void *p =
+        ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    s->ring_fd = fd;
+    s->ring = p;
+    s->ring_size = (size_t)size;
+}
+
+static void drop_ring(gpucomp_stream *s)
+{
+    if (s->ring)
+        munmap(s->ring, s->ring_size);
+    if (s->ring_fd >= 0)
+        close(s->ring_fd);
+    s->ring = NULL;
+    s->ring_fd = -1;
+}
 
 int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
 {
@@ -495,10 +589,12 @@ static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
     s->file = fds[0] >= 0;
     s->file_out = fds[1] >= 0;
     s->last_sent = s->ended = s->file;
+    make_ring(s);
     int rc = send_open(s, dir, o, fds);
     if (rc != GC_OK) {
         if (rc == GC_E_IO)
             client_disconnect(c);
+        drop_ring(s);
         free(s);
         return rc;
     }
@@ -659,6 +755,10 @@ int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out
         return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: invalid buffer or end op");
     if (s->status != GC_OK)
         return s->status; /* the stream ended with an error; c->err still says why */
+    if (!ring_input_ok(s, in))
+        return gc_fail(err, GC_E_INVALID,
+                       "gpucomp_stream_run: input inside the stream's ring other than what "
+                       "gpucomp_stream_input_space offered");
     if (s->ended && (op != GPUCOMP_END || in->pos < in->size) && !s->final)
         return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: input after GPUCOMP_END");
     if (s->c->fd < 0)
@@ -743,6 +843,7 @@ void gpucomp_stream_free(gpucomp_stream *s)
     gc_wire_free(s->held);
     free(s->rbuf);
     free(s->wbuf);
+    drop_ring(s);
     if (c->stream == s)
         c->stream = NULL;
     free(s);

@@ -384,6 +384,20 @@ int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_
 int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op,
                        size_t *pending);
 
+/*
+ * Where the stream's next input bytes may be put so that gpucomp_stream_run
+ * takes them without copying them (a read(2) straight into it, say): memory
+ * shared with the daemon, *len (may be NULL) bytes of it, as many as the
+ * daemon lets the stream send now. NULL with *len 0 when there is none now:
+ * nothing may be sent until the daemon takes more (gpucomp_stream_run waits
+ * for that), the stream ended, or it sends its input in frames (a daemon
+ * without rings). Valid until the next call on the stream: fill n <= *len
+ * bytes and pass { the pointer, n, 0 } as gpucomp_stream_run's input; input
+ * elsewhere is copied as always (GPUCOMP_E_INVALID for any other input
+ * inside this memory). (0.2.0)
+ */
+void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len);
+
 /* Input bytes taken and output bytes returned so far (progress). */
 uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s);
 uint64_t gpucomp_stream_bytes_out(const gpucomp_stream *s);

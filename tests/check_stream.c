@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bz2_oversub.h"
@@ -520,6 +521,117 @@ START_TEST(test_flush)
 }
 END_TEST
 
+/*
+ * An input that ends on a part boundary, its end told only after the daemon
+ * cut and compressed the last part (a pipe whose writer closes late): the
+ * output is byte for byte what a stream told its end with its last byte
+ * gives (rle: one frame per part, not one more empty frame; bzip2: the same
+ * stream end). The same input must give the same bytes whenever its end
+ * arrives.
+ */
+START_TEST(test_end_after_last_part)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 32 * MiB; /* exactly one part */
+    uint8_t *data = text(len, 16);
+    gpucomp_options o;
+    gpucomp_options_init(&o, _i ? GPUCOMP_CODEC_BZIP2 : GPUCOMP_CODEC_RLE);
+    o.level = _i ? 1 : o.level;
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    uint8_t *obuf = malloc(MiB);
+    ck_assert_ptr_nonnull(obuf);
+    gpucomp_inbuf ib = { data, len, 0 };
+    size_t pending = 0;
+    time_t deadline = time(NULL) + 120; /* liveness only: the part's output must come without the end */
+    while (ib.pos < ib.size || k.len == 0) {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, GPUCOMP_CONTINUE, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+        ck_assert_msg(time(NULL) < deadline, "no output for a whole part before the end");
+        if (ob.pos == 0)
+            usleep(1000);
+    }
+    gpucomp_inbuf none = { NULL, 0, 0 };
+    do {
+        gpucomp_outbuf ob = { obuf, MiB, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &none, &ob, GPUCOMP_END, &pending), GPUCOMP_OK);
+        sink_add(&k, obuf, ob.pos);
+    } while (pending);
+    gpucomp_stream_free(s);
+    sink told = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_COMPRESS, &o, data, len, 17, 5 * MiB, MiB, &told), GPUCOMP_OK);
+    ck_assert_uint_eq(k.len, told.len);
+    ck_assert_msg(memcmp(k.buf, told.buf, told.len) == 0, "the same input gave other bytes");
+    free(told.buf);
+    free(obuf);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
+ * Input put where gpucomp_stream_input_space says (the ring, wrapping more
+ * than once), in pieces of random size, and otherwise from the caller's own
+ * buffer when there is no room: the same bytes as a stream fed from a buffer.
+ * Input inside the ring anywhere else is refused.
+ */
+START_TEST(test_input_space)
+{
+    gpucomp_client *c = connect_or_fail();
+    size_t len = 150 * MiB + 3;
+    uint8_t *data = text(len, 20);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    sink k = { 0 };
+    uint8_t *obuf = malloc(MiB);
+    ck_assert_ptr_nonnull(obuf);
+    uint64_t rng = 21;
+    size_t off = 0, pending = 1, in_space = 0;
+    while (off < len || pending) {
+        size_t room = 0, n = len - off;
+        uint8_t *space = gpucomp_stream_input_space(s, &room);
+        const uint8_t *src = data + off;
+        if (space && n) {
+            gpucomp_inbuf bad = { space + 1, 1, 0 };
+            gpucomp_outbuf none = { obuf, 0, 0 };
+            ck_assert_int_eq(gpucomp_stream_run(s, &bad, &none, GPUCOMP_CONTINUE, NULL), GPUCOMP_E_INVALID);
+            n = rand_size(&rng, room < n ? room : n);
+            memcpy(space, src, n);
+            src = space;
+            in_space += n;
+        } else {
+            n = n < MiB ? n : MiB;
+        }
+        gpucomp_inbuf ib = { src, n, 0 };
+        gpucomp_end_op op = off + n == len ? GPUCOMP_END : GPUCOMP_CONTINUE;
+        do {
+            gpucomp_outbuf ob = { obuf, MiB, 0 };
+            ck_assert_msg(gpucomp_stream_run(s, &ib, &ob, op, &pending) == GPUCOMP_OK, "run: %s",
+                          gpucomp_last_error(c));
+            sink_add(&k, obuf, ob.pos);
+        } while (ib.pos < ib.size || (op == GPUCOMP_END && pending));
+        off += n;
+    }
+    ck_assert_ptr_null(gpucomp_stream_input_space(s, NULL)); /* ended */
+    gpucomp_stream_free(s);
+    ck_assert_uint_gt(in_space, len / 2);
+    sink whole = { 0 };
+    ck_assert_int_eq(stream_all(c, GPUCOMP_COMPRESS, &o, data, len, 22, 7 * MiB, MiB, &whole), GPUCOMP_OK);
+    ck_assert_uint_eq(k.len, whole.len);
+    ck_assert_msg(memcmp(k.buf, whole.buf, whole.len) == 0, "input from the ring gave other bytes");
+    free(whole.buf);
+    free(obuf);
+    free(k.buf);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 /* A timeout while the daemon has nothing to say: E_IO, the connection closed. */
 START_TEST(test_timeout)
 {
@@ -562,6 +674,7 @@ END_TEST
 
 typedef enum fake_kind {
     FAKE_NO_STREAMS,     /* an older gpucompd: stream_window 0 */
+    FAKE_NO_RINGS,       /* streams without rings: input must come as payload, no descriptor with it */
     FAKE_CONSUMED_AHEAD, /* says it consumed more than was sent */
     FAKE_WRONG_TOTAL,    /* ends the stream with a total_size that is not what it sent */
     FAKE_OTHER_ID,       /* answers an id that is not in flight */
@@ -594,6 +707,39 @@ static Gpucomp__Frame *fake_recv(int fd)
     return f;
 }
 
+/* A frame, and how many descriptors came with it (closed: only their number matters). */
+static Gpucomp__Frame *fake_recv_fds(int fd, int *nfds)
+{
+    uint8_t h[GC_WIRE_HEADER_SIZE];
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = { h, 1 };
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf
+    };
+    *nfds = 0;
+    if (recvmsg(fd, &m, 0) != 1)
+        return NULL;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        int n = c->cmsg_type == SCM_RIGHTS ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+        for (int i = 0; i < n; i++)
+            close(((int *)(void *)CMSG_DATA(c))[i]);
+        *nfds += n;
+    }
+    if (!fake_read(fd, h + 1, sizeof h - 1))
+        return NULL;
+    uint32_t len = gc_wire_body_len(h);
+    uint8_t *body = malloc(len ? len : 1);
+    Gpucomp__Frame *f = NULL;
+    gc_error err;
+    if (body && fake_read(fd, body, len))
+        f = gc_wire_unpack(body, len, &err);
+    free(body);
+    return f;
+}
+
 static void fake_send(int fd, Gpucomp__Frame *f)
 {
     size_t n = gc_wire_packed_size(f);
@@ -610,6 +756,50 @@ static void fake_send_response(int fd, Gpucomp__Response *r)
     f.body_case = GPUCOMP__FRAME__BODY_RESPONSE;
     f.response = r;
     fake_send(fd, &f);
+}
+
+/*
+ * A daemon with streams but no rings: the stream's frames must carry their
+ * input as payload (no ring, no ring offsets, no descriptor); it answers
+ * with the input as output. Exits 4 on a ring, 5 on a frame it did not expect.
+ */
+static void fake_serve_frames(int fd)
+{
+    int nfds;
+    Gpucomp__Frame *f = fake_recv_fds(fd, &nfds);
+    if (!f || f->body_case != GPUCOMP__FRAME__BODY_REQUEST || !f->request->stream)
+        _exit(5);
+    if (f->request->ring || nfds)
+        _exit(4);
+    uint64_t id = f->request->id;
+    uint8_t *got = NULL;
+    size_t len = 0;
+    bool last = f->request->last;
+    while (!last) {
+        gc_wire_free(f);
+        f = fake_recv_fds(fd, &nfds);
+        if (!f || f->body_case != GPUCOMP__FRAME__BODY_REQUEST || f->request->id != id)
+            _exit(5);
+        const Gpucomp__Request *q = f->request;
+        if (q->ring || q->ring_offset || q->ring_length || nfds)
+            _exit(4);
+        got = realloc(got, len + q->payload.len + 1);
+        memcpy(got + len, q->payload.data, q->payload.len);
+        len += q->payload.len;
+        last = q->last;
+    }
+    gc_wire_free(f);
+    Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
+    r.id = id;
+    r.stream = true;
+    r.consumed = len;
+    r.payload.data = got;
+    r.payload.len = len;
+    r.last = true;
+    r.total_size = len;
+    r.backend = GPUCOMP__BACKEND__BACKEND_CPU;
+    fake_send_response(fd, &r);
+    free(got);
 }
 
 /* The child's side: one connection, the handshake, then the misbehaviour of kind. */
@@ -629,7 +819,9 @@ static void fake_serve(int lfd, fake_kind kind)
     f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
     f.welcome = &w;
     fake_send(fd, &f);
-    Gpucomp__Frame *open = kind == FAKE_NO_STREAMS ? NULL : fake_recv(fd);
+    if (kind == FAKE_NO_RINGS)
+        fake_serve_frames(fd);
+    Gpucomp__Frame *open = kind == FAKE_NO_STREAMS || kind == FAKE_NO_RINGS ? NULL : fake_recv(fd);
     if (open && open->body_case == GPUCOMP__FRAME__BODY_REQUEST) {
         Gpucomp__Response r = GPUCOMP__RESPONSE__INIT;
         r.id = open->request->id + (kind == FAKE_OTHER_ID ? 7 : 0);
@@ -694,10 +886,41 @@ START_TEST(test_fake_no_streams)
 }
 END_TEST
 
+/*
+ * A daemon with streams that does not announce rings: the library sends the
+ * input in frames (the fake exits non-zero on a ring or a descriptor).
+ */
+START_TEST(test_fake_no_rings)
+{
+    char path[108];
+    pid_t pid = fake_start(FAKE_NO_RINGS, path, sizeof path);
+    gpucomp_client *c = NULL;
+    ck_assert_int_eq(gpucomp_connect(path, &c), GPUCOMP_OK);
+    uint8_t *data = text(300000, 18);
+    sink k = { 0 };
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    size_t room = 1;
+    ck_assert_ptr_null(gpucomp_stream_input_space(s, &room)); /* no ring: nothing to put input in */
+    ck_assert_uint_eq(room, 0);
+    int rc = pump(s, data, 300000, 19, 100000, 70000, &k);
+    gpucomp_stream_free(s);
+    ck_assert_msg(rc == GPUCOMP_OK, "stream: %s (%s)", gpucomp_strerror(rc), gpucomp_last_error(c));
+    ck_assert_uint_eq(k.len, 300000);
+    ck_assert_msg(memcmp(k.buf, data, k.len) == 0, "the fake's echo differs from the input");
+    gpucomp_close(c);
+    fake_stop(pid, path);
+    free(k.buf);
+    free(data);
+}
+END_TEST
+
 /* A daemon that breaks the stream rules: PROTOCOL, and the connection is closed. */
 START_TEST(test_fake_misbehaves)
 {
-    fake_kind kind = (fake_kind)(_i + 1);
+    fake_kind kind = (fake_kind)_i;
     char path[108];
     pid_t pid = fake_start(kind, path, sizeof path);
     gpucomp_client *c = NULL;
@@ -725,8 +948,9 @@ END_TEST
 
 /*
  * gpucomp holds 1 MiB of input and 1 MiB of output, and the library one
- * frame being written and one received (each at most max_frame, 16 MiB):
- * ~35 MiB plus the program; 37 MiB measured. gpucompd holds per stream at
+ * frame being written and one received (each at most max_frame, 16 MiB)
+ * and the stream's ring (the window, 64 MiB, mapped):
+ * ~100 MiB plus the program; 37 MiB measured without the ring. gpucompd holds per stream at
  * most the window (64 MiB) and two parts at the engines, each up to 32 MiB
  * in and 32 MiB out: ~192 MiB, two streams here, plus the answers queued
  * for each connection (64 MiB and the part being drained; a part's output
@@ -734,7 +958,7 @@ END_TEST
  * and the allocator's slack (docs/DECISIONS.md, "Streams": output by
  * reference).
  */
-#define CLI_RSS_LIMIT_KB (64 * 1024)
+#define CLI_RSS_LIMIT_KB (128 * 1024)
 #if defined(__SANITIZE_ADDRESS__)
 /* The daemon (started before the test can shrink its quarantine) also holds ASan's 256 MiB
  * quarantine and shadow memory; still bounded, and far under the 4 GiB that flows through. */
@@ -968,13 +1192,16 @@ static Suite *stream_suite(void)
     tcase_add_test(api, test_free_mid_stream);
     tcase_add_test(api, test_in_use_while_open);
     tcase_add_test(api, test_flush);
+    tcase_add_loop_test(api, test_end_after_last_part, 0, 2);
+    tcase_add_test(api, test_input_space);
     tcase_add_test(api, test_timeout);
     tcase_add_test(api, test_oversubscribed_every_path);
     suite_add_tcase(s, api);
     TCase *fake = tcase_create("fake");
     tcase_set_timeout(fake, 30);
     tcase_add_test(fake, test_fake_no_streams);
-    tcase_add_loop_test(fake, test_fake_misbehaves, 0, FAKE_KINDS - 1);
+    tcase_add_test(fake, test_fake_no_rings);
+    tcase_add_loop_test(fake, test_fake_misbehaves, FAKE_CONSUMED_AHEAD, FAKE_KINDS);
     suite_add_tcase(s, fake);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, setup, teardown);

@@ -2,7 +2,8 @@
  * check_stream_wire.c - the daemon's side of streams (docs/PROTOCOL.md,
  * "Streams" and "Cancelling"), driven frame by frame: outputs against the
  * whole-buffer codecs, the window, cancellation, the per-connection limit,
- * a stream that waits for input, and a client that vanishes mid-stream.
+ * a stream that waits for input, a client that vanishes mid-stream, and
+ * ring streams (their output, their lying clients, their charge).
  * The library's stream API has its own suite (check_stream.c).
  */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -21,6 +23,7 @@
 
 #include "bzip2.h"
 #include "daemon_harness.h"
+#include "fdpass.h"
 #include "gc_status.h"
 #include "rle.h"
 #include "wire.h"
@@ -860,6 +863,308 @@ START_TEST(test_socket_stream_copies_input_once)
 }
 END_TEST
 
+/* ---- ring streams (docs/PROTOCOL.md, "Ring streams") ------------------------- */
+
+typedef struct ring {
+    int fd;
+    uint8_t *mem;
+    size_t size;
+} ring;
+
+static ring ring_make(size_t size)
+{
+    ring g = { gc_memfd_create("check-ring"), NULL, size };
+    ck_assert_int_ge(g.fd, 0);
+    ck_assert_int_eq(ftruncate(g.fd, (off_t)size), 0);
+    g.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 0);
+    ck_assert(g.mem != MAP_FAILED);
+    return g;
+}
+
+static void ring_free(ring *g)
+{
+    munmap(g->mem, g->size);
+    close(g->fd);
+}
+
+/* One Request frame with descriptors (n_fds may be 0). */
+static void send_frame_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = (Gpucomp__Request *)req;
+    size_t len = gc_wire_packed_size(&f);
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    gc_wire_pack(&f, buf);
+    gc_error err = { 0 };
+    ck_assert_int_eq(gc_fdpass_send(fd, buf, len, fds, n_fds, &err), GC_OK);
+    free(buf);
+}
+
+/* The opening frame of ring stream id, passing ring_fd (-1: none). */
+static void open_ring(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, uint32_t level, int ring_fd)
+{
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    o.level = level;
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = id;
+    req.op = op;
+    req.codec = codec;
+    req.options = &o;
+    req.stream = 1;
+    req.ring = 1;
+    send_frame_fds(fd, &req, &ring_fd, ring_fd >= 0 ? 1 : 0);
+}
+
+/* A ring frame: length bytes at offset (already in the ring), last as said. */
+static void ring_frame(int fd, uint64_t id, uint64_t offset, uint64_t length, bool last)
+{
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = id;
+    req.ring_offset = offset;
+    req.ring_length = length;
+    req.last = last;
+    send_frame(fd, &req);
+}
+
+/*
+ * run_stream through a ring: each piece is written into the ring at its
+ * place, as far as the credit allows, and named by a frame.
+ */
+static void run_ring_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, uint32_t level,
+                            const uint8_t *src, size_t len, size_t piece, ring *g, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    open_ring(fd, id, op, codec, level, g->fd);
+    size_t sent = 0;
+    bool ended = false;
+    while (!a->done) {
+        size_t at = sent % g->size, n = len - sent < piece ? len - sent : piece;
+        n = n < g->size - at ? n : g->size - at;
+        if (!ended && sent - a->consumed + n <= g->size) {
+            memcpy(g->mem + at, src + sent, n);
+            sent += n;
+            ended = sent == len;
+            ring_frame(fd, id, at, n, ended);
+            continue;
+        }
+        ck_assert_msg(read_answer(fd, id, a), "the daemon closed the connection mid-stream (%zu of %zu sent)",
+                      sent, len);
+    }
+}
+
+static int hello_rings(uint64_t *window)
+{
+    int fd = raw_connect(dut.socket_path);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = { 30, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    Gpucomp__Frame *w = raw_hello(fd, GPUCOMP__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+    ck_assert_msg(w && w->body_case == GPUCOMP__FRAME__BODY_WELCOME, "no Welcome from the daemon");
+    ck_assert_msg(w->welcome->stream_rings, "the daemon does not announce ring streams");
+    *window = w->welcome->stream_window;
+    gc_wire_free(w);
+    return fd;
+}
+
+/*
+ * Through a ring, both codecs both ways, in odd pieces over many parts:
+ * compressed output byte for byte the frames' stream of the same input,
+ * decompressed output the input, and no input byte copied on the loop.
+ */
+START_TEST(test_ring_stream_round_trips)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello_rings(&window);
+    bool bz = _i == 1;
+    Gpucomp__Codec codec = bz ? GPUCOMP__CODEC__CODEC_BZIP2 : GPUCOMP__CODEC__CODEC_RLE;
+    size_t len = bz ? (size_t)40 << 20 : (size_t)100 << 20;
+    uint8_t *src = malloc(len);
+    ck_assert_ptr_nonnull(src);
+    fill_test_data(src, len, bz ? 2 : 1, 11);
+    ring g = ring_make(window);
+    answer framed, c, d;
+    run_stream(fd, 1, GPUCOMP__OP__OP_COMPRESS, codec, 1, src, len, 1u << 20, window, &framed);
+    ck_assert_msg(framed.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", framed.status, framed.msg);
+    uint64_t before = stats_value(true);
+    run_ring_stream(fd, 2, GPUCOMP__OP__OP_COMPRESS, codec, 1, src, len, 999983, &g, &c);
+    ck_assert_msg(c.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", c.status, c.msg);
+    ck_assert_uint_eq(c.len, framed.len);
+    ck_assert_int_eq(memcmp(c.out, framed.out, c.len), 0);
+    run_ring_stream(fd, 3, GPUCOMP__OP__OP_DECOMPRESS, codec, 0, c.out, c.len, 300007, &g, &d);
+    uint64_t copied = stats_value(true) - before;
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, len);
+    ck_assert_int_eq(memcmp(d.out, src, len), 0);
+    fprintf(stderr, "ring streams: the loop copied %llu bytes (%zu in, %zu compressed)\n",
+            (unsigned long long)copied, len, c.len);
+    ck_assert_uint_le(copied, 4096); /* markers only (bzip2's end of stream) */
+    ring_free(&g);
+    free(framed.out);
+    free(c.out);
+    free(d.out);
+    free(src);
+    close(fd);
+}
+END_TEST
+
+/* The final frame of stream id, which must be INVALID (or want) saying what. */
+static void expect_cut_off(int fd, uint64_t id, Gpucomp__Status want, const char *what)
+{
+    answer a = { 0 };
+    while (!a.done)
+        ck_assert_msg(read_answer(fd, id, &a), "the daemon closed the connection (%s)", what);
+    ck_assert_msg(a.status == want, "%s: status %d: %s", what, a.status, a.msg);
+    ck_assert_msg(strstr(a.msg, what) != NULL, "expected \"%s\" in: %s", what, a.msg);
+    free(a.out);
+}
+
+/* Two frames in one write: the daemon reads both before anything of the first can be taken. */
+static void two_ring_frames(int fd, uint64_t id, uint64_t len1, uint64_t off2, uint64_t len2)
+{
+    uint8_t buf[128];
+    size_t at = 0;
+    for (int k = 0; k < 2; k++) {
+        Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+        req.id = id;
+        req.ring_offset = k ? off2 : 0;
+        req.ring_length = k ? len2 : len1;
+        Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+        f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+        f.request = &req;
+        ck_assert_uint_le(gc_wire_packed_size(&f), sizeof buf - at);
+        at += gc_wire_pack(&f, buf + at);
+    }
+    ck_assert_int_eq(send(fd, buf, at, MSG_NOSIGNAL), (ssize_t)at);
+}
+
+/*
+ * A client that lies about its ring is cut off with INVALID: the stream
+ * ends, nothing is read past the ring, and the daemon serves the next
+ * client as before.
+ */
+START_TEST(test_ring_liars_are_cut_off)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello_rings(&window);
+    ring g = ring_make(window);
+    const Gpucomp__Op op = GPUCOMP__OP__OP_DECOMPRESS;
+    const Gpucomp__Codec bz = GPUCOMP__CODEC__CODEC_BZIP2;
+    uint64_t id = 1;
+    /* past the ring's end */
+    open_ring(fd, id, op, bz, 0, g.fd);
+    ring_frame(fd, id, 0, g.size + 1, false);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "goes past the ring");
+    ring_frame(fd, id++, 0, 0, true);
+    /* not where the input goes on: ahead, then backwards */
+    open_ring(fd, id, op, bz, 0, g.fd);
+    ring_frame(fd, id, 4096, 1, false);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "the next byte of the stream goes at 0");
+    ring_frame(fd, id++, 0, 0, true);
+    open_ring(fd, id, op, bz, 0, g.fd);
+    two_ring_frames(fd, id, 1u << 20, 0, 1u << 20);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "the next byte of the stream goes at 1048576");
+    ring_frame(fd, id++, 0, 0, true);
+    /* over bytes the daemon has not taken: beyond the credit */
+    open_ring(fd, id, op, bz, 0, g.fd);
+    two_ring_frames(fd, id, g.size, 0, 1);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "overwrites input not yet taken");
+    ring_frame(fd, id++, 0, 0, true);
+    /* payload on a ring stream */
+    open_ring(fd, id, op, bz, 0, g.fd);
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    req.id = id;
+    req.payload.data = (uint8_t *)"BZh9";
+    req.payload.len = 4;
+    send_frame(fd, &req);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "not as payload");
+    ring_frame(fd, id++, 0, 0, true);
+    /* rings the daemon refuses: too small, not a sealable memfd, none at all */
+    ring small = ring_make(1u << 20);
+    open_ring(fd, id, op, bz, 0, small.fd);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "must hold");
+    ring_frame(fd, id++, 0, 0, true);
+    ring_free(&small);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    open_ring(fd, id, op, bz, 0, p[0]);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "memfd");
+    ring_frame(fd, id++, 0, 0, true);
+    close(p[0]);
+    close(p[1]);
+    int unsealable = memfd_create("check-unsealable", MFD_CLOEXEC);
+    ck_assert_int_ge(unsealable, 0);
+    ck_assert_int_eq(ftruncate(unsealable, (off_t)window), 0);
+    open_ring(fd, id, op, bz, 0, unsealable);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_INVALID, "cannot be sealed");
+    ring_frame(fd, id++, 0, 0, true);
+    close(unsealable);
+    open_ring(fd, id, op, bz, 0, -1);
+    expect_cut_off(fd, id, GPUCOMP__STATUS__STATUS_PROTOCOL, "without its ring");
+    ring_frame(fd, id++, 0, 0, true);
+    /* and everyone is still served, on this connection and another */
+    size_t len = (size_t)3 << 20;
+    uint8_t *src = text_like(len, 5);
+    answer c, d;
+    run_ring_stream(fd, id++, GPUCOMP__OP__OP_COMPRESS, bz, 1, src, len, 65537, &g, &c);
+    ck_assert_msg(c.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", c.status, c.msg);
+    int fd2 = hello_rings(&window);
+    run_ring_stream(fd2, 1, op, bz, 0, c.out, c.len, 4099, &g, &d);
+    ck_assert_msg(d.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", d.status, d.msg);
+    ck_assert_uint_eq(d.len, len);
+    ck_assert_int_eq(memcmp(d.out, src, len), 0);
+    free(c.out);
+    free(d.out);
+    free(src);
+    ring_free(&g);
+    close(fd2);
+    close(fd);
+    wait_memory_free();
+}
+END_TEST
+
+/*
+ * A ring stream's input not yet taken is charged to the budget, as a socket
+ * stream's buffer is, and only that: not the whole ring, which is the
+ * client's memory, so that a user's many small streams do not each cost a
+ * window (64 clients streaming a few MiB each used to be refused LIMIT).
+ */
+START_TEST(test_ring_input_is_charged)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello_rings(&window);
+    ring g = ring_make(window + 4096);
+    size_t staged = (size_t)8 << 20; /* less than a part: the daemon holds it until the end */
+    uint8_t *src = text_like(staged, 6);
+    memcpy(g.mem, src, staged);
+    open_ring(fd, 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0, g.fd);
+    ring_frame(fd, 1, 0, staged, false);
+    uint64_t held = 0;
+    for (int i = 0; i < 100 && held < staged; i++) { /* the frames may still be on their way */
+        held = memory_in_use();
+        if (held < staged)
+            test_sleep_ms(20);
+    }
+    ck_assert_uint_ge(held, staged);
+    ck_assert_uint_lt(held, g.size);
+    ring_frame(fd, 1, staged, 0, true);
+    answer a = { 0 };
+    while (!a.done)
+        ck_assert(read_answer(fd, 1, &a));
+    ck_assert_int_eq(a.status, GPUCOMP__STATUS__STATUS_OK);
+    ck_assert_uint_gt(a.len, 0);
+    free(a.out);
+    free(src);
+    wait_memory_free();
+    ring_free(&g);
+    close(fd);
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream_wire");
@@ -880,6 +1185,9 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_silent_reader_then_vanished);
     tcase_add_test(tc, test_deep_stream_holds_at_most_its_cap);
     tcase_add_test(tc, test_socket_stream_copies_input_once);
+    tcase_add_loop_test(tc, test_ring_stream_round_trips, 0, 2);
+    tcase_add_test(tc, test_ring_liars_are_cut_off);
+    tcase_add_test(tc, test_ring_input_is_charged);
     suite_add_tcase(s, tc);
     return s;
 }

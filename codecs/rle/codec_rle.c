@@ -224,6 +224,12 @@ static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_erro
  * whole frame per part; bytes that do not start a frame go to the engine as
  * they are, which says what is wrong with them.
  */
+/* A compress cut counts bytes; only a decompress cut looks at them. */
+static bool stream_cut_reads(const gcd_request *proto)
+{
+    return proto->op != GPUCOMP__OP__OP_COMPRESS;
+}
+
 static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
                       bool flush, size_t *take, gc_error *err)
 {
@@ -285,11 +291,19 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
     return GC_OK;
 }
 
+/*
+ * An empty compress part after others adds no frame: it only tells a stream
+ * whose input ended on a part boundary that it ended, which happens or not
+ * as the client's last frame arrives before or after the last part is cut;
+ * its frame would make the same input give other bytes from run to run.
+ */
 static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err)
 {
     (void)state;
     (void)err;
     *carry = 0;
+    if (part->op == GPUCOMP__OP__OP_COMPRESS && part->total_size == 0 && part->part_seq > 0)
+        return GC_OK;
     gcd_stream_put_output(s, part);
     return GC_OK;
 }
@@ -297,6 +311,7 @@ static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *ca
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
+    .cut_reads = stream_cut_reads,
     .cut_file = stream_cut_file,
     .emit = stream_emit,
 };

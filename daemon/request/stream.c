@@ -17,6 +17,7 @@
 #include "response.h"
 #include "server_state.h"
 #include "shared_output.h"
+#include "stream_ring.h"
 #include "wire.h"
 
 /* Output frames of a stream carry at most this: small enough that both ends
@@ -67,6 +68,7 @@ struct gcd_stream {
     int in_fd, out_fd;
     uint64_t in_size;
     bool peeking;         /* a read of the bytes the codec's cut_file asked to see (into buf) is at the pool */
+    bool drop_after_peek; /* the stream let go of buf while that read ran: peek_done frees it */
     unsigned io;          /* reads and writes at the pool */
     uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
     bool finishing;       /* the last output is out: the final frame waits for the writes */
@@ -76,6 +78,12 @@ struct gcd_stream {
     struct stream_io *placing_head, *placing_tail;
     unsigned placing;
     gcd_request *parked; /* ... waiting, as new parts do, for unread answers to drain */
+    /* a ring stream (docs/PROTOCOL.md, "Ring streams"): input offset x is at
+     * x % ring_size of ring_fd, the client's memfd, until consumed passes it */
+    int ring_fd;
+    uint64_t ring_size;
+    uint64_t ring_charged;      /* its input not yet taken (received - consumed), charged to the budget */
+    bool reading[STREAM_SLOTS]; /* a ring stream's part whose read from the ring is at the pool */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -86,10 +94,15 @@ struct gcd_stream {
 static void pump(gcd_stream *s);
 static void resubmit(gcd_stream *s, gcd_request *r);
 
-/* A file stream: its parts are read straight into their own buffers; buf holds only what the cut peeks at. */
+static bool ring(const gcd_stream *s)
+{
+    return s->ring_fd >= 0;
+}
+
+/* A file or ring stream: its parts are read straight into their own buffers; buf holds only what the cut peeks at. */
 static bool reads_parts(const gcd_stream *s)
 {
-    return s->in_fd >= 0;
+    return s->in_fd >= 0 || ring(s);
 }
 
 static bool chained(const gcd_stream *s)
@@ -107,8 +120,12 @@ gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id)
     return NULL;
 }
 
+/* Free buf, or, while the pool reads into it, once that read is back (peek_done). */
 static void drop_buffer(gcd_stream *s)
 {
+    s->drop_after_peek = s->peeking;
+    if (s->peeking)
+        return;
     free(s->buf);
     s->buf = NULL;
     s->len = s->cap = 0;
@@ -133,6 +150,10 @@ static void stream_free(gcd_stream *s)
         close(s->in_fd);
     if (s->out_fd >= 0)
         close(s->out_fd);
+    if (ring(s))
+        close(s->ring_fd);
+    if (s->ring_charged)
+        gcd_budget_release(set->server->budget, s->proto.uid, s->ring_charged);
     if (s->ops && s->ops->close && s->state)
         s->ops->close(s->state);
     else
@@ -338,11 +359,16 @@ static bool write_copy(gcd_stream *s, const void *data, size_t len)
     return write_out(s, o, copy, len);
 }
 
+static bool advance_consumed(gcd_stream *s);
+
 static void read_done(gcd_io_task *t)
 {
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
     gcd_request *r = x->part;
+    s->reading[r->part_seq % STREAM_SLOTS] = false;
+    if (!s->answered && ring(s) && advance_consumed(s))
+        send_credit(s); /* the client may write over what the pool has read */
     if (s->answered || !s->set->serving(s->set->owner) || t->error || t->moved < t->len) {
         gc_error err = { 0 };
         io_error(&err, t, "input");
@@ -357,7 +383,14 @@ static void read_done(gcd_io_task *t)
     io_end(x);
 }
 
-/* A file stream's part goes to the engines once the pool has read its input. */
+/* On a pool thread: a ring stream's bytes out of its ring (t->offset is the input offset). */
+static void ring_work(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    t->error = gcd_stream_ring_read(x->s->ring_fd, x->s->ring_size, t->offset, t->buf, t->len);
+}
+
+/* A file or ring stream's part goes to the engines once the pool has read its input. */
 static void start_part(gcd_stream *s, gcd_request *r)
 {
     gc_error err = { 0 };
@@ -370,8 +403,12 @@ static void start_part(gcd_stream *s, gcd_request *r)
         x->t = (gcd_io_task){
             .fd = s->in_fd, .buf = r->input, .len = r->total_size, .offset = r->part_offset, .done = read_done
         };
-        if (io_start(s, x, &err))
+        if (ring(s))
+            x->t.work = ring_work;
+        if (io_start(s, x, &err)) {
+            s->reading[r->part_seq % STREAM_SLOTS] = ring(s);
             return;
+        }
         free(x);
     } else {
         s->set->submit(s->set->owner, r);
@@ -390,7 +427,11 @@ static void peek_done(gcd_io_task *t)
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
     s->peeking = false;
-    if (!s->answered && (t->error || t->moved < t->len)) {
+    if (s->drop_after_peek) {
+        drop_buffer(s); /* ended or past garbage: what was read is not wanted */
+        if (!s->answered)
+            pump(s);
+    } else if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         io_error(&err, t, "input");
         fail(s, &err);
@@ -402,7 +443,7 @@ static void peek_done(gcd_io_task *t)
 }
 
 /*
- * A file stream's cut asked to see the file's bytes from base up to want
+ * A file (or ring) stream's cut asked to see the file's bytes from base up to want
  * (buf holds the first len of them): the pool reads the rest into buf.
  * Only the cut reads them; each part is read again into its own buffer,
  * so the loop copies none of them.
@@ -417,6 +458,8 @@ static bool peek(gcd_stream *s, size_t want, gc_error *err)
         x->t = (gcd_io_task){
             .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->base + s->len, .done = peek_done
         };
+        if (ring(s))
+            x->t.work = ring_work;
         if (io_start(s, x, err)) {
             s->peeking = true;
             return true;
@@ -731,11 +774,83 @@ static bool reserve(gcd_stream *s, size_t more, gc_error *err)
     return true;
 }
 
+/*
+ * A ring stream's input not yet taken is charged as a socket stream's
+ * buffer is: the ring itself is the client's memory, which the daemon
+ * neither maps nor fills, so charging all of it would only make a user's
+ * small streams cost a window each.
+ */
+static bool charge_ring_input(gcd_stream *s, uint64_t n)
+{
+    gcd_budget *b = s->set->server->budget;
+    if (n && !gcd_budget_try_charge(b, s->proto.uid, n)) {
+        gc_error err = { 0 };
+        gc_fail(&err, GC_E_LIMIT,
+                "the stream's %llu bytes of input in its ring do not fit the daemon's memory budget now "
+                "(%llu of %llu bytes held): retry later",
+                (unsigned long long)(s->received - s->consumed + n), (unsigned long long)gcd_budget_in_use(b),
+                (unsigned long long)gcd_budget_limit(b));
+        fail(s, &err);
+        return false;
+    }
+    s->ring_charged += n;
+    return true;
+}
+
+/* What consumed passed is taken: its charge goes (parts and peeks charge their own buffers). */
+static void release_ring_input(gcd_stream *s)
+{
+    uint64_t left = s->received - s->consumed;
+    if (s->ring_charged > left) {
+        gcd_budget_release(s->set->server->budget, s->proto.uid, s->ring_charged - left);
+        s->ring_charged = left;
+    }
+}
+
+/*
+ * A ring stream's frame names its input's place in the ring: a client that
+ * lies about it is cut off. The bytes stay in the ring until a part or the
+ * cut's peek has them read by the pool.
+ */
+static void take_ring_input(gcd_stream *s, const Gpucomp__Request *m)
+{
+    gc_error err = { 0 };
+    if (m->payload.len)
+        gc_fail(&err, GC_E_INVALID, "stream %llu: a ring stream's input travels in its ring, not as payload",
+                (unsigned long long)s->id);
+    else
+        gcd_stream_ring_check_frame(s->ring_size, s->received, s->consumed, m->ring_offset, m->ring_length, &err);
+    if (err.code) {
+        fail(s, &err);
+        return;
+    }
+    if (!s->garbage && !charge_ring_input(s, m->ring_length))
+        return;
+    s->received += m->ring_length;
+    if (s->garbage)
+        s->consumed = s->received;
+    release_ring_input(s);
+    if (s->garbage && m->ring_length)
+        send_credit(s);
+    if (m->flush && !s->garbage)
+        s->flush_at = s->received;
+}
+
 /* Input after trailing garbage is not kept: it counts as taken at once. */
 static void take_input(gcd_stream *s, const Gpucomp__Request *m)
 {
     gc_error err = { 0 };
     size_t n = m->payload.len;
+    if (ring(s)) {
+        take_ring_input(s, m);
+        return;
+    }
+    if (m->ring_offset || m->ring_length) {
+        gc_fail(&err, GC_E_PROTOCOL, "stream %llu: ring input on a stream that has no ring",
+                (unsigned long long)s->id);
+        fail(s, &err);
+        return;
+    }
     if (s->received + n - s->consumed > GCD_STREAM_WINDOW) {
         gc_fail(&err, GC_E_PROTOCOL,
                 "stream %llu: the client sent %llu bytes beyond the %llu it was told were taken "
@@ -783,9 +898,23 @@ void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
     maybe_free(s);
 }
 
+/* A ring stream's ring (docs/PROTOCOL.md, "Ring streams"): checked and sealed; its input is charged as it comes. */
+static int open_ring(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
+{
+    if (m->input_fd || m->output_fd)
+        return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream has a ring or files, not both",
+                       (unsigned long long)m->id);
+    if (!ring(s))
+        return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a ring stream's first frame came without its ring",
+                       (unsigned long long)m->id);
+    return gcd_stream_ring_check(s->ring_fd, GCD_STREAM_WINDOW, GCD_STREAM_RING_MOST, &s->ring_size, err);
+}
+
 /* A file stream's descriptors (docs/PROTOCOL.md, "File streams"), already s's: stream_free closes them. */
 static int open_files(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
 {
+    if (m->ring)
+        return open_ring(s, m, err);
     if (!m->input_fd && !m->output_fd)
         return GC_OK;
     if (!m->input_fd || !m->last || m->payload.len || m->flush)
@@ -859,7 +988,8 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     s->proto.budget = set->server->budget;
     s->id = m->id;
     s->set = set;
-    s->in_fd = fds[0];
+    s->in_fd = m->ring ? -1 : fds[0];
+    s->ring_fd = m->ring ? fds[0] : -1;
     s->out_fd = fds[1];
     s->next = set->list;
     set->list = s;
@@ -876,7 +1006,7 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     }
     if (rc == GC_OK) {
         s->depth = stream_depth(s);
-        if (reads_parts(s))
+        if (s->in_fd >= 0)
             s->received = s->in_size;
     }
     if (rc != GC_OK) {
@@ -943,7 +1073,7 @@ static uint64_t held_bytes(const gcd_stream *s)
 /* Whether a socket stream must wait for parts or answers to go before it cuts another part. */
 static bool holds_enough(const gcd_stream *s)
 {
-    if (reads_parts(s) || s->next_seq == s->emit_seq)
+    if (s->in_fd >= 0 || s->next_seq == s->emit_seq)
         return false; /* one part may always run */
     if (s->proto.op == GPUCOMP__OP__OP_DECOMPRESS && s->part_out_most == 0 && s->in_flight)
         return true;
@@ -968,12 +1098,28 @@ static int file_cut(gcd_stream *s, size_t left, size_t *take, gc_error *err)
     return peek(s, more, err) ? GC_OK : err->code;
 }
 
+/*
+ * A ring stream's cut sees avail bytes from base, read out of the ring into
+ * buf by the pool first (a cut that reads nothing asks for none). What buf
+ * holds past the cut is read again for the next cut: the loop copies none.
+ */
+static int ring_cut(gcd_stream *s, size_t avail, bool final, bool flush, size_t *take, gc_error *err)
+{
+    *take = 0;
+    bool sees = !s->ops->cut_reads || s->ops->cut_reads(&s->proto);
+    if (sees && s->len < avail)
+        return peek(s, avail, err) ? GC_OK : err->code;
+    return s->ops->cut(s->state, &s->proto, s->buf, avail, final, flush, take, err);
+}
+
 static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
 {
     uint64_t mark = s->flush_at ? s->flush_at - s->base : 0;
     bool ended = s->input_ended;
-    size_t all = reads_parts(s) ? (size_t)(s->in_size - s->base) : s->len;
-    size_t avail = all;
+    size_t all = s->in_fd >= 0 ? (size_t)(s->in_size - s->base)
+                 : ring(s)     ? (size_t)(s->received - s->base)
+                               : s->len;
+    size_t avail = ring(s) && all > GCD_STREAM_WINDOW ? (size_t)GCD_STREAM_WINDOW : all; /* what a cut needs */
     bool flush = false;
     if (!ended && mark && mark <= avail) {
         avail = (size_t)mark;
@@ -983,9 +1129,9 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     *take = 0;
     if (s->final_out)
         return GC_OK;
-    int rc = reads_parts(s)
-                 ? file_cut(s, all, take, err)
-                 : s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
+    int rc = s->in_fd >= 0 ? file_cut(s, all, take, err)
+             : ring(s)     ? ring_cut(s, avail, ended && avail == all, flush, take, err)
+                       : s->ops->cut(s->state, &s->proto, s->buf, avail, ended && avail == all, flush, take, err);
     if (rc != GC_OK)
         return rc;
     if (*take > avail)
@@ -1114,22 +1260,39 @@ static void pump(gcd_stream *s)
             gcd_request_free(r);
             r = NULL;
         }
-        if (!r && err.code == GC_E_LIMIT && s->in_fd >= 0 && s->in_flight > 0)
-            break; /* a file stream waits for a part out to give its memory back */
+        if (!r && err.code == GC_E_LIMIT && reads_parts(s) && s->in_flight > 0)
+            break; /* a file or ring stream waits for a part out to give its memory back */
         if (!r) {
             fail(s, &err);
             return;
         }
         s->final_out = final;
-        if (s->base > s->consumed) /* a chained part's carry was counted when first taken */
-            s->consumed = s->base;
         s->in_flight++;
         s->out[r->part_seq % STREAM_SLOTS] = r;
-        send_credit(s);
         start_part(s, r);
+        advance_consumed(s);
+        send_credit(s);
     }
     if (!s->answered && !s->input_ended && s->in_flight == 0 && !s->waiting_since_ns)
         s->waiting_since_ns = gc_now_ns();
+}
+
+/*
+ * Input taken into parts, which the client may now overwrite: a ring
+ * stream's only once the pool has read it out of the ring. (A chained
+ * part's carry was counted when first taken: consumed never goes back.)
+ */
+static bool advance_consumed(gcd_stream *s)
+{
+    uint64_t to = s->base;
+    for (unsigned i = 0; i < STREAM_SLOTS; i++)
+        if (s->reading[i] && s->out[i] && s->out[i]->part_offset < to)
+            to = s->out[i]->part_offset;
+    if (to <= s->consumed)
+        return false;
+    s->consumed = to;
+    release_ring_input(s);
+    return true;
 }
 
 /* A chained part's unused input goes back in front of what has arrived since. */
@@ -1212,6 +1375,7 @@ static void emit_ready(gcd_stream *s)
         if (err.code == GC_OK && s->garbage) {
             drop_buffer(s);
             s->consumed = s->received;
+            release_ring_input(s);
             s->final_out = s->input_ended;
         }
         if (s->kept == r)

@@ -324,8 +324,9 @@ static void run_whole(cli_session *s, job *j, uint8_t *in, size_t have)
 typedef struct streamed {
     gpucomp_stream *st;
     uint8_t *ibuf, *obuf;
-    size_t have;              /* bytes in ibuf */
-    bool eof;                 /* ibuf holds the input's last bytes */
+    uint8_t *in;              /* the piece read: in ibuf, or in the stream's ring */
+    size_t have;              /* bytes in it */
+    bool eof;                 /* it holds the input's last bytes */
     uint64_t read_total;      /* input bytes read */
     cli_output out;           /* the temporary output file (a FILE operand without -c) */
     int out_fd;               /* where output goes: out.fd, stdout, or -1 (-t: nowhere) */
@@ -340,11 +341,20 @@ static uint64_t bytes_out(const streamed *x)
     return x->file ? x->done.bytes_out : gpucomp_stream_bytes_out(x->st);
 }
 
+/*
+ * Into the stream's ring where it offers room (the library then sends the
+ * bytes without copying them), else into ibuf (the first piece, read before
+ * the stream is open to choose the codec; a full window; no ring).
+ */
 static int next_piece(const job *j, streamed *x)
 {
-    x->read_error = read_piece(j->fd, x->ibuf, PIECE, &x->have);
+    size_t room = 0;
+    uint8_t *space = x->st ? gpucomp_stream_input_space(x->st, &room) : NULL;
+    size_t want = space && room < PIECE ? room : PIECE;
+    x->in = space ? space : x->ibuf;
+    x->read_error = read_piece(j->fd, x->in, want, &x->have);
     x->read_total += x->have;
-    x->eof = x->have < PIECE;
+    x->eof = x->have < want;
     return x->read_error;
 }
 
@@ -370,7 +380,7 @@ static bool open_sink(cli_session *s, const job *j, streamed *x)
 /* Move ibuf through the stream (op: CONTINUE, or END for the last piece), writing the output as it comes. */
 static int pump_piece(streamed *x, gpucomp_end_op op)
 {
-    gpucomp_inbuf in = { x->ibuf, x->have, 0 };
+    gpucomp_inbuf in = { x->in, x->have, 0 };
     size_t pending = 0;
     int rc;
     do {
