@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(kDecSegThreads) seg_pass(PassArgs a)
 
 /* One warp per candidate: each segment's first list and offset, in place
  * of its permutation; the column's length. */
-__global__ void __launch_bounds__(32)
-    seg_scan(const HuffTab *tabs, DecHuffWalk *walks, const uint32_t *seg_count, uint32_t *seg_off, uint8_t *seg_list)
+__global__ void __launch_bounds__(32) seg_scan(const HuffTab *tabs, DecHuffWalk *walks, const uint32_t *seg_count,
+                                               uint32_t *seg_off, uint8_t *seg_list)
 {
     __shared__ uint8_t cur[256];
     uint32_t ci = blockIdx.x;
@@ -271,7 +271,8 @@ __global__ void seg_settle(const DecHuffWalk *walks, const unsigned long long *e
 int bz2_dec_segments(const DecInput *jobs, const uint32_t *cand_job, uint32_t n, DecScratch &s, cudaStream_t st,
                      gc_error *err)
 {
-    PassArgs a{ jobs, cand_job, s.sel, s.tabs, s.hw, s.seg_bit, s.seg_count, s.seg_off, s.seg_list, s.cols, s.err_key };
+    PassArgs a{ jobs,        cand_job,  s.sel,      s.tabs, s.hw,     s.seg_bit,
+                s.seg_count, s.seg_off, s.seg_list, s.cols, s.err_key };
     dim3 grid((kDecMaxSegs + kDecSegThreads - 1) / kDecSegThreads, n);
     seg_pass<false><<<grid, kDecSegThreads, 0, st>>>(a);
     GC_CUDA_LAUNCHED("seg_pass count");
