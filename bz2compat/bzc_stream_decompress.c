@@ -12,7 +12,9 @@
  * offered all it has for now), and once an end-of-stream magic appears in
  * the buffer: from then on every call
  * tries, so the stream's end is found in the call that brings it and the
- * bytes after it are left in avail_in, as libbz2 leaves them.
+ * bytes after it are left in avail_in, as libbz2 leaves them. A block whose
+ * CRC is wrong is kept (BZ2_KEEP_BAD_CRC): libbz2 hands out its bytes and
+ * reports BZ_DATA_ERROR in the call that hands out the last of them.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -80,20 +82,24 @@ static int block(bzc_dstate *s)
     if (!s->eos_seen && s->in_len < s->try_at)
         return BZC_NEED_INPUT;
     bz2_dblock r;
-    bz2_decode_block(s->in, s->in_len, s->pos, 0, &r);
+    bz2_decode_block_flags(s->in, s->in_len, s->pos, 0, BZ2_KEEP_BAD_CRC, &r);
     if (r.status == GC_E_TRUNCATED) {
         free(r.out);
         s->try_at = s->in_len * 2;
         return BZC_NEED_INPUT;
     }
     int rc = r.status == GC_OK ? BZ_OK : r.status == GC_E_NOMEM ? BZ_MEM_ERROR : BZ_DATA_ERROR;
-    if (rc == BZ_OK && r.nblock > (uint32_t)s->level * 100000u)
+    /* libbz2 rejects a block over its level while decoding it, before any
+     * output; a wrong CRC only once the block's bytes are all out */
+    bool sound = r.nblock <= (uint32_t)s->level * 100000u;
+    if (!sound)
         rc = BZ_DATA_ERROR;
     free(s->out);
     s->out = r.out;
     s->out_off = 0;
-    /* libbz2 hands out a faulty block's bytes up to the fault first */
-    s->out_len = rc == BZ_OK ? r.out_len : r.out && r.bad_len <= r.out_len ? r.bad_len : 0;
+    s->out_len = rc == BZ_OK || (r.status == GC_E_CRC && sound) ? r.out_len : 0;
+    if (r.status == GC_E_CRC && sound)
+        s->pos = r.end_bit; /* libbz2 read the whole block */
     if (rc != BZ_OK)
         return rc;
     s->combined = bz2_combine_crc(s->combined, r.stored_crc);
@@ -227,6 +233,8 @@ int BZ2_bzDecompress(bz_stream *strm)
             goto out;
         }
         if (rc != BZC_NEED_INPUT) {
+            if (s->out_len) /* a block whose CRC is wrong: its bytes come first */
+                untake(s, strm, &took, (size_t)((s->pos + 7) / 8));
             s->verdict = rc;
             continue;
         }

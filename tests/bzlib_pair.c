@@ -1,6 +1,6 @@
 /*
  * bzlib_pair.c - looking a libbz2-compatible library's calls up by name
- * (bzlib_pair.h).
+ * (bzlib_pair.h), and finding a block in a stream to damage.
  */
 #include <dlfcn.h>
 
@@ -48,4 +48,15 @@ void bzlib_load(bzlib *b, const char *path)
     LOOK(zflush, "BZ2_bzflush");
     LOOK(zclose, "BZ2_bzclose");
     LOOK(zerror, "BZ2_bzerror");
+}
+
+uint64_t bzlib_block_bit(const uint8_t *z, size_t zlen, unsigned k)
+{
+    uint64_t win = 0;
+    for (uint64_t bit = 0; bit < (uint64_t)zlen * 8; bit++) {
+        win = (win << 1 | ((z[bit / 8] >> (7 - bit % 8)) & 1)) & 0xffffffffffffULL;
+        if (bit >= 32 + 47 && win == 0x314159265359ULL && k-- == 0)
+            return bit - 47;
+    }
+    return UINT64_MAX;
 }

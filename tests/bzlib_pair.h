@@ -7,6 +7,8 @@
 #ifndef GC_TESTS_BZLIB_PAIR_H
 #define GC_TESTS_BZLIB_PAIR_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <bzlib.h>
@@ -43,5 +45,10 @@ typedef struct bzlib {
 
 /* dlopen path and look every call up; a check assertion fails on a missing one. */
 void bzlib_load(bzlib *b, const char *path);
+
+/* The bit where the k-th (from 0) block magic of the bzip2 stream z begins
+ * (UINT64_MAX: it has no such block), so a test can damage that block's
+ * stored CRC, 48 bits further. */
+uint64_t bzlib_block_bit(const uint8_t *z, size_t zlen, unsigned k);
 
 #endif

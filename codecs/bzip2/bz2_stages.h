@@ -86,6 +86,16 @@ int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_co
  * c->counts must be the histogram of bwt[0..n) (only its sum is checked).
  * Returns r->status. */
 int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r);
+/* Flags of the _flags variants. BZ2_KEEP_BAD_CRC: a block whose CRC is
+ * wrong keeps its decoded bytes in r->out (r->out_len, = r->bad_len) with
+ * status GC_E_CRC. libbz2's stream calls hand those bytes out before their
+ * BZ_DATA_ERROR, so the libbz2 shim (bz2compat/) asks for them; the daemon,
+ * the CLI and the client library never do: they must never pass on a
+ * failed block's bytes. Without the flag such a block has no output. */
+enum { BZ2_KEEP_BAD_CRC = 1u };
+void bz2_decode_block_flags(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, unsigned flags,
+                            bz2_dblock *r);
+int bz2_invert_column_flags(bz2_column *c, size_t max_out, unsigned flags, bz2_dblock *r);
 /* Set r->status and r->msg (the formatted problem); return code. */
 __attribute__((format(printf, 3, 0))) int bz2_dblock_vfail(bz2_dblock *r, int code, const char *fmt, va_list ap);
 __attribute__((format(printf, 3, 4))) int bz2_dblock_fail(bz2_dblock *r, int code, const char *fmt, ...);

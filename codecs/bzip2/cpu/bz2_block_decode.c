@@ -305,13 +305,19 @@ int bz2_decode_column(const uint8_t *src, size_t len, uint64_t magic_bit, bz2_co
     return rc;
 }
 
-void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, bz2_dblock *r)
+void bz2_decode_block_flags(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, unsigned flags,
+                            bz2_dblock *r)
 {
     memset(r, 0, sizeof *r);
     bz2_column c = { .bwt = malloc(BZ2_COLUMN_CAP), .cap = BZ2_COLUMN_CAP };
     if (!c.bwt)
         bz2_dblock_fail(r, GC_E_NOMEM, "out of memory");
     else if (bz2_decode_column(src, len, magic_bit, &c, r) == GC_OK)
-        bz2_invert_column(&c, max_out, r);
+        bz2_invert_column_flags(&c, max_out, flags, r);
     free(c.bwt);
+}
+
+void bz2_decode_block(const uint8_t *src, size_t len, uint64_t magic_bit, size_t max_out, bz2_dblock *r)
+{
+    bz2_decode_block_flags(src, len, magic_bit, max_out, 0, r);
 }

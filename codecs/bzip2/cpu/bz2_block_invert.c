@@ -121,7 +121,7 @@ static int inverse_rle1(const bz2_column *c, size_t max_out, bz2_dblock *r)
     return GC_OK;
 }
 
-int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r)
+int bz2_invert_column_flags(bz2_column *c, size_t max_out, unsigned flags, bz2_dblock *r)
 {
     memset(r, 0, sizeof *r);
     r->end_bit = c->end_bit;
@@ -132,10 +132,17 @@ int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r)
     uint32_t crc = bz2_crc(r->out, r->out_len);
     if (crc != c->crc) {
         bz2_dblock_fail(r, GC_E_CRC, "block CRC mismatch (stored 0x%08x, computed 0x%08x)", c->crc, crc);
+        r->bad_len = r->out_len;
+        if (flags & BZ2_KEEP_BAD_CRC)
+            return r->status;
         free(r->out);
         r->out = NULL;
-        r->bad_len = r->out_len;
         r->out_len = 0;
     }
     return r->status;
+}
+
+int bz2_invert_column(bz2_column *c, size_t max_out, bz2_dblock *r)
+{
+    return bz2_invert_column_flags(c, max_out, 0, r);
 }
