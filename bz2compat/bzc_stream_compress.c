@@ -6,8 +6,11 @@
  * Input is buffered. A session that ends before BZC_PART bytes and asks no
  * BZ_FLUSH is compressed whole at BZ_FINISH by bzc_compress_into (gpucompd
  * when it answers). Otherwise the buffered input is compressed in process as
- * a part whenever the buffer fills or a flush asks for it, and the parts'
- * blocks are spliced into one stream (bz2_splice, the combined CRC folded
+ * a part whenever the buffer fills (up to its last block start, docs/BZIP2.md
+ * section 3, so the parts' blocks are the whole input's, bzip2's; the rest
+ * stays to start the next part) or a flush asks for it (all of it: a flush
+ * ends a block, as libbz2's does), and the parts' blocks are spliced into one
+ * stream (bz2_splice, the combined CRC folded
  * with the part's block count, which only the in-process encoder tells): the
  * memory held stays bounded and a flush makes everything given so far
  * decodable, as libbz2 promises.
@@ -24,9 +27,10 @@
 #include "bzip2.h"
 #include "gpucomp.h"
 
-/* Most input buffered before a part is compressed: a multiple of the
- * encoder's segment, so parts of this size give bz2_compress's blocks. */
-#define BZC_PART ((size_t)32 << 20)
+/* Most input buffered before a part is compressed: more than one block's
+ * input (at most BZ2_MAX_BLOCK_OUTPUT, long runs), so a full buffer always
+ * holds a block start to cut at. */
+#define BZC_PART ((size_t)48 << 20)
 
 enum { M_IDLE, M_RUNNING, M_FLUSHING, M_FINISHING };
 
@@ -65,8 +69,9 @@ static int out_append(bzc_cstate *s, const uint8_t *p, size_t n)
     return BZ_OK;
 }
 
-/* Compress the buffered input in process and splice its blocks on. */
-static int part(bzc_cstate *s)
+/* Compress the first n bytes of the buffered input in process, splice
+ * their blocks on, and keep the rest for the next part. */
+static int part(bzc_cstate *s, size_t n)
 {
     bz2_options o = { .level = s->level, .threads = 0, .job = NULL };
     uint8_t *z = NULL, hdr[5];
@@ -74,7 +79,7 @@ static int part(bzc_cstate *s)
     uint32_t blocks = 0, crc = 0;
     uint64_t bits = 0;
     gc_error err;
-    if (bz2_compress_counted(s->in, s->in_len, &o, &z, &zl, &blocks, &err) != GC_OK ||
+    if (bz2_compress_counted(s->in, n, &o, &z, &zl, &blocks, &err) != GC_OK ||
         bz2_stream_body(z, zl, &bits, &crc, &err) != GC_OK) {
         free(z);
         return BZ_MEM_ERROR;
@@ -87,8 +92,19 @@ static int part(bzc_cstate *s)
     free(z);
     s->combined = bz2_combine_parts(s->combined, blocks, crc);
     s->parted = 1;
-    s->in_len = 0;
+    memmove(s->in, s->in + n, s->in_len - n);
+    s->in_len -= n;
     return rc;
+}
+
+/* A full buffer: a part up to the start of its last block, which may go on
+ * past the buffer (the buffer starts at a block start, and a block's input
+ * is shorter than the buffer, so that start is past 0). */
+static int part_full(bzc_cstate *s)
+{
+    size_t from = 0;
+    (void)bz2_rle1_next_start(s->in, s->in_len, &from, s->in_len, bz2_block_limit(s->level));
+    return part(s, from ? from : s->in_len);
 }
 
 static int finish(bzc_cstate *s)
@@ -96,7 +112,7 @@ static int finish(bzc_cstate *s)
     s->finished = 1;
     if (s->parted) {
         uint8_t tail[11];
-        int rc = s->in_len ? part(s) : BZ_OK;
+        int rc = s->in_len ? part(s, s->in_len) : BZ_OK;
         return rc == BZ_OK ? out_append(s, tail, bz2_splice_finish(&s->sp, s->combined, tail)) : rc;
     }
     gpucomp_options o;
@@ -177,9 +193,9 @@ static int pump(bzc_cstate *s, bz_stream *strm, int *progress)
         if (rc != BZ_OK)
             break;
         if (s->in_len == BZC_PART && strm->avail_in)
-            rc = part(s);
+            rc = part_full(s);
         else if (strm->avail_in == 0 && s->mode == M_FLUSHING && s->in_len)
-            rc = part(s);
+            rc = part(s, s->in_len);
         else if (strm->avail_in == 0 && s->mode == M_FINISHING && !s->finished)
             rc = finish(s);
         else

@@ -49,6 +49,11 @@ struct SlotBuffers {
     size_t *lazy_cap;
     uint8_t **d_work;
     size_t *work_cap;
+    /* the context's, made on first use like d_work but kept from one piece
+     * of a job to the next (bzip2: a piece's input after its last whole
+     * block, which starts the next piece) */
+    uint8_t **d_join;
+    size_t *join_cap;
 };
 
 /* Input (and output) bytes of a slot buffer sized for slot_bytes of input:

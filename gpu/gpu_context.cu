@@ -101,6 +101,7 @@ void ctx_free(gc_gpu_ctx *ctx)
     cudaFree(ctx->d_tab);
     cudaFree(ctx->d_tab32);
     cudaFree(ctx->d_work);
+    cudaFree(ctx->d_join);
     cudaFreeHost(ctx->h_small);
     (void)cudaGetLastError();
     pthread_mutex_destroy(&ctx->mu);

@@ -100,9 +100,9 @@ void direct_part(uintptr_t lo, uintptr_t hi, const void *p, uint64_t len, uint64
 
 SlotBuffers slot_buffers(gc_gpu_ctx *ctx, Slot &sl)
 {
-    return SlotBuffers{ sl.d_in,      sl.d_out,     sl.d_meta,     sl.d_scr,     sl.h_meta,
-                        ctx->in_cap,  ctx->out_cap, ctx->meta_cap, ctx->scr_cap, ctx->d_tab,
-                        ctx->d_tab32, &sl.d_lazy,   &sl.lazy_cap,  &ctx->d_work, &ctx->work_cap };
+    return SlotBuffers{ sl.d_in,      sl.d_out,      sl.d_meta,      sl.d_scr,     sl.h_meta,     ctx->in_cap,
+                        ctx->out_cap, ctx->meta_cap, ctx->scr_cap,   ctx->d_tab,   ctx->d_tab32,  &sl.d_lazy,
+                        &sl.lazy_cap, &ctx->d_work,  &ctx->work_cap, &ctx->d_join, &ctx->join_cap };
 }
 
 /* Prepare a job: its codec checks it and makes its GpuJob; false when it

@@ -63,6 +63,8 @@ struct gc_gpu_ctx {
     gcgpu::Crc32Tables *d_tab32 = nullptr;
     uint8_t *d_work = nullptr; /* a codec's working scratch, made on first use (SlotBuffers::d_work) */
     size_t work_cap = 0;
+    uint8_t *d_join = nullptr; /* input a codec carries between a job's pieces (SlotBuffers::d_join) */
+    size_t join_cap = 0;
     pthread_mutex_t mu;
     std::vector<gcgpu::Slot> slots;
     cudaEvent_t e_begin = nullptr, e_legacy = nullptr;

@@ -74,6 +74,7 @@ static void cross_round_trip(const uint8_t *data, size_t n, int level)
     char *by_shim = compress_with(&shim, data, n, level, &zs);
     char *out = malloc(n + 1);
     ck_assert_ptr_nonnull(out);
+    ck_assert_msg(zr == zs && memcmp(by_ref, by_shim, zr) == 0, "compressed: libbz2 %u bytes, shim %u", zr, zs);
     const char *z[2] = { by_ref, by_shim };
     unsigned zl[2] = { zr, zs };
     for (int k = 0; k < 2; k++) {
@@ -471,6 +472,43 @@ START_TEST(test_stream_compress_decoded_by_libbz2)
 }
 END_TEST
 
+/* Past the shim's stream buffer, fed in 1 MiB steps: the parts are cut at
+ * block starts, so the stream is libbz2's byte for byte. */
+START_TEST(test_stream_compress_parts_are_bzip2s)
+{
+    const size_t n = ((size_t)64 << 20) + 12345;
+    uint8_t *d = test_data(n, 2);
+    unsigned zr;
+    char *by_ref = compress_with(&ref, d, n, 1, &zr);
+    size_t cap = (size_t)zr + (1u << 20), len = 0;
+    char *z = malloc(cap);
+    ck_assert_ptr_nonnull(z);
+    bz_stream st;
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(shim.c_init(&st, 1, 0, 0), BZ_OK);
+    int rc;
+    size_t fed = 0;
+    do {
+        if (st.avail_in == 0 && fed < n) {
+            size_t k = n - fed < (1u << 20) ? n - fed : (1u << 20);
+            st.next_in = (char *)d + fed;
+            st.avail_in = (unsigned)k;
+            fed += k;
+        }
+        st.next_out = z + len;
+        st.avail_out = (unsigned)(cap - len);
+        rc = shim.c_step(&st, fed == n ? BZ_FINISH : BZ_RUN);
+        len = cap - st.avail_out;
+        ck_assert_msg(rc == BZ_RUN_OK || rc == BZ_FINISH_OK || rc == BZ_STREAM_END, "BZ2_bzCompress: %d", rc);
+    } while (rc != BZ_STREAM_END);
+    ck_assert_int_eq(shim.c_end(&st), BZ_OK);
+    ck_assert_msg(len == zr && memcmp(z, by_ref, zr) == 0, "libbz2 %u bytes, shim stream %zu", zr, len);
+    free(z);
+    free(by_ref);
+    free(d);
+}
+END_TEST
+
 static test_daemon dut;
 
 static void daemon_teardown(void)
@@ -529,6 +567,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_stream_decompress_unused_after_end);
     tcase_add_test(t, test_stream_decompress_bad_block_crc);
     tcase_add_test(t, test_stream_compress_decoded_by_libbz2);
+    tcase_add_test(t, test_stream_compress_parts_are_bzip2s);
     suite_add_tcase(s, t);
     TCase *td = tcase_create("daemon");
     tcase_add_checked_fixture(td, setup, teardown);

@@ -163,7 +163,11 @@ static int naive_cmp(const void *a, const void *b)
         if (x != y)
             return x < y ? -1 : 1;
     }
-    return i < j ? -1 : i > j; /* equal rotations: by starting index */
+    if (i == j)
+        return 0;
+    if (i == 0 || j == 0) /* equal rotations: rotation 0 after its equals, as bzip2 */
+        return i == 0 ? 1 : -1;
+    return i < j ? -1 : 1; /* the others' order does not show in the output */
 }
 
 static void check_bwt(const uint8_t *blk, size_t n)
@@ -372,7 +376,7 @@ END_TEST
 START_TEST(test_bwt_periodic_root)
 {
     /* u^k is only recognised after the tie stage finds equal rotations;
-     * the result must still follow the index tie rule. */
+     * origPtr must still name the last of rotation 0's equals. */
     size_t p = 1000, k = 900, n = p * k;
     uint8_t *s = malloc(n), *got = malloc(n), *root = malloc(p);
     for (int alpha = 2; alpha <= 256; alpha *= 16) {
@@ -382,7 +386,7 @@ START_TEST(test_bwt_periodic_root)
         for (size_t i = p; i < n; i++)
             s[i] = s[i - p];
         int32_t r = bz2_bwt(s, (int32_t)p, root);
-        ck_assert_int_eq(bz2_bwt(s, (int32_t)n, got), r * (int32_t)k);
+        ck_assert_int_eq(bz2_bwt(s, (int32_t)n, got), r * (int32_t)k + (int32_t)k - 1);
         for (size_t i = 0; i < n; i++)
             ck_assert(got[i] == root[i / k]);
     }
@@ -446,6 +450,44 @@ START_TEST(test_code_lengths_limited)
     bz2_code_lengths(freq, 258, 17, len);
     for (int i = 0; i < 258; i++)
         ck_assert_int_le(len[i], 17);
+}
+END_TEST
+
+/* libbz2's own construction (exported by libbz2.so): ours must give its
+ * lengths for every frequency vector, ties and the 17-bit rescaling included. */
+extern void BZ2_hbMakeCodeLengths(unsigned char *len, int32_t *freq, int32_t alpha, int32_t max_len);
+
+START_TEST(test_code_lengths_as_libbz2)
+{
+    uint32_t freq[BZ2_MAX_ALPHA];
+    int32_t ifreq[BZ2_MAX_ALPHA];
+    uint8_t ours[BZ2_MAX_ALPHA], theirs[BZ2_MAX_ALPHA];
+    uint64_t x = 88172645463325252ull;
+    for (int round = 0; round < 3000; round++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int alpha = 3 + (int)(x % (BZ2_MAX_ALPHA - 2));
+        int shape = round % 4; /* flat small counts (many ties), skewed, zeros, Fibonacci-like (deep) */
+        uint32_t a = 1, b = 1;
+        for (int i = 0; i < alpha; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint32_t f = shape == 0   ? (uint32_t)(x % 4)
+                         : shape == 1 ? (uint32_t)(x % 50000) >> (x >> 60)
+                         : shape == 2 ? (x % 3 ? 0 : (uint32_t)(x % 900))
+                                      : a;
+            uint32_t c = a + b;
+            a = b, b = c < 400000 ? c : 1;
+            freq[i] = f;
+        }
+        uint64_t total = 0; /* at most a block's symbols (libbz2's sums overflow past that) */
+        for (int i = 0; i < alpha; i++)
+            total += freq[i];
+        for (int i = 0; i < alpha; i++)
+            ifreq[i] = (int32_t)(freq[i] /= (uint32_t)(total / 900001 + 1));
+        bz2_code_lengths(freq, alpha, 17, ours);
+        BZ2_hbMakeCodeLengths(theirs, ifreq, alpha, 17);
+        ck_assert_msg(memcmp(ours, theirs, (size_t)alpha) == 0, "round %d (alpha %d, shape %d)", round, alpha,
+                      shape);
+    }
 }
 END_TEST
 
@@ -517,39 +559,52 @@ START_TEST(test_block_exactly_full)
     free(st);
     roundtrip(b, limit, 1);
     roundtrip(b, n, 1);
-    /* A run unit that straddles the limit goes whole to the next block. */
+    /* A run of 3 whose first byte reaches the limit ends the block whole
+     * (limit + 2 RLE1 bytes), as bzip2 adds runs to a block whole. */
+    memset(b + limit - 1, 'q', 3);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, 1, &st), 2);
+    ck_assert_uint_eq(st[1], limit + 2);
+    free(st);
+    roundtrip(b, n + 5, 1);
+    /* A run unit that straddles the limit stays whole in the block, which then
+     * holds limit + 3 RLE1 bytes. */
+    for (size_t i = limit - 1; i < limit + 2; i++)
+        b[i] = (uint8_t)(i * 7 + i / 256);
     memset(b + limit - 2, 'r', 7);
     ck_assert_uint_eq(bz2_rle1_plan(b, n + 5, limit, 1, &st), 2);
-    ck_assert_uint_eq(st[1], limit - 2);
+    ck_assert_uint_eq(st[1], limit + 5);
     free(st);
     roundtrip(b, n + 5, 1);
     free(b);
 }
 END_TEST
 
-START_TEST(test_segment_boundary)
+START_TEST(test_blocks_ignore_segments)
 {
-    /* Blocks never cross a multiple of BZ2_SEGMENT_BYTES: 40 MiB of one byte
-     * (one 9-block would hold ~45 MB of it) is cut at 32 MiB, and the run
-     * through the cut restarts there (docs/BZIP2.md, section 3). */
+    /* Blocks are bzip2's wherever the input lies: 40 MiB of one byte is 255-byte
+     * run units of 5 RLE1 bytes, ceil(limit / 5) of them to a block, across
+     * 32 MiB (docs/BZIP2.md, section 3). */
     size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
     uint8_t *b = malloc(n);
     memset(b, 'z', n);
-    size_t *st;
-    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), 1, &st), 2);
-    ck_assert_uint_eq(st[0], 0);
-    ck_assert_uint_eq(st[1], BZ2_SEGMENT_BYTES);
-    ck_assert_uint_eq(st[2], n);
+    size_t *st, per = (bz2_block_limit(9) + 4) / 5 * 255;
+    ck_assert_uint_gt(per, n);
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(9), 1, &st), 1);
+    ck_assert_uint_eq(st[1], n);
+    free(st);
+    per = (bz2_block_limit(1) + 4) / 5 * 255;
+    ck_assert_uint_eq(bz2_rle1_plan(b, n, bz2_block_limit(1), 1, &st), (n + per - 1) / per);
+    ck_assert_uint_eq(st[1], per);
+    ck_assert_uint_eq(st[7], 7 * per);
     free(st);
     roundtrip(b, n, 9);
-    /* literals across the cut: the block before it ends there, short */
+    /* literals: every block holds exactly limit bytes, one across 32 MiB */
     for (size_t i = 0; i < n; i++)
         b[i] = (uint8_t)(i * 7 + i / 256);
     size_t limit = bz2_block_limit(1), nb = bz2_rle1_plan(b, n, limit, 1, &st);
-    size_t k = BZ2_SEGMENT_BYTES / limit + 1; /* blocks of the first segment */
-    ck_assert_uint_eq(st[k], BZ2_SEGMENT_BYTES);
-    ck_assert_uint_eq(st[k - 1], (k - 1) * limit);
-    ck_assert_uint_eq(nb, k + (n - BZ2_SEGMENT_BYTES + limit - 1) / limit);
+    ck_assert_uint_eq(nb, (n + limit - 1) / limit);
+    for (size_t k = 0; k < nb; k++)
+        ck_assert_uint_eq(st[k], k * limit);
     free(st);
     free(b);
 }
@@ -1832,21 +1887,83 @@ START_TEST(test_splice_small_parts)
 }
 END_TEST
 
+/* Runs of 1..600 equal bytes (255, 256, 259 among them) of a few values. */
+static uint8_t *make_runs(size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    for (size_t i = 0; i < n;) {
+        size_t r = rnd() % 4 == 0 ? 255 + rnd() % 5 : 1 + rnd() % 600;
+        uint8_t v = (uint8_t)(rnd() % 3);
+        for (; r-- && i < n; i++)
+            b[i] = v;
+    }
+    return b;
+}
+
+/* A cut found as input arrives in steps of 1 byte to 64 KiB (bz2_rle1_walk_to)
+ * is the first block start from min of the whole input's plan, whatever the
+ * steps; nothing is claimed before it. */
+static void check_walk_arriving(const uint8_t *src, size_t n, int level)
+{
+    size_t limit = bz2_block_limit(level), *st;
+    size_t nb = bz2_rle1_plan(src, n, limit, 1, &st);
+    const size_t mins[] = { 1, n / 3, n / 2, n };
+    for (size_t m = 0; m < sizeof mins / sizeof *mins; m++) {
+        size_t want = 0;
+        for (size_t k = 0; k < nb && !want; k++)
+            want = st[k] >= mins[m] ? st[k] : 0;
+        bz2_rle1_walk w = { 0, 0, 0 };
+        size_t got = 0, arrived = 0;
+        while (!got && arrived < n) {
+            size_t step = (size_t)1 << (rnd() % 17);
+            arrived += step < n - arrived ? step : n - arrived;
+            got = bz2_rle1_walk_to(src, arrived, arrived == n, &w, mins[m], limit);
+        }
+        ck_assert_msg(got == want, "n %zu level %d min %zu: cut %zu, the plan's %zu", n, level, mins[m], got,
+                      want);
+    }
+    free(st);
+}
+
+START_TEST(test_rle1_walk_arriving)
+{
+    uint8_t *t = make_text(3u << 20), *r = make_runs(4u << 20), *z = make_random(2u << 20);
+    uint8_t *c = malloc(12u << 20); /* one value: a level 1 block covers ~5 MB */
+    memset(c, 'x', 12u << 20);
+    for (int level = 1; level <= 9; level += 4) {
+        check_walk_arriving(t, 3u << 20, level);
+        check_walk_arriving(r, 4u << 20, level);
+        check_walk_arriving(z, 2u << 20, level);
+        check_walk_arriving(c, 12u << 20, level);
+    }
+    free(t);
+    free(r);
+    free(z);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_splice_segment_identity)
 {
-    /* 40 MiB of text at level 1: compressing the first 32 MiB segment and
-     * the 8 MiB after it separately and splicing them is bit for bit
-     * bz2_compress of the whole (blocks never cross the segment boundary). */
+    /* 40 MiB of text at level 1: compressing it in two parts cut at the
+     * first block start from 32 MiB on and splicing them is bit for bit
+     * bz2_compress of the whole (a part that starts at a block start plans
+     * the whole input's blocks). */
     size_t n = BZ2_SEGMENT_BYTES + (8u << 20);
     uint8_t *t = make_text(n);
-    size_t wl;
+    size_t wl, *st, cut = 0;
     uint32_t wb;
     uint8_t *whole = counted_compress(t, n, 1, 0, &wl, &wb);
+    size_t nb = bz2_rle1_plan(t, n, bz2_block_limit(1), 1, &st);
+    for (size_t k = 0; k < nb && !cut; k++)
+        cut = st[k] >= BZ2_SEGMENT_BYTES ? st[k] : 0;
+    free(st);
+    ck_assert_uint_gt(cut, BZ2_SEGMENT_BYTES); /* not where segments cut */
     uint8_t *parts[2];
     size_t lens[2];
     uint32_t blocks[2];
-    parts[0] = counted_compress(t, BZ2_SEGMENT_BYTES, 1, 0, &lens[0], &blocks[0]);
-    parts[1] = counted_compress(t + BZ2_SEGMENT_BYTES, n - BZ2_SEGMENT_BYTES, 1, 0, &lens[1], &blocks[1]);
+    parts[0] = counted_compress(t, cut, 1, 0, &lens[0], &blocks[0]);
+    parts[1] = counted_compress(t + cut, n - cut, 1, 0, &lens[1], &blocks[1]);
     ck_assert_uint_eq(blocks[0] + blocks[1], wb);
     size_t sl;
     uint8_t *s = splice_parts(parts, lens, blocks, 2, 1, &sl);
@@ -2549,10 +2666,11 @@ static Suite *bzip2_suite(void)
     tcase_add_test(tc, test_bwt_periodic_root);
     tcase_add_test(tc, test_bwt_sort_fallbacks);
     tcase_add_test(tc, test_code_lengths_limited);
+    tcase_add_test(tc, test_code_lengths_as_libbz2);
     tcase_add_test(tc, test_empty_and_tiny);
     tcase_add_test(tc, test_runs);
     tcase_add_test(tc, test_block_exactly_full);
-    tcase_add_test(tc, test_segment_boundary);
+    tcase_add_test(tc, test_blocks_ignore_segments);
     tcase_add_test(tc, test_all_bytes_and_random);
     tcase_add_test(tc, test_text_multiblock_levels);
     tcase_add_test(tc, test_periodic_fibonacci_streams);
@@ -2581,6 +2699,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_splice_in_place_and_skip);
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);
+    tcase_add_test(streaming, test_rle1_walk_arriving);
     tcase_add_test(streaming, test_splice_segment_identity);
     tcase_add_test(streaming, test_part_valid_streams);
     tcase_add_test(streaming, test_part_multistream);

@@ -6,11 +6,10 @@
 # must give the same output bytes, exit status and messages.
 #
 # The samples compressed through the shim are checked by decoding them (with
-# Debian's bzip2 and both builds) and by round trips, not yet byte for byte
-# against sample1/2/3.bz2: the encoder does not write bzip2 1.0.8's exact
-# bytes yet. Set exact_bytes=yes below once it does, and `make test`'s cmp of
-# the .bz2 files becomes part of the test.
-exact_bytes=no
+# Debian's bzip2 and both builds), by round trips, and byte for byte against
+# sample1/2/3.bz2 (`make test`'s cmp of the .bz2 files): the encoder writes
+# bzip2 1.0.8's exact bytes (exact_bytes=no would leave the cmp out).
+exact_bytes=yes
 #
 # The source: $BZIP2_ORIG_TARBALL (bzip2_1.0.8.orig.tar.gz), else a copy
 # fetched earlier into tests/ of the build tree (make clean removes it), else Debian's

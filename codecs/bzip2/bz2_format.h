@@ -72,12 +72,15 @@ static inline uint8_t bz2_rand_next(bz2_rand *r)
     return r->to_go == 1;
 }
 
-/* Largest RLE1 output we put in one block at a level: the same margin as
- * bzip2 itself keeps, so every decoder accepts our blocks. */
+/* bzip2's nblockMAX: a block is full once its RLE1 output reaches this; the
+ * margin below level * 100000 keeps the overshoot within what decoders take. */
 static inline GC_HD size_t bz2_block_limit(int level)
 {
     return (size_t)level * 100000u - 19u;
 }
+/* A block ends after the RLE1 unit (at most 5 bytes) that reaches the limit,
+ * so it may hold this many bytes more (docs/BZIP2.md, section 3). */
+#define BZ2_BLOCK_OVERSHOOT 4u
 
 /* ---- the combined CRC ---- */
 
@@ -128,41 +131,129 @@ static inline GC_HD int bz2_rule_table_count(uint32_t n_sym)
     return n_sym < 200 ? 2 : n_sym < 600 ? 3 : n_sym < 1200 ? 4 : n_sym < 2400 ? 5 : 6;
 }
 
-/* Starting point, section 6.4: split the symbol values into n_groups
- * contiguous ranges of about equal remaining frequency; a table costs 0
- * inside its range and 15 outside, so the first assignment clusters groups
- * by symbol range. Range k (from symbol 0 up) belongs to table n_groups-1-k,
- * and odd ranges other than the first and last give back their last symbol
- * (the same heuristic as bzip2: it lands in better local optima). */
+/* Starting point, section 6.4 (bzip2's rule): walk the symbol values from 0
+ * up, cutting them into n_groups contiguous ranges, each taking symbols until
+ * it holds at least its share of what is left (the remaining count divided by
+ * the ranges still to cut). The ranges that are odd counting from the first,
+ * other than the first and the last, give back their last symbol. Range k
+ * belongs to table n_groups-1-k, which costs 0 inside it and 15 elsewhere, so
+ * the first assignment clusters groups by symbol range. The last range may
+ * stop short of the alphabet's end: the symbols after it cost 15 in every
+ * table. */
 static inline GC_HD void bz2_rule_initial_tables(const uint32_t *freq, int alpha, int n_groups, uint32_t n_sym,
                                                  uint8_t (*len)[BZ2_MAX_ALPHA])
 {
-    uint32_t rem = n_sym;
+    uint32_t rem = n_sym; /* never below what the ranges still to cut hold */
     int gs = 0;
-    for (int k = 0; k < n_groups; k++) {
-        int left = n_groups - k;
-        uint32_t target = rem / (uint32_t)left;
-        int ge = gs;
-        uint32_t acc = gs < alpha ? freq[gs] : 0;
-        if (k == n_groups - 1) {
-            ge = alpha - 1;
-            acc = rem;
-        } else {
-            while (acc < target && ge + 1 < alpha - (left - 1)) {
-                ge++;
-                acc += freq[ge];
-            }
-            if (k % 2 == 1 && ge > gs) {
-                acc -= freq[ge];
-                ge--;
-            }
-        }
-        uint8_t *l = len[n_groups - 1 - k];
+    for (int left = n_groups; left > 0; left--) {
+        uint32_t target = rem / (uint32_t)left, acc = 0;
+        int ge = gs - 1;
+        while (acc < target && ge < alpha - 1)
+            acc += freq[++ge];
+        int k = n_groups - left;
+        if (ge > gs && k > 0 && left > 1 && k % 2 == 1)
+            acc -= freq[ge--];
+        uint8_t *l = len[left - 1];
         for (int v = 0; v < alpha; v++)
             l[v] = (v >= gs && v <= ge) ? 0 : 15;
-        rem -= acc < rem ? acc : rem;
+        rem -= acc;
         gs = ge + 1;
     }
+}
+
+/* ---- code lengths: bzip2's Huffman construction (docs/BZIP2.md 6.2) ---- */
+
+/* Room for bz2_rule_code_lengths: nodes 1..alpha are the leaves, then the
+ * internal nodes; index 0 is unused. A node's key is its weight times 256
+ * plus the height of its subtree, so among equal weights the shallower
+ * subtree comes first. */
+typedef struct bz2_huff_room {
+    uint32_t key[2 * BZ2_MAX_ALPHA + 2];
+    int16_t parent[2 * BZ2_MAX_ALPHA + 2];
+    int16_t heap[BZ2_MAX_ALPHA + 2]; /* a binary min-heap by key, from heap[1] */
+} bz2_huff_room;
+
+/* Moves the entry at heap position z up while its key is below its parent's. */
+static inline GC_HD void bz2_huff_up(bz2_huff_room *r, int z)
+{
+    int16_t node = r->heap[z];
+    while (z > 1 && r->key[node] < r->key[r->heap[z >> 1]]) {
+        r->heap[z] = r->heap[z >> 1];
+        z >>= 1;
+    }
+    r->heap[z] = node;
+}
+
+/* Moves the entry at heap position 1 down: to the smaller child (the left one
+ * unless the right one's key is smaller) while that child's key is not above
+ * its own. The exact moves decide ties, and so the output. */
+static inline GC_HD void bz2_huff_down(bz2_huff_room *r, int n_heap)
+{
+    int z = 1;
+    int16_t node = r->heap[1];
+    for (;;) {
+        int c = 2 * z;
+        if (c > n_heap)
+            break;
+        if (c < n_heap && r->key[r->heap[c + 1]] < r->key[r->heap[c]])
+            c++;
+        if (r->key[node] < r->key[r->heap[c]])
+            break;
+        r->heap[z] = r->heap[c];
+        z = c;
+    }
+    r->heap[z] = node;
+}
+
+/* One Huffman tree over the leaf keys in r: code lengths into len; returns the
+ * longest. Repeatedly takes the two smallest keys off the heap (each take
+ * moves the last entry to the top and down) and pushes their parent, whose
+ * key is the weights' sum with a height one above the higher child's. */
+static inline GC_HD int bz2_huff_tree(bz2_huff_room *r, int alpha, uint8_t *len)
+{
+    int n_heap = 0, n_nodes = alpha;
+    for (int i = 1; i <= alpha; i++) {
+        r->parent[i] = -1;
+        r->heap[++n_heap] = (int16_t)i;
+        bz2_huff_up(r, n_heap);
+    }
+    while (n_heap > 1) {
+        int16_t a = r->heap[1];
+        r->heap[1] = r->heap[n_heap--];
+        bz2_huff_down(r, n_heap);
+        int16_t b = r->heap[1];
+        r->heap[1] = r->heap[n_heap--];
+        bz2_huff_down(r, n_heap);
+        uint32_t ha = r->key[a] & 0xffu, hb = r->key[b] & 0xffu;
+        n_nodes++;
+        r->parent[a] = r->parent[b] = (int16_t)n_nodes;
+        r->parent[n_nodes] = -1;
+        r->key[n_nodes] = ((r->key[a] & ~0xffu) + (r->key[b] & ~0xffu)) | (1u + (ha > hb ? ha : hb));
+        r->heap[++n_heap] = (int16_t)n_nodes;
+        bz2_huff_up(r, n_heap);
+    }
+    int longest = 0;
+    for (int i = 1; i <= alpha; i++) {
+        int d = 0;
+        for (int k = i; r->parent[k] >= 0; k = r->parent[k])
+            d++;
+        len[i - 1] = (uint8_t)d;
+        longest = d > longest ? d : longest;
+    }
+    return longest;
+}
+
+/* Code lengths for freq[0..alpha), none over max_len (section 6.2): every
+ * symbol weighs its count (an absent one 1); while a code is too long, every
+ * weight w becomes 1 + w/2 and the tree is built again. */
+static inline GC_HD void bz2_rule_code_lengths(bz2_huff_room *r, const uint32_t *freq, int alpha, int max_len,
+                                               uint8_t *len)
+{
+    for (int i = 0; i < alpha; i++)
+        r->key[i + 1] = (freq[i] ? freq[i] : 1u) << 8;
+    while (bz2_huff_tree(r, alpha, len) > max_len)
+        for (int i = 1; i <= alpha; i++)
+            r->key[i] = (1u + (r->key[i] >> 8) / 2) << 8;
 }
 
 #ifdef __cplusplus

@@ -61,11 +61,38 @@ int bz2_decompress_job(const uint8_t *src, size_t src_len, size_t max_output, un
 int bz2_compress_counted(const uint8_t *src, size_t src_len, const bz2_options *opt, uint8_t **dst,
                          size_t *dst_len, uint32_t *blocks, gc_error *err);
 
+/*
+ * Where to cut a compress stream's part: src[0..n) begins at a block start of
+ * the stream (its start, or a cut made here). Walking from block start *from
+ * (0 at first), the first block start at or past min that src shows for
+ * certain, or 0 if src ends first; *from is left at the last block start the
+ * walk passed below it, where a call with more of the same src may resume.
+ * limit: bz2_block_limit(level). A part cut there has the whole input's blocks.
+ */
+size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t min, size_t limit);
+
+/*
+ * The same cut found as the input arrives, each byte walked once: src[0..n)
+ * is what has arrived so far (each call sees the same bytes and more), w
+ * the walk's place (zeroed at a block start, src's first byte), `end` set
+ * once src is all there is. Returns the first block start at or past min,
+ * or 0 until the input shows one for certain. A call walks the bytes that
+ * arrived since the last one (and at most 259 bytes before them), so a
+ * caller on an event loop pays per call for what that call received.
+ */
+typedef struct bz2_rle1_walk {
+    size_t start; /* the block the walk is in begins here */
+    size_t pos;   /* a unit start of that block up to which it is walked */
+    size_t used;  /* RLE1 bytes of its units before pos */
+} bz2_rle1_walk;
+size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit);
+
 /* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
  *
- * Blocks never cross a 32 MiB segment boundary, so compressing an input in
- * parts whose lengths are multiples of 32 MiB (the last one excepted) and
- * concatenating the parts' blocks gives exactly bz2_compress of the whole:
+ * A part that begins at a block start plans the whole input's blocks, so
+ * compressing an input in parts cut at block starts (bz2_rle1_next_start; the
+ * last part ends at the input's end) and concatenating the parts' blocks
+ * gives exactly bz2_compress of the whole:
  *   "BZh"+level, body of part 1, body of part 2, ..., end marker, combined CRC
  * where each body is located by bz2_stream_body and the combined CRC is
  * folded with bz2_combine_parts. bz2_splice does the bit-level concatenation.

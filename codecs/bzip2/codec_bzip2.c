@@ -322,7 +322,9 @@ static bool gpu_reruns_failures(const gcd_request *r)
 
 /* ---- streams (docs/BZIP2.md, "Streaming") ---- */
 
-/* Compress parts: one 32 MiB segment each, so their blocks are the whole input's. */
+/* Compress parts: at least this much input, cut at the first block start after it (so their
+ * blocks are the whole input's, bzip2's); a block may span up to ~46 MB of runs, so a part that
+ * finds no block start within twice this ends there (still one valid stream, not bzip2's blocks). */
 #define STREAM_COMPRESS_PART ((size_t)32 << 20)
 /* Decompress parts: at least this much input (the GPU's fixed cost per job wants large parts,
  * docs/history/BENCHMARKS-2026-11-27.md "Streams"), cut at the first magic after it; at most
@@ -349,7 +351,8 @@ typedef struct bz2_stream {
     /* decompress: the last cut, in bits of the buffer it was given, and the magic search */
     uint64_t cut_bit;
     bool cut_blind, cut_end;
-    size_t scanned; /* the buffer before this offset has no magic past the part's minimum */
+    size_t scanned;     /* the buffer before this offset has no magic past the part's minimum */
+    bz2_rle1_walk walk; /* compress: how far the buffer's block walk has gone */
 } bz2_stream;
 
 static void *stream_open(const gcd_request *proto, gc_error *err)
@@ -363,12 +366,26 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
     return st;
 }
 
-/* A compress part: a flush ends it early (a new segment). */
-static void cut_compress(size_t avail, bool final, bool flush, size_t *take)
+/*
+ * A compress part: from STREAM_COMPRESS_PART bytes on, up to the next block
+ * start (docs/BZIP2.md, section 3). The cut runs on the event loop, so the
+ * walk goes on as input arrives (bz2_rle1_walk_to): a call walks what the
+ * reads since the last one brought, never the part again. A flush ends the
+ * part (and a block, as bzip2's flush does) where it is.
+ */
+static void cut_compress(bz2_stream *st, const uint8_t *buf, size_t avail, bool final, bool flush, size_t *take)
 {
-    *take = avail >= STREAM_COMPRESS_PART || final || flush
-                ? (avail < STREAM_COMPRESS_PART ? avail : STREAM_COMPRESS_PART)
-                : 0;
+    const size_t part = STREAM_COMPRESS_PART;
+    size_t at = bz2_rle1_walk_to(buf, avail, final, &st->walk, part, bz2_block_limit(st->level));
+    *take = 0;
+    if (at)
+        *take = at;
+    else if (avail < part)
+        *take = final || flush ? avail : 0;
+    else if (final || flush || avail >= 2 * part)
+        *take = avail < 2 * part ? avail : 2 * part;
+    if (*take)
+        memset(&st->walk, 0, sizeof st->walk);
 }
 
 /* A flush: the part ends at the last magic of the buffer (everything before it decodes now). */
@@ -428,16 +445,21 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
 {
     (void)err;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS)
-        cut_compress(avail, final, flush, take);
+        cut_compress(state, buf, avail, final, flush, take);
     else
         cut_decompress(state, buf, avail, final, flush, take);
     return GC_OK;
 }
 
+/* A file compress stream's cut sees its span this much more at a time, walking
+ * only what each read added: the walk runs on the event loop. */
+#define STREAM_COMPRESS_PEEK_STEP ((size_t)8 << 20)
+
 /*
- * A file stream's cut: a compress reads nothing; a decompress sees the
- * span where its cut looks for a magic (up to twice a part), read by an
- * I/O thread; the part is then read again into its own buffer.
+ * A file stream's cut sees the span where it looks for a block start
+ * (compress) or a magic (decompress), up to twice a part, read by an I/O
+ * thread (compress: in steps, the walk going on with each); the part is then
+ * read again into its own buffer.
  */
 static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
                            size_t left, size_t *take, size_t *more, gc_error *err)
@@ -445,7 +467,17 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
     (void)err;
     *more = 0;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
-        cut_compress(left, true, false, take);
+        bz2_stream *st = state;
+        size_t see = left < 2 * STREAM_COMPRESS_PART ? left : 2 * STREAM_COMPRESS_PART;
+        *take = 0;
+        if (head_len >= see) {
+            cut_compress(st, head, head_len, head_len == left, false, take);
+        } else if ((*take = bz2_rle1_walk_to(head, head_len, false, &st->walk, STREAM_COMPRESS_PART,
+                                             bz2_block_limit(st->level))) != 0) {
+            memset(&st->walk, 0, sizeof st->walk);
+        } else {
+            *more = see - head_len < STREAM_COMPRESS_PEEK_STEP ? see : head_len + STREAM_COMPRESS_PEEK_STEP;
+        }
         return GC_OK;
     }
     size_t want = left < 2 * STREAM_DECOMPRESS_PART ? left : 2 * STREAM_DECOMPRESS_PART;

@@ -111,9 +111,9 @@ static int check(const std::string &kind, size_t n, int level, gc_gpu_ctx *ctx, 
         }
         cudaStream_t st = 0;
         uint32_t limit = level * 100000 - 19, nb = 0;
-        uint64_t rle_total = 0;
+        uint64_t rle_total = 0, used = 0;
         CK(cudaMemset(s.res, 0, sizeof(Bz2Result)));
-        if (bz2_plan(d_src, n, limit, s, st, &nb, &rle_total, &err)) {
+        if (bz2_plan(d_src, n, limit, true, s, st, &nb, &rle_total, &used, &err)) {
             printf("plan: %s\n", err.msg);
             return 1;
         }
@@ -126,6 +126,10 @@ static int check(const std::string &kind, size_t n, int level, gc_gpu_ctx *ctx, 
         CK(cudaMemcpy(blk.data(), s.blk, nb * sizeof(Bz2Block), cudaMemcpyDeviceToHost));
         size_t *starts;
         size_t cnb = bz2_rle1_plan(src.data(), n, limit, 0, &starts);
+        if (used != n) {
+            printf("  PLAN covers %llu of %zu bytes\n", (unsigned long long)used, (size_t)n);
+            bad++;
+        }
         if (cnb != nb) {
             printf("  PLAN blocks gpu %u cpu %zu\n", nb, cnb);
             bad++;

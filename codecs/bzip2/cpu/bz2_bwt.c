@@ -4,10 +4,12 @@
  *
  * Ordering rule (docs/BZIP2.md): rotations compare as cyclic strings;
  * rotations that are equal - only possible when the block is a repetition
- * u^k of a shorter string - are ordered by starting index. Such a block is
- * transformed through its primitive root u (every rotation of a primitive
- * string is distinct, so any correct sort gives one answer):
- *   BWT(u^k) = BWT(u) with each byte repeated k times, origPtr = k * origPtr(u).
+ * u^k of a shorter string - give the same last-column bytes, and origPtr
+ * names the last of rotation 0's equals, where bzip2's fallback sort puts it.
+ * Such a block is transformed through its primitive root u (every rotation
+ * of a primitive string is distinct, so any correct sort gives one answer):
+ *   BWT(u^k) = BWT(u) with each byte repeated k times,
+ *   origPtr = k * origPtr(u) + k - 1.
  *
  * A primitive block is sorted by induced sorting (bz2_bwt_sort.h: LMS
  * substrings by multikey quicksort, their ties through the reduced string
@@ -128,7 +130,7 @@ static int32_t bwt_periodic(const uint8_t *blk, int32_t n, int32_t p, uint8_t *o
         int32_t k = n / p;
         for (int32_t i = 0; i < p; i++)
             memset(out + (size_t)i * k, root[i], (size_t)k);
-        r *= k;
+        r = r * k + k - 1; /* the last of rotation 0's k equals */
     }
     free(root);
     return r;

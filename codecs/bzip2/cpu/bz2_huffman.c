@@ -8,59 +8,11 @@
 
 #include "bz2_internal.h"
 
-/* Plain Huffman over weights w[0..alpha) (all >= 1). Ties are broken so the
- * result is fully determined: leaves are ordered by (weight, symbol), and
- * when a leaf and an internal node weigh the same, the leaf is taken first. */
-static int huffman_depths(const uint32_t *w, int alpha, uint8_t *len)
-{
-    int order[BZ2_MAX_ALPHA];
-    uint64_t wt[2 * BZ2_MAX_ALPHA];
-    int parent[2 * BZ2_MAX_ALPHA];
-    uint8_t depth[2 * BZ2_MAX_ALPHA];
-
-    for (int i = 0; i < alpha; i++) {
-        int j = i;
-        while (j > 0 && (w[order[j - 1]] > w[i]))
-            order[j] = order[j - 1], j--;
-        order[j] = i;
-        wt[i] = w[i];
-    }
-    int leaf = 0, inode = alpha, next = alpha;
-    for (int k = 0; k < alpha - 1; k++) {
-        int pick[2];
-        for (int m = 0; m < 2; m++) {
-            if (leaf < alpha && (inode >= next || wt[order[leaf]] <= wt[inode]))
-                pick[m] = order[leaf++];
-            else
-                pick[m] = inode++;
-        }
-        wt[next] = wt[pick[0]] + wt[pick[1]];
-        parent[pick[0]] = parent[pick[1]] = next;
-        next++;
-    }
-    int root = next - 1, maxd = 0;
-    depth[root] = 0;
-    for (int i = root - 1; i >= 0; i--) {
-        depth[i] = (uint8_t)(depth[parent[i]] + 1);
-        if (i < alpha) {
-            len[i] = depth[i];
-            if (depth[i] > maxd)
-                maxd = depth[i];
-        }
-    }
-    return maxd;
-}
-
+/* bzip2's construction, written once for both backends (bz2_format.h). */
 void bz2_code_lengths(const uint32_t *freq, int alpha, int max_len, uint8_t *len)
 {
-    uint32_t w[BZ2_MAX_ALPHA];
-    for (int i = 0; i < alpha; i++)
-        w[i] = freq[i] ? freq[i] : 1; /* every symbol needs a code */
-    /* Too deep: flatten the weights (w -> 1 + w/2) and retry. Halving
-     * converges: after ~log2(max w) rounds all weights are 1 or 2. */
-    while (huffman_depths(w, alpha, len) > max_len)
-        for (int i = 0; i < alpha; i++)
-            w[i] = 1 + w[i] / 2;
+    bz2_huff_room room;
+    bz2_rule_code_lengths(&room, freq, alpha, max_len, len);
 }
 
 void bz2_canonical_codes(const uint8_t *len, int alpha, uint32_t *code)
@@ -80,8 +32,8 @@ int bz2_table_count(size_t n_sym)
 }
 
 /* One pass: give each group of 50 symbols the table with the smallest
- * total code length (lowest table index on ties). If tfreq is not NULL,
- * also count each table's symbol frequencies. Costs are summed as packed
+ * total code length (lowest table index on ties), and count each table's
+ * symbol frequencies. Costs are summed as packed
  * 16-bit lanes (4 tables per 64-bit word; 50 * 20 < 65536). */
 static void assign_groups(const uint16_t *sym, size_t n_sym, int alpha, int n_groups,
                           uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA], uint8_t *selectors,
@@ -117,9 +69,8 @@ static void assign_groups(const uint16_t *sym, size_t n_sym, int alpha, int n_gr
             }
         }
         selectors[g] = (uint8_t)best;
-        if (tfreq)
-            for (size_t i = lo; i < hi; i++)
-                tfreq[best][sym[i]]++;
+        for (size_t i = lo; i < hi; i++)
+            tfreq[best][sym[i]]++;
     }
 }
 
@@ -130,12 +81,12 @@ void bz2_choose_tables(const uint16_t *sym, size_t n_sym, const uint32_t *freq, 
 {
     uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
     bz2_rule_initial_tables(freq, alpha, n_groups, (uint32_t)n_sym, len); /* n_sym <= 900001 */
+    /* The selectors sent are those of the last pass, which chose them with
+     * the tables before it: the tables are rebuilt after it, as bzip2 does. */
     for (int it = 0; it < BZ2_REFINE_ITERS; it++) {
         memset(tfreq, 0, sizeof tfreq);
         assign_groups(sym, n_sym, alpha, n_groups, len, selectors, tfreq);
         for (int t = 0; t < n_groups; t++)
             bz2_code_lengths(tfreq[t], alpha, BZ2_MAX_CODE_LEN_ENC, len[t]);
     }
-    /* Final pick with the final tables: never worse than the last pass. */
-    assign_groups(sym, n_sym, alpha, n_groups, len, selectors, NULL);
 }

@@ -36,14 +36,14 @@ static inline uint32_t bz2_crc(const uint8_t *p, size_t n)
 }
 
 /* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
-/* Split src into blocks whose RLE1 output is <= limit bytes, each segment of
- * BZ2_SEGMENT_BYTES on its own (segments in parallel on up to threads
- * threads, 0 = every CPU; the plan is the same for any count). Returns the
- * number of blocks and a malloc'd array of n+1 input offsets in *starts
- * (block i is src[starts[i] .. starts[i+1])); 0 blocks for empty input.
- * Returns (size_t)-1 when out of memory. src may change while this runs (a
- * client's memory): the plan is then garbage but stays inside its array, and
- * bz2_encode_block checks each block against the limit again. */
+/* Split src into blocks as bzip2 does (docs/BZIP2.md, section 3): each ends
+ * after the unit that brings its RLE1 output to limit or beyond (so it holds
+ * up to limit + BZ2_BLOCK_OVERSHOOT bytes). One sequential walk; threads is
+ * unused. Returns the number of blocks and a malloc'd array of n+1 input
+ * offsets in *starts (block i is src[starts[i] .. starts[i+1])); 0 blocks for
+ * empty input. Returns (size_t)-1 when out of memory. src may change while
+ * this runs (a client's memory): the plan is then garbage but stays inside
+ * its array, and bz2_encode_block checks each block's size again. */
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts);
 /* RLE1-encode src[0..n) (one block's input) into dst; returns bytes written.
  * dst must hold n + n / 4 + 1 bytes. */

@@ -1,21 +1,21 @@
 /*
  * bz2_rle1.c - bzip2's first stage: runs of 4..255 equal bytes become the
  * 4 bytes followed by a count byte (run length - 4, 0..251), and the
- * splitting of the input into blocks by the size of that RLE1 output.
- *
- * Both functions walk the input in the same "units", so a block boundary
- * never falls inside a 5-byte run unit, and never crosses a multiple of
- * BZ2_SEGMENT_BYTES of the input (docs/BZIP2.md, section 3):
- *   - at position i let r = length of the run of src[i] starting at i,
- *     capped at 255 and at the end of the input (or block);
- *   - r >= 4: one unit, 5 output bytes, consumes r input bytes;
- *   - r <  4: r units of 1 output byte each, consuming 1 input byte each.
+ * splitting of the input into blocks by the size of that RLE1 output, as
+ * bzip2 1.0.8 splits it (docs/BZIP2.md, section 3):
+ *   - the input is cut into units from its start: maximal runs of equal
+ *     bytes, a run over 255 cut every 255 bytes from its start; a unit of
+ *     r >= 4 bytes is 5 RLE1 bytes, a shorter one r bytes;
+ *   - a block ends after the first unit that brings its RLE1 bytes to the
+ *     limit or beyond (so up to limit + 4), the input's end ends the last.
+ * Units do not restart at a block boundary, but any unit start is a place
+ * the parse may start afresh: the units after it are the same, so a block
+ * is encoded on its own (bz2_rle1_encode of its slice).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bz2_internal.h"
-#include "parallel.h"
 
 /* Length of the run of src[i] starting at i, capped at 255 and at n. */
 static size_t run_length(const uint8_t *src, size_t i, size_t n)
@@ -35,140 +35,121 @@ static inline uint64_t zero_bytes(uint64_t x)
 }
 
 /*
- * First position p >= i where 4 equal bytes start (a run unit can start
- * only there: every byte before it is a 1-byte unit), or n. Eight bytes at
- * a time: d = word ^ next word marks bytes equal to their successor; three
- * such marks in a row are four equal bytes. Little-endian word order.
+ * First position p in [i, stop) where 4 equal bytes of src[0..n) start (a
+ * run unit can start only there: every byte before it is a 1-byte unit), or
+ * stop. Eight bytes at a time: d = word ^ next word marks bytes equal to
+ * their successor; three such marks in a row are four equal bytes.
+ * Little-endian word order.
  */
-static size_t next_run4(const uint8_t *src, size_t i, size_t n)
+static size_t next_run4(const uint8_t *src, size_t i, size_t stop, size_t n)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    while (i + 9 <= n) {
+    while (i + 9 <= n && i < stop) {
         uint64_t a, b;
         memcpy(&a, src + i, 8);
         memcpy(&b, src + i + 1, 8);
         uint64_t z = zero_bytes(a ^ b); /* byte k: src[i+k] == src[i+k+1] */
         uint64_t three = z & (z >> 8) & (z >> 16);
-        if (three)
-            return i + (size_t)__builtin_ctzll(three) / 8;
+        if (three) {
+            size_t p = i + (size_t)__builtin_ctzll(three) / 8;
+            return p < stop ? p : stop;
+        }
         i += 6; /* a triple may still start at offsets 6 or 7 */
     }
 #endif
-    for (; i + 3 < n; i++)
+    for (; i < stop && i + 3 < n; i++)
         if (src[i] == src[i + 1] && src[i] == src[i + 2] && src[i] == src[i + 3])
             return i;
-    return n;
+    return stop;
 }
 
-/* Account n_bytes 1-byte units starting at i; they may split across blocks. */
-static void plan_literals(size_t i, size_t n_bytes, size_t limit, size_t *st, size_t cap, size_t *nb, size_t *used)
+/* Every block but the last holds >= limit RLE1 bytes, and 5 of them cost
+ * >= 4 input bytes, so this bounds the block count (plus the end entry). */
+static size_t plan_cap(size_t len, size_t limit)
 {
-    while (n_bytes > 0) {
-        if (*used == 0) {
-            if (*nb + 1 >= cap) /* cannot happen (see bz2_rle1_plan) */
-                return;
-            st[(*nb)++] = i; /* a block starts here */
-        }
-        size_t take = n_bytes < limit - *used ? n_bytes : limit - *used;
-        *used += take;
-        i += take;
-        n_bytes -= take;
-        if (*used == limit)
-            *used = 0;
-    }
+    return len / (limit / 2) + 3;
 }
 
-/* Plan src[a..end) (one segment) greedily, appending block starts to st[*nb..cap). */
-static void plan_segment(const uint8_t *src, size_t a, size_t end, size_t limit, size_t *st, size_t cap,
-                         size_t *nb)
+/*
+ * Walk the block whose units before *pos hold *used RLE1 bytes (section 3)
+ * through the units that start before h, reading up to n (h <= n): its end,
+ * the unit boundary after the unit that brings it to limit, or 0 with *pos
+ * and *used moved to h (or past it) if it ends at h or later. A stretch
+ * before the next 4 equal bytes holds runs of 1..3 bytes, one RLE1 byte
+ * each, so it is counted whole, and only the run where the limit falls is
+ * looked at; the search for 4 equal bytes stops at the limit (or h), not at
+ * the next such bytes, which in random data lie megabytes on. A stretch cut
+ * at h splits no run that matters: a run reaching past h from before it is
+ * under 4 bytes long, since 4 equal bytes starting before h are seen when h
+ * + 3 <= n. An end below n is certain: the unit before it ended at a
+ * different byte or at 255. Client memory may change under us: a run
+ * shorter than 4 when measured counts its own length, and every end is past
+ * *pos, so the plan stays within plan_cap whatever the bytes.
+ */
+static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit)
 {
-    size_t used = 0;
-    size_t i = a;
-    while (i < end) {
-        size_t p = next_run4(src, i, end);
-        plan_literals(i, p - i, limit, st, cap, nb, &used);
-        i = p;
-        if (i >= end)
+    size_t i = *pos, u = *used, e = 0;
+    while (i < h) {
+        size_t stop = h - i > limit - u ? i + (limit - u) : h;
+        size_t p = next_run4(src, i, stop, n);
+        if (u + (p - i) >= limit) { /* ends at or after p = stop, after the run of its limit-th byte */
+            e = p;
+            /* that run has under 4 bytes from i, or one would start before stop */
+            while (e < n && src[e] == src[e - 1])
+                e++;
             break;
-        /* A run unit of 5 output bytes: never split; it opens the next block if it does not fit.
-         * next_run4 saw 4 equal bytes at i (so i + 4 <= end); if they changed since (client
-         * memory), the unit still consumes 4, which keeps the block count bound below. */
-        size_t r = run_length(src, i, end);
-        if (r < 4)
-            r = 4;
-        if (used + 5 > limit)
-            used = 0;
-        if (used == 0) {
-            if (*nb + 1 >= cap) /* cannot happen (see cap): never write past the array */
-                return;
-            st[(*nb)++] = i;
         }
-        used += 5;
+        u += p - i;
+        if ((i = p) >= h)
+            break;
+        size_t r = run_length(src, i, n);
+        u += r >= 4 ? 5 : r;
         i += r;
-        if (used == limit)
-            used = 0;
+        if (u >= limit) {
+            e = i;
+            break;
+        }
     }
+    *pos = i;
+    *used = u;
+    return e;
 }
 
-/* Every block but the last of a segment holds >= limit - 4 output bytes,
- * and 5 output bytes cost >= 4 input bytes, so this bounds a segment's
- * block count (plus one for the end entry). */
-static size_t segment_cap(size_t len, size_t limit)
+/* End of the block that starts at unit start a of src[0..n): see block_walk; n ends the last. */
+static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
 {
-    return len / ((limit - 4) / 2) + 3;
+    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit);
+    return e ? e : n;
 }
 
-typedef struct plan_job {
-    const uint8_t *src;
-    size_t n, limit;
-    size_t **st; /* per segment: its block starts, or NULL (out of memory) */
-    size_t *nb;  /* per segment: its block count */
-} plan_job;
-
-static void plan_one(void *ctx, size_t k)
+static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
 {
-    plan_job *j = ctx;
-    size_t a = k * BZ2_SEGMENT_BYTES;
-    size_t end = j->n - a > BZ2_SEGMENT_BYTES ? a + BZ2_SEGMENT_BYTES : j->n;
-    size_t cap = segment_cap(end - a, j->limit);
-    j->st[k] = malloc(cap * sizeof *j->st[k]);
-    if (j->st[k])
-        plan_segment(j->src, a, end, j->limit, j->st[k], cap, &j->nb[k]);
+    size_t nb = 0;
+    for (size_t a = 0; a < n && nb + 1 < cap; a = block_end(src, a, n, limit))
+        st[nb++] = a;
+    st[nb] = n;
+    return nb;
 }
 
-/* Segments do not share blocks, so they are planned in parallel. */
+size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t min, size_t limit)
+{
+    size_t a = *from;
+    while (a < min && a < n) {
+        *from = a;
+        a = block_end(src, a, n, limit);
+    }
+    return a < n ? a : 0;
+}
+
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts)
 {
-    size_t segs = n ? (n - 1) / BZ2_SEGMENT_BYTES + 1 : 0;
-    plan_job j = { .src = src, .n = n, .limit = limit };
-    j.st = calloc(segs + 1, sizeof *j.st);
-    j.nb = calloc(segs + 1, sizeof *j.nb);
-    size_t total = 0, *st = NULL;
-    int oom = !j.st || !j.nb;
-    if (!oom)
-        gc_parallel_for(segs, threads, plan_one, &j);
-    for (size_t k = 0; !oom && k < segs; k++) {
-        oom = !j.st[k];
-        total += j.nb[k];
-    }
-    if (!oom)
-        st = malloc((total + 1) * sizeof *st);
-    if (st) {
-        size_t at = 0;
-        for (size_t k = 0; k < segs; k++) {
-            memcpy(st + at, j.st[k], j.nb[k] * sizeof *st);
-            at += j.nb[k];
-        }
-        st[total] = n;
-    }
-    for (size_t k = 0; j.st && k < segs; k++)
-        free(j.st[k]);
-    free(j.st);
-    free(j.nb);
+    (void)threads;
+    size_t cap = plan_cap(n, limit);
+    size_t *st = malloc(cap * sizeof *st);
     if (!st)
         return (size_t)-1;
     *starts = st;
-    return total;
+    return plan_blocks(src, n, limit, st, cap);
 }
 
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
@@ -188,4 +169,19 @@ size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
         i += r;
     }
     return o;
+}
+
+size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit)
+{
+    /* units starting before h are whole whatever follows n: runs are at most 255 bytes, and 4 more
+     * bytes settle a stretch's end and its 4-equal-byte search */
+    size_t h = end ? n : n > 259 ? n - 259 : 0;
+    while (w->start < min && w->pos < h) {
+        size_t e = block_walk(src, &w->pos, &w->used, h, n, limit);
+        if (!e)
+            break;
+        w->start = w->pos = e;
+        w->used = 0;
+    }
+    return w->start >= min && w->start < n ? w->start : 0;
 }

@@ -1,8 +1,8 @@
 /*
  * bz2_stream.c - stream framing and the bzip2.h API.
  *
- * Compression: split the input into blocks (bz2_rle1_plan, cheap, in
- * parallel over 32 MiB segments), encode every block into its own bit buffer in parallel, then
+ * Compression: split the input into blocks (bz2_rle1_plan, one cheap
+ * sequential walk), encode every block into its own bit buffer in parallel, then
  * concatenate at bit granularity between the stream header and the
  * end-of-stream marker. Blocks do not depend on each other, so the bytes
  * are the same for every thread count.
@@ -87,7 +87,11 @@ static int compress_impl(const uint8_t *src, size_t src_len, const bz2_options *
     size_t nb = bz2_rle1_plan(src, src_len, limit, threads, &starts);
     if (nb == (size_t)-1)
         return gc_fail(err, GC_E_NOMEM, "bzip2: out of memory");
-    cjob job = { .src = src, .starts = starts, .limit = limit, .flags = flags, .job = opt ? opt->job : NULL };
+    cjob job = { .src = src,
+                 .starts = starts,
+                 .limit = limit + BZ2_BLOCK_OVERSHOOT,
+                 .flags = flags,
+                 .job = opt ? opt->job : NULL };
     job.bits = calloc(nb + 1, sizeof *job.bits);
     job.crcs = calloc(nb + 1, sizeof *job.crcs);
     job.rcs = calloc(nb + 1, sizeof *job.rcs);

@@ -1,7 +1,7 @@
 /*
  * bz2_gpu.cuh - the bzip2 encoder on the device, shared by its stage files
- * (not seen by C code). One *piece* is whole 32 MiB segments of the input
- * (docs/BZIP2.md section 3), encoded in two launches:
+ * (not seen by C code). One *piece* is input that starts at a block start
+ * (docs/BZIP2.md sections 3 and 11), encoded in two launches:
  *
  *   bz2_enc_blocks (bz2_enc.cu): plan + RLE1 + block CRC (bz2_enc_plan.cu),
  *       BWT (bz2_enc_bwt.cu), MTF/RLE2 (bz2_enc_mtf.cu), tables and the
@@ -52,6 +52,7 @@ struct Bz2Result {
     uint32_t combined; /* the blocks' CRCs folded as the stream's combined CRC, from 0 */
     uint32_t pad;
     uint64_t rle_bytes; /* RLE1 bytes of all blocks */
+    uint64_t in_used;   /* input bytes the blocks cover (the piece's, or up to its last whole block) */
 };
 
 /* Device memory of one piece's encoder, carved from one scratch buffer. */
@@ -62,9 +63,6 @@ struct Bz2Scratch {
     uint64_t group_cap; /* selectors at most */
     Bz2Result *res;
     Bz2Block *blk;
-    uint32_t *seg_blocks; /* blocks per segment, then their prefix */
-    Bz2Block *seg_blk;    /* planner output per segment (max_blocks_seg each) */
-    uint32_t max_blocks_seg;
     uint32_t *runs;    /* run starts, then the input length */
     uint32_t *run_off; /* RLE1 offset of each run in an unsplit segment encoding */
     uint32_t *n_runs;  /* device count */
@@ -120,12 +118,13 @@ int bz2_scratch_carve2(void *piece, size_t piece_len, void *work, size_t work_le
                        Bz2Scratch *s, gc_error *err);
 int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s, gc_error *err); /* one buffer */
 
-/* Everything up to the blocks' bit lengths, for d_src[0..len) (whole
- * segments, the last may be short) at `level`; waits for the device (the
- * rotation sort sizes each round from the last). s->res holds the totals
- * when it returns GC_OK. */
-int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s, const Crc32Tables *d_tab32,
-                   cudaStream_t st, Bz2Result *h_res, float *stage_ms, gc_error *err);
+/* Everything up to the blocks' bit lengths, for d_src[0..len) at `level`
+ * (d_src a block start of the input; `whole`: d_src + len is the input's
+ * end, else only the blocks that end before it, h_res->in_used bytes);
+ * waits for the device (the rotation sort sizes each round from the last).
+ * s->res holds the totals when it returns GC_OK. */
+int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, bool whole, int level, Bz2Scratch &s,
+                   const Crc32Tables *d_tab32, cudaStream_t st, Bz2Result *h_res, float *stage_ms, gc_error *err);
 /* stage_ms (may be null): plan + RLE1 + CRC, BWT, MTF, tables, added to [0..3]. */
 /* Write the piece's blocks at bits bit0 (0..31) + their offsets into d_out
  * (4-byte aligned), words [0, ceil((bit0 + bits) / 32)) zeroed first; with
@@ -140,8 +139,9 @@ int bz2_enc_pack(Bz2Scratch &s, uint32_t blocks, uint64_t bits, unsigned bit0, u
 void bz2_prof(cudaStream_t st, const char *what, uint64_t n);
 
 /* Stage launchers (asynchronous unless they say otherwise). */
-int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, cudaStream_t st, uint32_t *blocks,
-             uint64_t *rle_bytes, gc_error *err); /* waits: the block count and RLE1 total */
+/* waits: the block count, the RLE1 total and the input they cover (whole: as bz2_enc_blocks) */
+int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, bool whole, Bz2Scratch &s, cudaStream_t st,
+             uint32_t *blocks, uint64_t *rle_bytes, uint64_t *used, gc_error *err);
 int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t rle_total, Bz2Scratch &s,
                  const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
 int bz2_bwt(uint32_t blocks, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_error *err); /* waits */

@@ -13,6 +13,10 @@ namespace gcgpu {
 /* Largest piece (input bytes of whole segments) one scratch serves; offsets
  * inside a piece are 32-bit, ranks of the rotation sort 28-bit. */
 constexpr uint64_t kBz2MaxPiece = 1ull << 30;
+/* Input a batch piece carries to the next (bz2_gpu.cu): less than one
+ * block's, which is at most 900000 RLE1 bytes of 255-byte runs (5 bytes
+ * each); BZ2_MAX_BLOCK_OUTPUT in bzip2.h is the same bound. */
+constexpr uint64_t kBz2MaxCarry = 900000ull / 5 * 259;
 /* A slot's sort scratch is sized for its piece rounded up to this (it only
  * grows): a slot that serves 16 MiB requests holds a quarter of what a
  * 64 MiB piece needs. */

@@ -1,8 +1,10 @@
 /*
  * bz2_resident.cu - bzip2's device-resident encoder (gpu.h): input and
  * stream both in device memory, on the context's stream 0, in pieces of as
- * many 32 MiB segments as the caller's scratch holds. For tests and the
- * stage-by-stage benchmark; the daemon runs gc_gpu_run_batch.
+ * many 32 MiB segments as the caller's scratch holds. A piece ends after its
+ * last whole block and the next starts there (docs/BZIP2.md section 11): the
+ * input is on the device already, so a piece is only a window on it. For
+ * tests and the stage-by-stage benchmark; the daemon runs gc_gpu_run_batch.
  */
 #include <pthread.h>
 
@@ -49,9 +51,10 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
     float ms[4] = { 0, 0, 0, 0 };
     double pack_ms = 0;
     int rc = GC_OK;
-    for (uint64_t a = 0; rc == GC_OK && a < len; a += piece) {
+    for (uint64_t a = 0; rc == GC_OK && a < len;) {
         Bz2Result r;
-        rc = bz2_enc_blocks(src + a, min64(piece, len - a), level, s, ctx->d_tab32, st, &r, ms, err);
+        uint64_t n = min64(piece, len - a);
+        rc = bz2_enc_blocks(src + a, n, a + n == len, level, s, ctx->d_tab32, st, &r, ms, err);
         if (rc != GC_OK)
             break;
         uint64_t word = o / 32;
@@ -67,6 +70,7 @@ int encode(gc_gpu_ctx *ctx, const uint8_t *src, size_t len, int level, uint8_t *
             pack_ms += t;
         }
         o += r.bits;
+        a += r.in_used;
         comb = bz2_combine_parts(comb, r.blocks, r.combined);
         if (stages) {
             stages->blocks += r.blocks;

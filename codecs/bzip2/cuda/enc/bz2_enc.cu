@@ -17,7 +17,7 @@ namespace {
 constexpr uint32_t kMinLimit = 1 * 100000 - 19; /* level 1: the most blocks */
 
 struct Sizes {
-    uint64_t piece, rle, segs, blocks_seg, blocks, groups, chunks;
+    uint64_t piece, rle, blocks, groups, chunks;
 };
 
 Sizes sizes_for(uint64_t piece_cap)
@@ -25,12 +25,8 @@ Sizes sizes_for(uint64_t piece_cap)
     Sizes z;
     z.piece = piece_cap;
     z.rle = piece_cap + piece_cap / 4 + 64;
-    z.segs = (piece_cap + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES;
-    if (z.segs == 0)
-        z.segs = 1;
-    /* every block of a segment but its last holds >= limit - 4 RLE1 bytes, >= (limit - 4) * 4 / 5 input bytes */
-    z.blocks_seg = BZ2_SEGMENT_BYTES / ((kMinLimit - 4) / 2) + 3;
-    z.blocks = z.segs * z.blocks_seg;
+    /* every block but the last holds >= limit RLE1 bytes, >= limit * 4 / 5 input bytes */
+    z.blocks = piece_cap / (kMinLimit / 2) + 3;
     z.groups = (z.rle + z.blocks) / BZ2_GROUP_SIZE + 2 * z.blocks + 2;
     z.chunks = z.rle / kBz2MtfChunk + z.blocks + 1;
     return z;
@@ -90,7 +86,6 @@ bool carve_piece(uint8_t *p, uint8_t *end, const Sizes &z, Bz2Scratch *s)
     s->piece_cap = z.piece;
     s->rle_cap = z.rle;
     s->max_blocks = (uint32_t)z.blocks;
-    s->max_blocks_seg = (uint32_t)z.blocks_seg;
     s->group_cap = z.groups;
     return take(p, end, 1, &s->res) && take(p, end, z.blocks, &s->blk) &&
            take(p, end, z.rle + z.blocks, &s->sym) && take(p, end, z.groups, &s->sel) &&
@@ -104,8 +99,7 @@ bool carve_work(uint8_t *p, uint8_t *end, const Sizes &z, size_t cub, Bz2Scratch
 {
     uint8_t *tmp = nullptr;
     s->cub_bytes = cub;
-    return take(p, end, z.segs, &s->seg_blocks) && take(p, end, z.blocks, &s->seg_blk) &&
-           take(p, end, z.piece + 2, &s->runs) && take(p, end, z.piece + 2, &s->run_off) &&
+    return take(p, end, z.piece + 2, &s->runs) && take(p, end, z.piece + 2, &s->run_off) &&
            take(p, end, 1, &s->n_runs) && take(p, end, z.rle, &s->rle) && take(p, end, z.rle, &s->bwt) &&
            take(p, end, z.rle, &s->key0) && take(p, end, z.rle, &s->key1) && take(p, end, z.rle, &s->val0) &&
            take(p, end, z.rle, &s->val1) && take(p, end, z.rle, &s->sa) && take(p, end, z.rle, &s->isa) &&
@@ -178,8 +172,8 @@ int bz2_scratch_carve(void *base, size_t len, uint64_t piece_cap, Bz2Scratch *s,
     return bz2_scratch_carve2(base, pb, static_cast<uint8_t *>(base) + pb, len - pb, piece_cap, s, err);
 }
 
-int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s, const Crc32Tables *d_tab32,
-                   cudaStream_t st, Bz2Result *h_res, float *stage_ms, gc_error *err)
+int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, bool whole, int level, Bz2Scratch &s,
+                   const Crc32Tables *d_tab32, cudaStream_t st, Bz2Result *h_res, float *stage_ms, gc_error *err)
 {
     if (len > s.piece_cap)
         return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: a piece of %llu bytes over the scratch's %llu",
@@ -191,13 +185,13 @@ int bz2_enc_blocks(const uint8_t *d_src, uint64_t len, int level, Bz2Scratch &s,
             GC_CUDA(e.create());
     auto mark = [&](int i) { return stage_ms ? cudaEventRecord(ev[i].get(), st) : cudaSuccess; };
     uint32_t nb = 0;
-    uint64_t rle_total = 0;
+    uint64_t rle_total = 0, used = 0;
     GC_CUDA(cudaMemsetAsync(s.res, 0, sizeof(Bz2Result), st));
     GC_CUDA(mark(0));
     bz2_prof(st, nullptr, 0);
-    rc = bz2_plan(d_src, len, (uint32_t)(level * 100000 - 19), s, st, &nb, &rle_total, err);
+    rc = bz2_plan(d_src, len, (uint32_t)(level * 100000 - 19), whole, s, st, &nb, &rle_total, &used, err);
     if (rc == GC_OK)
-        rc = bz2_rle1_crc(d_src, len, nb, rle_total, s, d_tab32, st, err);
+        rc = bz2_rle1_crc(d_src, used, nb, rle_total, s, d_tab32, st, err);
     if (rc == GC_OK && mark(1) != cudaSuccess)
         rc = gc_fail(err, GC_E_DEVICE, "cuda: cudaEventRecord failed");
     if (rc == GC_OK)

@@ -5,7 +5,7 @@
  * 1. Each block's primitive root: the smallest period p dividing n with
  *    s = u^(n/p). Only u's p rotations are sorted; the column of s is u's
  *    with every byte repeated n/p times (so all-equal and periodic blocks
- *    cost the sort of their root, and equal rotations never need a tie rule).
+ *    cost the sort of their root; origPtr is the last of rotation 0's equals).
  * 2. One CUB radix sort of (block, first kKeyBytes bytes) over all blocks.
  * 3. Prefix doubling on what is unresolved: rank = sorted position of the
  *    group head; each round sorts only the elements of groups of two or
@@ -205,8 +205,8 @@ __global__ void last_column(const uint8_t *rle, Bz2Block *blk, uint32_t nb, uint
     uint32_t r = local / k;
     uint32_t i = sa[b.sort_off + r] - b.sort_off;
     bwt[o] = rle[b.rle_off + (i == 0 ? b.period - 1 : i - 1)];
-    if (i == 0 && local % k == 0)
-        b.orig = r * k;
+    if (i == 0 && local % k == k - 1) /* the last of rotation 0's k equals (docs/BZIP2.md 4) */
+        b.orig = r * k + k - 1;
 }
 
 int bits_for(uint64_t v) /* bits to hold 0..v */

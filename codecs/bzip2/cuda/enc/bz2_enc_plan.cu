@@ -1,15 +1,22 @@
 /*
  * bz2_enc_plan.cu - the encoder's first stage on the device: blocks of a
- * piece (docs/BZIP2.md section 3), their RLE1 bytes and their CRCs.
+ * piece (docs/BZIP2.md section 3), their RLE1 bytes and their CRCs. A piece
+ * starts at a block start of the whole input, so its blocks are bzip2's.
  *
- * RLE1 units never cross a maximal run of equal bytes, and a run entered at
- * its first byte encodes to rle1_size(m) bytes whatever came before. So:
- * 1. the run starts (a segment start is always one) and each run's size
- *    are found in parallel, with a prefix sum of the sizes (CUB);
- * 2. one warp per segment fills blocks greedily: a block's end is found by
- *    a 32-way search of that prefix sum, and only the run the block ends in
- *    is split (its first part by whole units, the rest re-entered as a
- *    fresh run by the next block, as the CPU planner does);
+ * RLE1 units never cross a maximal run of equal bytes, and units are cut
+ * every 255 bytes from a run's first byte; a unit start inside a run is a
+ * multiple of 255 past it, so the rest of the run from there encodes to
+ * rle1_size(rest) bytes whatever came before. So:
+ * 1. the run starts and each run's size are found in parallel, with a
+ *    prefix sum of the sizes (CUB);
+ * 2. one warp walks the blocks in order (each block's end depends on where
+ *    the one before ended): a block's end is found by a 32-way search of
+ *    that prefix sum for the run where its limit falls, and the block takes
+ *    that run's units up to the one that reaches the limit; a run cut after
+ *    a unit is re-entered by the next block with the units before it
+ *    skipped. A piece that does not end the input keeps only the blocks
+ *    that end before its last byte (the run at its end may go on) and says
+ *    how much of its input they cover;
  * 3. every thread writes 16 RLE1 bytes from the runs, and the block CRCs
  *    come from 4 KiB tiles on the shared CRC tables, moved to the block end
  *    and xored together.
@@ -33,17 +40,12 @@ __device__ __forceinline__ uint32_t rle1_size(uint32_t m)
     return 5 * q + (r >= 4 ? 5 : r);
 }
 
-/* Input bytes of a run of m that whole units put into `room` output bytes. */
+/* Input bytes of a run of m (entered at a unit start) a block with `room`
+ * RLE1 bytes left takes: its units up to the one that fills the room. */
 __device__ __forceinline__ uint32_t rle1_take(uint32_t m, uint32_t room)
 {
-    uint32_t q = m / 255, r = m % 255;
-    uint32_t full = min(q, room / 5);
-    if (full < q)
-        return 255 * full;
-    room -= 5 * q;
-    if (r >= 4)
-        return room >= 5 ? m : 255 * q;
-    return 255 * q + min(r, room);
+    uint32_t q = m / 255, j = (room + 4) / 5; /* 255-byte units (5 RLE1 bytes each) that fill it */
+    return j < q || (j == q && m % 255 != 0) ? 255 * j : m;
 }
 
 /* RLE1 byte u of a run of m bytes of value b. */
@@ -61,7 +63,7 @@ struct RunHead {
     const uint8_t *src;
     __device__ __forceinline__ bool operator()(uint32_t i) const
     {
-        return i == 0 || (i & (uint32_t)(BZ2_SEGMENT_BYTES - 1)) == 0 || src[i] != src[i - 1];
+        return i == 0 || src[i] != src[i - 1];
     }
 };
 
@@ -95,99 +97,66 @@ __device__ uint32_t warp_search(const uint32_t *off, uint32_t lo, uint32_t hi, u
     return lo;
 }
 
-/* First run of the segment that starts at input offset a. */
-__device__ uint32_t first_run_at(const uint32_t *runs, uint32_t n_runs, uint32_t a)
+/*
+ * One warp: the piece's blocks in order into blk, RLE1 offsets assigned,
+ * crc_acc zeroed; res gets the count, the RLE1 total and the input the
+ * blocks cover. With `whole` false the block that ends at len is dropped
+ * (its last run may go on past the piece), unless it is the only one: a
+ * piece shorter than one block then ends a block where it ends (a valid
+ * stream, not bzip2's blocks; the callers make pieces far longer).
+ */
+__global__ void plan_blocks(const uint32_t *runs, const uint32_t *off, const uint32_t *n_runs_p, uint32_t len,
+                            uint32_t limit, bool whole, Bz2Block *blk, uint32_t max_blocks, uint32_t *crc_acc,
+                            Bz2Result *res)
 {
-    uint32_t lo = 0, hi = n_runs; /* runs[hi] = len >= a */
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (runs[mid] < a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* One warp per segment: its blocks, greedily, into seg_blk[seg * max_seg ...]. */
-__global__ void plan_segments(const uint32_t *runs, const uint32_t *off, const uint32_t *n_runs_p, uint32_t len,
-                              uint32_t limit, Bz2Block *seg_blk, uint32_t *seg_blocks, uint32_t max_seg,
-                              uint32_t segs, uint32_t *status)
-{
-    const uint32_t seg = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (seg >= segs)
-        return;
     const unsigned lane = threadIdx.x & 31;
     const uint32_t n_runs = *n_runs_p;
-    const uint32_t a = (uint32_t)(seg * BZ2_SEGMENT_BYTES);
-    const uint32_t e = (uint32_t)min64(len, (uint64_t)a + BZ2_SEGMENT_BYTES);
-    uint32_t k = first_run_at(runs, n_runs, a);
-    const uint32_t k_end = first_run_at(runs, n_runs, e);
-    uint32_t skip = 0, nb = 0;
-    Bz2Block *out = seg_blk + (uint64_t)seg * max_seg;
-    while (k < k_end) {
+    uint32_t k = 0, skip = 0, nb = 0, rle = 0;
+    while (k < n_runs) {
         Bz2Block b = {};
         b.run0 = k;
         b.skip0 = skip;
         b.in_start = runs[k] + skip;
+        b.rle_off = rle;
         uint32_t m0 = runs[k + 1] - runs[k] - skip;
         uint32_t f0 = rle1_size(m0);
-        if (f0 > limit) { /* the block lies inside one run */
-            uint32_t t = rle1_take(m0, limit);
-            b.in_len = t;
-            b.n = rle1_size(t);
-            skip += t;
+        uint32_t k2 = k, used = 0, t; /* the run the block ends in, RLE1 bytes before it, input taken of it */
+        if (f0 >= limit) {            /* the block ends in its first run */
+            t = skip + rle1_take(m0, limit);
         } else {
             uint32_t base = off[k + 1];
-            uint32_t hi = (uint32_t)min64(k_end, (uint64_t)k + 1 + limit);
-            uint32_t k2 = warp_search(off, k + 1, hi, base + (limit - f0));
-            uint32_t used = f0 + (off[k2] - base);
-            if (k2 == k_end) {
-                b.in_len = e - b.in_start;
-                b.n = used;
-                k = k_end;
-                skip = 0;
-            } else {
-                uint32_t t = rle1_take(runs[k2 + 1] - runs[k2], limit - used);
-                b.in_len = runs[k2] + t - b.in_start;
-                b.n = used + rle1_size(t);
-                k = k2;
-                skip = t;
-            }
+            uint32_t hi = (uint32_t)min64(n_runs, (uint64_t)k + 1 + limit);
+            k2 = warp_search(off, k + 1, hi, base + (limit - 1 - f0)); /* last run it starts under the limit */
+            used = f0 + (off[k2] - base);
+            t = k2 < n_runs ? rle1_take(runs[k2 + 1] - runs[k2], limit - used) : 0;
         }
-        if (nb >= max_seg) { /* cannot happen (max_seg bounds a segment's blocks) */
+        uint32_t end = k2 < n_runs ? runs[k2] + t : len;
+        b.in_len = end - b.in_start;
+        b.n = k2 == k ? rle1_size(t - skip) : used + (k2 < n_runs ? rle1_size(t) : 0);
+        if (end == len && !whole && nb > 0)
+            break;
+        if (nb >= max_blocks) { /* cannot happen (max_blocks bounds a piece's blocks) */
             if (lane == 0)
-                atomicMax(status, (uint32_t)GC_E_INTERNAL);
+                res->status = GC_E_INTERNAL;
             return;
         }
-        if (lane == 0)
-            out[nb] = b;
-        nb++;
-    }
-    if (lane == 0)
-        seg_blocks[seg] = nb;
-}
-
-/* One thread: the segments' blocks made dense, RLE1 offsets assigned. */
-__global__ void gather_blocks(const Bz2Block *seg_blk, const uint32_t *seg_blocks, uint32_t segs, uint32_t max_seg,
-                              Bz2Block *blk, uint32_t max_blocks, Bz2Result *res, uint32_t *crc_acc)
-{
-    uint32_t nb = 0, rle = 0;
-    for (uint32_t s = 0; s < segs; s++)
-        for (uint32_t i = 0; i < seg_blocks[s]; i++) {
-            if (nb >= max_blocks) {
-                res->status = GC_E_INTERNAL;
-                return;
-            }
-            Bz2Block b = seg_blk[(uint64_t)s * max_seg + i];
-            b.rle_off = rle;
-            rle += b.n;
+        if (lane == 0) {
             blk[nb] = b;
             crc_acc[nb] = 0;
-            nb++;
         }
-    res->blocks = nb;
-    res->rle_bytes = rle;
+        nb++;
+        rle += b.n;
+        if (end == len)
+            break;
+        bool run_done = end == runs[k2 + 1];
+        k = run_done ? k2 + 1 : k2;
+        skip = run_done ? 0 : t;
+    }
+    if (lane == 0) {
+        res->blocks = nb;
+        res->rle_bytes = rle;
+        res->in_used = nb ? blk[nb - 1].in_start + blk[nb - 1].in_len : 0;
+    }
 }
 
 /* Block of a position: the last block whose field `start` is <= pos. */
@@ -305,8 +274,8 @@ int launch_crcs(const uint8_t *buf, uint64_t len, Bz2Block *blk, uint32_t nb, ui
 
 } // namespace
 
-int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, cudaStream_t st, uint32_t *blocks,
-             uint64_t *rle_bytes, gc_error *err)
+int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, bool whole, Bz2Scratch &s, cudaStream_t st,
+             uint32_t *blocks, uint64_t *rle_bytes, uint64_t *used, gc_error *err)
 {
     size_t tmp = s.cub_bytes;
     thrust::counting_iterator<uint32_t> idx(0);
@@ -316,14 +285,10 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
     auto sizes = thrust::make_transform_iterator(idx, RunSize{ s.runs, s.n_runs });
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceScan::ExclusiveSum(s.cub_tmp, tmp, sizes, s.run_off, (int)len + 1, st));
-    uint32_t segs = (uint32_t)((len + BZ2_SEGMENT_BYTES - 1) / BZ2_SEGMENT_BYTES);
-    plan_segments<<<(segs + 3) / 4, 128, 0, st>>>(s.runs, s.run_off, s.n_runs, (uint32_t)len, limit, s.seg_blk,
-                                                  s.seg_blocks, s.max_blocks_seg, segs, &s.res->status);
-    GC_CUDA_LAUNCHED("plan_segments");
-    gather_blocks<<<1, 1, 0, st>>>(s.seg_blk, s.seg_blocks, segs, s.max_blocks_seg, s.blk, s.max_blocks, s.res,
-                                   s.crc_acc);
-    GC_CUDA_LAUNCHED("gather_blocks");
-    bz2_prof(st, "gather_blocks", len);
+    plan_blocks<<<1, 32, 0, st>>>(s.runs, s.run_off, s.n_runs, (uint32_t)len, limit, whole, s.blk, s.max_blocks,
+                                  s.crc_acc, s.res);
+    GC_CUDA_LAUNCHED("plan_blocks");
+    bz2_prof(st, "plan_blocks", len);
     Bz2Result r;
     GC_CUDA(cudaMemcpyAsync(&r, s.res, sizeof r, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
@@ -331,6 +296,7 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, Bz2Scratch &s, 
         return gc_fail(err, (gc_status)r.status, "gpu bzip2: the block planner overflowed its table");
     *blocks = r.blocks;
     *rle_bytes = r.rle_bytes;
+    *used = r.in_used;
     return GC_OK;
 }
 

@@ -3,8 +3,9 @@
  * docs/BZIP2.md section 6 (and codecs/bzip2/cpu/bz2_huffman.c) define them, and
  * every block's exact bit length. One CTA per block: the assignment passes
  * are parallel over groups of 50 symbols (table frequencies by shared
- * atomics), the code lengths of each table one warp each (leaves ranked
- * in parallel, the merge of the two queues by one lane).
+ * atomics); the code lengths of each table are bzip2's heap construction
+ * (bz2_rule_code_lengths, the CPU engine's very code), one thread per table:
+ * its exact heap moves decide ties, so it is not split among threads.
  */
 #include <cub/cub.cuh>
 
@@ -16,79 +17,6 @@ namespace {
 
 constexpr int kIters = 4; /* refinement passes (docs/BZIP2.md 6.5) */
 
-/* One warp's room for the code lengths of one table. */
-struct HuffSmem {
-    uint32_t w[BZ2_MAX_ALPHA];      /* weights */
-    uint16_t order[BZ2_MAX_ALPHA];  /* leaves by (weight, symbol) */
-    uint32_t wt[2 * BZ2_MAX_ALPHA]; /* node weights (sums of <= 900001 symbols) */
-    int16_t parent[2 * BZ2_MAX_ALPHA];
-    uint8_t depth[2 * BZ2_MAX_ALPHA];
-    int maxd;
-};
-
-/* Plain Huffman depths by one warp, ties as bz2_huffman.c: leaves by
- * (weight, symbol) (ranked by counting, in parallel), a leaf before an
- * internal node of equal weight (the two-queue merge, by lane 0). Leaves
- * the deepest in h.maxd. */
-__device__ void huffman_depths(HuffSmem &h, int alpha, uint8_t *len)
-{
-    const unsigned lane = threadIdx.x & 31;
-    for (int i = lane; i < alpha; i += 32) {
-        uint32_t wi = h.w[i];
-        int r = 0;
-        for (int u = 0; u < alpha; u++) {
-            uint32_t wu = h.w[u];
-            r += wu < wi || (wu == wi && u < i);
-        }
-        h.order[r] = (uint16_t)i;
-        h.wt[i] = wi;
-    }
-    __syncwarp();
-    if (lane == 0) {
-        int leaf = 0, inode = alpha, next = alpha;
-        for (int k = 0; k < alpha - 1; k++) {
-            int pick[2];
-            for (int m = 0; m < 2; m++) {
-                if (leaf < alpha && (inode >= next || h.wt[h.order[leaf]] <= h.wt[inode]))
-                    pick[m] = h.order[leaf++];
-                else
-                    pick[m] = inode++;
-            }
-            h.wt[next] = h.wt[pick[0]] + h.wt[pick[1]];
-            h.parent[pick[0]] = h.parent[pick[1]] = (int16_t)next;
-            next++;
-        }
-        int root = next - 1, maxd = 0;
-        h.depth[root] = 0;
-        for (int i = root - 1; i >= 0; i--) {
-            h.depth[i] = (uint8_t)(h.depth[h.parent[i]] + 1);
-            if (i < alpha) {
-                len[i] = h.depth[i];
-                maxd = max(maxd, (int)h.depth[i]);
-            }
-        }
-        h.maxd = maxd;
-    }
-    __syncwarp();
-}
-
-/* docs/BZIP2.md 6.2 by one warp: every symbol gets a code, none longer than 17 bits. */
-__device__ void code_lengths(HuffSmem &h, const uint32_t *freq, int alpha, uint8_t *len)
-{
-    const unsigned lane = threadIdx.x & 31;
-    for (int i = lane; i < alpha; i += 32)
-        h.w[i] = freq[i] ? freq[i] : 1;
-    __syncwarp();
-    for (;;) {
-        huffman_depths(h, alpha, len);
-        if (h.maxd <= BZ2_MAX_CODE_LEN_ENC)
-            break;
-        for (int i = lane; i < alpha; i += 32)
-            h.w[i] = 1 + h.w[i] / 2;
-        __syncwarp();
-    }
-}
-
 struct TablesSmem {
     uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
     uint32_t tfreq[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
@@ -97,6 +25,15 @@ struct TablesSmem {
     uint32_t len_bits[BZ2_MAX_GROUPS];
     uint32_t sel_bits;
 };
+
+/* Group g's cost with table lengths l. */
+__device__ __forceinline__ uint32_t group_cost(const uint16_t *sym, uint32_t g, uint32_t n_sym, const uint8_t *l)
+{
+    uint32_t c = 0, hi = min(n_sym, (g + 1) * BZ2_GROUP_SIZE);
+    for (uint32_t i = g * BZ2_GROUP_SIZE; i < hi; i++)
+        c += l[sym[i]];
+    return c;
+}
 
 /* The best table for group g (lowest index on ties) and its cost. */
 __device__ __forceinline__ int best_table(const uint16_t *sym, uint32_t g, uint32_t n_sym, int ng,
@@ -124,7 +61,7 @@ __global__ void __launch_bounds__(kBz2TableThreads)
                   uint32_t *gbit_off_all, uint8_t *lens_all, uint32_t *codes_all)
 {
     __shared__ TablesSmem sm;
-    __shared__ HuffSmem huff[BZ2_MAX_GROUPS];
+    __shared__ bz2_huff_room huff[BZ2_MAX_GROUPS];
     typedef cub::BlockScan<uint32_t, kBz2TableThreads> Scan;
     __shared__ typename Scan::TempStorage scan_tmp;
     const uint32_t bi = blockIdx.x;
@@ -151,33 +88,31 @@ __global__ void __launch_bounds__(kBz2TableThreads)
         for (uint32_t g = threadIdx.x; g < n_sel; g += blockDim.x) {
             uint32_t cost;
             int t = best_table(sym, g, n_sym, ng, sm.len, &cost);
+            if (it == kIters - 1) /* the selectors sent: the last pass's (docs/BZIP2.md 6.5) */
+                sel[g] = (uint8_t)t;
             uint32_t hi = min(n_sym, (g + 1) * BZ2_GROUP_SIZE);
             for (uint32_t i = g * BZ2_GROUP_SIZE; i < hi; i++)
                 atomicAdd(&sm.tfreq[t][sym[i]], 1u);
         }
         __syncthreads();
         const unsigned wid = threadIdx.x / 32;
-        if (wid < (unsigned)ng)
-            code_lengths(huff[wid], sm.tfreq[wid], alpha, sm.len[wid]);
+        if (wid < (unsigned)ng && (threadIdx.x & 31) == 0)
+            bz2_rule_code_lengths(&huff[wid], sm.tfreq[wid], alpha, BZ2_MAX_CODE_LEN_ENC, sm.len[wid]);
         __syncthreads();
     }
-    /* final selection: contiguous groups per thread, so their bit offsets are one block scan */
+    /* the groups' bits with the final tables: contiguous groups per thread, so their offsets are
+     * one block scan */
     const uint32_t per = (n_sel + blockDim.x - 1) / blockDim.x;
     const uint32_t g0 = min(n_sel, threadIdx.x * per), g1 = min(n_sel, g0 + per);
     uint32_t mine = 0;
-    for (uint32_t g = g0; g < g1; g++) {
-        uint32_t cost;
-        sel[g] = (uint8_t)best_table(sym, g, n_sym, ng, sm.len, &cost);
-        mine += cost;
-    }
+    for (uint32_t g = g0; g < g1; g++)
+        mine += group_cost(sym, g, n_sym, sm.len[sel[g]]);
     uint32_t before, total;
     Scan(scan_tmp).ExclusiveSum(mine, before, total);
     uint32_t *gbit_off = gbit_off_all + gbase;
     for (uint32_t g = g0; g < g1; g++) {
         gbit_off[g] = before;
-        uint32_t cost;
-        best_table(sym, g, n_sym, ng, sm.len, &cost);
-        before += cost;
+        before += group_cost(sym, g, n_sym, sm.len[sel[g]]);
     }
     if (threadIdx.x == 0)
         sm.data_bits = total;

@@ -1,7 +1,13 @@
 /*
  * bz2_gpu.cu - the bzip2 encoder in the batch pipeline (gpu_codec.cuh). A
- * unit is a 32 MiB segment of the input (docs/BZIP2.md section 3), a piece
- * the segments one slot holds.
+ * unit is a 32 MiB segment of the input, a piece the segments one slot
+ * holds. Blocks do not end at segments (docs/BZIP2.md sections 3 and 11):
+ * a piece's kernels encode the input carried from the piece before (in the
+ * context's d_join) followed by its own, up to its last whole block, and
+ * carry the rest on; the job's last piece encodes all that is left. So each
+ * piece starts at a block start and the blocks are bzip2's, with no pass
+ * over the input on the host; the carry is under one block's input and
+ * costs a device-to-device copy.
  *
  * piece_kernels runs the piece's blocks up to their bit lengths (and waits:
  * the rotation sort reads a count per round), often before the pieces
@@ -53,6 +59,7 @@ class Bz2EncodeJob final : public GpuJob {
             first_.assign(units, 0);
             off_.assign(units, 0);
             res_.assign(units, Bz2Result{});
+            len_.assign(units, 0);
         } catch (const std::bad_alloc &) {
             return gc_fail(&job_.err, GC_E_NOMEM, "gpu bzip2: job %zu: out of host memory", j);
         }
@@ -64,8 +71,9 @@ class Bz2EncodeJob final : public GpuJob {
 
     int piece_units(uint64_t u0, const SlotCaps &caps, uint64_t *n, gc_error *err) const override
     {
-        /* as many segments as the slot's input buffer holds (at least two: min_slot_in) */
-        uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.in_cap, kBz2MaxPiece) / BZ2_SEGMENT_BYTES);
+        /* as many segments as the slot's input buffer holds (at least two: min_slot_in), with room for a carry */
+        uint64_t k = std::max<uint64_t>(1, std::min<uint64_t>(caps.in_cap, kBz2MaxPiece - kBz2MaxCarry) /
+                                               BZ2_SEGMENT_BYTES);
         k = std::min(k, units - u0);
         if (std::min<uint64_t>(BZ2_SEGMENT_BYTES, job_.src_len) > caps.in_cap)
             return gc_fail(err, GC_E_LIMIT,
@@ -88,10 +96,20 @@ class Bz2EncodeJob final : public GpuJob {
     {
         if (failed_)
             return GC_OK;
+        const bool whole = p.u0 + p.n == units;
+        const uint8_t *src = b.d_in;
+        uint64_t len = carry_ + p.in_len;
+        int rc = GC_OK;
+        if (!whole || carry_)
+            rc = join(p, b, st, &src, err);
         Bz2Scratch s;
-        int rc = scratch(b, p.in_len, &s, err);
         if (rc == GC_OK)
-            rc = bz2_enc_blocks(b.d_in, p.in_len, level_, s, b.d_tab32, st, &res_[p.u0], nullptr, err);
+            rc = scratch(b, len, &s, err);
+        len_[p.u0] = len;
+        if (rc == GC_OK)
+            rc = bz2_enc_blocks(src, len, whole, level_, s, b.d_tab32, st, &res_[p.u0], nullptr, err);
+        if (rc == GC_OK && !whole)
+            rc = carry_on(b, st, len, res_[p.u0].in_used, err);
         if (rc == GC_E_DEVICE)
             return rc;
         if (rc != GC_OK)
@@ -137,7 +155,7 @@ class Bz2EncodeJob final : public GpuJob {
         if (failed_)
             return GC_OK;
         Bz2Scratch s;
-        int rc = scratch(b, p.in_len, &s, err);
+        int rc = scratch(b, len_[p.u0], &s, err);
         if (rc == GC_OK)
             rc = bz2_enc_pack(s, place_.blocks, place_.bits, place_.shift, b.d_out, b.out_cap, true, st, err);
         if (rc == GC_OK && place_.shift)
@@ -204,6 +222,37 @@ class Bz2EncodeJob final : public GpuJob {
         return bz2_scratch_carve2(*b.d_lazy, *b.lazy_cap, *b.d_work, *b.work_cap, piece, s, err);
     }
 
+    /* The piece's input after the carry in d_join (sized once per context
+     * for the largest, so it never grows, losing a carry, mid-job). */
+    int join(const Piece &p, const SlotBuffers &b, cudaStream_t st, const uint8_t **src, gc_error *err)
+    {
+        if (!device_grow(b.d_join, b.join_cap, b.in_cap + kBz2MaxCarry))
+            return gc_fail(err, GC_E_LIMIT, "gpu bzip2: no device memory for %zu bytes of carried input",
+                           b.in_cap + kBz2MaxCarry);
+        if (carry_ + p.in_len > *b.join_cap)
+            return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: carried input over its buffer");
+        GC_CUDA(cudaMemcpyAsync(*b.d_join + carry_, b.d_in, p.in_len, cudaMemcpyDeviceToDevice, st));
+        *src = *b.d_join;
+        return GC_OK;
+    }
+
+    /* The input after the piece's last whole block, d_join[used, len), to
+     * the front of d_join for the next piece; done before the next piece's
+     * kernels (on another stream) start. */
+    int carry_on(const SlotBuffers &b, cudaStream_t st, uint64_t len, uint64_t used, gc_error *err)
+    {
+        uint64_t tail = len - used;
+        if (used == 0 || tail > kBz2MaxCarry)
+            return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: a piece ended %llu bytes before its last block's end",
+                           (unsigned long long)tail);
+        for (uint64_t o = 0; o < tail; o += used) /* chunks of at most `used`: source and copy never overlap */
+            GC_CUDA(cudaMemcpyAsync(*b.d_join + o, *b.d_join + used + o, std::min(used, tail - o),
+                                    cudaMemcpyDeviceToDevice, st));
+        GC_CUDA(cudaStreamSynchronize(st));
+        carry_ = tail;
+        return GC_OK;
+    }
+
     void fail(int code, const char *msg)
     {
         if (failed_)
@@ -216,6 +265,8 @@ class Bz2EncodeJob final : public GpuJob {
     gc_gpu_job &job_;
     int level_ = 9;
     std::vector<Bz2Result> res_; /* by a piece's first unit: its totals (pieces overlap in the pipeline) */
+    std::vector<uint64_t> len_;  /* by a piece's first unit: the input its kernels encoded (carry included) */
+    uint64_t carry_ = 0;         /* bytes at the front of d_join that start the next piece */
     Place place_{};
     uint64_t bits_ = 0;
     uint32_t combined_ = 0;
