@@ -48,6 +48,18 @@ typedef struct gcd_stream_ops {
      */
     int (*cut_file)(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len, size_t left,
                     size_t *take, size_t *more, gc_error *err);
+    /*
+     * A file stream whose parts end where their own bytes say (NULL, or span
+     * 0 for this proto: cut_file cuts). The stream reads its input span
+     * bytes at a time, one read per part, ahead of the cuts; a part's bytes
+     * are those the part before it left, then its read. Once they are all
+     * there, settle says on an I/O thread, one part at a time in order, how
+     * many of them the part keeps (<= len; the rest begin the next part);
+     * never for the last part, which keeps all. It may use only its
+     * arguments: the loop runs on meanwhile.
+     */
+    size_t (*span)(const gcd_request *proto);
+    size_t (*settle)(const gcd_request *proto, const uint8_t *buf, size_t len);
     /* Bytes at the end of the part just cut that also begin the next part (NULL: none). */
     size_t (*overlap)(void *state);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */

@@ -1943,6 +1943,63 @@ START_TEST(test_rle1_walk_arriving)
 }
 END_TEST
 
+/* Whether x is one of the plan's nb block starts st[0..nb). */
+static bool plan_has(const size_t *st, size_t nb, size_t x)
+{
+    for (size_t k = 0; k < nb; k++)
+        if (st[k] == x)
+            return true;
+    return false;
+}
+
+/*
+ * A file stream's parts as the daemon settles them (bz2_rle1_last_start):
+ * each part reads a span of 1 byte to 2 MiB behind the bytes the last one
+ * left and keeps them up to their last block start. Every cut is a block
+ * start of the whole input's plan, none of the plan's is missed up to 259
+ * bytes before the part's end (what follows may still extend a unit there),
+ * and the parts cover the input.
+ */
+static void check_settle_chain(const uint8_t *src, size_t n, int level)
+{
+    size_t limit = bz2_block_limit(level), *st;
+    size_t nb = bz2_rle1_plan(src, n, limit, 1, &st);
+    size_t a = 0, read_to = 0;
+    while (read_to < n) {
+        size_t span = 1 + rnd() % (2u << 20);
+        read_to += span < n - read_to ? span : n - read_to;
+        if (read_to == n)
+            break; /* the last part keeps all */
+        size_t keep = bz2_rle1_last_start(src + a, read_to - a, limit);
+        ck_assert_msg(keep == 0 || plan_has(st, nb, a + keep), "level %d: cut %zu is no block start", level,
+                      a + keep);
+        for (size_t k = 0; k < nb; k++)
+            ck_assert_msg(st[k] <= a + keep || st[k] + 259 > read_to,
+                          "level %d: part [%zu, %zu) cut at %zu misses block start %zu", level, a, read_to,
+                          a + keep, st[k]);
+        a += keep;
+    }
+    free(st);
+}
+
+START_TEST(test_rle1_settle_chain)
+{
+    uint8_t *t = make_text(3u << 20), *r = make_runs(4u << 20), *z = make_random(2u << 20);
+    uint8_t *c = malloc(12u << 20); /* one value: a level 9 block covers ~46 MB, more than the input */
+    memset(c, 'x', 12u << 20);
+    for (int level = 1; level <= 9; level += 4) {
+        check_settle_chain(t, 3u << 20, level);
+        check_settle_chain(r, 4u << 20, level);
+        check_settle_chain(z, 2u << 20, level);
+        check_settle_chain(c, 12u << 20, level);
+    }
+    free(t);
+    free(r);
+    free(z);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_splice_segment_identity)
 {
     /* 40 MiB of text at level 1: compressing it in two parts cut at the
@@ -2700,6 +2757,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);
     tcase_add_test(streaming, test_rle1_walk_arriving);
+    tcase_add_test(streaming, test_rle1_settle_chain);
     tcase_add_test(streaming, test_splice_segment_identity);
     tcase_add_test(streaming, test_part_valid_streams);
     tcase_add_test(streaming, test_part_multistream);

@@ -93,6 +93,16 @@ done
 check big 9 daemon
 check big 1 daemon
 
+# Past a stream part's 32 MiB read: a block of long runs ending in text near
+# the first read's end, then runs too long for a read to hold a block start.
+{
+    head -c 32505856 /dev/zero
+    "$gen" text 4000000
+    head -c 50000000 /dev/zero
+    "$gen" text 1000000
+} >"$tmp/parts"
+check parts 9 daemon
+
 echo "$ok comparisons equal"
 [ $fail = 0 ] && echo "ok: every output is bzip2's"
 exit $fail

@@ -87,6 +87,14 @@ typedef struct bz2_rle1_walk {
 } bz2_rle1_walk;
 size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit);
 
+/*
+ * The last block start of src[0..n) past 0 that is certain whatever bytes
+ * follow n, src[0] being a block start; 0 if none. A part of a stream
+ * whose input goes on past n ends there: the bytes after it, less than a
+ * block's input, begin the next part.
+ */
+size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit);
+
 /* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
  *
  * A part that begins at a block start plans the whole input's blocks, so

@@ -489,6 +489,25 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
     return GC_OK;
 }
 
+/* A file compress stream's parts read this much each, then end at their last block start. */
+static size_t stream_span(const gcd_request *proto)
+{
+    return proto->op == GPUCOMP__OP__OP_COMPRESS ? STREAM_COMPRESS_PART : 0;
+}
+
+/*
+ * The part keeps its bytes up to their last block start (section 3): it
+ * begins at one, so its walk needs no state from before. A span longer than
+ * one block's input has one past 0 unless the level's blocks can be longer
+ * (-7 to -9 on long runs): then the part keeps nothing and all its bytes
+ * begin the next, which reads a span more.
+ */
+static size_t stream_settle(const gcd_request *proto, const uint8_t *buf, size_t len)
+{
+    int level = proto->level ? (int)proto->level : 9;
+    return bz2_rle1_last_start(buf, len, bz2_block_limit(level));
+}
+
 static size_t stream_overlap(void *state)
 {
     const bz2_stream *st = state;
@@ -722,6 +741,8 @@ static const gcd_stream_ops stream_ops = {
     .cut = stream_cut,
     .cut_reads = stream_cut_reads,
     .cut_file = stream_cut_file,
+    .span = stream_span,
+    .settle = stream_settle,
     .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,

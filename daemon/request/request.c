@@ -130,7 +130,7 @@ void gcd_request_free(gcd_request *r)
     if (!r)
         return;
     release_fds(r);
-    free(r->input);
+    free(r->input_base ? r->input_base : r->input);
     if (r->shared) /* the frames that carry it may outlive the request */
         gcd_shared_output_unref(r->shared);
     else

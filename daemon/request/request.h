@@ -32,7 +32,8 @@ typedef struct gcd_request {
     uint32_t chunk_size;
     uint64_t max_output; /* resolved: the client's limit capped by the daemon's */
 
-    uint8_t *input; /* total_size bytes (malloc'd, or mapped from in_fd) */
+    uint8_t *input;      /* total_size bytes (malloc'd, or mapped from in_fd) */
+    uint8_t *input_base; /* the malloc'd block input lies inside, freed instead of it (NULL: input's own) */
     uint64_t total_size;
     uint64_t received;
     uint64_t input_charge;  /* of `charged`: the socket input's buffer, until it is freed */

@@ -69,11 +69,19 @@ struct gcd_stream {
     uint64_t in_size;
     bool peeking;         /* a read of the bytes the codec's cut_file asked to see (into buf) is at the pool */
     bool drop_after_peek; /* the stream let go of buf while that read ran: peek_done frees it */
-    unsigned io;          /* reads and writes at the pool */
-    uint64_t write_bytes; /* output bytes at the pool (charged to the budget until written) */
-    bool finishing;       /* the last output is out: the final frame waits for the writes */
-    gcd_request *rerun;   /* the part its emit asked to run again (gcd_stream_rerun) */
-    gcd_request *kept;    /* the part its emit placed (gcd_stream_put_placed): the placement frees it */
+    /* a file stream its codec settles (gcd_stream_ops.settle): parts read span bytes each */
+    size_t span;                /* 0: not one */
+    uint64_t read_to;           /* the file's bytes before this are read, or being read, into parts */
+    uint64_t settle_seq;        /* the next part to settle */
+    bool settling;              /* its settle is at the pool */
+    bool read_in[STREAM_SLOTS]; /* that part's read is back, by part_seq % STREAM_SLOTS */
+    uint8_t *rest;              /* what the last settled part left: the next part's first bytes */
+    size_t rest_len;            /* (charged to the budget) */
+    unsigned io;                /* reads and writes at the pool */
+    uint64_t write_bytes;       /* output bytes at the pool (charged to the budget until written) */
+    bool finishing;             /* the last output is out: the final frame waits for the writes */
+    gcd_request *rerun;         /* the part its emit asked to run again (gcd_stream_rerun) */
+    gcd_request *kept;          /* the part its emit placed (gcd_stream_put_placed): the placement frees it */
     /* placed outputs at the pool, in stream order (socket output is sent in that order) */
     struct stream_io *placing_head, *placing_tail;
     unsigned placing;
@@ -146,6 +154,8 @@ static void stream_free(gcd_stream *s)
         gcd_request_free(s->done[i]);
     gcd_request_free(s->parked);
     drop_buffer(s);
+    free(s->rest);
+    gcd_budget_release(s->set->server->budget, s->proto.uid, s->rest_len);
     if (s->in_fd >= 0)
         close(s->in_fd);
     if (s->out_fd >= 0)
@@ -247,6 +257,8 @@ typedef struct stream_io {
     gcd_stream_place_fn place; /* a placement: makes the part's output bytes on the pool thread */
     bool ready;                /* a placement back from the pool */
     struct stream_io *next;    /* the next placement in stream order */
+    uint8_t *rest;             /* a settle: the bytes before the part's read, then those it leaves */
+    size_t rest_len;
 } stream_io;
 
 static bool io_start(gcd_stream *s, stream_io *x, gc_error *err)
@@ -360,6 +372,7 @@ static bool write_copy(gcd_stream *s, const void *data, size_t len)
 }
 
 static bool advance_consumed(gcd_stream *s);
+static void try_settle(gcd_stream *s);
 
 static void read_done(gcd_io_task *t)
 {
@@ -377,6 +390,9 @@ static void read_done(gcd_io_task *t)
         gcd_request_free(r);
         if (!s->answered)
             fail(s, &err);
+    } else if (s->span) {
+        s->read_in[r->part_seq % STREAM_SLOTS] = true;
+        try_settle(s);
     } else {
         s->set->submit(s->set->owner, r);
     }
@@ -394,14 +410,15 @@ static void ring_work(gcd_io_task *t)
 static void start_part(gcd_stream *s, gcd_request *r)
 {
     gc_error err = { 0 };
-    stream_io *x = reads_parts(s) && r->total_size ? calloc(1, sizeof *x) : NULL;
-    if (!x && reads_parts(s) && r->total_size) {
+    size_t len = s->span ? r->received : r->total_size; /* a settled part's read is its span */
+    stream_io *x = reads_parts(s) && len ? calloc(1, sizeof *x) : NULL;
+    if (!x && reads_parts(s) && len) {
         gc_fail(&err, GC_E_NOMEM, "out of memory reading the input file");
         x = NULL;
     } else if (x) {
         x->part = r;
         x->t = (gcd_io_task){
-            .fd = s->in_fd, .buf = r->input, .len = r->total_size, .offset = r->part_offset, .done = read_done
+            .fd = s->in_fd, .buf = r->input, .len = len, .offset = r->part_offset, .done = read_done
         };
         if (ring(s))
             x->t.work = ring_work;
@@ -410,6 +427,10 @@ static void start_part(gcd_stream *s, gcd_request *r)
             return;
         }
         free(x);
+    } else if (s->span) {
+        s->read_in[r->part_seq % STREAM_SLOTS] = true;
+        try_settle(s);
+        return;
     } else {
         s->set->submit(s->set->owner, r);
         return;
@@ -421,6 +442,121 @@ static void start_part(gcd_stream *s, gcd_request *r)
 }
 
 static bool reserve(gcd_stream *s, size_t more, gc_error *err);
+
+/* ---- settled file streams (gcd_stream_ops.settle) ------------------------ */
+
+/* Room in front of a part's read for the bytes the part before it leaves
+ * (under a block's input, which is rarely more); more moves the part. */
+#define SETTLE_ROOM ((size_t)4 << 20)
+
+/*
+ * On the pool: the bytes the last part left go in front of this part's
+ * read, the codec says how many the part keeps, and a copy of the rest
+ * goes with the task back to the loop (the part may be freed before the
+ * next one settles).
+ */
+static void settle_work(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    const gcd_stream *s = x->s;
+    gcd_request *r = x->part;
+    size_t before = x->rest_len, len = before + (size_t)r->received;
+    uint8_t *data = r->input - before;
+    if (before > SETTLE_ROOM) {
+        if (!(data = malloc(len))) {
+            t->error = ENOMEM;
+            return;
+        }
+        memcpy(data + before, r->input, r->received);
+        free(r->input_base);
+        r->input_base = data;
+    }
+    if (before)
+        memcpy(data, x->rest, before);
+    free(x->rest);
+    x->rest = NULL;
+    size_t keep = r->part_final ? len : s->ops->settle(&s->proto, data, len);
+    keep = keep < len ? keep : len;
+    x->rest_len = len - keep;
+    if (x->rest_len && !(x->rest = malloc(x->rest_len))) {
+        t->error = ENOMEM;
+        return;
+    }
+    if (x->rest_len)
+        memcpy(x->rest, data + keep, x->rest_len);
+    r->input = data;
+    r->total_size = r->received = keep;
+    r->part_offset -= before;
+}
+
+static void settle_done(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_stream *s = x->s;
+    gcd_request *r = x->part;
+    gcd_budget *b = s->set->server->budget;
+    gc_error err = { 0 };
+    unsigned slot = (unsigned)(r->part_seq % STREAM_SLOTS);
+    s->settling = false;
+    gcd_budget_release(b, s->proto.uid, t->len); /* the bytes it was given */
+    if (t->len > SETTLE_ROOM && !t->error) {     /* the part moved to a larger buffer */
+        gcd_budget_charge(b, s->proto.uid, t->len - SETTLE_ROOM);
+        r->charged += t->len - SETTLE_ROOM;
+        r->input_charge += t->len - SETTLE_ROOM;
+    }
+    if (t->error)
+        gc_fail(&err, t->error == ENOMEM ? GC_E_NOMEM : GC_E_IO, "cutting a stream part: %s", strerror(t->error));
+    else if (s->ops->prepare && !s->answered)
+        s->ops->prepare(s->state, r, &err);
+    if (!err.code && !s->answered && s->set->serving(s->set->owner)) {
+        s->rest = x->rest;
+        s->rest_len = x->rest_len;
+        gcd_budget_charge(b, s->proto.uid, s->rest_len);
+        s->settle_seq++;
+        s->base = s->consumed = r->part_offset + r->total_size;
+        s->set->submit(s->set->owner, r);
+        try_settle(s);
+    } else {
+        free(x->rest);
+        s->in_flight--;
+        s->out[slot] = NULL;
+        gcd_request_free(r);
+        fail(s, &err);
+    }
+    io_end(x);
+}
+
+/* The next part in order, if its read is back and the one before it settled: to the pool to settle. */
+static void try_settle(gcd_stream *s)
+{
+    unsigned slot = (unsigned)(s->settle_seq % STREAM_SLOTS);
+    gcd_request *r = s->out[slot];
+    if (s->settling || s->answered || !r || r->part_seq != s->settle_seq || !s->read_in[slot])
+        return;
+    gc_error err = { 0 };
+    stream_io *x = calloc(1, sizeof *x);
+    if (!x) {
+        gc_fail(&err, GC_E_NOMEM, "out of memory cutting a stream part");
+        fail(s, &err);
+        return;
+    }
+    s->read_in[slot] = false; /* the task has it now */
+    x->part = r;
+    x->rest = s->rest;
+    x->rest_len = s->rest_len;
+    x->t = (gcd_io_task){ .fd = -1, .len = s->rest_len, .work = settle_work, .done = settle_done };
+    s->rest = NULL;
+    s->rest_len = 0; /* its charge goes with the task (t.len) */
+    if (!io_start(s, x, &err)) {
+        s->read_in[slot] = true;
+        s->rest = x->rest;
+        s->rest_len = x->rest_len;
+        free(x);
+        fail(s, &err);
+        return;
+    }
+    s->settling = true;
+}
 
 static void peek_done(gcd_io_task *t)
 {
@@ -674,9 +810,16 @@ void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
 /* Cancel the parts still at the engines: their results are dropped when they return. */
 static void cancel_parts(gcd_stream *s)
 {
-    for (unsigned i = 0; i < STREAM_SLOTS; i++)
-        if (s->out[i])
+    for (unsigned i = 0; i < STREAM_SLOTS; i++) {
+        if (s->out[i] && s->read_in[i]) { /* read, waiting for its settle: no task will bring it back */
+            gcd_request_free(s->out[i]);
+            s->out[i] = NULL;
+            s->read_in[i] = false;
+            s->in_flight--;
+        } else if (s->out[i]) {
             atomic_store_explicit(&s->out[i]->cancelled, true, memory_order_relaxed);
+        }
+    }
 }
 
 /* End the stream with an error: one final frame, its work dropped. */
@@ -1008,6 +1151,8 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
         s->depth = stream_depth(s);
         if (s->in_fd >= 0)
             s->received = s->in_size;
+        if (s->in_fd >= 0 && s->ops->settle && s->ops->span) /* a ring stream cuts as its bytes arrive */
+            s->span = s->ops->span(&s->proto);
     }
     if (rc != GC_OK) {
         if (!err.msg[0])
@@ -1179,29 +1324,28 @@ static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, bool final,
     return true;
 }
 
-/* A part of the first take bytes of buf; buf keeps the rest and the last keep of them. */
-static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool final, gc_error *err)
+/* The next part, of take input bytes from base, charged size bytes: its own buffer of that size, or none. */
+static gcd_request *new_part(gcd_stream *s, size_t take, size_t size, bool own_buffer, bool final, gc_error *err)
 {
     gcd_budget *b = s->set->server->budget;
-    if (take && !gcd_budget_try_charge(b, s->proto.uid, take)) {
+    if (size && !gcd_budget_try_charge(b, s->proto.uid, size)) {
         gc_fail(err, GC_E_LIMIT,
                 "a stream part of %zu bytes does not fit the daemon's memory budget now "
                 "(%llu of %llu bytes held): retry later",
-                take, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
+                size, (unsigned long long)gcd_budget_in_use(b), (unsigned long long)gcd_budget_limit(b));
         return NULL;
     }
-    bool own_buffer = take == 0 || reads_parts(s); /* else hand_over gives it buf */
     gcd_request *r = calloc(1, sizeof *r);
-    uint8_t *in = own_buffer ? malloc(take ? take : 1) : NULL;
+    uint8_t *in = own_buffer ? malloc(size ? size : 1) : NULL;
     if (!r || (own_buffer && !in)) {
         free(r);
         free(in);
-        gcd_budget_release(b, s->proto.uid, take);
+        gcd_budget_release(b, s->proto.uid, size);
         gc_fail(err, GC_E_NOMEM, "out of memory for a stream part");
         return NULL;
     }
     *r = s->proto;
-    r->charged = r->input_charge = take;
+    r->charged = r->input_charge = size;
     r->in_fd = r->out_fd = -1;
     r->input = in;
     r->total_size = r->received = take;
@@ -1214,6 +1358,16 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     if (r->max_output > s->set->server->cfg.max_output)
         r->max_output = s->set->server->cfg.max_output;
     atomic_init(&r->cancelled, false);
+    return r;
+}
+
+/* A part of the first take bytes of buf; buf keeps the rest and the last keep of them. */
+static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool final, gc_error *err)
+{
+    bool own_buffer = take == 0 || reads_parts(s); /* else hand_over gives it buf */
+    gcd_request *r = new_part(s, take, take, own_buffer, final, err);
+    if (!r)
+        return NULL;
     size_t advance = take - (keep < take ? keep : take); /* the overlap begins the next part too */
     if (reads_parts(s)) {                                /* read by the pool (start_part) */
         s->base += advance;
@@ -1225,6 +1379,21 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
         return NULL;
     }
     s->base += advance;
+    return r;
+}
+
+/* The next span of the file, read ahead into a part that settles its own end. */
+static gcd_request *span_part(gcd_stream *s, gc_error *err)
+{
+    size_t n = s->in_size - s->read_to < s->span ? (size_t)(s->in_size - s->read_to) : s->span;
+    gcd_request *r = new_part(s, n, SETTLE_ROOM + n, true, s->read_to + n == s->in_size, err);
+    if (!r)
+        return NULL;
+    r->input_base = r->input;
+    r->input += SETTLE_ROOM;
+    r->total_size = 0; /* until it settles; received: its read */
+    r->part_offset = s->read_to;
+    s->read_to += n;
     return r;
 }
 
@@ -1246,17 +1415,19 @@ static void pump(gcd_stream *s)
     while (!s->answered && !s->final_out && !s->peeking && s->next_seq - s->emit_seq + s->placing < depth &&
            !output_backed_up(s) && !holds_enough(s)) {
         gc_error err = { 0 };
-        size_t take;
-        bool final;
-        if (next_cut(s, &take, &final, &err) != GC_OK) {
+        size_t take = 0;
+        bool final = false;
+        if (!s->span && next_cut(s, &take, &final, &err) != GC_OK) {
             fail(s, &err);
             return;
         }
-        if (take == 0 && !final)
+        if (!s->span && take == 0 && !final)
             break;
-        size_t keep = s->ops->overlap && !final ? s->ops->overlap(s->state) : 0;
-        gcd_request *r = make_part(s, take, keep, final, &err);
-        if (r && s->ops->prepare && s->ops->prepare(s->state, r, &err) != GC_OK) {
+        size_t keep = s->ops->overlap && !s->span && !final ? s->ops->overlap(s->state) : 0;
+        gcd_request *r = s->span ? span_part(s, &err) : make_part(s, take, keep, final, &err);
+        if (r && s->span)
+            final = r->part_final; /* it settles (and is prepared) before it goes to the engines */
+        else if (r && s->ops->prepare && s->ops->prepare(s->state, r, &err) != GC_OK) {
             gcd_request_free(r);
             r = NULL;
         }

@@ -14,6 +14,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "bz2_internal.h"
 
@@ -34,15 +37,38 @@ static inline uint64_t zero_bytes(uint64_t x)
     return ~(((x & low7) + low7) | x | low7);
 }
 
+#if defined(__SSE2__)
+/* Bit k set: p[k..k+4) are 4 equal bytes (reads p[0..19)). */
+static inline unsigned run4_mask16(const uint8_t *p)
+{
+    __m128i a = _mm_loadu_si128((const __m128i *)p);
+    __m128i e1 = _mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(p + 1)));
+    __m128i e2 = _mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(p + 2)));
+    __m128i e3 = _mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(p + 3)));
+    return (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_and_si128(e1, e2), e3));
+}
+#endif
+
 /*
  * First position p in [i, stop) where 4 equal bytes of src[0..n) start (a
  * run unit can start only there: every byte before it is a 1-byte unit), or
- * stop. Eight bytes at a time: d = word ^ next word marks bytes equal to
- * their successor; three such marks in a row are four equal bytes.
- * Little-endian word order.
+ * stop. Runs of 4 are rare in most data, so the search is what a walk
+ * costs: 32 bytes at a time with SSE2 (each byte compared with the next 3),
+ * else eight: d = word ^ next word marks bytes equal to their successor;
+ * three such marks in a row are four equal bytes (little-endian order).
  */
 static size_t next_run4(const uint8_t *src, size_t i, size_t stop, size_t n)
 {
+#if defined(__SSE2__)
+    while (i + 35 <= n && i < stop) {
+        unsigned m = run4_mask16(src + i) | run4_mask16(src + i + 16) << 16;
+        if (m) {
+            size_t p = i + (size_t)__builtin_ctz(m);
+            return p < stop ? p : stop;
+        }
+        i += 32;
+    }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     while (i + 9 <= n && i < stop) {
         uint64_t a, b;
@@ -184,4 +210,13 @@ size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w
         w->used = 0;
     }
     return w->start >= min && w->start < n ? w->start : 0;
+}
+
+size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit)
+{
+    bz2_rle1_walk w = { 0 };
+    size_t last = 0, at;
+    while ((at = bz2_rle1_walk_to(src, n, false, &w, last + 1, limit)) != 0)
+        last = at;
+    return last;
 }
