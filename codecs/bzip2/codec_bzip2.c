@@ -434,12 +434,6 @@ static void cut_decompress(bz2_stream *st, const uint8_t *buf, size_t avail, boo
         st->scanned = 0;
 }
 
-/* A compress cut counts bytes; only a decompress cut looks at them. */
-static bool stream_cut_reads(const gcd_request *proto)
-{
-    return proto->op != GPUCOMP__OP__OP_COMPRESS;
-}
-
 static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf, size_t avail, bool final,
                       bool flush, size_t *take, gc_error *err)
 {
@@ -739,7 +733,6 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
 static const gcd_stream_ops stream_ops = {
     .open = stream_open,
     .cut = stream_cut,
-    .cut_reads = stream_cut_reads,
     .cut_file = stream_cut_file,
     .span = stream_span,
     .settle = stream_settle,
