@@ -368,15 +368,20 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
 
 /*
  * A compress part: from STREAM_COMPRESS_PART bytes on, up to the next block
- * start (docs/BZIP2.md, section 3). The cut runs on the event loop, so the
- * walk goes on as input arrives (bz2_rle1_walk_to): a call walks what the
- * reads since the last one brought, never the part again. A flush ends the
- * part (and a block, as bzip2's flush does) where it is.
+ * start (docs/BZIP2.md, section 3); once that much is there and the next
+ * start is not yet, up to the last start the walk passed, so a client that
+ * waits for output before it sends more (or its end) gets it: any block
+ * start gives bzip2's bytes. The cut runs on the event loop, so the walk
+ * goes on as input arrives (bz2_rle1_walk_to): a call walks what the reads
+ * since the last one brought, never the part again. A flush ends the part
+ * (and a block, as bzip2's flush does) where it is.
  */
 static void cut_compress(bz2_stream *st, const uint8_t *buf, size_t avail, bool final, bool flush, size_t *take)
 {
     const size_t part = STREAM_COMPRESS_PART;
     size_t at = bz2_rle1_walk_to(buf, avail, final, &st->walk, part, bz2_block_limit(st->level));
+    if (!at && !final && !flush && avail >= part)
+        at = st->walk.start; /* certain: the walk stays 259 bytes behind what has arrived */
     *take = 0;
     if (at)
         *take = at;
