@@ -31,6 +31,10 @@ static inline void bzc_seterr(int *bzerror, bzc_file *f, int err)
         f->last_err = err;
 }
 
+/* A new handle on f, or NULL with bzerror set (f already failed: IO_ERROR;
+ * no memory: MEM_ERROR); the caller has checked its own arguments. */
+bzc_file *bzc_file_new(FILE *f, int *bzerror);
+
 /* Release a writing handle whatever its state (no output is written):
  * what bzclose needs once BZ2_bzWriteClose has given up on it. */
 void bzc_write_release(bzc_file *f);

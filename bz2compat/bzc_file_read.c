@@ -34,17 +34,9 @@ BZFILE *BZ2_bzReadOpen(int *bzerror, FILE *f, int verbosity, int small, void *un
         bzc_seterr(bzerror, NULL, BZ_PARAM_ERROR);
         return NULL;
     }
-    if (ferror(f)) {
-        bzc_seterr(bzerror, NULL, BZ_IO_ERROR);
+    bzc_file *b = bzc_file_new(f, bzerror);
+    if (!b)
         return NULL;
-    }
-    bzc_file *b = calloc(1, sizeof *b);
-    if (!b) {
-        bzc_seterr(bzerror, NULL, BZ_MEM_ERROR);
-        return NULL;
-    }
-    bzc_seterr(bzerror, b, BZ_OK);
-    b->handle = f;
     if (nUnused > 0)
         memcpy(b->buf, unused, (size_t)nUnused);
     int rc = BZ2_bzDecompressInit(&b->strm, verbosity, small);

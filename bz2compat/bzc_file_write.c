@@ -21,17 +21,9 @@ BZFILE *BZ2_bzWriteOpen(int *bzerror, FILE *f, int blockSize100k, int verbosity,
         bzc_seterr(bzerror, NULL, BZ_PARAM_ERROR);
         return NULL;
     }
-    if (ferror(f)) {
-        bzc_seterr(bzerror, NULL, BZ_IO_ERROR);
+    bzc_file *b = bzc_file_new(f, bzerror);
+    if (!b)
         return NULL;
-    }
-    bzc_file *b = calloc(1, sizeof *b);
-    if (!b) {
-        bzc_seterr(bzerror, NULL, BZ_MEM_ERROR);
-        return NULL;
-    }
-    bzc_seterr(bzerror, b, BZ_OK);
-    b->handle = f;
     b->writing = 1;
     int rc = BZ2_bzCompressInit(&b->strm, blockSize100k, verbosity, workFactor);
     if (rc != BZ_OK) {
@@ -133,6 +125,22 @@ void BZ2_bzWriteClose64(int *bzerror, BZFILE *handle, int abandon, unsigned *nby
     put(nbytes_out_hi32, b->strm.total_out_hi32);
     bzc_seterr(bzerror, b, BZ_OK);
     bzc_write_release(b);
+}
+
+bzc_file *bzc_file_new(FILE *f, int *bzerror)
+{
+    if (ferror(f)) {
+        bzc_seterr(bzerror, NULL, BZ_IO_ERROR);
+        return NULL;
+    }
+    bzc_file *b = calloc(1, sizeof *b);
+    if (!b) {
+        bzc_seterr(bzerror, NULL, BZ_MEM_ERROR);
+        return NULL;
+    }
+    bzc_seterr(bzerror, b, BZ_OK);
+    b->handle = f;
+    return b;
 }
 
 void bzc_write_release(bzc_file *f)

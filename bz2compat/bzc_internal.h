@@ -10,6 +10,30 @@
 #include <bzlib.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A stream call's state, zeroed: from the caller's bzalloc when it set one
+ * (libbz2's callers size their allocators for the state alone), else malloc. */
+static inline void *bzc_state_alloc(bz_stream *strm, size_t size)
+{
+    void *s = strm->bzalloc ? strm->bzalloc(strm->opaque, (int)size, 1) : malloc(size);
+    if (s)
+        memset(s, 0, size);
+    return s;
+}
+
+/* Free a state and the two buffers it owns; the stream has no state after. */
+static inline void bzc_state_free(bz_stream *strm, void *state, void *in, void *out)
+{
+    free(in);
+    free(out);
+    if (strm->bzfree)
+        strm->bzfree(strm->opaque, state);
+    else
+        free(state);
+    strm->state = NULL;
+}
 
 /* Inputs from this many bytes go to gpucompd; smaller ones run in this
  * process, where a connection and a round trip would cost more than the

@@ -212,10 +212,9 @@ int BZ2_bzCompressInit(bz_stream *strm, int blockSize100k, int verbosity, int wo
         return BZ_PARAM_ERROR;
     /* Only the state comes from bzalloc: libbz2's callers size their
      * allocators for libbz2's state, not for our buffers. */
-    bzc_cstate *s = strm->bzalloc ? strm->bzalloc(strm->opaque, sizeof *s, 1) : malloc(sizeof *s);
+    bzc_cstate *s = bzc_state_alloc(strm, sizeof *s);
     if (!s)
         return BZ_MEM_ERROR;
-    memset(s, 0, sizeof *s);
     s->strm = strm;
     s->level = blockSize100k;
     s->mode = M_RUNNING;
@@ -269,12 +268,6 @@ int BZ2_bzCompressEnd(bz_stream *strm)
     bzc_cstate *s = state_of(strm);
     if (!s)
         return BZ_PARAM_ERROR;
-    free(s->in);
-    free(s->out);
-    if (strm->bzfree)
-        strm->bzfree(strm->opaque, s);
-    else
-        free(s);
-    strm->state = NULL;
+    bzc_state_free(strm, s, s->in, s->out);
     return BZ_OK;
 }

@@ -193,10 +193,9 @@ int BZ2_bzDecompressInit(bz_stream *strm, int verbosity, int small)
 {
     if (!strm || (small != 0 && small != 1) || verbosity < 0 || verbosity > 4)
         return BZ_PARAM_ERROR;
-    bzc_dstate *s = strm->bzalloc ? strm->bzalloc(strm->opaque, sizeof *s, 1) : malloc(sizeof *s);
+    bzc_dstate *s = bzc_state_alloc(strm, sizeof *s);
     if (!s)
         return BZ_MEM_ERROR;
-    memset(s, 0, sizeof *s);
     s->strm = strm;
     strm->state = s;
     strm->total_in_lo32 = strm->total_in_hi32 = strm->total_out_lo32 = strm->total_out_hi32 = 0;
@@ -268,12 +267,6 @@ int BZ2_bzDecompressEnd(bz_stream *strm)
     bzc_dstate *s = dstate_of(strm);
     if (!s)
         return BZ_PARAM_ERROR;
-    free(s->in);
-    free(s->out);
-    if (strm->bzfree)
-        strm->bzfree(strm->opaque, s);
-    else
-        free(s);
-    strm->state = NULL;
+    bzc_state_free(strm, s, s->in, s->out);
     return BZ_OK;
 }
