@@ -572,7 +572,9 @@ START_TEST(test_bzip2_bombs_stay_in_the_budget)
     uint64_t peak = daemon_rss_kib("VmHWM:");
     fprintf(stderr, "  8 bzip2 bombs of 128 MiB, budget 192 MiB: peak RSS %llu MiB\n",
             (unsigned long long)(peak >> 10));
-    ck_assert_msg(peak < (192u + 200u) << 10, "peak RSS %llu KiB: bzip2 output is outside the budget",
+    /* the budget, and what SECURITY.md lets the decoder hold outside it: the blocks it decodes
+     * ahead of its walk (a bomb's block decodes to 46 MB under bzip2's block rule) */
+    ck_assert_msg(peak < (192u + 256u) << 10, "peak RSS %llu KiB: bzip2 output is outside the budget",
                   (unsigned long long)peak);
     assert_daemon_serves();
     close(sock);

@@ -515,13 +515,21 @@ static size_t stream_overlap(void *state)
 
 /*
  * A decompress part's output: the CPU engine stops at a block boundary from
- * STREAM_PART_OUTPUT (the part then runs again from there), so a stream of
+ * STREAM_PART_OUTPUT, or from the output its stream counts for it if less
+ * (the part then runs again from there), so a stream of
  * zeros, which expands ~45000 times, still streams in bounded memory; the
  * device has no such stop and fails a part over STREAM_PART_OUTPUT_MAX,
  * which then reruns on the CPU engine (docs/DECISIONS.md, "Streams").
  */
 #define STREAM_PART_OUTPUT ((size_t)256 << 20)
 #define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)
+
+/* Where a decompress part stops early: near the output its stream counts for it (stream.c). */
+static size_t part_out_soft(const gcd_request *r)
+{
+    return r->part_out_guess && r->part_out_guess < STREAM_PART_OUTPUT ? (size_t)r->part_out_guess
+                                                                         : STREAM_PART_OUTPUT;
+}
 
 /* Where a decompress part begins: the input's start exactly, else the magic its cut found. */
 static void prepare_decompress(bz2_stream *st, gcd_request *r, bz2_part *part)
@@ -535,7 +543,8 @@ static void prepare_decompress(bz2_stream *st, gcd_request *r, bz2_part *part)
         part->start_bit = (unsigned)(st->next_start - r->part_offset * 8);
         bz2_dstate_at_magic(&part->ds, part->start_bit);
     }
-    part->ds.out_soft = STREAM_PART_OUTPUT;
+    part->ds.out_soft = part_out_soft(r);
+    r->part_out_slack = BZ2_MAX_BLOCK_OUTPUT;
     st->prepared_any = true;
     st->next_start = r->part_offset * 8 + st->cut_bit;
     st->next_blind = st->cut_blind;
@@ -652,7 +661,7 @@ static int rerun_exact(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_error *
         return err->code;
     part->ds = st->ds;
     part->ds.bit = (unsigned)(st->end % 8);
-    part->ds.out_soft = STREAM_PART_OUTPUT;
+    part->ds.out_soft = part_out_soft(r);
     part->spec = part->failed = part->blind = false;
     part->used = 0;
     gcd_stream_rerun(s, r);

@@ -1197,16 +1197,23 @@ static bool output_backed_up(const gcd_stream *s)
  * connection's unread answers. A part at an engine counts its output as the
  * largest part output seen so far (its input before any part is back): the
  * loop cannot read a running part's output, and a stream's parts are alike.
- * A decompress stream, whose first part may expand without bound, runs that
- * part alone to learn the size.
+ * A codec that can stop a part early stops it near that guess, past it by
+ * at most the part's slack, so a stream whose parts are not alike still
+ * holds no more than counted. A decompress stream, whose first part may
+ * expand without bound, runs that part alone to learn the size.
  */
+static uint64_t part_out_guess(const gcd_stream *s, const gcd_request *r)
+{
+    return s->part_out_most > r->total_size ? s->part_out_most : r->total_size;
+}
+
 static uint64_t held_bytes(const gcd_stream *s)
 {
     uint64_t held = gcd_output_queued(s->set->out) + s->write_bytes;
     for (unsigned i = 0; i < STREAM_SLOTS; i++) {
         const gcd_request *out = s->out[i], *done = s->done[i];
         if (out)
-            held += out->total_size + (s->part_out_most > out->total_size ? s->part_out_most : out->total_size);
+            held += out->total_size + part_out_guess(s, out) + out->part_out_slack;
         if (done)
             held += done->total_size + done->output_len;
     }
@@ -1425,6 +1432,8 @@ static void pump(gcd_stream *s)
             break;
         size_t keep = s->ops->overlap && !s->span && !final ? s->ops->overlap(s->state) : 0;
         gcd_request *r = s->span ? span_part(s, &err) : make_part(s, take, keep, final, &err);
+        if (r && s->part_out_most)
+            r->part_out_guess = part_out_guess(s, r);
         if (r && s->span)
             final = r->part_final; /* it settles (and is prepared) before it goes to the engines */
         else if (r && s->ops->prepare && s->ops->prepare(s->state, r, &err) != GC_OK) {
