@@ -56,10 +56,15 @@ typedef struct gcd_stream_ops {
      * there, settle says on an I/O thread, one part at a time in order, how
      * many of them the part keeps (<= len; the rest begin the next part);
      * never for the last part, which keeps all. It may use only its
-     * arguments: the loop runs on meanwhile.
+     * arguments: the loop runs on meanwhile. Settles are a chain, so what
+     * can be done on a part's bytes alone is done by scan (NULL: nothing),
+     * on the I/O thread of its read, as soon as the read is back: what it
+     * returns (malloc'd, NULL: nothing) is given to settle with where the
+     * read's bytes begin in buf.
      */
     size_t (*span)(const gcd_request *proto);
-    size_t (*settle)(const gcd_request *proto, const uint8_t *buf, size_t len);
+    size_t (*settle)(const gcd_request *proto, const uint8_t *buf, size_t len, const void *scan, size_t scan_at);
+    void *(*scan)(const gcd_request *proto, const uint8_t *buf, size_t len);
     /* Bytes at the end of the part just cut that also begin the next part (NULL: none). */
     size_t (*overlap)(void *state);
     /* Before a part goes to an engine: what its run needs (part->part_state, malloc'd). NULL: nothing. */

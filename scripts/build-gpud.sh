@@ -9,7 +9,7 @@ mkdir -p build-gpud
 cd build-gpud
 [ -f Makefile ] || ../configure --disable-shared --with-cuda >configure.out
 # only the programs: `make all` would also build libgpucomp-bz2, a shared library by nature
-make -j2 daemon/gpucompd programs/gpucomp/gpucomp tests/bench/bench_daemon tests/bench/bench_bzip2 >make.out 2>&1 ||
+make -j2 $(sed -n "s/^BUILT_SOURCES = //p" Makefile) daemon/gpucompd programs/gpucomp/gpucomp tests/bench/bench_daemon tests/bench/bench_bzip2 >make.out 2>&1 ||
     { tail -40 make.out; exit 1; }
 strip daemon/gpucompd programs/gpucomp/gpucomp tests/bench/bench_daemon tests/bench/bench_bzip2
 du -sh daemon/gpucompd tests/bench/bench_daemon tests/bench/bench_bzip2

@@ -1943,6 +1943,109 @@ START_TEST(test_rle1_walk_arriving)
 }
 END_TEST
 
+/* Bytes in runs of 1..24 (4, 5, 16, 19, 20, 21 and 255-259 among them), few values: every case of
+ * the 16-byte unit count (bz2_rle1.c units16) at every offset. */
+static uint8_t *make_short_runs(size_t n)
+{
+    static const size_t lens[] = { 1, 2, 3, 4, 5, 6, 15, 16, 17, 19, 20, 21, 24, 255, 256, 259 };
+    uint8_t *b = malloc(n ? n : 1);
+    for (size_t i = 0; i < n;) {
+        size_t r = rnd() % 8 ? 1 + rnd() % 24 : lens[rnd() % (sizeof lens / sizeof *lens)];
+        uint8_t v = (uint8_t)(rnd() % 3);
+        for (; r-- && i < n; i++)
+            b[i] = v;
+    }
+    return b;
+}
+
+/* bzip2's block starts the plain way (docs/BZIP2.md, section 3): units one at a time. */
+static size_t plan_by_units(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
+{
+    size_t nb = 0, u = 0;
+    for (size_t i = 0; i < n;) {
+        if (u == 0 && nb < cap)
+            st[nb++] = i;
+        size_t r = 1;
+        while (i + r < n && r < 255 && src[i + r] == src[i])
+            r++;
+        u += r >= 4 ? 5 : r;
+        i += r;
+        if (u >= limit)
+            u = 0;
+    }
+    return nb;
+}
+
+/* The walk (16 bytes at a time where it can) finds the blocks a unit-by-unit parse finds, with
+ * limits small enough to put a block end at every offset of its stretches. */
+START_TEST(test_rle1_plan_matches_units)
+{
+    const size_t n = 1u << 20;
+    uint8_t *data[] = { make_text(n), make_runs(n), make_random(n), make_short_runs(n) };
+    const size_t limits[] = { 5, 7, 20, 21, 22, 37, 100, 1000, 65536, 0 };
+    size_t *want = malloc(n * sizeof *want);
+    for (size_t d = 0; d < sizeof data / sizeof *data; d++) {
+        for (size_t l = 0; l < sizeof limits / sizeof *limits; l++) {
+            size_t limit = limits[l] ? limits[l] : bz2_block_limit(1), *st;
+            size_t nb = bz2_rle1_plan(data[d], n, limit, 1, &st);
+            size_t wn = plan_by_units(data[d], n, limit, want, n);
+            ck_assert_msg(nb == wn, "data %zu limit %zu: %zu blocks, the units give %zu", d, limit, nb, wn);
+            for (size_t k = 0; k < nb; k++)
+                ck_assert_msg(st[k] == want[k], "data %zu limit %zu: block %zu starts at %zu, not %zu", d, limit,
+                              k, st[k], want[k]);
+            free(st);
+        }
+        free(data[d]);
+    }
+    free(want);
+}
+END_TEST
+
+/* Random bytes with a run of 250 to 262 equal bytes across every tile edge (BZ2_RLE1_TILE from
+ * at), cut there at many splits: where counting by position stops being exact (a run over 255). */
+static uint8_t *make_edge_runs(size_t n, size_t at)
+{
+    uint8_t *b = make_random(n);
+    for (size_t k = 1, e = at + BZ2_RLE1_TILE; e + 300 < n; k++, e += BZ2_RLE1_TILE) {
+        /* odd edges: runs just over 255 cut near their middle, where both sides are shortest */
+        size_t len = k % 2 ? 256 + k / 2 % 3 : 250 + k % 13, before = k % 2 ? 118 + k / 2 % 20 : k * 37 % len;
+        memset(b + e - before, (int)(k % 3), len);
+    }
+    return b;
+}
+
+/*
+ * A settle that adds up scanned tiles (bz2_rle1_scan of the read, the
+ * bytes before it left by the last part) finds the block start the plain
+ * walk finds, whatever the data, the levels and where the read begins.
+ */
+START_TEST(test_rle1_scanned_settle)
+{
+    const size_t n = 3u << 20;
+    const size_t ats[] = { 0, 1, 5, 4099, 900001 };
+    for (size_t a = 0; a < sizeof ats / sizeof *ats; a++) {
+        size_t at = ats[a];
+        uint8_t *data[] = { make_text(n), make_runs(n), make_random(n), make_short_runs(n),
+                            make_edge_runs(n, at) };
+        for (size_t d = 0; d < sizeof data / sizeof *data; d++) {
+            bz2_rle1_tiles *t = bz2_rle1_scan(data[d] + at, n - at);
+            ck_assert_ptr_nonnull(t);
+            for (int level = 1; level <= 9; level += 2) {
+                size_t limit = bz2_block_limit(level);
+                for (size_t len = n; len > at; len -= len / 3 + 1) {
+                    size_t want = bz2_rle1_last_start(data[d], len, limit, NULL, 0);
+                    size_t got = bz2_rle1_last_start(data[d], len, limit, t, at);
+                    ck_assert_msg(got == want, "data %zu at %zu level %d len %zu: %zu, the walk says %zu", d, at,
+                                  level, len, got, want);
+                }
+            }
+            free(t);
+            free(data[d]);
+        }
+    }
+}
+END_TEST
+
 /* Whether x is one of the plan's nb block starts st[0..nb). */
 static bool plan_has(const size_t *st, size_t nb, size_t x)
 {
@@ -1970,7 +2073,7 @@ static void check_settle_chain(const uint8_t *src, size_t n, int level)
         read_to += span < n - read_to ? span : n - read_to;
         if (read_to == n)
             break; /* the last part keeps all */
-        size_t keep = bz2_rle1_last_start(src + a, read_to - a, limit);
+        size_t keep = bz2_rle1_last_start(src + a, read_to - a, limit, NULL, 0);
         ck_assert_msg(keep == 0 || plan_has(st, nb, a + keep), "level %d: cut %zu is no block start", level,
                       a + keep);
         for (size_t k = 0; k < nb; k++)
@@ -2757,6 +2860,8 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_stream_body);
     tcase_add_test(streaming, test_splice_small_parts);
     tcase_add_test(streaming, test_rle1_walk_arriving);
+    tcase_add_test(streaming, test_rle1_plan_matches_units);
+    tcase_add_test(streaming, test_rle1_scanned_settle);
     tcase_add_test(streaming, test_rle1_settle_chain);
     tcase_add_test(streaming, test_splice_segment_identity);
     tcase_add_test(streaming, test_part_valid_streams);

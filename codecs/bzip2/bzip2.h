@@ -88,12 +88,28 @@ typedef struct bz2_rle1_walk {
 size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit);
 
 /*
+ * What a walk over src[0..n) can add up instead of walking, made ahead on
+ * another thread (a file stream part's read): RLE1 bytes by position per
+ * tile of BZ2_RLE1_TILE bytes, BZ2_RLE1_UNCOUNTED where a run may reach
+ * 255 bytes (and for the first tile, whose first bytes look back past
+ * src). NULL: out of memory. free() it.
+ */
+#define BZ2_RLE1_TILE ((size_t)16 << 10)
+#define BZ2_RLE1_UNCOUNTED UINT32_MAX
+typedef struct bz2_rle1_tiles {
+    size_t count; /* whole tiles of src */
+    uint32_t sum[];
+} bz2_rle1_tiles;
+bz2_rle1_tiles *bz2_rle1_scan(const uint8_t *src, size_t n);
+
+/*
  * The last block start of src[0..n) past 0 that is certain whatever bytes
  * follow n, src[0] being a block start; 0 if none. A part of a stream
  * whose input goes on past n ends there: the bytes after it, less than a
- * block's input, begin the next part.
+ * block's input, begin the next part. t (NULL: none) is bz2_rle1_scan of
+ * src + at: the walk adds its tiles up where it can.
  */
-size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit);
+size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit, const bz2_rle1_tiles *t, size_t at);
 
 /* ---- splicing the streams of consecutive parts (docs/BZIP2.md, "Streaming") ----
  *

@@ -501,10 +501,18 @@ static size_t stream_span(const gcd_request *proto)
  * (-7 to -9 on long runs): then the part keeps nothing and all its bytes
  * begin the next, which reads a span more.
  */
-static size_t stream_settle(const gcd_request *proto, const uint8_t *buf, size_t len)
+static size_t stream_settle(const gcd_request *proto, const uint8_t *buf, size_t len, const void *scan,
+                            size_t scan_at)
 {
     int level = proto->level ? (int)proto->level : 9;
-    return bz2_rle1_last_start(buf, len, bz2_block_limit(level));
+    return bz2_rle1_last_start(buf, len, bz2_block_limit(level), scan, scan_at);
+}
+
+/* A part's read, counted by tiles on the read's thread so that its settle, a chain, adds them up. */
+static void *stream_scan(const gcd_request *proto, const uint8_t *buf, size_t len)
+{
+    (void)proto;
+    return bz2_rle1_scan(buf, len);
 }
 
 static size_t stream_overlap(void *state)
@@ -750,6 +758,7 @@ static const gcd_stream_ops stream_ops = {
     .cut_file = stream_cut_file,
     .span = stream_span,
     .settle = stream_settle,
+    .scan = stream_scan,
     .overlap = stream_overlap,
     .prepare = stream_prepare,
     .emit = stream_emit,

@@ -136,6 +136,7 @@ void gcd_request_free(gcd_request *r)
     else
         free(r->output);
     free(r->part_state);
+    free(r->part_scan);
     gcd_request_uncharge(r, r->charged);
     free(r);
 }

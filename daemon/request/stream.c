@@ -406,6 +406,13 @@ static void ring_work(gcd_io_task *t)
     t->error = gcd_stream_ring_read(x->s->ring_fd, x->s->ring_size, t->offset, t->buf, t->len);
 }
 
+/* On the pool thread, after a settled part's read: what the codec can see in the read alone. */
+static void scan_read(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    x->part->part_scan = x->s->ops->scan(&x->s->proto, t->buf, t->moved);
+}
+
 /* A file or ring stream's part goes to the engines once the pool has read its input. */
 static void start_part(gcd_stream *s, gcd_request *r)
 {
@@ -422,6 +429,8 @@ static void start_part(gcd_stream *s, gcd_request *r)
         };
         if (ring(s))
             x->t.work = ring_work;
+        else if (s->span && s->ops->scan)
+            x->t.after = scan_read;
         if (io_start(s, x, &err)) {
             s->reading[r->part_seq % STREAM_SLOTS] = ring(s);
             return;
@@ -475,7 +484,9 @@ static void settle_work(gcd_io_task *t)
         memcpy(data, x->rest, before);
     free(x->rest);
     x->rest = NULL;
-    size_t keep = r->part_final ? len : s->ops->settle(&s->proto, data, len);
+    size_t keep = r->part_final ? len : s->ops->settle(&s->proto, data, len, r->part_scan, before);
+    free(r->part_scan);
+    r->part_scan = NULL;
     keep = keep < len ? keep : len;
     x->rest_len = len - keep;
     if (x->rest_len && !(x->rest = malloc(x->rest_len))) {
@@ -544,7 +555,8 @@ static void try_settle(gcd_stream *s)
     x->part = r;
     x->rest = s->rest;
     x->rest_len = s->rest_len;
-    x->t = (gcd_io_task){ .fd = -1, .len = s->rest_len, .work = settle_work, .done = settle_done };
+    /* the settles are a chain that every part waits on: ahead of the reads queued behind it */
+    x->t = (gcd_io_task){ .fd = -1, .len = s->rest_len, .first = true, .work = settle_work, .done = settle_done };
     s->rest = NULL;
     s->rest_len = 0; /* its charge goes with the task (t.len) */
     if (!io_start(s, x, &err)) {

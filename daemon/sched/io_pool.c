@@ -11,7 +11,8 @@
 struct gcd_io_pool {
     pthread_mutex_t lock;
     pthread_cond_t more;
-    gcd_io_task *head, *tail; /* queued, oldest first */
+    gcd_io_task *head, *tail; /* queued: those marked first, then the others, each oldest first */
+    gcd_io_task *first_tail;  /* the last of those marked first (NULL: none queued) */
     gcd_io_task *done;        /* finished, newest first: order does not matter to the callbacks */
     bool stopping;
     struct event *wake;
@@ -70,8 +71,12 @@ static void *run(void *arg)
         p->head = t->next;
         if (!p->head)
             p->tail = NULL;
+        if (p->first_tail == t)
+            p->first_tail = NULL;
         pthread_mutex_unlock(&p->lock);
         transfer(t);
+        if (t->after && !t->write && !t->error && t->moved == t->len)
+            t->after(t);
         pthread_mutex_lock(&p->lock);
         finished(p, t);
     }
@@ -128,11 +133,20 @@ void gcd_io_pool_submit(gcd_io_pool *p, gcd_io_task *t)
 {
     t->next = NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->tail)
-        p->tail->next = t;
-    else
-        p->head = t;
-    p->tail = t;
+    if (t->first) { /* behind the other first ones only */
+        gcd_io_task **at = p->first_tail ? &p->first_tail->next : &p->head;
+        t->next = *at;
+        *at = t;
+        p->first_tail = t;
+        if (!t->next)
+            p->tail = t;
+    } else {
+        if (p->tail)
+            p->tail->next = t;
+        else
+            p->head = t;
+        p->tail = t;
+    }
     pthread_cond_signal(&p->more);
     pthread_mutex_unlock(&p->lock);
 }
@@ -144,7 +158,7 @@ void gcd_io_pool_stop(gcd_io_pool *p)
     pthread_mutex_lock(&p->lock);
     p->stopping = true;
     gcd_io_task *t = p->head;
-    p->head = p->tail = NULL;
+    p->head = p->tail = p->first_tail = NULL;
     while (t) {
         gcd_io_task *next = t->next;
         t->moved = 0;

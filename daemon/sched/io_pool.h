@@ -32,9 +32,11 @@ struct gcd_io_task {
     uint8_t *buf;
     size_t len;
     uint64_t offset;
+    bool first; /* a short task that others wait on: queued ahead of every task not marked so */
     /* on the pool thread before the transfer (NULL: none): makes the bytes to write, in buf */
     void (*work)(gcd_io_task *t);
-    void (*done)(gcd_io_task *t); /* on the loop thread */
+    void (*after)(gcd_io_task *t); /* on the pool thread after a read that moved all of len (NULL: none) */
+    void (*done)(gcd_io_task *t);  /* on the loop thread */
     void *ctx;
     /* set by the pool before done */
     size_t moved; /* bytes read or written: < len after a read that met the file's end, or an error */

@@ -13,6 +13,8 @@
  *   tail:  each part reads the next 32 MiB behind the bytes the last one
  *          left, one walk finds its last block start, the bytes after it
  *          are copied in front of the next part's read (today's daemon);
+ *   settle: tail as the daemon runs it now, the chain alone: the reads and
+ *          their scans (bz2_rle1_scan) are on other threads, so not timed;
  *   walk:  the walk alone over the file in memory (bz2_rle1_plan).
  *
  * usage: bench_bz2_cut [-l LEVEL] [-r REPEATS] MODE FILE
@@ -103,7 +105,7 @@ static unsigned run_tail(int fd, size_t size, size_t limit)
         memcpy(p + HEAD - tail_len, tail, tail_len);
         uint8_t *part = p + HEAD - tail_len;
         size_t len = tail_len + n;
-        size_t keep = read_at_ < size ? bz2_rle1_last_start(part, len, limit) : len;
+        size_t keep = read_at_ < size ? bz2_rle1_last_start(part, len, limit, NULL, 0) : len;
         if (!keep)
             keep = len;
         free(tail);
@@ -116,13 +118,62 @@ static unsigned run_tail(int fd, size_t size, size_t limit)
     return parts;
 }
 
-static unsigned run_walk(int fd, size_t size, size_t limit)
+static uint8_t *whole_file(int fd, size_t size)
 {
     static uint8_t *all;
     if (!all) {
         all = malloc(size);
         read_at(fd, all, size, 0);
     }
+    return all;
+}
+
+/*
+ * The chain alone, as the daemon runs it: reads and their scans
+ * (bz2_rle1_scan) happen on other threads, made once here and not timed
+ * from the second run on; per part, the tail in front, the settle, the
+ * tail out.
+ */
+static unsigned run_settle(int fd, size_t size, size_t limit)
+{
+    static bz2_rle1_tiles **scans;
+    static uint8_t **reads;
+    size_t nparts = (size + PART - 1) / PART;
+    if (!scans) {
+        uint8_t *all = whole_file(fd, size);
+        scans = calloc(nparts, sizeof *scans);
+        reads = calloc(nparts, sizeof *reads);
+        for (size_t k = 0; k < nparts; k++) {
+            size_t n = size - k * PART < PART ? size - k * PART : PART;
+            reads[k] = malloc(HEAD + n);
+            memcpy(reads[k] + HEAD, all + k * PART, n);
+            scans[k] = bz2_rle1_scan(reads[k] + HEAD, n);
+        }
+    }
+    unsigned parts = 0;
+    uint8_t *tail = NULL;
+    size_t tail_len = 0;
+    for (size_t k = 0; k < nparts; k++, parts++) { /* the last part keeps all */
+        size_t n = size - k * PART < PART ? size - k * PART : PART;
+        uint8_t *part = reads[k] + HEAD - tail_len;
+        memcpy(part, tail, tail_len);
+        size_t len = tail_len + n;
+        size_t keep = k + 1 < nparts ? bz2_rle1_last_start(part, len, limit, scans[k], tail_len) : len;
+        if (!keep)
+            keep = len;
+        uint8_t *rest = malloc(len - keep ? len - keep : 1);
+        memcpy(rest, part + keep, len - keep);
+        free(tail);
+        tail = rest;
+        tail_len = len - keep;
+    }
+    free(tail);
+    return parts;
+}
+
+static unsigned run_walk(int fd, size_t size, size_t limit)
+{
+    uint8_t *all = whole_file(fd, size);
     size_t *starts = NULL;
     size_t nb = bz2_rle1_plan(all, size, limit, 1, &starts);
     free(starts);
@@ -141,7 +192,7 @@ int main(int argc, char **argv)
             return 2;
     }
     if (argc - optind != 2) {
-        fprintf(stderr, "usage: bench_bz2_cut [-l LEVEL] [-r REPEATS] fixed|peek|tail|walk FILE\n");
+        fprintf(stderr, "usage: bench_bz2_cut [-l LEVEL] [-r REPEATS] fixed|peek|tail|settle|walk FILE\n");
         return 2;
     }
     const char *mode = argv[optind];
@@ -149,6 +200,7 @@ int main(int argc, char **argv)
                                            : !strcmp(mode, "peek") ? run_peek
                                            : !strcmp(mode, "tail") ? run_tail
                                            : !strcmp(mode, "walk") ? run_walk
+                                           : !strcmp(mode, "settle") ? run_settle
                                                                    : NULL;
     int fd = open(argv[optind + 1], O_RDONLY);
     if (!run || fd < 0) {

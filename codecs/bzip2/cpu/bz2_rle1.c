@@ -89,6 +89,150 @@ static size_t next_run4(const uint8_t *src, size_t i, size_t stop, size_t n)
     return stop;
 }
 
+#if defined(__SSE2__)
+/*
+ * RLE1 bytes of the 16 positions from p, counted by position: a byte is one
+ * RLE1 byte unless it is the 5th or later of equal bytes (then none), and
+ * the 4th of a run adds its count byte. Summed over positions from a run
+ * boundary this is the units' count, as long as no run reaches 255 (the
+ * cut every 255 bytes adds units): *long_run counts the 16-byte stretches
+ * in a row whose bytes are all 5th or later, and the callers stop before
+ * it reaches LONG_RUN. Reads p[-4..16).
+ */
+static inline unsigned units16(const uint8_t *p, unsigned *long_run)
+{
+    __m128i a0 = _mm_loadu_si128((const __m128i *)p), a1 = _mm_loadu_si128((const __m128i *)(p - 1));
+    __m128i a2 = _mm_loadu_si128((const __m128i *)(p - 2)), a3 = _mm_loadu_si128((const __m128i *)(p - 3));
+    __m128i e4 = _mm_cmpeq_epi8(a3, _mm_loadu_si128((const __m128i *)(p - 4)));
+    __m128i four =
+        _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi8(a0, a1), _mm_cmpeq_epi8(a1, a2)), _mm_cmpeq_epi8(a2, a3));
+    unsigned fifth = (unsigned)_mm_movemask_epi8(_mm_and_si128(four, e4));
+    unsigned fourth = (unsigned)_mm_movemask_epi8(_mm_andnot_si128(e4, four));
+    *long_run = fifth == 0xFFFF ? *long_run + 1 : 0;
+    return 16u - (unsigned)__builtin_popcount(fifth) + (unsigned)__builtin_popcount(fourth);
+}
+#endif
+
+/* 16-byte stretches of one run in a row after which it may pass 255 bytes. A run of 256 has 252
+ * bytes past its 4th; cut in two anywhere (a tile's edge, where a count begins), one side keeps
+ * 126 of them next to the cut, which hold 7 stretches aligned to it. */
+#define LONG_RUN 7
+
+/* One position's RLE1 bytes, as units16 counts them (p >= 4). */
+static inline size_t units1(const uint8_t *p)
+{
+    bool four = p[0] == p[-1] && p[-1] == p[-2] && p[-2] == p[-3];
+    return four ? (p[-3] == p[-4] ? 0 : 2) : 1;
+}
+
+/* RLE1 bytes of the positions [i, q) (i >= 4), or SIZE_MAX where a run may reach 255. */
+static size_t units_between(const uint8_t *src, size_t i, size_t q)
+{
+    size_t u = 0;
+#if defined(__SSE2__)
+    unsigned long_run = 0;
+    for (; i + 16 <= q; i += 16) {
+        u += units16(src + i, &long_run);
+        if (long_run >= LONG_RUN)
+            return SIZE_MAX;
+    }
+#else
+    if (q - i >= 255)
+        return SIZE_MAX; /* no cheap look at the runs: the exact walk counts it */
+#endif
+    for (; i < q; i++)
+        u += units1(src + i);
+    return u;
+}
+
+/*
+ * From a run boundary i with u RLE1 bytes before it, to a run boundary at
+ * or before q, whose count is u plus the positions' count up to q less the
+ * part of the run that q cuts (its first m bytes were counted: m under 4,
+ * else 5). Bytes changed under us give any count, never a lower one.
+ */
+static void back_to_boundary(const uint8_t *src, size_t n, size_t i, size_t q, size_t counted, size_t *pos,
+                             size_t *used)
+{
+    size_t b = q;
+    while (b > i && b < n && src[b] == src[b - 1])
+        b--;
+    size_t m = q - b, back = m < 4 ? m : 5;
+    *used = counted >= *used + back ? counted - back : *used;
+    *pos = b;
+}
+
+/* Whether the walk may count from i by positions: a run boundary with 4 bytes before it. */
+static bool countable_from(const uint8_t *src, size_t i)
+{
+    return i >= 4 && src[i] != src[i - 1];
+}
+
+/* Positions add at most this many RLE1 bytes more than a count that stops inside a unit. */
+#define UNIT_SLACK 20
+
+/*
+ * Move *pos and *used over whole 16-byte stretches while the block stays
+ * clear of limit and they end by h. Text is full of runs of 4 (indentation),
+ * which stop the 4-equal-bytes search every few dozen bytes; this counts
+ * them without stopping.
+ */
+static void skip_units(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit)
+{
+    size_t i = *pos, q = i, u = *used;
+    if (!countable_from(src, i))
+        return;
+#if defined(__SSE2__)
+    unsigned long_run = 0;
+    while (q + 16 <= h && u + UNIT_SLACK < limit && long_run < LONG_RUN - 1) { /* 16 positions add <= 20 */
+        u += units16(src + q, &long_run);
+        q += 16;
+    }
+#endif
+    if (q != i)
+        back_to_boundary(src, n, i, q, u, pos, used);
+}
+
+/*
+ * Move *pos and *used over whole scanned tiles (bz2_rle1_scan) while the
+ * block stays clear of limit and they end by h: the walk of a part whose
+ * read was scanned on another thread costs a sum per tile.
+ */
+static void skip_tiles(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit,
+                       const bz2_rle1_tiles *t, size_t at)
+{
+    size_t i = *pos;
+    if (!t || !countable_from(src, i))
+        return;
+    size_t k = i <= at ? 0 : (i - at + BZ2_RLE1_TILE - 1) / BZ2_RLE1_TILE;
+    size_t q = at + k * BZ2_RLE1_TILE;
+    if (k >= t->count || q + BZ2_RLE1_TILE > h || t->sum[k] == BZ2_RLE1_UNCOUNTED)
+        return;
+    size_t c = units_between(src, i, q), u = *used;
+    if (c == SIZE_MAX || u + c + UNIT_SLACK >= limit)
+        return;
+    for (u += c; k < t->count && q + BZ2_RLE1_TILE <= h && t->sum[k] != BZ2_RLE1_UNCOUNTED &&
+                 u + t->sum[k] + UNIT_SLACK < limit;
+         k++, q += BZ2_RLE1_TILE)
+        u += t->sum[k];
+    back_to_boundary(src, n, i, q, u, pos, used);
+}
+
+bz2_rle1_tiles *bz2_rle1_scan(const uint8_t *src, size_t n)
+{
+    size_t count = n / BZ2_RLE1_TILE;
+    bz2_rle1_tiles *t = malloc(sizeof *t + (count ? count : 1) * sizeof *t->sum);
+    if (!t)
+        return NULL;
+    t->count = count;
+    for (size_t k = 0; k < count; k++) {
+        /* the first tile's first positions look back at bytes this scan does not have */
+        size_t u = k ? units_between(src, k * BZ2_RLE1_TILE, (k + 1) * BZ2_RLE1_TILE) : SIZE_MAX;
+        t->sum[k] = u == SIZE_MAX ? BZ2_RLE1_UNCOUNTED : (uint32_t)u;
+    }
+    return t;
+}
+
 /* Every block but the last holds >= limit RLE1 bytes, and 5 of them cost
  * >= 4 input bytes, so this bounds the block count (plus the end entry). */
 static size_t plan_cap(size_t len, size_t limit)
@@ -112,12 +256,18 @@ static size_t plan_cap(size_t len, size_t limit)
  * shorter than 4 when measured counts its own length, and every end is past
  * *pos, so the plan stays within plan_cap whatever the bytes.
  */
-static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit)
+static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit,
+                         const bz2_rle1_tiles *t, size_t at)
 {
     size_t i = *pos, u = *used, e = 0;
+    bool dense = false; /* runs of 4 close together: counting by position beats searching for them */
     while (i < h) {
+        skip_tiles(src, &i, &u, h, n, limit, t, at);
+        if (dense)
+            skip_units(src, &i, &u, h, n, limit);
         size_t stop = h - i > limit - u ? i + (limit - u) : h;
         size_t p = next_run4(src, i, stop, n);
+        dense = p - i < 64;
         if (u + (p - i) >= limit) { /* ends at or after p = stop, after the run of its limit-th byte */
             e = p;
             /* that run has under 4 bytes from i, or one would start before stop */
@@ -144,7 +294,7 @@ static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h
 /* End of the block that starts at unit start a of src[0..n): see block_walk; n ends the last. */
 static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
 {
-    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit);
+    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit, NULL, 0);
     return e ? e : n;
 }
 
@@ -197,13 +347,15 @@ size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
     return o;
 }
 
-size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit)
+/* bz2_rle1_walk_to, over a src whose bytes from at were scanned into t (NULL: none). */
+static size_t walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit,
+                      const bz2_rle1_tiles *t, size_t at)
 {
     /* units starting before h are whole whatever follows n: runs are at most 255 bytes, and 4 more
      * bytes settle a stretch's end and its 4-equal-byte search */
     size_t h = end ? n : n > 259 ? n - 259 : 0;
     while (w->start < min && w->pos < h) {
-        size_t e = block_walk(src, &w->pos, &w->used, h, n, limit);
+        size_t e = block_walk(src, &w->pos, &w->used, h, n, limit, t, at);
         if (!e)
             break;
         w->start = w->pos = e;
@@ -212,11 +364,16 @@ size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w
     return w->start >= min && w->start < n ? w->start : 0;
 }
 
-size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit)
+size_t bz2_rle1_walk_to(const uint8_t *src, size_t n, bool end, bz2_rle1_walk *w, size_t min, size_t limit)
+{
+    return walk_to(src, n, end, w, min, limit, NULL, 0);
+}
+
+size_t bz2_rle1_last_start(const uint8_t *src, size_t n, size_t limit, const bz2_rle1_tiles *t, size_t at)
 {
     bz2_rle1_walk w = { 0 };
-    size_t last = 0, at;
-    while ((at = bz2_rle1_walk_to(src, n, false, &w, last + 1, limit)) != 0)
-        last = at;
+    size_t last = 0, start;
+    while ((start = walk_to(src, n, false, &w, last + 1, limit, t, at)) != 0)
+        last = start;
     return last;
 }
