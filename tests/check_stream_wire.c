@@ -814,8 +814,8 @@ START_TEST(test_deep_stream_holds_at_most_its_cap)
     ck_assert_uint_gt(most, len);
     /* the cap, overshot by at most one part's output and the block its stop may run into, and the
      * window's input */
-    ck_assert_msg(most <= ((uint64_t)512 << 20) + len + BZ2_MAX_BLOCK_OUTPUT + window, "one stream made the daemon hold %llu bytes",
-                  (unsigned long long)most);
+    ck_assert_msg(most <= ((uint64_t)512 << 20) + len + BZ2_MAX_BLOCK_OUTPUT + window,
+                  "one stream made the daemon hold %llu bytes", (unsigned long long)most);
     close(fd);
     wait_memory_free();
     free(bz);

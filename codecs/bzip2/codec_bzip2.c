@@ -536,7 +536,7 @@ static size_t stream_overlap(void *state)
 static size_t part_out_soft(const gcd_request *r)
 {
     return r->part_out_guess && r->part_out_guess < STREAM_PART_OUTPUT ? (size_t)r->part_out_guess
-                                                                         : STREAM_PART_OUTPUT;
+                                                                       : STREAM_PART_OUTPUT;
 }
 
 /* Where a decompress part begins: the input's start exactly, else the magic its cut found. */

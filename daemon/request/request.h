@@ -61,11 +61,11 @@ typedef struct gcd_request {
     bool client_cancelled; /* OP_CANCEL named it: a stopped run answers CANCELLED */
     /* a part of a stream (stream.h); stream NULL for a request of its own */
     struct gcd_stream *stream;
-    uint64_t part_seq;    /* its place in the stream's output */
-    uint64_t part_offset; /* input offset of input[0] in the stream */
-    bool part_final;      /* no input follows this part */
-    void *part_state;     /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
-    void *part_scan;      /* the codec's look at its read until it settles (gcd_stream_ops.scan; freed) */
+    uint64_t part_seq;       /* its place in the stream's output */
+    uint64_t part_offset;    /* input offset of input[0] in the stream */
+    bool part_final;         /* no input follows this part */
+    void *part_state;        /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
+    void *part_scan;         /* the codec's look at its read until it settles (gcd_stream_ops.scan; freed) */
     uint64_t part_out_guess; /* stream: the output it counts for this part while it runs (0: none yet) */
     uint64_t part_out_slack; /* codec: how far past part_out_guess its output may still go */
     /* A part whose output goes out while its engine still writes it (stream.c): output is

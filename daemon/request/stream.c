@@ -789,11 +789,13 @@ bool gcd_stream_put_placed(gcd_stream *s, gcd_request *r, size_t len, gcd_stream
     }
     x->part = r;
     x->place = place;
+    /* ahead of queued reads: a placement gives its part's place in the depth back */
     x->t = (gcd_io_task){ .fd = s->out_fd,
                           .write = true,
                           .buf = r->output,
                           .len = len,
                           .offset = s->out_total,
+                          .first = true,
                           .work = place_work,
                           .done = placed_done };
     if (!io_start(s, x, &err)) {

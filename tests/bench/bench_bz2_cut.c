@@ -196,12 +196,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mode = argv[optind];
-    unsigned (*run)(int, size_t, size_t) = !strcmp(mode, "fixed")  ? run_fixed
-                                           : !strcmp(mode, "peek") ? run_peek
-                                           : !strcmp(mode, "tail") ? run_tail
-                                           : !strcmp(mode, "walk") ? run_walk
+    unsigned (*run)(int, size_t, size_t) = !strcmp(mode, "fixed")    ? run_fixed
+                                           : !strcmp(mode, "peek")   ? run_peek
+                                           : !strcmp(mode, "tail")   ? run_tail
+                                           : !strcmp(mode, "walk")   ? run_walk
                                            : !strcmp(mode, "settle") ? run_settle
-                                                                   : NULL;
+                                                                     : NULL;
     int fd = open(argv[optind + 1], O_RDONLY);
     if (!run || fd < 0) {
         fprintf(stderr, "bench_bz2_cut: bad mode or file\n");
