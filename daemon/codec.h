@@ -24,8 +24,6 @@ struct gcd_stream;
  * r->stream set.
  */
 typedef struct gcd_stream_ops {
-    /* Whether parts run one at a time, each resuming where the previous one's decoding stopped (NULL: never). */
-    bool (*chained)(const gcd_request *proto);
     /* The codec's state for one stream (malloc'd, freed with free()), from its first frame. */
     void *(*open)(const gcd_request *proto, gc_error *err);
     /*
@@ -71,12 +69,11 @@ typedef struct gcd_stream_ops {
     int (*prepare)(void *state, gcd_request *part, gc_error *err);
     /*
      * A finished part, in order: its output into the stream (gcd_stream_put).
-     * Chained codecs: *carry = bytes at the end of its input it did not use,
-     * which begin the next part. A part that must run again before the
+     * A part that must run again before the
      * parts after it are emitted (its input and part_state as emit leaves
      * them; what it emitted stays sent) says so with gcd_stream_rerun.
      */
-    int (*emit)(void *state, struct gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err);
+    int (*emit)(void *state, struct gcd_stream *s, gcd_request *part, gc_error *err);
     /* After the last part: what ends the output (bzip2's end-of-stream marker). NULL: nothing. */
     int (*finish)(void *state, struct gcd_stream *s, gc_error *err);
     /* Free the codec's state (NULL: free()). */

@@ -726,9 +726,8 @@ static int emit_decompressed(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_e
     return keep_tail(st, r, err);
 }
 
-static int stream_emit(void *state, gcd_stream *s, gcd_request *r, size_t *carry, gc_error *err)
+static int stream_emit(void *state, gcd_stream *s, gcd_request *r, gc_error *err)
 {
-    *carry = 0;
     if (r->op == GPUCOMP__OP__OP_COMPRESS)
         return emit_compressed(state, s, r, err);
     return emit_decompressed(state, s, r, err);

@@ -297,11 +297,10 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
  * as the client's last frame arrives before or after the last part is cut;
  * its frame would make the same input give other bytes from run to run.
  */
-static int stream_emit(void *state, gcd_stream *s, gcd_request *part, size_t *carry, gc_error *err)
+static int stream_emit(void *state, gcd_stream *s, gcd_request *part, gc_error *err)
 {
     (void)state;
     (void)err;
-    *carry = 0;
     if (part->op == GPUCOMP__OP__OP_COMPRESS && part->total_size == 0 && part->part_seq > 0)
         return GC_OK;
     gcd_stream_put_output(s, part);

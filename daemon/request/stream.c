@@ -113,11 +113,6 @@ static bool reads_parts(const gcd_stream *s)
     return s->in_fd >= 0 || ring(s);
 }
 
-static bool chained(const gcd_stream *s)
-{
-    return s->ops->chained && s->ops->chained(&s->proto);
-}
-
 /* ---- lifetime ---------------------------------------------------------- */
 
 gcd_stream *gcd_stream_find(const gcd_stream_set *set, uint64_t id)
@@ -1094,12 +1089,10 @@ static int open_files(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
  * Parts a stream may have out: enough to keep every lane and worker busy
  * while the next parts are read or received (each bounded by the budget: a
  * part that does not fit waits for one out to finish; a socket stream's also
- * by STREAM_HELD_MOST); a chained one only one.
+ * by STREAM_HELD_MOST).
  */
 static unsigned stream_depth(const gcd_stream *s)
 {
-    if (chained(s))
-        return 1;
     const gcd_server *srv = s->set->server;
     unsigned want = 2 * srv->n_lanes + (srv->workers ? gcd_workers_threads(srv->workers) : 0);
     if (want < GCD_STREAM_DEPTH)
@@ -1194,7 +1187,7 @@ void gcd_stream_cancel(gcd_stream *s)
  * Whether the client's unread answers hold the stream back. Above the
  * high-water mark one part may still run while they drain, if none of the
  * stream's is out: the engine then works during the drain instead of after
- * it (a chained decode would otherwise idle for every part's output). The
+ * it (a stream whose parts run one at a time would otherwise idle for every part's output). The
  * queue stays bounded: that part's output joins at most STREAM_OUTPUT_MOST.
  */
 static bool output_backed_up(const gcd_stream *s)
@@ -1306,7 +1299,7 @@ static int next_cut(gcd_stream *s, size_t *take, bool *final, gc_error *err)
     if (flush && (*take == avail || *take == 0))
         s->flush_at = 0;
     *final = ended && *take == all;
-    if (ended && *take == 0 && all == 0 && (s->next_seq == 0 || chained(s)))
+    if (ended && *take == 0 && all == 0 && s->next_seq == 0)
         *final = true; /* the empty last part */
     return GC_OK;
 }
@@ -1473,8 +1466,7 @@ static void pump(gcd_stream *s)
 
 /*
  * Input taken into parts, which the client may now overwrite: a ring
- * stream's only once the pool has read it out of the ring. (A chained
- * part's carry was counted when first taken: consumed never goes back.)
+ * stream's only once the pool has read it out of the ring.
  */
 static bool advance_consumed(gcd_stream *s)
 {
@@ -1486,30 +1478,6 @@ static bool advance_consumed(gcd_stream *s)
         return false;
     s->consumed = to;
     release_ring_input(s);
-    return true;
-}
-
-/* A chained part's unused input goes back in front of what has arrived since. */
-static bool put_back(gcd_stream *s, const gcd_request *part, size_t carry, gc_error *err)
-{
-    if (carry == 0)
-        return true;
-    if (carry > part->total_size)
-        return gc_fail(err, GC_E_INTERNAL, "stream codec kept %zu of %llu bytes", carry,
-                       (unsigned long long)part->total_size) == GC_OK;
-    if (reads_parts(s)) { /* the next part reads them from the file again */
-        s->base -= carry;
-        s->final_out = false;
-        return true;
-    }
-    if (!reserve(s, carry, err))
-        return false;
-    memmove(s->buf + carry, s->buf, s->len);
-    memcpy(s->buf, part->input + part->total_size - carry, carry);
-    s->set->server->counters.stream_loop_copied += carry;
-    s->len += carry;
-    s->base -= carry;
-    s->final_out = false; /* the rest still has to go through a part */
     return true;
 }
 
@@ -1540,14 +1508,13 @@ static void emit_ready(gcd_stream *s)
         s->done[s->emit_seq % STREAM_SLOTS] = NULL;
         s->emit_seq++;
         gc_error err = r->error;
-        size_t carry = 0;
         s->engine_ns += r->engine_ns;
         if (r->backend == GPUCOMP__BACKEND__BACKEND_GPU)
             s->gpu_parts++;
         else
             s->cpu_parts++;
         if (err.code == GC_OK)
-            s->ops->emit(s->state, s, r, &carry, &err);
+            s->ops->emit(s->state, s, r, &err);
         bool again = s->rerun == r;
         s->rerun = NULL;
         if (s->answered) { /* emit's output passed max_output */
@@ -1562,10 +1529,6 @@ static void emit_ready(gcd_stream *s)
             s->parked = r;
             return;
         }
-        if (err.code == GC_OK && s->garbage)
-            carry = 0;
-        if (err.code == GC_OK && !put_back(s, r, carry, &err) && !err.code)
-            gc_fail(&err, GC_E_NOMEM, "out of memory");
         if (err.code == GC_OK && s->garbage) {
             drop_buffer(s);
             s->consumed = s->received;
