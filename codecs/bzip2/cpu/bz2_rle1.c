@@ -175,7 +175,8 @@ static bool countable_from(const uint8_t *src, size_t i)
  * Move *pos and *used over whole 16-byte stretches while the block stays
  * clear of limit and they end by h. Text is full of runs of 4 (indentation),
  * which stop the 4-equal-bytes search every few dozen bytes; this counts
- * them without stopping.
+ * them without stopping, until a long stretch without runs (binary data
+ * after a tar's zero padding) gives the search back its speed.
  */
 static void skip_units(const uint8_t *src, size_t *pos, size_t *used, size_t h, size_t n, size_t limit)
 {
@@ -183,9 +184,11 @@ static void skip_units(const uint8_t *src, size_t *pos, size_t *used, size_t h, 
     if (!countable_from(src, i))
         return;
 #if defined(__SSE2__)
-    unsigned long_run = 0;
-    while (q + 16 <= h && u + UNIT_SLACK < limit && long_run < LONG_RUN - 1) { /* 16 positions add <= 20 */
-        u += units16(src + q, &long_run);
+    unsigned long_run = 0, plain = 0; /* plain: stretches in a row of one RLE1 byte each */
+    while (q + 16 <= h && u + UNIT_SLACK < limit && long_run < LONG_RUN - 1 && plain < 64) { /* 16 add <= 20 */
+        unsigned c = units16(src + q, &long_run);
+        plain = c == 16 ? plain + 1 : 0; /* runs grown sparse: the search skips such stretches faster */
+        u += c;
         q += 16;
     }
 #endif
