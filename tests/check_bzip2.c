@@ -1925,21 +1925,25 @@ static void check_walk_arriving(const uint8_t *src, size_t n, int level)
     free(st);
 }
 
+/* check over text, runs, random bytes and one value (a level 1 block covers ~5 MB of it, a level
+ * 9 block ~46 MB, more than the input), at levels 1, 5 and 9. */
+static void over_walk_corpora(void (*check)(const uint8_t *src, size_t n, int level))
+{
+    const size_t sizes[] = { 3u << 20, 4u << 20, 2u << 20, 12u << 20 };
+    uint8_t *c = malloc(sizes[3]);
+    ck_assert_ptr_nonnull(c);
+    memset(c, 'x', sizes[3]);
+    uint8_t *data[] = { make_text(sizes[0]), make_runs(sizes[1]), make_random(sizes[2]), c };
+    for (int level = 1; level <= 9; level += 4)
+        for (size_t d = 0; d < 4; d++)
+            check(data[d], sizes[d], level);
+    for (size_t d = 0; d < 4; d++)
+        free(data[d]);
+}
+
 START_TEST(test_rle1_walk_arriving)
 {
-    uint8_t *t = make_text(3u << 20), *r = make_runs(4u << 20), *z = make_random(2u << 20);
-    uint8_t *c = malloc(12u << 20); /* one value: a level 1 block covers ~5 MB */
-    memset(c, 'x', 12u << 20);
-    for (int level = 1; level <= 9; level += 4) {
-        check_walk_arriving(t, 3u << 20, level);
-        check_walk_arriving(r, 4u << 20, level);
-        check_walk_arriving(z, 2u << 20, level);
-        check_walk_arriving(c, 12u << 20, level);
-    }
-    free(t);
-    free(r);
-    free(z);
-    free(c);
+    over_walk_corpora(check_walk_arriving);
 }
 END_TEST
 
@@ -2087,19 +2091,7 @@ static void check_settle_chain(const uint8_t *src, size_t n, int level)
 
 START_TEST(test_rle1_settle_chain)
 {
-    uint8_t *t = make_text(3u << 20), *r = make_runs(4u << 20), *z = make_random(2u << 20);
-    uint8_t *c = malloc(12u << 20); /* one value: a level 9 block covers ~46 MB, more than the input */
-    memset(c, 'x', 12u << 20);
-    for (int level = 1; level <= 9; level += 4) {
-        check_settle_chain(t, 3u << 20, level);
-        check_settle_chain(r, 4u << 20, level);
-        check_settle_chain(z, 2u << 20, level);
-        check_settle_chain(c, 12u << 20, level);
-    }
-    free(t);
-    free(r);
-    free(z);
-    free(c);
+    over_walk_corpora(check_settle_chain);
 }
 END_TEST
 
