@@ -4,6 +4,7 @@
 # Pinned to clang-format 14 (Debian 12's): other versions break lines differently,
 # so with another version --check skips (exit 77) rather than fail.
 # Usage: scripts/format.sh [--check]
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
