@@ -16,14 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_rng.h"
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint32_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
+    return (uint32_t)(test_xorshift(&rng) >> 32);
 }
 
 /* n bytes, each different from the one before (prev: the byte before them,

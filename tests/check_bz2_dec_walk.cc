@@ -27,6 +27,7 @@
 #include "bzip2.h"
 extern "C" {
 #include "fuzz/bz2_walk_model.h"
+#include "test_rng.h"
 }
 
 using namespace gcgpu;
@@ -36,10 +37,7 @@ typedef std::vector<uint8_t> Bytes;
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
+    return (uint32_t)(test_xorshift(&rng_state) >> 16);
 }
 
 static Bytes make_text(size_t n)

@@ -14,14 +14,12 @@
 #include <unistd.h>
 
 #include "bzip2.h"
+#include "test_rng.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
+    return (uint32_t)(test_xorshift(&rng_state) >> 16);
 }
 
 static uint8_t *make_text(size_t n)

@@ -20,16 +20,14 @@
 #include "bz2_stages.h"
 #include "bzip2.h"
 #include "gc_clock.h"
+#include "test_rng.h"
 
 /* ---- helpers ---- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
+    return (uint32_t)(test_xorshift(&rng_state) >> 16);
 }
 
 /* Text-like data: words from a small vocabulary, some numbers. */
