@@ -14,6 +14,7 @@ struct gcd_io_pool {
     gcd_io_task *head, *tail; /* queued: those marked first, then the others, each oldest first */
     gcd_io_task *first_tail;  /* the last of those marked first (NULL: none queued) */
     gcd_io_task *done;        /* finished, newest first: order does not matter to the callbacks */
+    unsigned plain_running;   /* tasks not marked first being run */
     bool stopping;
     struct event *wake;
     pthread_t threads[IO_POOL_MAX_THREADS];
@@ -58,12 +59,22 @@ static void finished(gcd_io_pool *p, gcd_io_task *t)
     event_active(p->wake, EV_READ, 0);
 }
 
+/*
+ * Whether a thread may take the queue's head: tasks not marked first leave
+ * one thread free, so a first task (a chain every part waits on) never
+ * waits for a long read to end.
+ */
+static bool may_take(const gcd_io_pool *p)
+{
+    return p->head && (p->head->first || p->n < 2 || p->plain_running < p->n - 1);
+}
+
 static void *run(void *arg)
 {
     gcd_io_pool *p = arg;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->stopping)
+        while (!may_take(p) && !p->stopping)
             pthread_cond_wait(&p->more, &p->lock);
         gcd_io_task *t = p->head;
         if (!t)
@@ -73,11 +84,17 @@ static void *run(void *arg)
             p->tail = NULL;
         if (p->first_tail == t)
             p->first_tail = NULL;
+        bool plain = !t->first;
+        p->plain_running += plain;
         pthread_mutex_unlock(&p->lock);
         transfer(t);
         if (t->after && !t->write && !t->error && t->moved == t->len)
             t->after(t);
         pthread_mutex_lock(&p->lock);
+        if (plain) {
+            p->plain_running--;
+            pthread_cond_signal(&p->more); /* a plain task held back may go now */
+        }
         finished(p, t);
     }
     pthread_mutex_unlock(&p->lock);

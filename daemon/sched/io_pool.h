@@ -32,7 +32,8 @@ struct gcd_io_task {
     uint8_t *buf;
     size_t len;
     uint64_t offset;
-    bool first; /* a short task that others wait on: queued ahead of every task not marked so */
+    bool first; /* a short task that others wait on: queued ahead of every task not marked so, and
+                 * the others leave one thread free for it */
     /* on the pool thread before the transfer (NULL: none): makes the bytes to write, in buf */
     void (*work)(gcd_io_task *t);
     void (*after)(gcd_io_task *t); /* on the pool thread after a read that moved all of len (NULL: none) */
