@@ -16,6 +16,7 @@
 #include "fd_map_cache.h"
 #include "gc_clock.h"
 #include "fdpass.h"
+#include "io_pool.h"
 #include "log.h"
 #include "response.h"
 #include "stats.h"
@@ -38,12 +39,44 @@ static void unlink_waiter(gcd_conn *c);
 static bool take_id(gcd_conn *c, uint64_t id);
 static void refuse_id(gcd_conn *c, uint64_t id);
 
+/* A closed connection's mappings, unmapped on an I/O thread (fd_map_cache.h). */
+typedef struct unmap_task {
+    gcd_io_task t;
+    gcd_fd_map *maps;
+} unmap_task;
+
+static void unmap_work(gcd_io_task *t)
+{
+    unmap_task *u = t->ctx;
+    gcd_fd_map_unmap_dropped(u->maps);
+    u->maps = NULL;
+}
+
+static void unmap_done(gcd_io_task *t)
+{
+    unmap_task *u = t->ctx;
+    gcd_fd_map_unmap_dropped(u->maps); /* the pool stopped before it ran */
+    free(u);
+}
+
+static void unmap_off_loop(gcd_server *s, gcd_fd_map *maps)
+{
+    unmap_task *u = maps && s->io ? calloc(1, sizeof *u) : NULL;
+    if (!u) {
+        gcd_fd_map_unmap_dropped(maps);
+        return;
+    }
+    u->maps = maps;
+    u->t = (gcd_io_task){ .fd = -1, .work = unmap_work, .done = unmap_done, .ctx = u };
+    gcd_io_pool_submit(s->io, &u->t);
+}
+
 static void conn_free_if_idle(gcd_conn *c)
 {
     if (c->state == GCD_CONN_CLOSED && c->in_flight == 0 && c->streams.io == 0) {
         /* Mappings and registrations end here, not at close: a registration
          * still running when the connection closed is in the cache only now. */
-        gcd_fd_map_cache_drop_owner(c);
+        unmap_off_loop(c->server, gcd_fd_map_cache_drop_owner(c));
         free(c);
     }
 }

@@ -24,6 +24,7 @@ struct gcd_fd_map {
     uint64_t last_use;
     const void *owner;
     enum { PIN_NONE, PIN_BUSY, PIN_DONE, PIN_FAILED } pin;
+    gcd_fd_map *next; /* dropped entries waiting to be unmapped (gcd_fd_map_cache_drop_owner) */
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,10 +80,20 @@ static size_t page_round(size_t len)
     return (len + p - 1) / p * p;
 }
 
+/*
+ * A large mapping is emptied a slice at a time before it goes: MADV_DONTNEED
+ * holds the process's memory map only shared and for one slice, where one
+ * munmap of the whole would stall every other thread's page faults and
+ * mappings (the I/O threads', the lanes') until it is done.
+ */
+#define UNMAP_SLICE ((size_t)64 << 20)
+
 static void unmap(gcd_fd_map *m)
 {
     if (m->pin == PIN_DONE && unpin_hook)
         unpin_hook(m->addr);
+    for (size_t off = 0; m->len > UNMAP_SLICE && off < m->len; off += UNMAP_SLICE)
+        madvise(m->addr + off, m->len - off < UNMAP_SLICE ? m->len - off : UNMAP_SLICE, MADV_DONTNEED);
     munmap(m->addr, m->len);
     free(m);
 }
@@ -227,10 +238,10 @@ void gcd_fd_map_release(gcd_fd_map *m)
         unmap(m);
 }
 
-static void drop_where(const void *owner, bool everything)
+/* Take owner's entries (or all) out of the cache: those idle come back as a list to unmap. */
+static gcd_fd_map *drop_where(const void *owner, bool everything)
 {
-    gcd_fd_map *evicted[CACHE_SLOTS];
-    size_t n = 0;
+    gcd_fd_map *dropped = NULL;
     pthread_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; i++) {
         gcd_fd_map *m = slots[i];
@@ -240,22 +251,32 @@ static void drop_where(const void *owner, bool everything)
             m = retire_slot(i);
         else
             m = m->refs == 0 ? take_slot(i) : NULL;
-        if (m)
-            evicted[n++] = m;
+        if (m) {
+            m->next = dropped;
+            dropped = m;
+        }
     }
     pthread_mutex_unlock(&cache_lock);
-    for (size_t k = 0; k < n; k++)
-        unmap(evicted[k]);
+    return dropped;
 }
 
-void gcd_fd_map_cache_drop_owner(const void *owner)
+gcd_fd_map *gcd_fd_map_cache_drop_owner(const void *owner)
 {
-    drop_where(owner, false);
+    return drop_where(owner, false);
+}
+
+void gcd_fd_map_unmap_dropped(gcd_fd_map *list)
+{
+    while (list) {
+        gcd_fd_map *next = list->next;
+        unmap(list);
+        list = next;
+    }
 }
 
 void gcd_fd_map_cache_clear(void)
 {
-    drop_where(NULL, true);
+    gcd_fd_map_unmap_dropped(drop_where(NULL, true));
 }
 
 uint64_t gcd_fd_map_registered_bytes(void)

@@ -74,8 +74,14 @@ int gcd_fd_map_unregister(int fd, const void *owner, gc_error *err);
 /* Bytes registered now. */
 uint64_t gcd_fd_map_registered_bytes(void);
 
-/* The owner's connection closed: end its registrations, drop its idle entries. */
-void gcd_fd_map_cache_drop_owner(const void *owner);
+/*
+ * The owner's connection closed: end its registrations, take its idle
+ * entries out of the cache. They come back as a list (NULL: none) for
+ * gcd_fd_map_unmap_dropped, on any thread: unmapping a large file takes
+ * long enough to hold up every connection if the event loop did it.
+ */
+gcd_fd_map *gcd_fd_map_cache_drop_owner(const void *owner);
+void gcd_fd_map_unmap_dropped(gcd_fd_map *list);
 
 /* Unmap everything (shutdown; nothing may be in use). */
 void gcd_fd_map_cache_clear(void);
