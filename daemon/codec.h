@@ -38,14 +38,16 @@ typedef struct gcd_stream_ops {
     bool (*cut_reads)(const gcd_request *proto);
     /*
      * The same for a file stream, whose input is all there: left bytes of
-     * the file from the cut point, of which head holds the first head_len
-     * (read by an I/O thread). Either *take (<= left; each part is read
-     * straight into its own buffer), or *more: the bytes from the cut point
-     * it must see first (head_len < *more <= left and the stream's window),
-     * after which it is asked again. A cut that reads nothing asks for none.
+     * the file from the cut point, of which head holds head_len from
+     * head_at on (read by an I/O thread; none at first). Either *take
+     * (<= left; each part is read straight into its own buffer), or the
+     * bytes [*see_from, *see_to) from the cut point it must see first
+     * (see_to <= left, at most the stream's window, not all held already;
+     * from head_at the read only adds what head lacks), after which it is
+     * asked again. A cut that reads nothing asks for none.
      */
-    int (*cut_file)(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len, size_t left,
-                    size_t *take, size_t *more, gc_error *err);
+    int (*cut_file)(void *state, const gcd_request *proto, const uint8_t *head, size_t head_at, size_t head_len,
+                    size_t left, size_t *take, size_t *see_from, size_t *see_to, gc_error *err);
     /*
      * A file stream whose parts end where their own bytes say (NULL, or span
      * 0 for this proto: cut_file cuts). The stream reads its input span

@@ -16,7 +16,8 @@
  * consumed + stream_window bytes sent), so the daemon never has to refuse it.
  *
  * With a daemon that takes rings (Welcome's stream_rings), the input goes
- * into a ring instead: a sealable memfd of stream_window bytes, passed once
+ * into a ring instead: a sealable memfd of twice stream_window bytes (the
+ * most the protocol allows; input may run that far past consumed), passed once
  * with the opening frame, which the daemon's I/O threads read. Each frame
  * then only names the bytes it adds (ring_offset, ring_length), so input
  * crosses neither the socket nor the daemon's event loop; the window rule
@@ -120,10 +121,10 @@ static bool writing(const gpucomp_stream *s)
     return s->wpos < s->wlen;
 }
 
-/* Input bytes the window lets us send now. */
+/* Input bytes the window (a ring stream: its ring) lets us send now. */
 static uint64_t credit(const gpucomp_stream *s)
 {
-    uint64_t limit = s->consumed + s->c->stream_window;
+    uint64_t limit = s->consumed + (s->ring ? (uint64_t)s->ring_size : s->c->stream_window);
     if (limit < s->consumed) /* a huge window: no limit */
         return UINT64_MAX - s->sent;
     return limit > s->sent ? limit - s->sent : 0;
@@ -508,13 +509,16 @@ static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
 #define RING_MOST ((uint64_t)256 << 20)
 
 /*
- * A ring of stream_window bytes, when the daemon takes rings; without one
- * (no memfd, no memory) the stream sends its input in frames, as to a
+ * A ring of twice stream_window bytes, when the daemon takes rings: a part
+ * is cut only once its input and a little more are there, so with a ring of
+ * one window the next part's input could not start arriving until the
+ * daemon had read the last one out, and parts went one at a time. Without
+ * one (no memfd, no memory) the stream sends its input in frames, as to a
  * daemon that takes none.
  */
 static void make_ring(gpucomp_stream *s)
 {
-    uint64_t size = s->c->stream_window;
+    uint64_t size = s->c->stream_window <= RING_MOST / 2 ? 2 * s->c->stream_window : s->c->stream_window;
     s->ring_fd = -1;
     if (!s->c->stream_rings || s->file || size == 0 || size > RING_MOST)
         return;

@@ -11,7 +11,10 @@
 #   --rle-size MIB        rle's file (default 4096 MiB)
 #   --rle-corpus NAME     its corpus (scripts/bench-corpora.sh; default voxels, what rle is for)
 # Environment: DAEMON_ARGS (default "--max-request 16G --max-output 16G"), THREADS (default
-# nproc), CUDA_VISIBLE_DEVICES as the caller sets it (the daemon sees those GPUs).
+# nproc), CUDA_VISIBLE_DEVICES as the caller sets it (the daemon sees those GPUs), REPS
+# (default 1: rounds of every gpucompd row, old and new alternating; the table gives medians),
+# SETTLE (default 0.5: seconds each row waits first, so the daemon has given back the memory
+# of the client before it, a 1 GiB memfd request's mappings, and the row measures its own path).
 #
 # Rows (MB/s = 10^6 uncompressed bytes per second of wall time, one run each, corpora in page
 # cache, after a warm-up round trip per daemon):
@@ -46,6 +49,8 @@ done
 [ -n "$NEW" ] || { echo "--new DIR is required" >&2; exit 2; }
 [ -f "$top/.device/env.sh" ] && . "$top/.device/env.sh"
 THREADS=${THREADS:-$(nproc)}
+REPS=${REPS:-1}
+SETTLE=${SETTLE:-0.5}
 DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G}
 W=$(mktemp -d "$WORKDIR/user-path.XXXXXX") || exit 2
 DPID=""
@@ -59,6 +64,7 @@ mbs() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? n / s / 1e6 : 0
 # timed CMD...: runs it, sets SECS (wall) and RC
 timed() {
     local t0
+    sleep "$SETTLE"
     t0=$(now)
     "$@"
     RC=$?
@@ -87,6 +93,7 @@ start_daemon() { # build dir
 whole() {
     local b=$1
     shift
+    sleep "$SETTLE"
     "$b/tests/bench/bench_daemon" "$SOCK" whole "$@" >"$W/whole.out" 2>>"$W/whole.err" || { bad "whole $*"; SECS=0; return; }
     SECS=$(awk '/^WHOLE/ { print $5 }' "$W/whole.out")
 }
@@ -171,13 +178,15 @@ for k in $CORPORA; do
     case " $CODECS " in *" bzip2 "*) ;; *) continue ;; esac
     f=$(corpus_file "$k" "$SIZE")
     competitors "$f" "$k"
-    for v in $builds; do
-        b=$NEW
-        [ "$v" = old ] && b=$OLD
-        start_daemon "$b"
-        "$b/programs/gpucomp/gpucomp" --socket="$SOCK" -9 -c "$f" | head -c 1 >/dev/null # warm-up
-        bzip2_rows "$b" "$v" "$f" "$k"
-        stop_daemon
+    for _ in $(seq "$REPS"); do
+        for v in $builds; do
+            b=$NEW
+            [ "$v" = old ] && b=$OLD
+            start_daemon "$b"
+            "$b/programs/gpucomp/gpucomp" --socket="$SOCK" -9 -c "$f" | head -c 1 >/dev/null # warm-up
+            bzip2_rows "$b" "$v" "$f" "$k"
+            stop_daemon
+        done
     done
     rm -f "$W/$k".*
 done
@@ -189,12 +198,14 @@ case " $CODECS " in *" rle "*)
     timed cp "$f" "$W/copy"
     record "rle $RLE_CORPUS;reference;cp FILE COPY;-" "$(mbs "$n" "$SECS")"
     rm -f "$W/copy"
-    for v in $builds; do
-        b=$NEW
-        [ "$v" = old ] && b=$OLD
-        start_daemon "$b"
-        rle_rows "$b" "$v" "$f"
-        stop_daemon
+    for _ in $(seq "$REPS"); do
+        for v in $builds; do
+            b=$NEW
+            [ "$v" = old ] && b=$OLD
+            start_daemon "$b"
+            rle_rows "$b" "$v" "$f"
+            stop_daemon
+        done
     done
     ;;
 esac
@@ -203,9 +214,14 @@ echo
 echo "| corpus | direction | path | old MB/s | new MB/s | new / new whole |"
 echo "|---|---|---|---|---|---|"
 awk -F';' '
+    function median(list,    x, m, i, j, t) { m = split(list, x, " ")
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && x[j - 1] + 0 > x[j] + 0; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+        return m % 2 ? x[(m + 1) / 2] : sprintf("%.0f", (x[m / 2] + x[m / 2 + 1]) / 2) }
     { key = $1 ";" $2 ";" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-      v[key ";" $4] = $5; if ($3 == "whole request" && $4 == "new") whole[$1 ";" $2] = $5 }
-    END { for (i = 1; i <= n; i++) { split(order[i], a, ";"); w = whole[a[1] ";" a[2]]
+      all[key ";" $4] = all[key ";" $4] " " $5 }
+    END { for (k in all) v[k] = median(all[k])
+      for (i = 1; i <= n; i++) if (order[i] ";new" in v) { split(order[i], a, ";"); if (a[3] == "whole request") whole[a[1] ";" a[2]] = v[order[i] ";new"] }
+      for (i = 1; i <= n; i++) { split(order[i], a, ";"); w = whole[a[1] ";" a[2]]
         o = ((order[i] ";old") in v) ? v[order[i] ";old"] : (((order[i] ";-") in v) ? v[order[i] ";-"] : "")
         nw = ((order[i] ";new") in v) ? v[order[i] ";new"] : ""
         r = (nw != "" && w > 0) ? sprintf("%.2fx", nw / w) : ""

@@ -479,6 +479,55 @@ START_TEST(bzip2_decompress_large_file)
 }
 END_TEST
 
+/*
+ * A valid stream and then more bytes with no magic in them than a
+ * decompress cut looks through at first, or at all: the cut looks on past
+ * its first window, then cuts blind; either way the stream's output is the
+ * valid stream's, and the rest is reported as trailing garbage.
+ */
+START_TEST(bzip2_decompress_file_without_magic)
+{
+    start();
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    size_t len = MiB, z_len = 0, tails[] = { 20 * MiB, 72 * MiB };
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, len);
+    uint8_t *z = whole(c, &o, false, data, len, &z_len);
+    for (unsigned i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        uint8_t *file = calloc(1, z_len + tails[i]); /* zeros hold no magic */
+        ck_assert_ptr_nonnull(file);
+        memcpy(file, z, z_len);
+        char in_path[160], out_path[160];
+        make_file("garbage.bz2", file, z_len + tails[i], in_path);
+        free(file);
+        snprintf(out_path, sizeof out_path, "%s/out", dut.dir);
+        int in = open(in_path, O_RDONLY), out = open(out_path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+        ck_assert_int_ge(in, 0);
+        ck_assert_int_ge(out, 0);
+        gpucomp_file_result res;
+        ck_assert_msg(gpucomp_decompress_file(c, &o, in, out, &res) == GPUCOMP_OK, "%s", gpucomp_last_error(c));
+        ck_assert_int_eq(res.trailing_garbage, 1);
+        ck_assert_uint_eq(res.bytes_out, len);
+        close(in);
+        close(out);
+        size_t got_len = 0;
+        uint8_t *got = read_file(out_path, &got_len);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_uint_eq(got_len, len);
+        ck_assert(memcmp(got, data, len) == 0);
+        free(got);
+        unlink(in_path);
+        unlink(out_path);
+    }
+    gpucomp_free(z);
+    free(data);
+    gpucomp_close(c);
+}
+END_TEST
+
 START_TEST(daemon_killed_mid_file)
 {
     start();
@@ -529,6 +578,7 @@ int main(void)
     tcase_add_test(tc, bzip2_parts_placed_off_the_loop);
     tcase_add_test(tc, rle_frames_read_into_parts);
     tcase_add_test(tc, bzip2_decompress_large_file);
+    tcase_add_test(tc, bzip2_decompress_file_without_magic);
     tcase_add_test(tc, hostile_descriptors);
     tcase_add_test(tc, input_shrinks_while_read);
     tcase_add_test(tc, daemon_killed_mid_file);

@@ -7,6 +7,7 @@
 #include "bzip2.h"
 #include "completions.h"
 #include "fd_payload.h"
+#include "gc_mem.h"
 #include "gpu.h"
 #include "settings.h"
 #include "shared_output.h"
@@ -95,7 +96,7 @@ static int decompress_part_shared(gcd_request *r, unsigned threads, gc_job *job,
     size_t cap = part->ds.out_soft + BZ2_MAX_BLOCK_OUTPUT;
     if (r->max_output && r->max_output < cap)
         cap = (size_t)r->max_output;
-    uint8_t *buf = malloc(cap ? cap : 1);
+    uint8_t *buf = gc_big_malloc(cap ? cap : 1);
     if (!buf || !(r->shared = gcd_shared_output_wrap(buf))) {
         free(buf);
         return gc_fail(&r->error, GC_E_NOMEM, "out of memory for a stream part's output");
@@ -258,6 +259,7 @@ static int gpu_grow(gc_gpu_job *job, size_t len, gc_error *err)
         gcd_request_uncharge(r, more);
         return gc_fail(err, GC_E_NOMEM, "bzip2: cannot grow the output to %zu bytes", cap);
     }
+    gc_mem_advise_huge(grown, cap);
     r->output_charge += more;
     r->output = job->dst = grown;
     job->dst_cap = cap;
@@ -330,6 +332,12 @@ static bool gpu_reruns_failures(const gcd_request *r)
  * docs/history/BENCHMARKS-2026-11-27.md "Streams"), cut at the first magic after it; at most
  * twice it (then cut blind: no magic means no block boundary, so damage or garbage). */
 #define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
+/* A file stream's first decompress part (no smaller than the GPU's break-even), how many parts
+ * what is left is shared among near the end, and how far past a part's target its cut looks for
+ * a magic at first (more than a block's compressed size: a magic always comes within it). */
+#define STREAM_DECOMPRESS_FIRST ((size_t)8 << 20)
+#define STREAM_DECOMPRESS_TAIL_PARTS 2
+#define STREAM_DECOMPRESS_LOOK ((size_t)2 << 20)
 
 typedef struct bz2_stream {
     int level;         /* compress */
@@ -455,36 +463,81 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
 #define STREAM_COMPRESS_PEEK_STEP ((size_t)8 << 20)
 
 /*
- * A file stream's cut sees the span where it looks for a block start
- * (compress) or a magic (decompress), up to twice a part, read by an I/O
- * thread (compress: in steps, the walk going on with each); the part is then
- * read again into its own buffer.
+ * A file decompress part's size before the magic that ends it. The first
+ * is small, so the engines start at once; near the end parts shrink with
+ * what is left, so the lanes share the last of it and the output of the
+ * part that finishes last, written after everything else, is short.
  */
-static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
-                           size_t left, size_t *take, size_t *more, gc_error *err)
+static size_t decompress_target(const bz2_stream *st, size_t left)
+{
+    size_t target = left / STREAM_DECOMPRESS_TAIL_PARTS;
+    if (!st->prepared_any || target < STREAM_DECOMPRESS_FIRST)
+        return STREAM_DECOMPRESS_FIRST;
+    return target < STREAM_DECOMPRESS_PART ? target : STREAM_DECOMPRESS_PART;
+}
+
+/*
+ * A file decompress stream's cut sees only a window from the part's
+ * target size on, where a magic comes within a block's compressed size,
+ * then up to the blind cut's limit; the part itself is read into its own
+ * buffer.
+ */
+static void cut_file_decompress(bz2_stream *st, const uint8_t *head, size_t head_at, size_t head_len, size_t left,
+                                size_t *take, size_t *see_from, size_t *see_to)
+{
+    size_t target = decompress_target(st, left), most = 2 * STREAM_DECOMPRESS_PART;
+    size_t end = left < most ? left : most, seen = head_at + head_len;
+    uint64_t at;
+    st->cut_end = false;
+    if (left < 2 * target) { /* the last part */
+        *take = left;
+        st->cut_end = true;
+    } else if (head_len == 0 || head_at != target) {
+        *see_from = target;
+        *see_to = target + STREAM_DECOMPRESS_LOOK < end ? target + STREAM_DECOMPRESS_LOOK : end;
+    } else if (bz2_find_part_start(head, head_len, 0, &at) == GC_OK) {
+        st->cut_bit = (uint64_t)target * 8 + at;
+        st->cut_blind = false;
+        *take = (size_t)((st->cut_bit + 7) / 8);
+    } else if (seen < end) { /* no magic yet: look on to the limit (damage, or huge blocks) */
+        *see_from = target;
+        *see_to = end;
+    } else if (end == left) {
+        *take = left;
+        st->cut_end = true;
+    } else {
+        st->cut_bit = (uint64_t)most * 8;
+        st->cut_blind = true;
+        *take = most;
+    }
+}
+
+/*
+ * A file stream's cut sees the span where it looks for a block start
+ * (compress, up to twice a part, read by an I/O thread in steps, the walk
+ * going on with each) or a magic (decompress, cut_file_decompress); the
+ * part is then read again into its own buffer.
+ */
+static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_at,
+                           size_t head_len, size_t left, size_t *take, size_t *see_from, size_t *see_to,
+                           gc_error *err)
 {
     (void)err;
-    *more = 0;
-    if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
-        bz2_stream *st = state;
-        size_t see = left < 2 * STREAM_COMPRESS_PART ? left : 2 * STREAM_COMPRESS_PART;
-        *take = 0;
-        if (head_len >= see) {
-            cut_compress(st, head, head_len, head_len == left, false, take);
-        } else if ((*take = bz2_rle1_walk_to(head, head_len, false, &st->walk, STREAM_COMPRESS_PART,
-                                             bz2_block_limit(st->level))) != 0) {
-            memset(&st->walk, 0, sizeof st->walk);
-        } else {
-            *more = see - head_len < STREAM_COMPRESS_PEEK_STEP ? see : head_len + STREAM_COMPRESS_PEEK_STEP;
-        }
+    bz2_stream *st = state;
+    *take = *see_from = *see_to = 0;
+    if (proto->op != GPUCOMP__OP__OP_COMPRESS) {
+        cut_file_decompress(st, head, head_at, head_len, left, take, see_from, see_to);
         return GC_OK;
     }
-    size_t want = left < 2 * STREAM_DECOMPRESS_PART ? left : 2 * STREAM_DECOMPRESS_PART;
-    *take = 0;
-    if (head_len < want)
-        *more = want;
-    else
-        cut_decompress(state, head, head_len, head_len == left, false, take);
+    size_t see = left < 2 * STREAM_COMPRESS_PART ? left : 2 * STREAM_COMPRESS_PART;
+    if (head_len >= see) {
+        cut_compress(st, head, head_len, head_len == left, false, take);
+    } else if ((*take = bz2_rle1_walk_to(head, head_len, false, &st->walk, STREAM_COMPRESS_PART,
+                                         bz2_block_limit(st->level))) != 0) {
+        memset(&st->walk, 0, sizeof st->walk);
+    } else {
+        *see_to = see - head_len < STREAM_COMPRESS_PEEK_STEP ? see : head_len + STREAM_COMPRESS_PEEK_STEP;
+    }
     return GC_OK;
 }
 

@@ -262,12 +262,14 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
  * A file stream's cut: the same parts, but a decompress sees only a frame's
  * header and index (what frame_length reads), never the frame.
  */
-static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_len,
-                           size_t left, size_t *take, size_t *more, gc_error *err)
+static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t *head, size_t head_at,
+                           size_t head_len, size_t left, size_t *take, size_t *see_from, size_t *see_to,
+                           gc_error *err)
 {
     rle_stream *st = state;
     size_t most = left < GCD_STREAM_WINDOW ? left : (size_t)GCD_STREAM_WINDOW;
-    *take = *more = 0;
+    (void)head_at; /* always 0: it asks to see the head only */
+    *take = *see_from = *see_to = 0;
     if (proto->op == GPUCOMP__OP__OP_COMPRESS) {
         *take = left < st->part ? left : st->part;
         return GC_OK;
@@ -286,7 +288,7 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
             head_len < RLE_HEADER_FIXED
                 ? STREAM_FIRST_PEEK
                 : RLE_INDEX_OFFSET + le(head + RLE_CHUNK_COUNT_OFFSET, 4) * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
-        *more = want < left ? want : left;
+        *see_to = want < left ? want : left;
     }
     return GC_OK;
 }

@@ -314,7 +314,7 @@ static const setting core_settings[] = {
       RESTART, FIELD(workers) },
     { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads, RESTART,
       FIELD(codec_threads) },
-    { "io-threads", "N", "threads reading and writing the files of file streams (default 4)", set_io_threads,
+    { "io-threads", "N", "threads reading and writing the files of file streams (default 8)", set_io_threads,
       RESTART, FIELD(io_threads) },
     { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame, RESTART,
       FIELD(max_frame) },
@@ -457,7 +457,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->gpu_min_bytes = 3ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
-    cfg->io_threads = 4;
+    cfg->io_threads = 8;
     cfg->device_lanes = 2;
     cfg->emulated_devices = 1;
     cfg->fail_lane = -1;

@@ -7,6 +7,7 @@
 #include "budget.h"
 #include "fd_map_cache.h"
 #include "fd_payload.h"
+#include "gc_mem.h"
 #include "shared_output.h"
 
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first)
@@ -80,7 +81,7 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
         return rc;
     r->output_charge += size;
     if (r->out_fd < 0) {
-        r->output = malloc(size ? size : 1);
+        r->output = gc_big_malloc(size ? size : 1);
         return r->output ? GC_OK : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
     }
     rc = gcd_fd_payload_map_output(r->out_fd, size, r->conn, &r->out_map, err);

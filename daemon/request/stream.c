@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -12,6 +13,7 @@
 #include "engine.h"
 #include "fd_file.h"
 #include "gc_clock.h"
+#include "gc_mem.h"
 #include "io_pool.h"
 #include "log.h"
 #include "response.h"
@@ -33,6 +35,8 @@
  * connection's unread answers pass this: its reader's pace, not the depth,
  * bounds what one stream holds. */
 #define STREAM_HELD_MOST ((uint64_t)512 << 20)
+/* A written output buffer this large is let go of on a pool thread, not the loop. */
+#define STREAM_RELEASE_OFF_LOOP ((size_t)8 << 20)
 /* Slots for parts out: the most any stream may have (file streams; socket streams GCD_STREAM_DEPTH). */
 #define STREAM_SLOTS (GCD_STREAM_DEPTH > 16 ? GCD_STREAM_DEPTH : 16)
 
@@ -47,6 +51,7 @@ struct gcd_stream {
     size_t len, cap;
     uint64_t charged; /* budget held for buf */
     uint64_t base;
+    size_t peek_at;    /* a file stream: buf[0] is its input at base + peek_at (what its cut asked to see) */
     uint64_t received; /* input bytes the client sent */
     uint64_t consumed; /* input bytes taken into parts (told to the client) */
     uint64_t flush_at; /* a flush mark not yet cut at: input offset, 0 if none */
@@ -75,6 +80,7 @@ struct gcd_stream {
     uint64_t settle_seq;        /* the next part to settle */
     bool settling;              /* its settle is at the pool */
     bool read_in[STREAM_SLOTS]; /* that part's read is back, by part_seq % STREAM_SLOTS */
+    uint64_t submit_seq;        /* a stream not settled: the next part to go to the engines */
     uint8_t *rest;              /* what the last settled part left: the next part's first bytes */
     size_t rest_len;            /* (charged to the budget) */
     unsigned io;                /* reads and writes at the pool */
@@ -96,6 +102,7 @@ struct gcd_stream {
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
     uint64_t waiting_since_ns; /* waiting for the client's input (or last frame) since (0: not waiting) */
+    uint64_t opened_ns;        /* its timeline's zero (trace) */
     gcd_stream *next;          /* set->list */
 };
 
@@ -131,7 +138,7 @@ static void drop_buffer(gcd_stream *s)
         return;
     free(s->buf);
     s->buf = NULL;
-    s->len = s->cap = 0;
+    s->len = s->cap = s->peek_at = 0;
     gcd_budget_release(s->set->server->budget, s->proto.uid, s->charged);
     s->charged = 0;
 }
@@ -241,6 +248,18 @@ static bool may_put(gcd_stream *s, size_t len)
 
 static void finish(gcd_stream *s);
 
+/*
+ * One event of a part's life at --log-level=debug (cut, submitted, back,
+ * emitted, written), so a slow stream shows where its time went
+ * (docs/ARCHITECTURE.md, "Streams").
+ */
+static void trace(const gcd_stream *s, const char *event, uint64_t seq, uint64_t a, uint64_t b)
+{
+    gcd_log(LOG_DEBUG, "stream %llu %.3f ms: %s %llu (%llu %llu)", (unsigned long long)s->id,
+            (double)(gc_now_ns() - s->opened_ns) / 1e6, event, (unsigned long long)seq, (unsigned long long)a,
+            (unsigned long long)b);
+}
+
 /* ---- file I/O (file streams; io_pool.h) --------------------------------- */
 
 /* One transfer at the pool: a read into a part's input or into buf, a write of output, or a placement. */
@@ -294,13 +313,46 @@ static void io_error(gc_error *err, const gcd_io_task *t, const char *what)
                 t->moved, t->len, (unsigned long long)t->offset);
 }
 
+/* On a pool thread: a written output's reference, often its last (freeing a part's buffer unmaps it). */
+static void release_work(gcd_io_task *t)
+{
+    stream_io *x = t->ctx;
+    gcd_shared_output_unref(x->shared);
+    x->shared = NULL;
+}
+
+static void release_done(gcd_io_task *t)
+{
+    io_end(t->ctx);
+}
+
+/*
+ * Let go of a reference to o after writing len bytes of it: a large
+ * buffer's on a pool thread, so the loop (and the final frame) does not
+ * wait while it is unmapped.
+ */
+static void release_written(gcd_stream *s, gcd_shared_output *o, size_t len)
+{
+    gc_error err = { 0 };
+    stream_io *x = len >= STREAM_RELEASE_OFF_LOOP ? calloc(1, sizeof *x) : NULL;
+    if (x) {
+        x->shared = o;
+        x->t = (gcd_io_task){ .fd = -1, .work = release_work, .done = release_done };
+        if (io_start(s, x, &err))
+            return;
+        free(x);
+    }
+    gcd_shared_output_unref(o);
+}
+
 static void write_done(gcd_io_task *t)
 {
     stream_io *x = t->ctx;
     gcd_stream *s = x->s;
     gcd_budget_release(s->set->server->budget, s->proto.uid, t->len);
     s->write_bytes -= t->len;
-    gcd_shared_output_unref(x->shared);
+    trace(s, "written at", t->offset, t->len, s->write_bytes);
+    release_written(s, x->shared, t->len);
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         io_error(&err, t, "output");
@@ -369,6 +421,8 @@ static bool write_copy(gcd_stream *s, const void *data, size_t len)
 static bool advance_consumed(gcd_stream *s);
 static void try_settle(gcd_stream *s);
 
+static void submit_in_order(gcd_stream *s);
+
 static void read_done(gcd_io_task *t)
 {
     stream_io *x = t->ctx;
@@ -386,12 +440,33 @@ static void read_done(gcd_io_task *t)
         if (!s->answered)
             fail(s, &err);
     } else if (s->span) {
+        trace(s, "read", r->part_seq, r->received, s->in_flight);
         s->read_in[r->part_seq % STREAM_SLOTS] = true;
         try_settle(s);
     } else {
-        s->set->submit(s->set->owner, r);
+        trace(s, "read", r->part_seq, r->total_size, s->in_flight);
+        s->read_in[r->part_seq % STREAM_SLOTS] = true;
+        submit_in_order(s);
     }
     io_end(x);
+}
+
+/*
+ * Parts read (read_in) go to the engines in stream order, whatever order
+ * their reads come back in: output goes out in order, so a part that
+ * overtook the ones before it would hold a lane while theirs waits.
+ */
+static void submit_in_order(gcd_stream *s)
+{
+    for (;;) {
+        unsigned slot = (unsigned)(s->submit_seq % STREAM_SLOTS);
+        gcd_request *r = s->out[slot];
+        if (!r || r->part_seq != s->submit_seq || !s->read_in[slot])
+            return;
+        s->read_in[slot] = false;
+        s->submit_seq++;
+        s->set->submit(s->set->owner, r);
+    }
 }
 
 /* On a pool thread: a ring stream's bytes out of its ring (t->offset is the input offset). */
@@ -436,7 +511,8 @@ static void start_part(gcd_stream *s, gcd_request *r)
         try_settle(s);
         return;
     } else {
-        s->set->submit(s->set->owner, r);
+        s->read_in[r->part_seq % STREAM_SLOTS] = true; /* nothing to read */
+        submit_in_order(s);
         return;
     }
     s->in_flight--;
@@ -467,7 +543,7 @@ static void settle_work(gcd_io_task *t)
     size_t before = x->rest_len, len = before + (size_t)r->received;
     uint8_t *data = r->input - before;
     if (before > SETTLE_ROOM) {
-        if (!(data = malloc(len))) {
+        if (!(data = gc_big_malloc(len))) {
             t->error = ENOMEM;
             return;
         }
@@ -520,6 +596,7 @@ static void settle_done(gcd_io_task *t)
         gcd_budget_charge(b, s->proto.uid, s->rest_len);
         s->settle_seq++;
         s->base = s->consumed = r->part_offset + r->total_size;
+        trace(s, "settled", r->part_seq, r->total_size, s->rest_len);
         s->set->submit(s->set->owner, r);
         try_settle(s);
     } else {
@@ -586,21 +663,28 @@ static void peek_done(gcd_io_task *t)
 }
 
 /*
- * A file (or ring) stream's cut asked to see the file's bytes from base up to want
- * (buf holds the first len of them): the pool reads the rest into buf.
- * Only the cut reads them; each part is read again into its own buffer,
- * so the loop copies none of them.
+ * A file (or ring) stream's cut asked to see the input's bytes [from, to)
+ * past base: the pool reads into buf what it does not hold yet (buf holds
+ * len bytes from peek_at; a window that moved starts over). Only the cut
+ * reads them; each part is read again into its own buffer, so the loop
+ * copies none of them.
  */
-static bool peek(gcd_stream *s, size_t want, gc_error *err)
+static bool peek(gcd_stream *s, size_t from, size_t to, gc_error *err)
 {
-    size_t n = want - s->len;
+    if (from != s->peek_at) {
+        s->peek_at = from;
+        s->len = 0;
+    }
+    size_t n = to - from - s->len;
     stream_io *x = calloc(1, sizeof *x);
     if (!x)
         return gc_fail(err, GC_E_NOMEM, "out of memory reading the input file") == GC_OK;
     if (reserve(s, n, err)) {
-        x->t = (gcd_io_task){
-            .fd = s->in_fd, .buf = s->buf + s->len, .len = n, .offset = s->base + s->len, .done = peek_done
-        };
+        x->t = (gcd_io_task){ .fd = s->in_fd,
+                              .buf = s->buf + s->len,
+                              .len = n,
+                              .offset = s->base + s->peek_at + s->len,
+                              .done = peek_done };
         if (ring(s))
             x->t.work = ring_work;
         if (io_start(s, x, err)) {
@@ -820,7 +904,7 @@ void gcd_stream_mark_garbage(gcd_stream *s, uint64_t offset)
 static void cancel_parts(gcd_stream *s)
 {
     for (unsigned i = 0; i < STREAM_SLOTS; i++) {
-        if (s->out[i] && s->read_in[i]) { /* read, waiting for its settle: no task will bring it back */
+        if (s->out[i] && s->read_in[i]) { /* read, waiting for its settle or turn: nothing brings it back */
             gcd_request_free(s->out[i]);
             s->out[i] = NULL;
             s->read_in[i] = false;
@@ -868,6 +952,7 @@ static void finish(gcd_stream *s)
     }
     if (!can_send(s) || s->write_bytes)
         return;
+    trace(s, "final after", s->next_seq, s->out_total, s->engine_ns / 1000000);
     Gpucomp__Response resp = GPUCOMP__RESPONSE__INIT;
     char msg[96];
     resp.id = s->id;
@@ -920,6 +1005,7 @@ static bool reserve(gcd_stream *s, size_t more, gc_error *err)
         gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input");
         return false;
     }
+    gc_mem_advise_huge(nb, cap);
     s->charged += cap - s->cap;
     s->buf = nb;
     s->cap = cap;
@@ -1138,6 +1224,11 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     s->proto.budget = set->server->budget;
     s->id = m->id;
     s->set = set;
+    s->opened_ns = gc_now_ns();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    gcd_log(LOG_DEBUG, "stream %llu opened at %lld.%06ld", (unsigned long long)s->id, (long long)wall.tv_sec,
+            wall.tv_nsec / 1000);
     s->in_fd = m->ring ? -1 : fds[0];
     s->ring_fd = m->ring ? fds[0] : -1;
     s->out_fd = fds[1];
@@ -1246,15 +1337,17 @@ static bool holds_enough(const gcd_stream *s)
  */
 static int file_cut(gcd_stream *s, size_t left, size_t *take, gc_error *err)
 {
-    size_t more = 0;
-    int rc = s->ops->cut_file(s->state, &s->proto, s->buf, s->len, left, take, &more, err);
-    if (rc != GC_OK || !more)
+    size_t from = 0, to = 0;
+    int rc = s->ops->cut_file(s->state, &s->proto, s->buf, s->peek_at, s->len, left, take, &from, &to, err);
+    if (rc != GC_OK || !to)
         return rc;
     *take = 0;
-    if (more <= s->len || more > left || more > GCD_STREAM_WINDOW)
-        return gc_fail(err, GC_E_INTERNAL, "stream codec asked to see %zu of %zu bytes (it saw %zu)", more, left,
-                       s->len);
-    return peek(s, more, err) ? GC_OK : err->code;
+    bool held = from == s->peek_at && to <= s->peek_at + s->len;
+    if (held || from >= to || to > left || to - from > GCD_STREAM_WINDOW)
+        return gc_fail(err, GC_E_INTERNAL,
+                       "stream codec asked to see bytes %zu to %zu of %zu (it saw %zu from %zu)", from, to, left,
+                       s->len, s->peek_at);
+    return peek(s, from, to, err) ? GC_OK : err->code;
 }
 
 /*
@@ -1267,7 +1360,7 @@ static int ring_cut(gcd_stream *s, size_t avail, bool final, bool flush, size_t 
     *take = 0;
     bool sees = !s->ops->cut_reads || s->ops->cut_reads(&s->proto);
     if (sees && s->len < avail)
-        return peek(s, avail, err) ? GC_OK : err->code;
+        return peek(s, 0, avail, err) ? GC_OK : err->code;
     return s->ops->cut(s->state, &s->proto, s->buf, avail, final, flush, take, err);
 }
 
@@ -1322,7 +1415,7 @@ static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, bool final,
                        "now (%llu of %llu bytes held): retry later",
                        cap, (unsigned long long)gcd_budget_in_use(b),
                        (unsigned long long)gcd_budget_limit(b)) == GC_OK;
-    uint8_t *nb = cap ? malloc(cap) : NULL;
+    uint8_t *nb = cap ? gc_big_malloc(cap) : NULL;
     if (!nb && cap) {
         gcd_budget_release(b, s->proto.uid, cap);
         return gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input") == GC_OK;
@@ -1350,7 +1443,7 @@ static gcd_request *new_part(gcd_stream *s, size_t take, size_t size, bool own_b
         return NULL;
     }
     gcd_request *r = calloc(1, sizeof *r);
-    uint8_t *in = own_buffer ? malloc(size ? size : 1) : NULL;
+    uint8_t *in = own_buffer ? gc_big_malloc(size ? size : 1) : NULL;
     if (!r || (own_buffer && !in)) {
         free(r);
         free(in);
@@ -1385,7 +1478,7 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     size_t advance = take - (keep < take ? keep : take); /* the overlap begins the next part too */
     if (reads_parts(s)) {                                /* read by the pool (start_part) */
         s->base += advance;
-        s->len = 0; /* what the cut peeked at: the next cut peeks from the new base */
+        s->len = s->peek_at = 0; /* what the cut peeked at: the next cut peeks from the new base */
         return r;
     }
     if (!own_buffer && !hand_over(s, r, advance, final, err)) {
@@ -1456,6 +1549,7 @@ static void pump(gcd_stream *s)
         s->final_out = final;
         s->in_flight++;
         s->out[r->part_seq % STREAM_SLOTS] = r;
+        trace(s, "cut", r->part_seq, r->part_offset, r->total_size);
         start_part(s, r);
         advance_consumed(s);
         send_credit(s);
@@ -1515,6 +1609,7 @@ static void emit_ready(gcd_stream *s)
             s->cpu_parts++;
         if (err.code == GC_OK)
             s->ops->emit(s->state, s, r, &err);
+        trace(s, s->rerun == r ? "emit reruns" : "emitted", r->part_seq, r->output_len, s->write_bytes);
         bool again = s->rerun == r;
         s->rerun = NULL;
         if (s->answered) { /* emit's output passed max_output */
@@ -1562,6 +1657,8 @@ void gcd_stream_part_done(gcd_request *r)
         gc_fail(&r->error, GC_E_CANCELLED, "cancelled by the client");
     if (r->output_len > s->part_out_most)
         s->part_out_most = r->output_len;
+    trace(s, r->backend == GPUCOMP__BACKEND__BACKEND_GPU ? "back from gpu" : "back from cpu", r->part_seq,
+          r->engine_ns / 1000000, r->output_len);
     s->done[r->part_seq % STREAM_SLOTS] = r;
     emit_ready(s);
     if (!s->answered)

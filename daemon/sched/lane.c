@@ -45,9 +45,22 @@ static void wait_for_batch(gcd_lane *b)
     }
 }
 
-/* Take requests off the queue (lock held), in fair order, up to max_batch_bytes; always at
- * least one. A batch may hold several users' requests: each user's in its turn.
- * *batch_bytes: their input bytes, given back to the load once they complete. */
+/*
+ * Whether a batch of n already holds a part of r's stream. A stream's parts
+ * go out in order, so a second one in the same batch only holds the first's
+ * output back until both are done; on its own it can run on another lane.
+ */
+static bool holds_stream_of(gcd_request *const *reqs, size_t n, const gcd_request *r)
+{
+    for (size_t i = 0; r->stream && i < n; i++)
+        if (reqs[i]->stream == r->stream)
+            return true;
+    return false;
+}
+
+/* Take requests off the queue (lock held), in fair order, up to max_batch_bytes and one part
+ * of a stream; always at least one. A batch may hold several users' requests: each user's in
+ * its turn. *batch_bytes: their input bytes, given back to the load once they complete. */
 static size_t take_batch(gcd_lane *b, gcd_request ***out, uint64_t *batch_bytes)
 {
     size_t n = 0, cap = 16;
@@ -55,7 +68,7 @@ static size_t take_batch(gcd_lane *b, gcd_request ***out, uint64_t *batch_bytes)
     gcd_request **reqs = malloc(cap * sizeof *reqs);
     gcd_request *next;
     while (reqs && (next = gcd_fair_peek(&b->queue)) &&
-           (n == 0 || bytes + next->total_size <= b->cfg.max_batch_bytes)) {
+           (n == 0 || (bytes + next->total_size <= b->cfg.max_batch_bytes && !holds_stream_of(reqs, n, next)))) {
         if (n == cap) {
             gcd_request **grown = realloc(reqs, 2 * cap * sizeof *reqs);
             if (!grown)
@@ -227,6 +240,9 @@ static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n, uint64_t bytes)
     uint64_t start = gc_now_ns();
     int rc = b->dev.ops->run_batch(b->dev.impl, reqs, n, &timing, &err);
     release_load(b, bytes, taken);
+    gcd_log(LOG_DEBUG, "%s: batch of %zu request(s), %llu bytes in, %.3f ms (h2d %.3f, kernels %.3f, d2h %.3f)",
+            b->dev.name, n, (unsigned long long)bytes, (double)(gc_now_ns() - start) / 1e6,
+            (double)timing.h2d_ns / 1e6, (double)timing.kernel_ns / 1e6, (double)timing.d2h_ns / 1e6);
     if (rc != GC_E_DEVICE) {
         deliver(b, reqs, n, start, &timing);
         return;

@@ -358,6 +358,28 @@ static int next_piece(const job *j, streamed *x)
     return x->read_error;
 }
 
+/*
+ * A pipe at either end is made as large as an unprivileged process may
+ * (fs.pipe-max-size): with the default 64 KiB every read or write moves a
+ * few pages and wakes the other side, which holds a stream far below the
+ * daemon's speed (docs/DECISIONS.md, "Pipes as wide as allowed").
+ */
+static void widen_pipe(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))
+        return;
+    int most = 0;
+    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "r");
+    if (f) {
+        if (fscanf(f, "%d", &most) != 1)
+            most = 0;
+        fclose(f);
+    }
+    if (most > fcntl(fd, F_GETPIPE_SZ))
+        (void)fcntl(fd, F_SETPIPE_SZ, most); /* best effort: another user's pipe may refuse */
+}
+
 /* Where the output goes; false (reported) if the temporary file cannot be made. */
 static bool open_sink(cli_session *s, const job *j, streamed *x)
 {
@@ -366,6 +388,7 @@ static bool open_sink(cli_session *s, const job *j, streamed *x)
         return true;
     if (!j->out_name) {
         x->out_fd = STDOUT_FILENO;
+        widen_pipe(x->out_fd);
         return true;
     }
     int e = cli_output_open(&x->out, j->out_name);
@@ -531,6 +554,7 @@ static void run_streamed(cli_session *s, job *j)
     cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
     /* the daemon reads a file from offset 0: one read from elsewhere (stdin) streams */
     x.file = S_ISREG(j->st.st_mode) && s->opts.mode != CLI_TEST && lseek(j->fd, 0, SEEK_CUR) == 0;
+    widen_pipe(j->fd);
     if (next_piece(j, &x)) {
         cli_progress_end();
         cli_error(s, "%s: read error: %s", j->name, strerror(x.read_error));
