@@ -24,6 +24,8 @@
 #   decompress rows for our own output and for lbzip2- and pbzip2-made files
 #   competitors lbzip2 -n$THREADS, pbzip2 -p$THREADS, zstd -3 -T$THREADS, each its own output
 #   rle        cat FILE > /dev/null and cp FILE as the physical reference
+# Every timed row writes a fresh output file, as a user usually does (truncating a large old one
+# first costs the file system as much as writing it, whichever tool writes).
 # Every output is compared with its input (a decompress) or with the whole request's output
 # (bzip2 compress must be byte for byte the same); a difference fails the run (exit 1).
 # The table's last column is new / new's whole request for the same file and direction.
@@ -116,8 +118,10 @@ competitors() { # corpus file label: lbzip2/pbzip2/zstd rows, and their .bz2 fil
         pbzip2) c=(pbzip2 -9 "-p$THREADS" -c); d=(pbzip2 -d "-p$THREADS" -c) ;;
         zstd) c=(zstd -3 -q "-T$THREADS" -c); d=(zstd -d -q "-T$THREADS" -c) ;;
         esac
+        rm -f "$W/$k.$t"
         timed sh -c '"$@" > "$0"' "$W/$k.$t" "${c[@]}" "$f"
         record "$k;compress;$t, $THREADS threads;-" "$(mbs "$n" "$SECS")"
+        rm -f "$W/back"
         timed sh -c '"$@" > "$0"' "$W/back" "${d[@]}" "$W/$k.$t"
         record "$k;decompress;$t own file;-" "$(mbs "$n" "$SECS")"
         same "$W/back" "$f" "$t round trip $k"
@@ -130,9 +134,11 @@ bzip2_rows() { # build label corpus-file key
     g=("$b/programs/gpucomp/gpucomp" --socket="$SOCK" --no-fallback)
     whole "$b" "$f" "$W/whole.bz2" c bzip2 9
     record "$k;compress;whole request;$v" "$(mbs "$n" "$SECS")"
+    rm -f "$W/file.bz2"
     timed sh -c '"$@" > "$0"' "$W/file.bz2" "${g[@]}" -9 -c "$f"
     record "$k;compress;gpucomp -9 -c FILE;$v" "$(mbs "$n" "$SECS")"
     same "$W/file.bz2" "$W/whole.bz2" "$v file compress $k"
+    rm -f "$W/pipe.bz2"
     timed bash -c 'cat "$1" | "${@:3}" -9 -c > "$2"' - "$f" "$W/pipe.bz2" "${g[@]}"
     record "$k;compress;cat FILE | gpucomp -9 -c;$v" "$(mbs "$n" "$SECS")"
     same "$W/pipe.bz2" "$W/whole.bz2" "$v pipe compress $k"
@@ -142,9 +148,11 @@ bzip2_rows() { # build label corpus-file key
         whole "$b" "$W/$k.$src" "$W/back" d bzip2 9
         record "$k;decompress $src-made;whole request;$v" "$(mbs "$n" "$SECS")"
         same "$W/back" "$f" "$v whole decompress $src $k"
+        rm -f "$W/back"
         timed sh -c '"$@" > "$0"' "$W/back" "${g[@]}" -dc "$W/$k.$src"
         record "$k;decompress $src-made;gpucomp -dc FILE;$v" "$(mbs "$n" "$SECS")"
         same "$W/back" "$f" "$v file decompress $src $k"
+        rm -f "$W/back"
         timed bash -c '"${@:3}" -dc < "$1" > "$2"' - "$W/$k.$src" "$W/back" "${g[@]}"
         record "$k;decompress $src-made;gpucomp -dc < FILE;$v" "$(mbs "$n" "$SECS")"
         same "$W/back" "$f" "$v pipe decompress $src $k"
@@ -162,8 +170,10 @@ rle_rows() { # build label file
     record "$k;decompress;whole request;$v" "$(mbs "$n" "$SECS")"
     same "$W/back" "$f" "$v rle whole"
     rm -f "$W/whole.rle" "$W/back"
+    rm -f "$W/file.rle"
     timed sh -c '"$@" > "$0"' "$W/file.rle" "${g[@]}" -c "$f"
     record "$k;compress;gpucomp -c FILE;$v" "$(mbs "$n" "$SECS")"
+    rm -f "$W/back"
     timed sh -c '"$@" > "$0"' "$W/back" "${g[@]}" -dc "$W/file.rle"
     record "$k;decompress;gpucomp -dc FILE;$v" "$(mbs "$n" "$SECS")"
     same "$W/back" "$f" "$v rle file"
@@ -195,6 +205,7 @@ case " $CODECS " in *" rle "*)
     n=$(stat -c %s "$f")
     timed sh -c 'cat "$0" > /dev/null' "$f"
     record "rle $RLE_CORPUS;reference;cat FILE > /dev/null;-" "$(mbs "$n" "$SECS")"
+    rm -f "$W/copy"
     timed cp "$f" "$W/copy"
     record "rle $RLE_CORPUS;reference;cp FILE COPY;-" "$(mbs "$n" "$SECS")"
     rm -f "$W/copy"

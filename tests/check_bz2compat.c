@@ -560,6 +560,102 @@ START_TEST(test_buffer_compress_through_daemon)
 }
 END_TEST
 
+/* libbz2's stream compression of d at level 1, flushed after its first `at` bytes. */
+static char *ref_with_flush(const uint8_t *d, size_t n, size_t at, size_t *out_len)
+{
+    bz_stream st;
+    memset(&st, 0, sizeof st);
+    ck_assert_int_eq(ref.c_init(&st, 1, 0, 0), BZ_OK);
+    size_t cap = n + n / 50 + (1u << 20), len = 0;
+    char *z = malloc(cap);
+    ck_assert_ptr_nonnull(z);
+    int steps[2] = { BZ_FLUSH, BZ_FINISH }, done[2] = { BZ_RUN_OK, BZ_STREAM_END };
+    size_t from[2] = { 0, at }, to[2] = { at, n };
+    for (int k = 0; k < 2; k++) {
+        st.next_in = (char *)d + from[k];
+        st.avail_in = (unsigned)(to[k] - from[k]);
+        int rc;
+        do {
+            st.next_out = z + len;
+            st.avail_out = (unsigned)(cap - len);
+            rc = ref.c_step(&st, steps[k]);
+            len = cap - st.avail_out;
+        } while (rc != done[k] && (rc == BZ_FLUSH_OK || rc == BZ_FINISH_OK));
+        ck_assert_int_eq(rc, done[k]);
+    }
+    ck_assert_int_eq(ref.c_end(&st), BZ_OK);
+    *out_len = len;
+    return z;
+}
+
+/* Run in (op) through s until it is all taken and, unless CONTINUE, all its output is out. */
+static void run_stream(gpucomp_stream *s, const uint8_t *in, size_t n, gpucomp_end_op op, uint8_t *z, size_t cap,
+                       size_t *len)
+{
+    gpucomp_inbuf ib = { in, n, 0 };
+    size_t pending = 0;
+    do {
+        gpucomp_outbuf ob = { z + *len, cap - *len, 0 };
+        ck_assert_int_eq(gpucomp_stream_run(s, &ib, &ob, op, &pending), GPUCOMP_OK);
+        *len += ob.pos;
+        ck_assert_uint_lt(*len, cap);
+    } while (ib.pos < n || (op != GPUCOMP_CONTINUE && pending));
+}
+
+/*
+ * The library's stream through the daemon (a ring stream, whose parts read
+ * a span each and settle at a block start), flushed after `at` bytes: with
+ * the flush on the frame of the last byte, or alone in a frame after the
+ * bytes (mark_alone) when the part reading them may already be cut.
+ */
+static uint8_t *daemon_with_flush(const uint8_t *d, size_t n, size_t at, bool mark_alone, size_t *out_len)
+{
+    gpucomp_client *c;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &c), GPUCOMP_OK);
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    o.level = 1;
+    gpucomp_stream *s;
+    ck_assert_int_eq(gpucomp_stream_open(c, GPUCOMP_COMPRESS, &o, &s), GPUCOMP_OK);
+    size_t cap = n + n / 50 + (1u << 20), len = 0;
+    uint8_t *z = malloc(cap);
+    ck_assert_ptr_nonnull(z);
+    if (mark_alone) {
+        run_stream(s, d, at, GPUCOMP_CONTINUE, z, cap, &len);
+        run_stream(s, d + at, 0, GPUCOMP_FLUSH, z, cap, &len);
+    } else {
+        run_stream(s, d, at, GPUCOMP_FLUSH, z, cap, &len);
+    }
+    run_stream(s, d + at, n - at, GPUCOMP_END, z, cap, &len);
+    gpucomp_stream_free(s);
+    gpucomp_close(c);
+    *out_len = len;
+    return z;
+}
+
+/* A flush through the daemon's stream is libbz2's BZ_FLUSH byte for byte, wherever the mark comes. */
+START_TEST(test_stream_flush_through_daemon)
+{
+    const size_t span = (size_t)32 << 20, n = span + ((size_t)4 << 20);
+    uint8_t *d = test_data(n, 2);
+    test_daemon_start(&dut, NULL);
+    struct {
+        size_t at;
+        bool mark_alone;
+    } cases[] = { { span, true }, { span, false }, { ((size_t)10 << 20) + 7, false } };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len, ref_len;
+        char *by_ref = ref_with_flush(d, n, cases[i].at, &ref_len);
+        uint8_t *z = daemon_with_flush(d, n, cases[i].at, cases[i].mark_alone, &len);
+        ck_assert_msg(len == ref_len && memcmp(z, by_ref, len) == 0, "case %u: libbz2 %zu bytes, daemon %zu", i,
+                      ref_len, len);
+        free(z);
+        free(by_ref);
+    }
+    free(d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bz2compat");
@@ -587,6 +683,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(td, NULL, daemon_teardown);
     tcase_set_timeout(td, 300);
     tcase_add_test(td, test_buffer_compress_through_daemon);
+    tcase_add_test(td, test_stream_flush_through_daemon);
     suite_add_tcase(s, td);
     return s;
 }

@@ -64,6 +64,7 @@ typedef struct gcd_request {
     uint64_t part_seq;       /* its place in the stream's output */
     uint64_t part_offset;    /* input offset of input[0] in the stream */
     bool part_final;         /* no input follows this part */
+    bool part_flush;         /* a settled part that ends at the client's flush: it keeps all its bytes */
     void *part_state;        /* the codec's (codec.h gcd_stream_ops.prepare; freed with the request) */
     void *part_scan;         /* the codec's look at its read until it settles (gcd_stream_ops.scan; freed) */
     uint64_t part_out_guess; /* stream: the output it counts for this part while it runs (0: none yet) */

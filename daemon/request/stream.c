@@ -499,7 +499,7 @@ static void start_part(gcd_stream *s, gcd_request *r)
         };
         if (ring(s))
             x->t.work = ring_work;
-        else if (s->span && s->ops->scan)
+        if (s->span && s->ops->scan)
             x->t.after = scan_read;
         if (io_start(s, x, &err)) {
             s->reading[r->part_seq % STREAM_SLOTS] = ring(s);
@@ -555,7 +555,8 @@ static void settle_work(gcd_io_task *t)
         memcpy(data, x->rest, before);
     free(x->rest);
     x->rest = NULL;
-    size_t keep = r->part_final ? len : s->ops->settle(&s->proto, data, len, r->part_scan, before);
+    size_t keep =
+        r->part_final || r->part_flush ? len : s->ops->settle(&s->proto, data, len, r->part_scan, before);
     free(r->part_scan);
     r->part_scan = NULL;
     keep = keep < len ? keep : len;
@@ -595,10 +596,14 @@ static void settle_done(gcd_io_task *t)
         s->rest_len = x->rest_len;
         gcd_budget_charge(b, s->proto.uid, s->rest_len);
         s->settle_seq++;
-        s->base = s->consumed = r->part_offset + r->total_size;
+        s->base = r->part_offset + r->total_size;
+        if (!ring(s)) /* a ring's consumed moves as its reads come back (advance_consumed) */
+            s->consumed = s->base;
         trace(s, "settled", r->part_seq, r->total_size, s->rest_len);
         s->set->submit(s->set->owner, r);
         try_settle(s);
+        if (s->flush_at) /* a flush mark waited for this settle (flush_at_last_part) */
+            pump(s);
     } else {
         free(x->rest);
         s->in_flight--;
@@ -1249,7 +1254,7 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
         s->depth = stream_depth(s);
         if (s->in_fd >= 0)
             s->received = s->in_size;
-        if (s->in_fd >= 0 && s->ops->settle && s->ops->span) /* a ring stream cuts as its bytes arrive */
+        if ((s->in_fd >= 0 || ring(s)) && s->ops->settle && s->ops->span)
             s->span = s->ops->span(&s->proto);
     }
     if (rc != GC_OK) {
@@ -1489,13 +1494,54 @@ static gcd_request *make_part(gcd_stream *s, size_t take, size_t keep, bool fina
     return r;
 }
 
+/*
+ * Whether a settled stream's next span is there: a file's always is; a
+ * ring's once its bytes, its end or a flush mark have arrived.
+ */
+static bool span_arrived(const gcd_stream *s)
+{
+    return s->in_fd >= 0 || s->received - s->read_to >= s->span || s->input_ended || s->flush_at > s->read_to;
+}
+
+/*
+ * A ring stream's flush mark where its last part's span ended (the mark came
+ * in a frame after the bytes): that part keeps all its bytes if no settle
+ * has it yet; if it settled, what it left needs a part of its own (false);
+ * while its settle runs the stream waits (settle_done pumps again).
+ */
+static bool flush_at_last_part(gcd_stream *s, bool *wait)
+{
+    *wait = false;
+    gcd_request *last = s->next_seq ? s->out[(s->next_seq - 1) % STREAM_SLOTS] : NULL;
+    bool unsettled = last && last->part_seq == s->next_seq - 1 && last->part_seq >= s->settle_seq;
+    if (unsettled && last->part_seq == s->settle_seq && s->settling) {
+        *wait = true;
+        return false;
+    }
+    if (unsettled)
+        last->part_flush = !last->part_final;
+    if (unsettled || (s->settle_seq == s->next_seq && s->rest_len == 0)) {
+        s->flush_at = 0;
+        return true;
+    }
+    return false;
+}
+
 /* The next span of the file, read ahead into a part that settles its own end. */
 static gcd_request *span_part(gcd_stream *s, gc_error *err)
 {
-    size_t n = s->in_size - s->read_to < s->span ? (size_t)(s->in_size - s->read_to) : s->span;
-    gcd_request *r = new_part(s, n, SETTLE_ROOM + n, true, s->read_to + n == s->in_size, err);
+    uint64_t end = s->in_fd >= 0 ? s->in_size : s->received;
+    size_t n = end - s->read_to < s->span ? (size_t)(end - s->read_to) : s->span;
+    bool flush = s->flush_at && s->flush_at >= s->read_to && s->flush_at - s->read_to <= s->span;
+    if (flush)
+        n = (size_t)(s->flush_at - s->read_to);
+    gcd_request *r =
+        new_part(s, n, SETTLE_ROOM + n, true, s->read_to + n == end && (s->in_fd >= 0 || s->input_ended), err);
     if (!r)
         return NULL;
+    r->part_flush = flush && !r->part_final;
+    if (flush)
+        s->flush_at = 0;
     r->input_base = r->input;
     r->input += SETTLE_ROOM;
     r->total_size = 0; /* until it settles; received: its read */
@@ -1529,6 +1575,11 @@ static void pump(gcd_stream *s)
             return;
         }
         if (!s->span && take == 0 && !final)
+            break;
+        bool wait = false;
+        if (s->span && ring(s) && s->flush_at && s->flush_at == s->read_to && flush_at_last_part(s, &wait))
+            continue;
+        if (wait || (s->span && !span_arrived(s)))
             break;
         size_t keep = s->ops->overlap && !s->span && !final ? s->ops->overlap(s->state) : 0;
         gcd_request *r = s->span ? span_part(s, &err) : make_part(s, take, keep, final, &err);
@@ -1564,7 +1615,7 @@ static void pump(gcd_stream *s)
  */
 static bool advance_consumed(gcd_stream *s)
 {
-    uint64_t to = s->base;
+    uint64_t to = s->span ? s->read_to : s->base;
     for (unsigned i = 0; i < STREAM_SLOTS; i++)
         if (s->reading[i] && s->out[i] && s->out[i]->part_offset < to)
             to = s->out[i]->part_offset;
