@@ -480,6 +480,34 @@ START_TEST(bzip2_decompress_large_file)
 END_TEST
 
 /*
+ * Data that hardly compresses, at -9: its blocks are large, so the cut
+ * makes parts of more than 32 MiB to keep about as many blocks in each
+ * (the window it looks in moves with the part's size).
+ */
+START_TEST(bzip2_decompress_parts_by_blocks)
+{
+    start();
+    size_t len = 80 * MiB, z_len = 0;
+    uint8_t *data = malloc(len);
+    ck_assert_ptr_nonnull(data);
+    fill_test_data(data, len, 0, len);
+    gpucomp_client *c = client();
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
+    uint8_t *z = whole(c, &o, false, data, len, &z_len);
+    ck_assert_uint_gt(z_len, 72 * MiB);
+    char z_path[160];
+    make_file("big9.bz2", z, z_len, z_path);
+    check_file_call(c, &o, true, z_path, data, len, true);
+    check_file_call(c, &o, true, z_path, data, len, false);
+    gpucomp_free(z);
+    free(data);
+    unlink(z_path);
+    gpucomp_close(c);
+}
+END_TEST
+
+/*
  * A valid stream and then more bytes with no magic in them than a
  * decompress cut looks through at first, or at all: the cut looks on past
  * its first window, then cuts blind; either way the stream's output is the
@@ -579,6 +607,7 @@ int main(void)
     tcase_add_test(tc, rle_frames_read_into_parts);
     tcase_add_test(tc, bzip2_decompress_large_file);
     tcase_add_test(tc, bzip2_decompress_file_without_magic);
+    tcase_add_test(tc, bzip2_decompress_parts_by_blocks);
     tcase_add_test(tc, hostile_descriptors);
     tcase_add_test(tc, input_shrinks_while_read);
     tcase_add_test(tc, daemon_killed_mid_file);

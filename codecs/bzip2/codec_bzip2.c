@@ -338,6 +338,11 @@ static bool gpu_reruns_failures(const gcd_request *r)
 #define STREAM_DECOMPRESS_FIRST ((size_t)8 << 20)
 #define STREAM_DECOMPRESS_TAIL_PARTS 2
 #define STREAM_DECOMPRESS_LOOK ((size_t)2 << 20)
+/* A file decompress part should hold about this many blocks: the GPU decodes a part's blocks side
+ * by side, so a part of few large blocks (data that hardly compresses) leaves it idle; parts grow
+ * up to the most (docs/DECISIONS.md, "Decompress parts by blocks"). */
+#define STREAM_DECOMPRESS_BLOCKS 200
+#define STREAM_DECOMPRESS_MOST ((size_t)128 << 20)
 
 typedef struct bz2_stream {
     int level;         /* compress */
@@ -360,6 +365,7 @@ typedef struct bz2_stream {
     uint64_t cut_bit;
     bool cut_blind, cut_end;
     size_t scanned;     /* the buffer before this offset has no magic past the part's minimum */
+    size_t block_bytes; /* a file's compressed bytes per block, from magics seen (0: none yet) */
     bz2_rle1_walk walk; /* compress: how far the buffer's block walk has gone */
 } bz2_stream;
 
@@ -470,10 +476,24 @@ static int stream_cut(void *state, const gcd_request *proto, const uint8_t *buf,
  */
 static size_t decompress_target(const bz2_stream *st, size_t left)
 {
-    size_t target = left / STREAM_DECOMPRESS_TAIL_PARTS;
+    size_t most = STREAM_DECOMPRESS_PART, target = left / STREAM_DECOMPRESS_TAIL_PARTS;
+    if (st->block_bytes > most / STREAM_DECOMPRESS_BLOCKS)
+        most = st->block_bytes < STREAM_DECOMPRESS_MOST / STREAM_DECOMPRESS_BLOCKS
+                   ? st->block_bytes * STREAM_DECOMPRESS_BLOCKS
+                   : STREAM_DECOMPRESS_MOST;
     if (!st->prepared_any || target < STREAM_DECOMPRESS_FIRST)
         return STREAM_DECOMPRESS_FIRST;
-    return target < STREAM_DECOMPRESS_PART ? target : STREAM_DECOMPRESS_PART;
+    return target < most ? target : most;
+}
+
+/* The distance to the magic after the one at bit `at` of head, if head holds it: a block's size. */
+static void learn_block_bytes(bz2_stream *st, const uint8_t *head, size_t head_len, uint64_t at)
+{
+    uint64_t next;
+    if (bz2_find_part_start(head, head_len, (size_t)(at / 8) + 1, &next) != GC_OK)
+        return;
+    size_t seen = (size_t)((next - at) / 8);
+    st->block_bytes = st->block_bytes ? (3 * st->block_bytes + seen) / 4 : seen;
 }
 
 /*
@@ -485,7 +505,7 @@ static size_t decompress_target(const bz2_stream *st, size_t left)
 static void cut_file_decompress(bz2_stream *st, const uint8_t *head, size_t head_at, size_t head_len, size_t left,
                                 size_t *take, size_t *see_from, size_t *see_to)
 {
-    size_t target = decompress_target(st, left), most = 2 * STREAM_DECOMPRESS_PART;
+    size_t target = decompress_target(st, left), most = target + STREAM_DECOMPRESS_PART;
     size_t end = left < most ? left : most, seen = head_at + head_len;
     uint64_t at;
     st->cut_end = false;
@@ -496,6 +516,7 @@ static void cut_file_decompress(bz2_stream *st, const uint8_t *head, size_t head
         *see_from = target;
         *see_to = target + STREAM_DECOMPRESS_LOOK < end ? target + STREAM_DECOMPRESS_LOOK : end;
     } else if (bz2_find_part_start(head, head_len, 0, &at) == GC_OK) {
+        learn_block_bytes(st, head, head_len, at);
         st->cut_bit = (uint64_t)target * 8 + at;
         st->cut_blind = false;
         *take = (size_t)((st->cut_bit + 7) / 8);
