@@ -455,19 +455,20 @@ END_TEST
  * bytes do not compress): the cut looks for a magic in bytes the I/O
  * threads read for it (a cut given no bytes took the daemon down).
  */
-START_TEST(bzip2_decompress_large_file)
+/* len random bytes compressed at level (more than at_least bytes), then decoded by file calls. */
+static void decompress_random_file(size_t len, int level, size_t at_least)
 {
     start();
-    size_t len = 72 * MiB, z_len = 0;
+    size_t z_len = 0;
     uint8_t *data = malloc(len);
     ck_assert_ptr_nonnull(data);
     fill_test_data(data, len, 0, 5);
     gpucomp_client *c = client();
     gpucomp_options o;
     gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
-    o.level = 1;
+    o.level = level;
     uint8_t *z = whole(c, &o, false, data, len, &z_len);
-    ck_assert_uint_gt(z_len, 64 * MiB);
+    ck_assert_uint_gt(z_len, at_least);
     char z_path[160];
     make_file("in.bz2", z, z_len, z_path);
     check_file_call(c, &o, true, z_path, data, len, true);
@@ -476,6 +477,11 @@ START_TEST(bzip2_decompress_large_file)
     free(data);
     unlink(z_path);
     gpucomp_close(c);
+}
+
+START_TEST(bzip2_decompress_large_file)
+{
+    decompress_random_file(72 * MiB, 1, 64 * MiB);
 }
 END_TEST
 
@@ -486,24 +492,7 @@ END_TEST
  */
 START_TEST(bzip2_decompress_parts_by_blocks)
 {
-    start();
-    size_t len = 80 * MiB, z_len = 0;
-    uint8_t *data = malloc(len);
-    ck_assert_ptr_nonnull(data);
-    fill_test_data(data, len, 0, len);
-    gpucomp_client *c = client();
-    gpucomp_options o;
-    gpucomp_options_init(&o, GPUCOMP_CODEC_BZIP2);
-    uint8_t *z = whole(c, &o, false, data, len, &z_len);
-    ck_assert_uint_gt(z_len, 72 * MiB);
-    char z_path[160];
-    make_file("big9.bz2", z, z_len, z_path);
-    check_file_call(c, &o, true, z_path, data, len, true);
-    check_file_call(c, &o, true, z_path, data, len, false);
-    gpucomp_free(z);
-    free(data);
-    unlink(z_path);
-    gpucomp_close(c);
+    decompress_random_file(80 * MiB, 9, 72 * MiB);
 }
 END_TEST
 
