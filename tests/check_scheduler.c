@@ -461,6 +461,30 @@ START_TEST(test_small_requests_go_to_idle_lane_when_cpu_queued)
 }
 END_TEST
 
+/*
+ * Free workers are not free CPUs: with 16 workers whose codec calls share
+ * one CPU, a few small requests at once already keep it busy, so the idle
+ * lane takes some of them (before, it took none until 16 were queued).
+ */
+START_TEST(test_small_requests_go_to_idle_lane_when_cpus_busy)
+{
+    const char *args[] = { "--gpu", "emulate",         "--workers", "16", "--codec-threads", "1", "--device-lanes",
+                           "1",     "--batch-wait-us", "1000",      NULL };
+    test_daemon_start(&dut, args);
+    enum { N = 8 };
+    run_small_bzip2_clients(N);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.cpu_requests + st.gpu_requests, 2 * N);
+    ck_assert_uint_gt(st.cpu_requests, 0);
+    ck_assert_uint_gt(st.gpu_by_load, 0);
+    ck_assert_uint_eq(st.gpu_by_load, st.devices[0].requests + st.devices[0].fallbacks);
+}
+END_TEST
+
 /* The same on a device that hands every compress back and refuses every
  * bzip2 stream (as the GPU may below its break-even): what the lane took by
  * load reruns on the CPU engine, every round trip still exact. */
@@ -1676,6 +1700,7 @@ int main(void)
     tcase_add_test(tc, test_stats_name_gpus_and_lanes);
     tcase_add_test(tc, test_idle_gpus_are_filled_before_second_lanes);
     tcase_add_test(tc, test_lone_small_request_stays_on_cpu);
+    tcase_add_test(tc, test_small_requests_go_to_idle_lane_when_cpus_busy);
     tcase_add_test(tc, test_small_requests_go_to_idle_lane_when_cpu_queued);
     tcase_add_test(tc, test_small_requests_declined_by_lane_rerun_on_cpu);
     tcase_add_test(tc, test_injected_failure_retires_that_device_only);

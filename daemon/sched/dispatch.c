@@ -153,16 +153,23 @@ static bool device_takes(const gcd_request *r, const gcd_codec **codec)
 
 /*
  * Below its break-even a request still goes to the least-loaded lane when
- * the CPU pool has no free worker (queued and running requests at least its
- * threads: this one would wait) and that lane holds less than one batch
+ * the CPU pool is busy and that lane holds less than one batch
  * (--batch-bytes) of input: it joins the lane's next batch instead of
- * queueing behind the pool. A lone small request on an idle daemon finds a
- * free worker and runs where it is fastest, on the CPU; lanes with a batch's
- * worth queued already leave the rest to the pool.
+ * queueing behind the pool. The pool is busy when this request would wait
+ * for a worker (queued and running requests at least its threads), or when
+ * what it holds already keeps every CPU its codec calls share busy
+ * (POOL_BUSY_BYTES of input per CPU): its requests split into blocks that
+ * all share those CPUs, so 32 workers running 32 requests on 32 CPUs run
+ * each at a 32nd of the speed a free worker suggests. A lone small request
+ * on an idle daemon still runs where it is fastest, on the CPU; lanes with
+ * a batch's worth queued already leave the rest to the pool.
  */
+#define POOL_BUSY_BYTES ((uint64_t)1 << 20)
+
 static bool pool_queued(const gcd_server *s)
 {
-    return gcd_workers_pending(s->workers) >= gcd_workers_threads(s->workers);
+    return gcd_workers_pending(s->workers) >= gcd_workers_threads(s->workers) ||
+           gcd_workers_pending_bytes(s->workers) >= gcd_workers_cpus(s->workers) * POOL_BUSY_BYTES;
 }
 
 /* The lane r goes to, or NULL for the CPU pool; counts the requests routed by load. */

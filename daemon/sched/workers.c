@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "fair_queue.h"
+#include "parallel.h"
 #include "log.h"
 #include "scratch.h"
 
@@ -16,7 +17,8 @@ struct gcd_workers {
     pthread_cond_t wake;
     gcd_fair_queue todo; /* submitted, not started: served by user, then connection */
     bool stopping;
-    atomic_uint pending; /* submitted and not yet handed to done */
+    atomic_uint pending;            /* submitted and not yet handed to done */
+    _Atomic uint64_t pending_bytes; /* their input bytes */
     unsigned n_threads, codec_threads;
     pthread_t *threads;
     gcd_request_fn done;
@@ -42,7 +44,9 @@ static void *worker_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&w->lock);
+        uint64_t bytes = r->total_size; /* as counted at submit: nothing touches a queued request */
         gcd_engine_run_cpu(r, w->codec_threads);
+        atomic_fetch_sub(&w->pending_bytes, bytes);
         atomic_fetch_sub(&w->pending, 1);
         w->done(r, w->ctx);
         pthread_mutex_lock(&w->lock);
@@ -61,6 +65,7 @@ gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_request_f
     w->ctx = ctx;
     gcd_fair_init(&w->todo);
     atomic_init(&w->pending, 0);
+    atomic_init(&w->pending_bytes, 0);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     w->threads = calloc(n ? n : 1, sizeof *w->threads);
@@ -84,6 +89,7 @@ gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_request_f
 void gcd_workers_submit(gcd_workers *w, gcd_request *r)
 {
     atomic_fetch_add(&w->pending, 1);
+    atomic_fetch_add(&w->pending_bytes, r->total_size);
     pthread_mutex_lock(&w->lock);
     gcd_fair_push(&w->todo, r);
     pthread_cond_signal(&w->wake);
@@ -98,6 +104,17 @@ unsigned gcd_workers_pending(const gcd_workers *w)
 unsigned gcd_workers_threads(const gcd_workers *w)
 {
     return w->n_threads;
+}
+
+uint64_t gcd_workers_pending_bytes(const gcd_workers *w)
+{
+    return atomic_load(&((gcd_workers *)w)->pending_bytes);
+}
+
+unsigned gcd_workers_cpus(const gcd_workers *w)
+{
+    unsigned cpus = gc_cpu_count();
+    return w->codec_threads && w->codec_threads < cpus ? w->codec_threads : cpus;
 }
 
 void gcd_workers_stop(gcd_workers *w)

@@ -26,9 +26,12 @@ gcd_workers *gcd_workers_start(unsigned n, unsigned codec_threads, gcd_request_f
 /* Queue a request (loop thread). */
 void gcd_workers_submit(gcd_workers *w, gcd_request *r);
 
-/* Requests queued or running. */
+/* Requests queued or running, and their input bytes. */
 unsigned gcd_workers_pending(const gcd_workers *w);
+uint64_t gcd_workers_pending_bytes(const gcd_workers *w);
 unsigned gcd_workers_threads(const gcd_workers *w);
+/* The CPUs its requests' codec calls share (--codec-threads, at most the host's). */
+unsigned gcd_workers_cpus(const gcd_workers *w);
 
 /* Stop: queued requests still run and are handed to done, then the threads are joined. */
 void gcd_workers_stop(gcd_workers *w);
