@@ -34,7 +34,8 @@ declare -A sources=(
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
     [frame]="$(daemon_includes) tests/fuzz/fuzz_frame.c proto/wire.c daemon/request/assembly.c daemon/request/request.c daemon/sched/engine.c daemon/mem/budget.c
              daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
-             daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c $rle common/crc32c.c $bz2"
+             daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c common/gc_mem.c
+             $rle common/crc32c.c $bz2"
 )
 # The GPU bzip2 decoder's framing walk runs on the host: plain C++ (clang++),
 # with the CPU engine's first stage standing in for the device's.
