@@ -1615,7 +1615,7 @@ static void pump(gcd_stream *s)
  */
 static bool advance_consumed(gcd_stream *s)
 {
-    uint64_t to = s->span ? s->read_to : s->base;
+    uint64_t to = s->span && ring(s) ? s->read_to : s->base; /* a settled file stream's moves as it settles */
     for (unsigned i = 0; i < STREAM_SLOTS; i++)
         if (s->reading[i] && s->out[i] && s->out[i]->part_offset < to)
             to = s->out[i]->part_offset;
