@@ -435,24 +435,33 @@ static void run_small_bzip2_clients(unsigned n)
         pthread_join(t[i], NULL);
 }
 
+/*
+ * n small clients at once, then STATS: none failed, every round trip ran
+ * once on one side, the first found the CPU free, and what went to the lane
+ * below its break-even is counted as routed by load.
+ */
+static gpucomp_stats small_clients_then_stats(unsigned n)
+{
+    run_small_bzip2_clients(n);
+    gpucomp_client *c = connect_or_fail();
+    gpucomp_stats st;
+    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
+    gpucomp_close(c);
+    ck_assert_uint_eq(st.requests_failed, 0);
+    ck_assert_uint_eq(st.cpu_requests + st.gpu_requests, 2 * n);
+    ck_assert_uint_gt(st.cpu_requests, 0);
+    ck_assert_uint_eq(st.gpu_by_load, st.devices[0].requests + st.devices[0].fallbacks);
+    return st;
+}
+
 /* Small requests while the one worker is busy: the idle lane takes some of
  * them (compress and decompress alike), every round trip still exact, and
  * STATS counts them as routed by load. */
 START_TEST(test_small_requests_go_to_idle_lane_when_cpu_queued)
 {
     start_one_worker("emulate");
-    enum { N = 8 };
-    run_small_bzip2_clients(N);
-    gpucomp_client *c = connect_or_fail();
-    gpucomp_stats st;
-    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    gpucomp_close(c);
-    ck_assert_uint_eq(st.requests_failed, 0);
-    ck_assert_uint_eq(st.cpu_requests + st.gpu_requests, 2 * N);
+    gpucomp_stats st = small_clients_then_stats(8);
     ck_assert_uint_gt(st.devices[0].requests, 0);
-    ck_assert_uint_gt(st.cpu_requests, 0); /* the first found the worker free */
-    /* every request on the lane was below its break-even: all routed by load */
-    ck_assert_uint_eq(st.gpu_by_load, st.devices[0].requests + st.devices[0].fallbacks);
     const char *cli = getenv("GPUCOMP");
     ck_assert_msg(cli != NULL, "GPUCOMP (path of the CLI) is not set");
     ck_assert_int_eq(run_shell("'%s' --socket %s --stats | grep -q 'routed by load:  %u requests'", cli,
@@ -471,17 +480,8 @@ START_TEST(test_small_requests_go_to_idle_lane_when_cpus_busy)
     const char *args[] = { "--gpu", "emulate",         "--workers", "16", "--codec-threads", "1", "--device-lanes",
                            "1",     "--batch-wait-us", "1000",      NULL };
     test_daemon_start(&dut, args);
-    enum { N = 8 };
-    run_small_bzip2_clients(N);
-    gpucomp_client *c = connect_or_fail();
-    gpucomp_stats st;
-    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    gpucomp_close(c);
-    ck_assert_uint_eq(st.requests_failed, 0);
-    ck_assert_uint_eq(st.cpu_requests + st.gpu_requests, 2 * N);
-    ck_assert_uint_gt(st.cpu_requests, 0);
+    gpucomp_stats st = small_clients_then_stats(8);
     ck_assert_uint_gt(st.gpu_by_load, 0);
-    ck_assert_uint_eq(st.gpu_by_load, st.devices[0].requests + st.devices[0].fallbacks);
 }
 END_TEST
 

@@ -950,13 +950,13 @@ END_TEST
  * gpucomp holds 1 MiB of input and 1 MiB of output, and the library one
  * frame being written and one received (each at most max_frame, 16 MiB)
  * and the stream's ring (twice the window, 128 MiB, mapped):
- * ~164 MiB plus the program; 37 MiB measured without the ring. gpucompd holds per stream
+ * ~164 MiB plus the program. gpucompd holds per stream
  * the parts its ring lets it cut ahead, up to its depth, whose inputs and outputs (each up to
  * 32 MiB in and 32 MiB out) and its connection's unread answers stop new parts at 512 MiB
  * (stream.c STREAM_HELD_MOST; a part's output is sent by reference and stays whole until its
  * last frame is written): two streams here, plus the allocator's slack (docs/DECISIONS.md,
- * "Streams": output by reference). 491 MiB measured with rings of one window, 713-805 MiB with
- * rings of two.
+ * "Streams": output by reference; the measured peaks are in DECISIONS, "The user's path at the
+ * engine's speed").
  */
 #define CLI_RSS_LIMIT_KB (192 * 1024)
 #if defined(__SANITIZE_ADDRESS__)

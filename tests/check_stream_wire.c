@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1127,6 +1129,60 @@ START_TEST(test_ring_liars_are_cut_off)
 }
 END_TEST
 
+/* A client that keeps rewriting its whole ring, runs and flipped bytes, until told to stop. */
+typedef struct scribbler {
+    ring *g;
+    atomic_bool stop;
+} scribbler;
+
+static void *scribble(void *arg)
+{
+    scribbler *w = arg;
+    for (uint8_t k = 1; !atomic_load(&w->stop); k++)
+        for (size_t at = 0; at + 4096 <= w->g->size && !atomic_load(&w->stop); at += 65536) {
+            if (k & 1)
+                memset(w->g->mem + at, k, 4096); /* runs, across the scan's tiles */
+            else
+                w->g->mem[at + k] ^= k;
+        }
+    return NULL;
+}
+
+/*
+ * A client whose ring bytes change while the daemon reads them, over a
+ * bzip2 compress whose parts settle (their cut found in their own bytes):
+ * each part works on its read's copy, so the stream ends with an answer
+ * (whatever bytes it compressed), nothing is held, and the next client is
+ * served as before.
+ */
+START_TEST(test_ring_bytes_changing_under_compress)
+{
+    start(NULL);
+    uint64_t window;
+    int fd = hello_rings(&window);
+    ring g = ring_make(2 * window);
+    size_t len = (size_t)40 << 20;
+    uint8_t *src = text_like(len, 9);
+    scribbler w = { &g, false };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, scribble, &w), 0);
+    answer a;
+    run_ring_stream(fd, 1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 1, src, len, 1u << 20, &g, &a);
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    ck_assert(a.done);
+    free(a.out);
+    answer c;
+    run_ring_stream(fd, 2, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, 1, src, 3u << 20, 65537, &g, &c);
+    ck_assert_msg(c.status == GPUCOMP__STATUS__STATUS_OK, "status %d: %s", c.status, c.msg);
+    free(c.out);
+    free(src);
+    ring_free(&g);
+    close(fd);
+    wait_memory_free();
+}
+END_TEST
+
 /*
  * A ring stream's input not yet taken is charged to the budget, as a socket
  * stream's buffer is, and only that: not the whole ring, which is the
@@ -1188,6 +1244,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, test_socket_stream_copies_input_once);
     tcase_add_loop_test(tc, test_ring_stream_round_trips, 0, 2);
     tcase_add_test(tc, test_ring_liars_are_cut_off);
+    tcase_add_test(tc, test_ring_bytes_changing_under_compress);
     tcase_add_test(tc, test_ring_input_is_charged);
     suite_add_tcase(s, tc);
     return s;
