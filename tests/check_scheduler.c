@@ -492,12 +492,7 @@ START_TEST(test_small_requests_declined_by_lane_rerun_on_cpu)
 {
     start_one_worker("emulate-limit");
     enum { N = 8 };
-    run_small_bzip2_clients(N);
-    gpucomp_client *c = connect_or_fail();
-    gpucomp_stats st;
-    ck_assert_int_eq(gpucomp_stats_get(c, &st), GPUCOMP_OK);
-    gpucomp_close(c);
-    ck_assert_uint_eq(st.requests_failed, 0);
+    gpucomp_stats st = small_clients_then_stats(N);
     ck_assert_uint_eq(st.gpu_requests, 0);
     ck_assert_uint_eq(st.cpu_requests, 2 * N);
     ck_assert_uint_gt(st.gpu_by_load, 0);
