@@ -39,7 +39,9 @@ static void start(void)
 
 static void teardown(void)
 {
-    test_daemon_stop(&dut);
+    /* a daemon that died under a test is a failure even where the test's
+     * own checks passed (a client sees only a closed socket) */
+    ck_assert_msg(dut.pid == 0 || test_daemon_stop(&dut) == 0, "the daemon did not exit cleanly on SIGTERM");
     test_daemon_cleanup(&dut);
 }
 

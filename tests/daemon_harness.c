@@ -19,6 +19,24 @@
 
 #include "wire.h"
 
+/* The daemon last started, so that a failed send can say whether it died. */
+static pid_t last_daemon_pid;
+
+/* What became of the last daemon, without reaping it (test_daemon_stop does). */
+static const char *daemon_state(char *buf, size_t n)
+{
+    siginfo_t si = { 0 };
+    if (last_daemon_pid <= 0 || waitid(P_PID, (id_t)last_daemon_pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
+        return "no daemon to ask";
+    if (si.si_pid == 0)
+        return "the daemon is still running";
+    if (si.si_code == CLD_EXITED)
+        snprintf(buf, n, "the daemon exited with status %d", si.si_status);
+    else
+        snprintf(buf, n, "the daemon died of signal %d", si.si_status);
+    return buf;
+}
+
 void test_sleep_ms(unsigned ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -75,6 +93,7 @@ void test_daemon_start(test_daemon *d, const char *const *extra_args)
         execv(bin, (char *const *)argv);
         _exit(127);
     }
+    last_daemon_pid = d->pid;
     for (int i = 0; i < 1000; i++) { /* up to 10 s, for sanitizer builds */
         int fd = raw_connect(d->socket_path);
         if (fd >= 0) {
@@ -122,7 +141,11 @@ static void write_all(int fd, const void *data, size_t len)
         ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
-        ck_assert_msg(n > 0, "send failed: %s", strerror(errno));
+        if (n <= 0) {
+            int e = errno;
+            char state[64];
+            ck_abort_msg("send failed: %s (%s)", strerror(e), daemon_state(state, sizeof state));
+        }
         p += n;
         len -= (size_t)n;
     }
