@@ -2003,6 +2003,51 @@ START_TEST(test_rle1_plan_matches_units)
 }
 END_TEST
 
+/* Runs of one value from 1 byte to 2 MiB, most of them around multiples of 255 (the unit cut),
+ * between stretches of random bytes: sparse volumes, zero padding. */
+static uint8_t *make_long_runs(size_t n)
+{
+    uint8_t *b = make_random(n);
+    for (size_t i = 0; i < n;) {
+        size_t r = rnd() % 8 == 0 ? rnd() % (2u << 20) : 255 * (1 + rnd() % 40) - 4 + rnd() % 9;
+        r = r < n - i ? r : n - i;
+        memset(b + i, (int)(rnd() % 2), r);
+        i += r + rnd() % 3000;
+    }
+    return b;
+}
+
+/* The plan with its tiles counted on several threads (and long runs taken whole) finds the
+ * blocks a unit-by-unit parse finds; the input is large enough that the threads count tiles. */
+START_TEST(test_rle1_plan_threads)
+{
+    const size_t n = 5u << 20;
+    uint8_t *data[] = { make_text(n), make_runs(n), make_short_runs(n), make_long_runs(n), make_random(n) };
+    const size_t limits[] = { 37, 20000, 65536, 0, 1 };
+    const unsigned threads[] = { 1, 2, 4 };
+    size_t *want = malloc(n * sizeof *want);
+    for (size_t d = 0; d < sizeof data / sizeof *data; d++) {
+        for (size_t l = 0; l < sizeof limits / sizeof *limits; l++) {
+            size_t limit = limits[l] > 1 ? limits[l] : bz2_block_limit(limits[l] ? 9 : 1);
+            size_t wn = plan_by_units(data[d], n, limit, want, n);
+            for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+                size_t *st, nb = bz2_rle1_plan(data[d], n, limit, threads[t], &st);
+                ck_assert_msg(nb == wn, "data %zu limit %zu threads %u: %zu blocks, the units give %zu", d, limit,
+                              threads[t], nb, wn);
+                for (size_t k = 0; k < nb; k++)
+                    ck_assert_msg(st[k] == want[k],
+                                  "data %zu limit %zu threads %u: block %zu starts at %zu, not %zu", d, limit,
+                                  threads[t], k, st[k], want[k]);
+                ck_assert_uint_eq(st[nb], n);
+                free(st);
+            }
+        }
+        free(data[d]);
+    }
+    free(want);
+}
+END_TEST
+
 /* Random bytes with a run of 250 to 262 equal bytes across every tile edge (BZ2_RLE1_TILE from
  * at), cut there at many splits: where counting by position stops being exact (a run over 255). */
 static uint8_t *make_edge_runs(size_t n, size_t at)
@@ -2851,6 +2896,7 @@ static Suite *bzip2_suite(void)
     tcase_add_test(streaming, test_splice_small_parts);
     tcase_add_test(streaming, test_rle1_walk_arriving);
     tcase_add_test(streaming, test_rle1_plan_matches_units);
+    tcase_add_test(streaming, test_rle1_plan_threads);
     tcase_add_test(streaming, test_rle1_scanned_settle);
     tcase_add_test(streaming, test_rle1_settle_chain);
     tcase_add_test(streaming, test_splice_segment_identity);

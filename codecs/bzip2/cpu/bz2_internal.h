@@ -38,8 +38,8 @@ static inline uint32_t bz2_crc(const uint8_t *p, size_t n)
 /* ---- bz2_rle1.c: the initial run-length stage and block splitting ---- */
 /* Split src into blocks as bzip2 does (docs/BZIP2.md, section 3): each ends
  * after the unit that brings its RLE1 output to limit or beyond (so it holds
- * up to limit + BZ2_BLOCK_OVERSHOOT bytes). One sequential walk; threads is
- * unused. Returns the number of blocks and a malloc'd array of n+1 input
+ * up to limit + BZ2_BLOCK_OVERSHOOT bytes). One walk, which adds up tiles
+ * that up to threads threads counted first (0: every CPU). Returns the number of blocks and a malloc'd array of n+1 input
  * offsets in *starts (block i is src[starts[i] .. starts[i+1])); 0 blocks for
  * empty input. Returns (size_t)-1 when out of memory. src may change while
  * this runs (a client's memory): the plan is then garbage but stays inside

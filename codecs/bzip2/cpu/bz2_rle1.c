@@ -19,15 +19,27 @@
 #endif
 
 #include "bz2_internal.h"
+#include "parallel.h"
+
+/* Length of the run of src[i] starting at i up to end (> i): 8 bytes a step. */
+static size_t run_span(const uint8_t *src, size_t i, size_t end)
+{
+    uint64_t want = 0x0101010101010101ull * src[i];
+    size_t j = i + 1;
+    for (uint64_t w; j + 8 <= end; j += 8) {
+        memcpy(&w, src + j, 8);
+        if (w != want)
+            break;
+    }
+    while (j < end && src[j] == src[i])
+        j++;
+    return j - i;
+}
 
 /* Length of the run of src[i] starting at i, capped at 255 and at n. */
 static size_t run_length(const uint8_t *src, size_t i, size_t n)
 {
-    size_t end = n - i > 255 ? i + 255 : n;
-    size_t j = i + 1;
-    while (j < end && src[j] == src[i])
-        j++;
-    return j - i;
+    return run_span(src, i, n - i > 255 ? i + 255 : n);
 }
 
 /* Bytes of x that are zero, as 0x80 in that byte: exact, no false positives. */
@@ -221,19 +233,48 @@ static void skip_tiles(const uint8_t *src, size_t *pos, size_t *used, size_t h, 
     back_to_boundary(src, n, i, q, u, pos, used);
 }
 
-bz2_rle1_tiles *bz2_rle1_scan(const uint8_t *src, size_t n)
+/* Tiles [k, end) of t, a scan of src. */
+static void count_tiles(const uint8_t *src, bz2_rle1_tiles *t, size_t k, size_t end)
 {
-    size_t count = n / BZ2_RLE1_TILE;
-    bz2_rle1_tiles *t = malloc(sizeof *t + (count ? count : 1) * sizeof *t->sum);
-    if (!t)
-        return NULL;
-    t->count = count;
-    for (size_t k = 0; k < count; k++) {
+    for (; k < end; k++) {
         /* the first tile's first positions look back at bytes this scan does not have */
         size_t u = k ? units_between(src, k * BZ2_RLE1_TILE, (k + 1) * BZ2_RLE1_TILE) : SIZE_MAX;
         t->sum[k] = u == SIZE_MAX ? BZ2_RLE1_UNCOUNTED : (uint32_t)u;
     }
+}
+
+static bz2_rle1_tiles *tiles_new(size_t n)
+{
+    size_t count = n / BZ2_RLE1_TILE;
+    bz2_rle1_tiles *t = malloc(sizeof *t + (count ? count : 1) * sizeof *t->sum);
+    if (t)
+        t->count = count;
     return t;
+}
+
+bz2_rle1_tiles *bz2_rle1_scan(const uint8_t *src, size_t n)
+{
+    bz2_rle1_tiles *t = tiles_new(n);
+    if (t)
+        count_tiles(src, t, 0, t->count);
+    return t;
+}
+
+/*
+ * At a unit start i of a run of 255 bytes or more: take at once its whole
+ * 255-byte units (5 RLE1 bytes each) that leave the block short of limit,
+ * so a long run costs one look at its bytes, not a walk unit by unit
+ * (zeros, sparse volumes). A whole unit inside src[0..n) is one whatever
+ * follows n, so they may pass the walk's h. The unit that reaches the
+ * limit, and the run's rest, are left to the walk. Whether it took any.
+ */
+static bool skip_long_run(const uint8_t *src, size_t *i, size_t *u, size_t n, size_t limit)
+{
+    size_t k = run_span(src, *i, n) / 255, room = *u + 5 < limit ? (limit - *u - 1) / 5 : 0;
+    k = k < room ? k : room;
+    *i += 255 * k;
+    *u += 5 * k;
+    return k > 0;
 }
 
 /* Every block but the last holds >= limit RLE1 bytes, and 5 of them cost
@@ -282,6 +323,8 @@ static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h
         if ((i = p) >= h)
             break;
         size_t r = run_length(src, i, n);
+        if (r == 255 && skip_long_run(src, &i, &u, n, limit))
+            continue; /* look again from the unit after those taken */
         u += r >= 4 ? 5 : r;
         i += r;
         if (u >= limit) {
@@ -294,20 +337,56 @@ static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h
     return e;
 }
 
-/* End of the block that starts at unit start a of src[0..n): see block_walk; n ends the last. */
-static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit)
+/* End of the block that starts at unit start a of src[0..n): see block_walk; n ends the last.
+ * t (NULL: none) is bz2_rle1_scan of src: the walk adds its tiles up where it can. */
+static size_t block_end(const uint8_t *src, size_t a, size_t n, size_t limit, const bz2_rle1_tiles *t)
 {
-    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit, NULL, 0);
+    size_t used = 0, e = block_walk(src, &a, &used, n, n, limit, t, 0);
     return e ? e : n;
 }
 
-static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap)
+static size_t plan_blocks(const uint8_t *src, size_t n, size_t limit, size_t *st, size_t cap,
+                          const bz2_rle1_tiles *t)
 {
     size_t nb = 0;
-    for (size_t a = 0; a < n && nb + 1 < cap; a = block_end(src, a, n, limit))
+    for (size_t a = 0; a < n && nb + 1 < cap; a = block_end(src, a, n, limit, t))
         st[nb++] = a;
     st[nb] = n;
     return nb;
+}
+
+/* Tiles one item of the plan's scan counts: enough that an item outweighs handing it out. */
+#define SCAN_ITEM_TILES 64
+
+typedef struct scan_job {
+    const uint8_t *src;
+    bz2_rle1_tiles *t;
+} scan_job;
+
+static void scan_item(void *ctx, size_t item)
+{
+    scan_job *j = ctx;
+    size_t k = item * SCAN_ITEM_TILES, end = k + SCAN_ITEM_TILES < j->t->count ? k + SCAN_ITEM_TILES : j->t->count;
+    count_tiles(j->src, j->t, k, end);
+}
+
+/*
+ * bz2_rle1_scan on the pool's threads, for a plan with more than one: the
+ * walk then adds up tiles, and what is left of it is serial only across
+ * each block's first and last tiles. NULL where a thread would not pay
+ * (one thread, a small input) or memory is short: the walk does it all.
+ */
+static bz2_rle1_tiles *scan_in_parallel(const uint8_t *src, size_t n, unsigned threads)
+{
+    size_t items = (n / BZ2_RLE1_TILE + SCAN_ITEM_TILES - 1) / SCAN_ITEM_TILES;
+    if (threads == 1 || items < 2)
+        return NULL;
+    bz2_rle1_tiles *t = tiles_new(n);
+    if (!t)
+        return NULL;
+    scan_job job = { src, t };
+    gc_parallel_for(items, threads, scan_item, &job);
+    return t;
 }
 
 size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t min, size_t limit)
@@ -315,20 +394,22 @@ size_t bz2_rle1_next_start(const uint8_t *src, size_t n, size_t *from, size_t mi
     size_t a = *from;
     while (a < min && a < n) {
         *from = a;
-        a = block_end(src, a, n, limit);
+        a = block_end(src, a, n, limit, NULL);
     }
     return a < n ? a : 0;
 }
 
 size_t bz2_rle1_plan(const uint8_t *src, size_t n, size_t limit, unsigned threads, size_t **starts)
 {
-    (void)threads;
     size_t cap = plan_cap(n, limit);
     size_t *st = malloc(cap * sizeof *st);
     if (!st)
         return (size_t)-1;
     *starts = st;
-    return plan_blocks(src, n, limit, st, cap);
+    bz2_rle1_tiles *t = scan_in_parallel(src, n, threads);
+    size_t nb = plan_blocks(src, n, limit, st, cap, t);
+    free(t);
+    return nb;
 }
 
 size_t bz2_rle1_encode(const uint8_t *src, size_t n, uint8_t *dst)
