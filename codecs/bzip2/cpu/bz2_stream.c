@@ -2,7 +2,7 @@
  * bz2_stream.c - stream framing and the bzip2.h API.
  *
  * Compression: split the input into blocks (bz2_rle1_plan, one cheap
- * sequential walk), encode every block into its own bit buffer in parallel, then
+ * walk over tiles the threads count first), encode every block into its own bit buffer in parallel, then
  * concatenate at bit granularity between the stream header and the
  * end-of-stream marker. Blocks do not depend on each other, so the bytes
  * are the same for every thread count.
