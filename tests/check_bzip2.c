@@ -2017,14 +2017,28 @@ static uint8_t *make_long_runs(size_t n)
     return b;
 }
 
+/* Random bytes with a run of 250 to 262 equal bytes across every tile edge (BZ2_RLE1_TILE from
+ * at), cut there at many splits: where counting by position stops being exact (a run over 255). */
+static uint8_t *make_edge_runs(size_t n, size_t at)
+{
+    uint8_t *b = make_random(n);
+    for (size_t k = 1, e = at + BZ2_RLE1_TILE; e + 300 < n; k++, e += BZ2_RLE1_TILE) {
+        /* odd edges: runs just over 255 cut near their middle, where both sides are shortest */
+        size_t len = k % 2 ? 256 + k / 2 % 3 : 250 + k % 13, before = k % 2 ? 118 + k / 2 % 20 : k * 37 % len;
+        memset(b + e - before, (int)(k % 3), len);
+    }
+    return b;
+}
+
 /* The plan with its tiles counted on several threads (and long runs taken whole) finds the
  * blocks a unit-by-unit parse finds; the input is large enough that the threads count tiles. */
 START_TEST(test_rle1_plan_threads)
 {
     const size_t n = 5u << 20;
-    uint8_t *data[] = { make_text(n), make_runs(n), make_short_runs(n), make_long_runs(n), make_random(n) };
+    uint8_t *data[] = { make_text(n),      make_runs(n),   make_short_runs(n),
+                        make_long_runs(n), make_random(n), make_edge_runs(n, 0) };
     const size_t limits[] = { 37, 20000, 65536, 0, 1 };
-    const unsigned threads[] = { 1, 2, 4 };
+    const unsigned threads[] = { 1, 2, 4, 8 };
     size_t *want = malloc(n * sizeof *want);
     for (size_t d = 0; d < sizeof data / sizeof *data; d++) {
         for (size_t l = 0; l < sizeof limits / sizeof *limits; l++) {
@@ -2047,19 +2061,6 @@ START_TEST(test_rle1_plan_threads)
     free(want);
 }
 END_TEST
-
-/* Random bytes with a run of 250 to 262 equal bytes across every tile edge (BZ2_RLE1_TILE from
- * at), cut there at many splits: where counting by position stops being exact (a run over 255). */
-static uint8_t *make_edge_runs(size_t n, size_t at)
-{
-    uint8_t *b = make_random(n);
-    for (size_t k = 1, e = at + BZ2_RLE1_TILE; e + 300 < n; k++, e += BZ2_RLE1_TILE) {
-        /* odd edges: runs just over 255 cut near their middle, where both sides are shortest */
-        size_t len = k % 2 ? 256 + k / 2 % 3 : 250 + k % 13, before = k % 2 ? 118 + k / 2 % 20 : k * 37 % len;
-        memset(b + e - before, (int)(k % 3), len);
-    }
-    return b;
-}
 
 /*
  * A settle that adds up scanned tiles (bz2_rle1_scan of the read, the

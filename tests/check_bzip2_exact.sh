@@ -1,8 +1,8 @@
 #!/bin/sh
 # Our bzip2 output is bzip2 1.0.8's, byte for byte (docs/BZIP2.md): generated
 # inputs (tests/bz2_exact_gen.c) at every level, compressed by `bzip2 -N` and by
-# the CPU engine in process (tests/bench/bench_bzip2 over bz2_compress, at 1, 2
-# and all threads), by `gpucomp --local`, and through a gpucompd on the CPU
+# the CPU engine in process (tests/bench/bench_bzip2 over bz2_compress, at 1, 2,
+# 8 and all threads), by `gpucomp --local`, and through a gpucompd on the CPU
 # engine from a pipe and from a file. bzip2 is a test dependency
 # (scripts/install-deps.sh).
 top=$(pwd)
@@ -38,7 +38,7 @@ check()
 {
     f=$tmp/$1
     bzip2 -"$2" -c <"$f" >"$tmp/ref"
-    for t in 1 2 0; do
+    for t in 1 2 8 0; do # 8: enough that the plan's tiles are counted first (bz2_rle1.c)
         "$enc" -c -l "$2" -t $t <"$f" >"$tmp/out"
         differ "$1 -$2 bz2_compress, $t threads" "$tmp/ref" "$tmp/out"
     done

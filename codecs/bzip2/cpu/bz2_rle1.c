@@ -108,8 +108,8 @@ static size_t next_run4(const uint8_t *src, size_t i, size_t stop, size_t n)
  * the 4th of a run adds its count byte. Summed over positions from a run
  * boundary this is the units' count, as long as no run reaches 255 (the
  * cut every 255 bytes adds units): *long_run counts the 16-byte stretches
- * in a row whose bytes are all 5th or later, and the callers stop before
- * it reaches LONG_RUN. Reads p[-4..16).
+ * in a row whose bytes are all 5th or later, and the callers count such a
+ * run another way once it reaches LONG_RUN. Reads p[-4..16).
  */
 static inline unsigned units16(const uint8_t *p, unsigned *long_run)
 {
@@ -125,9 +125,8 @@ static inline unsigned units16(const uint8_t *p, unsigned *long_run)
 }
 #endif
 
-/* 16-byte stretches of one run in a row after which it may pass 255 bytes. A run of 256 has 252
- * bytes past its 4th; cut in two anywhere (a tile's edge, where a count begins), one side keeps
- * 126 of them next to the cut, which hold 7 stretches aligned to it. */
+/* 16-byte stretches of one run in a row after which it may pass 255 bytes: a run that begins
+ * where a count does has 251 bytes past its 4th before its 255th, which hold 15 stretches. */
 #define LONG_RUN 7
 
 /* One position's RLE1 bytes, as units16 counts them (p >= 4). */
@@ -137,16 +136,64 @@ static inline size_t units1(const uint8_t *p)
     return four ? (p[-3] == p[-4] ? 0 : 2) : 1;
 }
 
-/* RLE1 bytes of the positions [i, q) (i >= 4), or SIZE_MAX where a run may reach 255. */
+/* RLE1 bytes of a run's first m bytes: 5 for each 255-byte unit, and a rest r is r under 4, else 5. */
+static inline size_t run_prefix(size_t m)
+{
+    size_t r = m % 255;
+    return 5 * (m / 255) + (r < 4 ? r : 5);
+}
+
+/* Start of the run that holds p, looking back as far as lo (lo if it goes on that far). */
+static size_t run_start(const uint8_t *src, size_t p, size_t lo)
+{
+    uint64_t want = 0x0101010101010101ull * src[p];
+    size_t s = p;
+    for (uint64_t w; s >= lo + 8; s -= 8) {
+        memcpy(&w, src + s - 8, 8);
+        if (w != want)
+            break;
+    }
+    while (s > lo && src[s - 1] == src[p])
+        s--;
+    return s;
+}
+
+/* How far back a count looks for the start of a run it begins inside: further, the tile is left to the walk. */
+#define HEAD_LOOK ((size_t)4 << 10)
+
+/*
+ * RLE1 bytes of the positions [i, q) (i >= 4), each run's bytes counted by
+ * their place in it (its units' bytes, run_prefix), or SIZE_MAX where a run
+ * that began before i began too far back to tell. 16 positions at a time
+ * where no run may pass 255 bytes (units16); a run that may is counted
+ * whole, to its end or q.
+ */
 static size_t units_between(const uint8_t *src, size_t i, size_t q)
 {
     size_t u = 0;
 #if defined(__SSE2__)
-    unsigned long_run = 0;
-    for (; i + 16 <= q; i += 16) {
-        u += units16(src + i, &long_run);
-        if (long_run >= LONG_RUN)
+    if (i < q && src[i] == src[i - 1]) { /* the run at i began before it */
+        size_t lo = i > HEAD_LOOK ? i - HEAD_LOOK : 0, s = run_start(src, i, lo), e = i + run_span(src, i, q);
+        if (s == lo)
             return SIZE_MAX;
+        u += run_prefix(e - s) - run_prefix(i - s);
+        i = e;
+    }
+    unsigned long_run = 0;
+    for (size_t from = i; i + 16 <= q;) {
+        u += units16(src + i, &long_run);
+        if (long_run < LONG_RUN) {
+            i += 16;
+            continue;
+        }
+        /* [i, i + 16) lies in a run that began at or after from (a run boundary), all of whose
+         * bytes units16 counted so far: as if it had one unit; count it whole instead */
+        size_t s = run_start(src, i, from), e = i + run_span(src, i, q);
+        if (e < i + 16)
+            return SIZE_MAX; /* bytes changed under us */
+        u += run_prefix(e - s) - run_prefix(i + 16 - s < 4 ? i + 16 - s : 4);
+        i = e;
+        long_run = 0;
     }
 #else
     if (q - i >= 255)
@@ -160,16 +207,14 @@ static size_t units_between(const uint8_t *src, size_t i, size_t q)
 /*
  * From a run boundary i with u RLE1 bytes before it, to a run boundary at
  * or before q, whose count is u plus the positions' count up to q less the
- * part of the run that q cuts (its first m bytes were counted: m under 4,
- * else 5). Bytes changed under us give any count, never a lower one.
+ * part of the run that q cuts (its first m bytes: run_prefix(m)). Bytes
+ * changed under us give any count, never a lower one.
  */
 static void back_to_boundary(const uint8_t *src, size_t n, size_t i, size_t q, size_t counted, size_t *pos,
                              size_t *used)
 {
-    size_t b = q;
-    while (b > i && b < n && src[b] == src[b - 1])
-        b--;
-    size_t m = q - b, back = m < 4 ? m : 5;
+    size_t b = q < n ? run_start(src, q, i) : q;
+    size_t back = run_prefix(q - b);
     *used = counted >= *used + back ? counted - back : *used;
     *pos = b;
 }
@@ -307,6 +352,8 @@ static size_t block_walk(const uint8_t *src, size_t *pos, size_t *used, size_t h
     bool dense = false; /* runs of 4 close together: counting by position beats searching for them */
     while (i < h) {
         skip_tiles(src, &i, &u, h, n, limit, t, at);
+        if (i >= h) /* its tiles reached h */
+            break;
         if (dense)
             skip_units(src, &i, &u, h, n, limit);
         size_t stop = h - i > limit - u ? i + (limit - u) : h;
@@ -370,16 +417,21 @@ static void scan_item(void *ctx, size_t item)
     count_tiles(j->src, j->t, k, end);
 }
 
+/* Threads from which counting tiles first beats the walk alone: one core counts tiles about as
+ * fast as it walks text (docs/DECISIONS.md, "The plan's walk adds up tiles counted in parallel"). */
+#define SCAN_MIN_THREADS 4
+
 /*
- * bz2_rle1_scan on the pool's threads, for a plan with more than one: the
- * walk then adds up tiles, and what is left of it is serial only across
- * each block's first and last tiles. NULL where a thread would not pay
- * (one thread, a small input) or memory is short: the walk does it all.
+ * bz2_rle1_scan on the pool's threads, for a plan with SCAN_MIN_THREADS or
+ * more (0: every CPU): the walk then adds up tiles, and what is left of it
+ * is serial only across each block's first and last tiles. NULL where the
+ * threads would not pay (fewer, a small input) or memory is short: the
+ * walk does it all.
  */
 static bz2_rle1_tiles *scan_in_parallel(const uint8_t *src, size_t n, unsigned threads)
 {
     size_t items = (n / BZ2_RLE1_TILE + SCAN_ITEM_TILES - 1) / SCAN_ITEM_TILES;
-    if (threads == 1 || items < 2)
+    if ((threads ? threads : gc_cpu_count()) < SCAN_MIN_THREADS || items < 2)
         return NULL;
     bz2_rle1_tiles *t = tiles_new(n);
     if (!t)
