@@ -1080,12 +1080,14 @@ static uint8_t *make_runs_text(size_t n)
 
 START_TEST(test_compress_input_changes)
 {
-    static const unsigned thread_counts[] = { 1, 2, 4 };
-    size_t n = 350000; /* 4 blocks at level 1 */
-    uint8_t *src = make_runs_text(n);
-    uint8_t *in = malloc(n);
-    memcpy(in, src, n);
-    for (size_t t = 0; t < 3; t++) {
+    /* 4 blocks at level 1; at 8 threads, enough input that the plan counts tiles first */
+    static const unsigned thread_counts[] = { 1, 2, 4, 8 };
+    static const size_t sizes[] = { 350000, 350000, 350000, 3u << 20 };
+    uint8_t *src = make_runs_text(sizes[3]);
+    uint8_t *in = malloc(sizes[3]);
+    memcpy(in, src, sizes[3]);
+    for (size_t t = 0; t < 4; t++) {
+        size_t n = sizes[t];
         flipper f;
         flipper_run(&f, in, src, n);
         double t0 = seconds_now();
