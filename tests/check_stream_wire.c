@@ -131,6 +131,19 @@ static void send_frame(int fd, const Gpucomp__Request *req)
     raw_send_request(fd, req);
 }
 
+/* req packed as one Request frame (malloc'd; *len its bytes). */
+static uint8_t *pack_request(const Gpucomp__Request *req, size_t *len)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = (Gpucomp__Request *)req;
+    *len = gc_wire_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    ck_assert_ptr_nonnull(buf);
+    gc_wire_pack(&f, buf);
+    return buf;
+}
+
 /*
  * Send one frame of stream id, taking its answers as they come: the daemon
  * stops reading a connection whose answers go unread (docs/PROTOCOL.md), so
@@ -139,13 +152,8 @@ static void send_frame(int fd, const Gpucomp__Request *req)
  */
 static void send_reading(int fd, const Gpucomp__Request *req, uint64_t id, answer *a)
 {
-    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
-    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
-    f.request = (Gpucomp__Request *)req;
-    size_t len = gc_wire_packed_size(&f), at = 0;
-    uint8_t *buf = malloc(len);
-    ck_assert_ptr_nonnull(buf);
-    gc_wire_pack(&f, buf);
+    size_t len, at = 0;
+    uint8_t *buf = pack_request(req, &len);
     while (at < len) {
         struct pollfd p = { .fd = fd, .events = (short)(a->done ? POLLOUT : POLLIN | POLLOUT) };
         ck_assert_int_eq(poll(&p, 1, 30000), 1);
@@ -924,13 +932,8 @@ static void ring_free(ring *g)
 /* One Request frame with descriptors (n_fds may be 0). */
 static void send_frame_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
 {
-    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
-    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
-    f.request = (Gpucomp__Request *)req;
-    size_t len = gc_wire_packed_size(&f);
-    uint8_t *buf = malloc(len);
-    ck_assert_ptr_nonnull(buf);
-    gc_wire_pack(&f, buf);
+    size_t len;
+    uint8_t *buf = pack_request(req, &len);
     gc_error err = { 0 };
     ck_assert_int_eq(gc_fdpass_send(fd, buf, len, fds, n_fds, &err), GC_OK);
     free(buf);
