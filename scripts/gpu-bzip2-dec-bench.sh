@@ -12,19 +12,23 @@
 #   mixed  a tar (names sorted, owner and mtime zeroed) of usr/bin usr/include usr/lib usr/share
 #          (those present), cut to SIZE_MB MiB (repeated if the host has less)
 # Encoders (each corpus, untimed): bzip2 -9 (one stream, one thread: run in the background, the
-# slow part of the setup) and lbzip2 -9 -n$THREADS (one stream). With CORPUS_DIR the .bz2 files
-# are kept there and reused.
+# slow part of the setup), lbzip2 -9 -n$THREADS (one stream) and pbzip2 -9 -p$THREADS (a stream
+# per 900 kB). With CORPUS_DIR the .bz2 files are kept there and reused.
 # Decoders, on every .bz2 (MB/s = 10^6 bytes of decompressed OUTPUT per second of wall time):
 #   bzip2 -d (one thread) and pbzip2 -d -p$THREADS (which decodes a single-stream file, as both
 #     encoders write, with one thread): on the first PREFIX_MIB MiB of output only when the
 #     output is longer (the pipe is cut there; the table says so); output compared with cmp in
 #     the timed pipeline (cmp is far faster than these);
 #   lbzip2 -d -n$THREADS: timed to /dev/null, then a second run piped into cmp;
+#   (SKIP_CPU_TOOLS=1 leaves out these three);
 #   bench_gpu_bzip2_dec --reps $REPS --blocks1: the CPU engine in-process (all CPUs, one run),
 #     the GPU device-resident decoder (best and median of $REPS after a warm-up, per-stage ms),
 #     the GPU batch API from pageable host memory with a realloc grow; every output compared
 #     with the CPU engine's, whose output is the original (it decodes what bzip2 wrote); plus
 #     the latency of one 900 kB block (its own table);
+#   with OLD_BIN (another build's bench_gpu_bzip2_dec, for example today's main): the same
+#     bench of that build right after, its rows' tools prefixed "old:", and a table of old
+#     against new last;
 #   if $GPUD_DIR/daemon/gpucompd and $GPUD_DIR/programs/gpucomp/gpucomp exist (scripts/build-gpud.sh):
 #     gpucomp -d -c through gpucompd --gpu=$GPU_MODE and through gpucompd --gpu=off (the CPU
 #     engine): one verified run piped into cmp (it also warms up), then one timed run to
@@ -48,6 +52,7 @@ BIN=${1:-build-gpu/bin}
 SIZE_MB=${SIZE_MB:-${SIZE_MIB:-1024}}
 REPS=${REPS:-3}
 THREADS=${THREADS:-16}
+OLD_BIN=${OLD_BIN:-}
 PREFIX_MIB=${PREFIX_MIB:-64}
 GPUD_DIR=${GPUD_DIR:-build-gpud}
 GPU_MODE=${GPU_MODE:-auto}
@@ -175,6 +180,14 @@ if have lbzip2; then
         lbzip2 -9 -n "$THREADS" -c "$CDIR/$c" > "$out.tmp" && mv "$out.tmp" "$out"
     done
 fi
+if have pbzip2; then
+    encoders="$encoders pbzip2-9"
+    for c in $corpora; do
+        out=$CDIR/$c.pbzip2-9.bz2
+        [ -s "$out" ] && [ "$out" -nt "$CDIR/$c" ] && continue
+        pbzip2 -9 "-p$THREADS" -c "$CDIR/$c" > "$out.tmp" && mv "$out.tmp" "$out"
+    done
+fi
 for p in $BGPIDS; do
     wait "$p" || { echo "bzip2 -9 failed" >&2; exit 1; }
 done
@@ -187,7 +200,14 @@ for c in $corpora; do
     done
 done
 echo "encoded in $(since "$t0") s"
-enc_label() { case $1 in bzip2-9) echo "bzip2 -9" ;; lbzip2-9) echo "lbzip2 -9 -n$THREADS" ;; *) echo "$1" ;; esac; }
+enc_label() {
+    case $1 in
+    bzip2-9) echo "bzip2 -9" ;;
+    lbzip2-9) echo "lbzip2 -9 -n$THREADS" ;;
+    pbzip2-9) echo "pbzip2 -9 -p$THREADS" ;;
+    *) echo "$1" ;;
+    esac
+}
 
 # ---- CPU decoders ----
 # run_prefix corpus encoder label note command...: `command... FILE.bz2` to a pipe cut after
@@ -236,7 +256,9 @@ run_full() {
 }
 echo "== CPU decoders (threads: $THREADS)"
 t0=$(now)
+[ "${SKIP_CPU_TOOLS:-0}" = 1 ] && notes="${notes}CPU tools not run (SKIP_CPU_TOOLS=1). "
 for c in $corpora; do
+    [ "${SKIP_CPU_TOOLS:-0}" = 1 ] && break
     for e in $encoders; do
         have lbzip2 && run_full "$c" "$e" "lbzip2 -d -n$THREADS" "" lbzip2 -d -n "$THREADS" -c
         have pbzip2 && run_prefix "$c" "$e" "pbzip2 -d -p$THREADS" "" pbzip2 -d "-p$THREADS" -c
@@ -248,27 +270,32 @@ echo "CPU decoders: $(since "$t0") s"
 # ---- the GPU decoder and the CPU engine, in-process ----
 files=""
 for c in $corpora; do for e in $encoders; do files="$files $CDIR/$c.$e.bz2"; done; done
-brc=0
-if [ -x "$BENCH" ]; then
-    echo "== $BENCH --reps $REPS --blocks1"
+# gpu_bench BENCH LOG PREFIX: BENCH --reps REPS --blocks1 on every file; its RESULT rows, tools prefixed
+gpu_bench() {
+    local bench=$1 log=$2 prefix=$3 brc t0
+    echo "== $bench --reps $REPS --blocks1"
     t0=$(now)
     # shellcheck disable=SC2086
-    "$BENCH" --reps "$REPS" --blocks1 $files > "$LOGDIR/bench_gpu_bzip2_dec.log" 2>&1
+    "$bench" --reps "$REPS" --blocks1 $files > "$log" 2>&1
     brc=$?
-    grep -E '^(device|==|gpu|cpu|one block|MISMATCH|SKIP)' "$LOGDIR/bench_gpu_bzip2_dec.log"
-    grep -v -E '^(device|==|gpu|cpu|one block|MISMATCH|RESULT|SKIP|MB =|###|\||$)' "$LOGDIR/bench_gpu_bzip2_dec.log" | head -20
-    echo "bench_gpu_bzip2_dec: exit $brc, $(since "$t0") s"
+    grep -E '^(device|==|gpu|cpu|one block|MISMATCH|SKIP)' "$log"
+    grep -v -E '^(device|==|gpu|cpu|one block|MISMATCH|RESULT|SKIP|MB =|###|\||$)' "$log" | head -20
+    echo "$bench: exit $brc, $(since "$t0") s"
     if [ "$brc" = 77 ]; then
-        notes="${notes}bench_gpu_bzip2_dec found no CUDA device (exit 77): no in-process rows. "
+        notes="${notes}$bench found no CUDA device (exit 77): no in-process rows. "
     elif [ "$brc" != 0 ]; then
         fail=1
-        notes="${notes}bench_gpu_bzip2_dec FAILED (exit $brc, see its log). "
+        notes="${notes}$bench FAILED (exit $brc, see its log). "
     fi
     # RESULT file bytes tool MB/s note; file = corpus.encoder.bz2
     awk -F'\t' '$1 == "RESULT" { f = $2; sub(/\.bz2$/, "", f); c = f; sub(/\..*/, "", c); e = f; sub(/^[^.]*\./, "", e)
-        print c "\t" e "\t" $4 "\t" $5 "\t" $6 }' "$LOGDIR/bench_gpu_bzip2_dec.log" | while IFS=$'\t' read -r c e t m note; do
-        row "$c" "$(enc_label "$e")" "$t" "$m" "$note" > /dev/null
+        print c "\t" e "\t" $4 "\t" $5 "\t" $6 }' "$log" | while IFS=$'\t' read -r c e t m note; do
+        row "$c" "$(enc_label "$e")" "$prefix$t" "$m" "$note" > /dev/null
     done
+}
+if [ -x "$BENCH" ]; then
+    gpu_bench "$BENCH" "$LOGDIR/bench_gpu_bzip2_dec.log" ""
+    [ -n "$OLD_BIN" ] && gpu_bench "$OLD_BIN/bench_gpu_bzip2_dec" "$LOGDIR/bench_gpu_bzip2_dec.old.log" "old: "
 else
     echo "no $BENCH (build it with scripts/build-gpu.sh): no in-process rows" >&2
     notes="${notes}No bench_gpu_bzip2_dec in $BIN: no in-process rows. "
@@ -384,6 +411,23 @@ awk '/^### bzip2 decode/ { p = 1 } p' "$LOGDIR/bench_gpu_bzip2_dec.log" 2>/dev/n
         done
     done
 } | tee "$LOGDIR/table.md"
+if [ -n "$OLD_BIN" ]; then
+    echo
+    echo "### old ($OLD_BIN) against new ($BIN): GPU device-resident MB/s (best of $REPS), one block ms (best)"
+    echo
+    echo "| file | old MB/s | new MB/s | new / old | old one block ms | new one block ms | CPU engine one block ms |"
+    echo "|---|---|---|---|---|---|---|"
+    for f in $files; do
+        b=$(basename "$f")
+        awk -F'\t' -v f="$b" '
+            FILENAME ~ /old/ && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { om = $5 }
+            FILENAME !~ /old/ && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { nm = $5 }
+            FILENAME ~ /old/ && $1 == "RESULT1" && $2 == f { ob = $6 }
+            FILENAME !~ /old/ && $1 == "RESULT1" && $2 == f { nb = $6; cb = $4 }
+            END { printf "| %s | %s | %s | %s | %s | %s | %s |\n", f, om, nm, (om > 0 ? sprintf("%.2fx", nm / om) : "-"), ob, nb, cb }' \
+            "$LOGDIR/bench_gpu_bzip2_dec.old.log" "$LOGDIR/bench_gpu_bzip2_dec.log"
+    done
+fi
 echo
 echo "total $(since "$t_start") s; logs in $LOGDIR; exit $fail"
 exit $fail

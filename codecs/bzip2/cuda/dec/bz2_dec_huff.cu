@@ -8,10 +8,11 @@
  *
  * The bitstream is sequential, so every lane runs the same walk on the
  * same bits (warp-uniform control flow); the lanes share the work where it
- * is parallel: each decodes the code at its own bit offset of a window, and
- * they fill the lookup tables.
+ * is parallel: each decodes the codes at its own bit offsets of a group's
+ * window (bz2_dec_chase.cuh), and they fill the lookup tables.
  */
 #include "bz2_dec_huff.cuh"
+#include "bz2_dec_chase.cuh"
 
 namespace gcgpu {
 namespace {
@@ -24,7 +25,7 @@ constexpr int kMaxSel = BZ2_MAX_SELECTORS;
 struct HuffSmem {
     HuffTab tab;
     uint8_t len[BZ2_MAX_GROUPS][BZ2_MAX_ALPHA];
-    uint16_t multi[BZ2_MAX_GROUPS << kDecWalkBits]; /* walk_table */
+    ChaseSmem chase;
 };
 
 /* MSB-first reader of the input; reads past the end give zero bits. Every
@@ -196,6 +197,7 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
             index[l] = idx;
             next[l] = idx;
             idx += count[l];
+            s.tab.limit[t][l] = (uint32_t)(code + count[l]) << (BZ2_MAX_CODE_LEN_DEC - l);
             code = (code + count[l]) << 1;
         }
         for (int a = 0; a < alpha; a++)
@@ -216,141 +218,68 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
     __syncwarp();
 }
 
-/* The walk's table of table t: for each kDecWalkBits bits, the whole codes
- * of at most kDecLutBits bits that they begin with, up to the first EOB:
- * their bits (0..3), their number (4..7), and bit 8 set if the last is a
- * run digit. 0 codes: the walk takes the next code alone. */
-__device__ void walk_table(HuffSmem &s, int t, uint32_t eob, int lane)
-{
-    for (uint32_t x = (uint32_t)lane; x < (1u << kDecWalkBits); x += 32) {
-        uint32_t used = 0, n = 0, run = 0;
-        for (;;) {
-            uint32_t rest = (x << used) & ((1u << kDecWalkBits) - 1);
-            uint32_t e = s.tab.lut[t][rest >> (kDecWalkBits - kDecLutBits)];
-            uint32_t len = e & 31, sym = e >> 5;
-            if (len == 0 || used + len > (uint32_t)kDecWalkBits || sym == eob)
-                break;
-            used += len;
-            n++;
-            run = sym <= 1;
-        }
-        s.multi[(uint32_t)t << kDecWalkBits | x] = (uint16_t)(used | n << 4 | run << 8);
-    }
-}
-
-/* Entry x of the walk's table at shared address base (as a 32-bit shared
- * address: the walk's loop must not convert a generic pointer each step). */
-__device__ __forceinline__ uint32_t walk_entry(uint32_t base, uint32_t x)
-{
-    uint16_t v;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(base + 2 * x));
-    return v;
-}
-
-/* What the walking lane found (handed to the warp). */
+/* Where the walk stopped (handed to the warp's records). */
 struct WalkEnd {
     uint64_t pos;
     uint32_t e, taken, overrun_at;
 };
 
 /*
- * The walk: from the first symbol, find where each segment's first group
- * starts, checking every code, until EOB. Symbols themselves are left to
- * the segment passes; a code's length is all the walk needs, and one
- * lookup of the walk's table gives several. One lane walks: the path is
- * serial and its cost is the length of one thread's chain of dependent
- * instructions, so the loop is kept short: bit positions relative to the
- * candidate in 32 bits (a candidate's groups span less than 2^25 bits),
- * symbols counted per group. It takes one code at a time where the table
- * has none, where they would pass the group's end, and near the input's
- * end (where the first code to end past it is noted).
+ * The walk (every lane of the warp): from the first symbol, find where each
+ * segment's first group starts, checking every code, until EOB. Symbols
+ * themselves are left to the segment passes; a group's end is all the walk
+ * needs, which the warp finds at once (bz2_dec_chase.cuh) where it can.
  */
-__device__ WalkEnd walk_lane(const DecInput &job, uint64_t start, const HuffSmem &s, const uint8_t *sel,
-                             const Header &h, uint64_t *seg_bit)
+__device__ WalkEnd walk_groups(const DecInput &job, uint64_t start, HuffSmem &s, const uint8_t *sel,
+                               const Header &h, uint64_t *seg_bit, int lane)
 {
     uint32_t eob = (uint32_t)h.n_in_use + 1;
-    uint32_t group = 0, done = 0, overrun_at = UINT32_MAX;
-    /* bits from start to the input's end, and where a table step stops being safe */
+    uint32_t done = 0, overrun_at = UINT32_MAX;
+    /* bits from start to the input's end */
     uint64_t avail = job.len * 8 > start ? job.len * 8 - start : 0;
     uint32_t end_rel = (uint32_t)min(avail, (uint64_t)UINT32_MAX);
-    uint32_t fast_end = end_rel > 64 ? end_rel - 64 : 0;
-    uint32_t last = 0;           /* the last code's run-digit bit, in bit 8 */
-    uint32_t next_pair = sel[0]; /* loaded a group early: off the walk's critical path */
-    /* win: the 64 bits from word origin + base / 32 on; pos: bits from start */
-    uint32_t multi0 = (uint32_t)__cvta_generic_to_shared(&s.multi[0]);
-    HuffBits rd{ job.in, job.len, 0, 0, 0, 0 };
-    rd.seek(start);
-    const uint32_t off = (uint32_t)(start & 31);
-    uint32_t pos = 0, base = 0;
-    uint64_t win = rd.win;
-    uint32_t nxt = rd.nxt;
-    uint64_t next_word = start / 32 + 3;
-    for (;;) {
+    uint32_t next_pair = sel[0]; /* loaded a group early: off the walk's path */
+    ChasePos p{ 0, 0 };
+    uint32_t w = chase_window(0);
+    for (uint32_t group = 0;; group++) {
         if (group >= h.n_sel)
-            return WalkEnd{ start + pos, kDecMoreGroups, done, overrun_at };
-        if (pos > end_rel)
-            return WalkEnd{ start + pos, kDecTruncated, done, overrun_at };
-        if (group % kDecSegGroups == 0)
-            seg_bit[group / kDecSegGroups] = (start + pos) | (uint64_t)((last >> 8) & 1) << 63;
+            return WalkEnd{ start + p.pos, kDecMoreGroups, done, overrun_at };
+        if (p.pos > end_rel)
+            return WalkEnd{ start + p.pos, kDecTruncated, done, overrun_at };
+        if (group % kDecSegGroups == 0 && lane == 0)
+            seg_bit[group / kDecSegGroups] = (start + p.pos) | (uint64_t)p.last << 63;
         int t = (next_pair >> (4 * (group & 1))) & 15;
-        group++;
-        if (!(group & 1) && group < h.n_sel)
-            next_pair = sel[group / 2];
-        uint32_t mt = multi0 + ((uint32_t)t << (kDecWalkBits + 1));
-        uint32_t left = BZ2_GROUP_SIZE;
-        while (left) {
-            uint32_t at = pos + off;
-            if (at - base >= 32) {
-                base += 32;
-                win = win << 32 | nxt;
-                nxt = huff_load_word(job.in, job.len, next_word);
-                if ((next_word & 31) == 0 && (next_word + kDecPrefetchWords) * 4 < job.len)
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(job.in + (next_word + kDecPrefetchWords) * 4));
-                next_word++;
-            }
-            uint32_t sh = at - base;
-            uint32_t m = walk_entry(mt, (uint32_t)((win << sh) >> (64 - kDecWalkBits)));
-            uint32_t n = (m >> 4) & 15;
-            if (n - 1 < left && pos <= fast_end) {
-                pos += m & 15;
-                left -= n;
-                last = m;
-                continue;
-            }
-            uint32_t code = huff_code_at(s.tab, t, (uint32_t)((win << sh) >> (64 - BZ2_MAX_CODE_LEN_DEC)));
-            uint32_t taken = done + BZ2_GROUP_SIZE - left;
-            if (code == 0)
-                return WalkEnd{ start + pos, kDecBadCode, taken, overrun_at };
-            pos += code & 0xff;
-            left--;
-            if (overrun_at == UINT32_MAX && pos > end_rel)
-                overrun_at = taken;
-            uint32_t sym = code >> 8;
-            last = (uint32_t)(sym <= 1) << 8;
-            if (sym == eob)
-                return WalkEnd{ start + pos, kDecOk, taken + 1, overrun_at };
+        if ((group & 1) && group + 1 < h.n_sel)
+            next_pair = sel[(group + 1) / 2];
+        /* the bytes a few windows on, into L1 while this group is chased */
+        uint64_t ahead = (start + p.pos) / 8 + kDecChaseAhead * (uint64_t)(lane + 1);
+        if (ahead < job.len)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(job.in + ahead));
+        uint32_t from = p.pos, r = kChaseStop;
+        if (p.pos + w <= end_rel)
+            r = chase_group(job, start, p, s.tab, t, eob, w, s.chase, lane);
+        if (r == kChaseOut && p.pos + kChaseMax <= end_rel)
+            r = chase_group(job, start, p, s.tab, t, eob, kChaseMax, s.chase, lane);
+        if (r) {
+            CodesEnd c = walk_codes(job, start, p, s.tab, t, eob, done, end_rel, &overrun_at);
+            if (c.e != kChaseStop)
+                return WalkEnd{ start + p.pos, c.e, c.taken, overrun_at };
         }
+        w = chase_window(p.pos - from);
         done += BZ2_GROUP_SIZE;
     }
 }
 
-/* Lane 0 walks; the warp gets its result. */
+/* The warp walks; its records. */
 __device__ uint32_t walk_symbols(BitIn &br, const DecInput &job, HuffSmem &s, const uint8_t *sel, const Header &h,
                                  int lane, uint64_t *seg_bit, DecHuffWalk &w)
 {
-    uint32_t eob = (uint32_t)h.n_in_use + 1;
-    for (int t = 0; t < h.n_groups; t++)
-        walk_table(s, t, eob, lane);
-    __syncwarp();
-    WalkEnd r{};
-    if (lane == 0)
-        r = walk_lane(job, br.pos, s, sel, h, seg_bit);
-    __syncwarp();
-    br.pos = __shfl_sync(kFull, r.pos, 0);
-    w.eob = eob;
-    w.status = __shfl_sync(kFull, r.e, 0);
-    w.n_sym = __shfl_sync(kFull, r.taken, 0);
-    w.overrun_at = __shfl_sync(kFull, r.overrun_at, 0);
+    WalkEnd r = walk_groups(job, br.pos, s, sel, h, seg_bit, lane);
+    br.pos = r.pos;
+    w.eob = (uint32_t)h.n_in_use + 1;
+    w.status = r.e;
+    w.n_sym = r.taken;
+    w.overrun_at = r.overrun_at;
     w.n_seg = (w.n_sym + kDecSegGroups * BZ2_GROUP_SIZE - 1) / (kDecSegGroups * BZ2_GROUP_SIZE);
     return w.status;
 }

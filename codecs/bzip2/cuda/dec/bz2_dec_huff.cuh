@@ -6,7 +6,8 @@
  *
  * The stage runs in three steps so that a block is not one long serial
  * walk: the walk (one warp per candidate) reads the header and tables and
- * only finds where each symbol group starts; the segment passes (one
+ * only finds where each symbol group starts, a group at a time
+ * (bz2_dec_chase.cuh); the segment passes (one
  * thread per segment of kDecSegGroups groups) decode the symbols, runs and
  * inverse MTF of their segment in parallel; a scan between them carries
  * the MTF list from segment to segment (the list a segment ends with is a
@@ -29,6 +30,7 @@ struct HuffTab {
     int32_t first[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
     int32_t count[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
     int32_t index[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1];
+    uint32_t limit[BZ2_MAX_GROUPS][BZ2_MAX_CODE_LEN_DEC + 1]; /* (first + count) << (20 - length) */
     uint8_t seq[256]; /* the symbol map: used bytes in order (the first MTF list) */
 };
 
@@ -41,15 +43,21 @@ __device__ __forceinline__ uint32_t huff_code_fast(const HuffTab &s, int t, uint
 }
 
 /* The same for a code longer than the first-level table: 0 if the bits
- * match no code. */
-static __device__ __noinline__ uint32_t huff_code_slow(const HuffTab &s, int t, uint32_t v)
+ * match no code. Canonical codes of length l, left-aligned to 20 bits, are
+ * the values from limit[l - 1] up to limit[l], and the limits never fall
+ * (oversubscribed lengths included), so v's length is one more than the
+ * number of limits at or below it; the first-level table has answered for
+ * every v below limit[kDecLutBits]. */
+__device__ __forceinline__ uint32_t huff_code_slow(const HuffTab &s, int t, uint32_t v)
 {
-    for (int l = kDecLutBits + 1; l <= BZ2_MAX_CODE_LEN_DEC; l++) {
-        int32_t c = (int32_t)(v >> (BZ2_MAX_CODE_LEN_DEC - l));
-        if ((uint32_t)(c - s.first[t][l]) < (uint32_t)s.count[t][l])
-            return (uint32_t)s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 8 | (uint32_t)l;
-    }
-    return 0;
+    int l = kDecLutBits + 1;
+#pragma unroll
+    for (int k = kDecLutBits + 1; k <= BZ2_MAX_CODE_LEN_DEC; k++)
+        l += v >= s.limit[t][k];
+    if (l > BZ2_MAX_CODE_LEN_DEC)
+        return 0;
+    int32_t c = (int32_t)(v >> (BZ2_MAX_CODE_LEN_DEC - l));
+    return (uint32_t)s.sorted[t][s.index[t][l] + c - s.first[t][l]] << 8 | (uint32_t)l;
 }
 
 __device__ __forceinline__ uint32_t huff_code_at(const HuffTab &s, int t, uint32_t v)

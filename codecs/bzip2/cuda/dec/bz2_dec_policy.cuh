@@ -18,16 +18,17 @@ constexpr uint32_t kDecMaxColumns = 2048;
 constexpr uint32_t kDecSortColumns = 512;
 /* Huffman stage: symbol groups per segment (one thread decodes a segment),
  * and segments per CTA (they share the candidate's tables). */
-constexpr uint32_t kDecSegGroups = 64;
+constexpr uint32_t kDecSegGroups = 32;
 constexpr int kDecSegThreads = 64;
 /* RLE1 stage: warps per CTA (one chunk each, or one block in the block
  * scan), and the column bytes of a chunk (a multiple of 128). */
 constexpr int kDecRle1Warps = 4;
 constexpr uint32_t kDecRle1Chunk = 4096;
-/* Bits of the first-level Huffman lookup table in shared memory, and of
- * the walk's table of several codes a lookup (at least kDecLutBits). */
+/* Bits of the first-level Huffman lookup table in shared memory. */
 constexpr int kDecLutBits = 10;
-constexpr int kDecWalkBits = 11;
+/* The walk asks for the input this many bytes a lane ahead of a group
+ * (the warp: 32 times as far), so its windows come from L1. */
+constexpr uint64_t kDecChaseAhead = 128;
 /* How far ahead (32-bit words) a lone bit reader asks for its input. */
 constexpr uint64_t kDecPrefetchWords = 256;
 /* Inverse BWT: one splitter row in this many; a thread follows the cycle
