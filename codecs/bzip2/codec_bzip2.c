@@ -75,7 +75,7 @@ static void announce(void *ctx, size_t final)
     gcd_completions_announce(ctx, final);
 }
 
-/* Whether a decompress part may send its output while it decodes (stream.c sets progress_to). */
+/* Whether a decompress part may send its output while it decodes (stream_session.c sets progress_to). */
 static bool shares_output(const gcd_request *r)
 {
     const bz2_part *part = r->part_state;
@@ -606,7 +606,7 @@ static size_t stream_overlap(void *state)
 #define STREAM_PART_OUTPUT ((size_t)256 << 20)
 #define STREAM_PART_OUTPUT_MAX ((uint64_t)1 << 30)
 
-/* Where a decompress part stops early: near the output its stream counts for it (stream.c). */
+/* Where a decompress part stops early: near the output its stream counts for it (stream_session.c). */
 static size_t part_out_soft(const gcd_request *r)
 {
     return r->part_out_guess && r->part_out_guess < STREAM_PART_OUTPUT ? (size_t)r->part_out_guess

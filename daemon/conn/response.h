@@ -20,7 +20,7 @@
 struct gcd_server;
 
 /* A client leaving more answers than this unread is not read from (conn.c), and its
- * streams start no more parts (stream.c), until they drain. */
+ * streams start no more parts (stream_session.c), until they drain. */
 #define GCD_OUTPUT_HIGH_WATER ((size_t)64 << 20)
 
 /* Where a connection's answers are queued (conn.h holds one, its streams point to it). */

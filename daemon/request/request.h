@@ -69,7 +69,7 @@ typedef struct gcd_request {
     void *part_scan;         /* the codec's look at its read until it settles (gcd_stream_ops.scan; freed) */
     uint64_t part_out_guess; /* stream: the output it counts for this part while it runs (0: none yet) */
     uint64_t part_out_slack; /* codec: how far past part_out_guess its output may still go */
-    /* A part whose output goes out while its engine still writes it (stream.c): output is
+    /* A part whose output goes out while its engine still writes it (stream_session.c): output is
      * shared->buf, freed through shared; the engine announces each final prefix to
      * progress_to (completions.h), and the loop sends it. */
     struct gcd_shared_output *shared;

@@ -3,7 +3,7 @@
  * whose engine fills it and by the frames that carry it to the client
  * (evbuffer references): the last of them frees it.
  *
- * A part sends its output while its engine still decodes (stream.c), so
+ * A part sends its output while its engine still decodes (stream_session.c), so
  * the buffer outlives whichever of the request and the frames ends first.
  * The first reference is the request's, taken on the worker that makes
  * the buffer before the loop ever sees it; every other reference is taken

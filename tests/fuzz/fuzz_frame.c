@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /*
  * The codecs' stream hooks (codec.h gcd_stream_ops) hand output to
- * daemon/request/stream.c, which lives on the event loop and is not linked here:
+ * daemon/request/stream_session.c, which lives on the event loop and is not linked here:
  * this model runs requests through the engine and never a stream's part
  * (streams have their own tests, check_stream_wire). Reaching these is a
  * bug in the model.
@@ -404,7 +404,7 @@ static void run_engine(gcd_request *r)
     free(input);
 }
 
-/* A stream's frame (conn.c hands it to stream.c): here it only holds its id until its last frame. */
+/* A stream's frame (conn.c hands it to stream_session.c): here it only holds its id until its last frame. */
 static void stream_frame(conn_model *c, const Gpucomp__Request *m, int slot)
 {
     if (slot < 0) {
