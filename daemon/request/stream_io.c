@@ -3,7 +3,6 @@
 
 /* ---- file I/O (file streams; io_pool.h) --------------------------------- */
 
-
 bool stream_io_start(gcd_stream *s, stream_io *x, gc_error *err)
 {
     gcd_io_pool *pool = s->set->server->io;
@@ -249,9 +248,7 @@ void stream_start_part(gcd_stream *s, gcd_request *r)
     stream_fail(s, &err);
 }
 
-
 /* ---- settled file streams (gcd_stream_ops.settle) ------------------------ */
-
 
 /*
  * On the pool: the bytes the last part left go in front of this part's
