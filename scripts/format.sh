@@ -1,6 +1,7 @@
 #!/bin/bash
 # Format the tree's C, C++ (.cc) and CUDA sources with .clang-format (generated protobuf-c
-# files aside), or with --check only report the files that differ (exit 1).
+# files aside; files not yet added to git included), or with --check only report the files
+# that differ (exit 1).
 # Pinned to clang-format 14 (Debian 12's): other versions break lines differently,
 # so with another version --check skips (exit 77) rather than fail.
 # Usage: scripts/format.sh [--check]
@@ -17,7 +18,7 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     echo "format: not a git checkout; skipped"
     exit 77
 fi
-mapfile -t files < <(git ls-files '*.c' '*.h' '*.cc' '*.cu' '*.cuh' | grep -v '\.pb-c\.')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.cc' '*.cu' '*.cuh' | grep -v '\.pb-c\.')
 if [ "${1:-}" != --check ]; then
     "$fmt" -i "${files[@]}"
     exit 0
