@@ -419,11 +419,13 @@ if [ -n "$OLD_BIN" ]; then
     echo "|---|---|---|---|---|---|---|"
     for f in $files; do
         b=$(basename "$f")
-        awk -F'\t' -v f="$b" '
-            FILENAME ~ /old/ && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { om = $5 }
-            FILENAME !~ /old/ && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { nm = $5 }
-            FILENAME ~ /old/ && $1 == "RESULT1" && $2 == f { ob = $6 }
-            FILENAME !~ /old/ && $1 == "RESULT1" && $2 == f { nb = $6; cb = $4 }
+        # which build a line is from goes by its log's whole name (a LOGDIR may hold "old" too)
+        awk -F'\t' -v f="$b" -v oldlog="$LOGDIR/bench_gpu_bzip2_dec.old.log" '
+            { old = FILENAME == oldlog }
+            old && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { om = $5 }
+            !old && $1 == "RESULT" && $2 == f && $4 ~ /device-resident/ { nm = $5 }
+            old && $1 == "RESULT1" && $2 == f { ob = $6 }
+            !old && $1 == "RESULT1" && $2 == f { nb = $6; cb = $4 }
             END { printf "| %s | %s | %s | %s | %s | %s | %s |\n", f, om, nm, (om > 0 ? sprintf("%.2fx", nm / om) : "-"), ob, nb, cb }' \
             "$LOGDIR/bench_gpu_bzip2_dec.old.log" "$LOGDIR/bench_gpu_bzip2_dec.log"
     done
