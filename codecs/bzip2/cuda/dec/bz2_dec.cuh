@@ -5,7 +5,7 @@
  *
  *   scan   (bz2_dec_scan.cu)  every bit offset holding the 48-bit block
  *                             magic: the block candidates, ascending;
- *   huff   (bz2_dec_huff.cu)  one warp per candidate: header, selectors,
+ *   huff   (bz2_dec_huff.cu)  one CTA per candidate: header, selectors,
  *                             code lengths, the walk to EOB; then
  *          (bz2_dec_seg.cu)   per segment of symbol groups: Huffman
  *                             symbols, RLE2 and the inverse MTF into the

@@ -1,18 +1,20 @@
 /*
- * bz2_dec_huff.cu - the decoder's first stage, its walk: one warp per block
- * candidate reads the block header, selectors and code lengths, builds the
- * canonical tables (kept in global memory for the segment passes of
- * bz2_dec_seg.cu) and walks the codes to EOB, noting where every segment
- * starts. The checks are the CPU engine's (bz2_block_decode.c); those on
- * runs and block length are the passes', and the first by symbol wins.
+ * bz2_dec_huff.cu - the decoder's first stage, its walk: one CTA per block
+ * candidate. Its first warp reads the block header, selectors and code
+ * lengths and builds the canonical tables (kept in global memory for the
+ * segment passes of bz2_dec_seg.cu); then the whole CTA walks the codes to
+ * EOB, noting where every segment starts. The checks are the CPU engine's
+ * (bz2_block_decode.c); those on runs and block length are the passes',
+ * and the first by symbol wins.
  *
- * The bitstream is sequential, so every lane runs the same walk on the
- * same bits (warp-uniform control flow); the lanes share the work where it
+ * The bitstream is sequential, so every thread runs the same walk on the
+ * same bits (uniform control flow); the threads share the work where it
  * is parallel: each decodes the codes at its own bit offsets of a group's
- * window (bz2_dec_chase.cuh), and they fill the lookup tables.
+ * window (bz2_dec_chase.cuh), and the first warp's lanes fill the tables.
  */
 #include "bz2_dec_huff.cuh"
 #include "bz2_dec_chase.cuh"
+#include "gpu_internal.cuh"
 
 namespace gcgpu {
 namespace {
@@ -218,20 +220,22 @@ __device__ void build_table(HuffSmem &s, int t, int alpha, int lane)
     __syncwarp();
 }
 
-/* Where the walk stopped (handed to the warp's records). */
+/* Where the walk stopped (handed to the first warp's records). */
 struct WalkEnd {
     uint64_t pos;
     uint32_t e, taken, overrun_at;
 };
 
 /*
- * The walk (every lane of the warp): from the first symbol, find where each
- * segment's first group starts, checking every code, until EOB. Symbols
- * themselves are left to the segment passes; a group's end is all the walk
- * needs, which the warp finds at once (bz2_dec_chase.cuh) where it can.
+ * The walk (every thread of the CTA, thread `me`): from the first symbol,
+ * find where each segment's first group starts, checking every code, until
+ * EOB. Symbols themselves are left to the segment passes; a group's end is
+ * all the walk needs, which the threads find at once (bz2_dec_chase.cuh)
+ * where they can.
  */
+template <int kThreads>
 __device__ WalkEnd walk_groups(const DecInput &job, uint64_t start, HuffSmem &s, const uint8_t *sel,
-                               const Header &h, uint64_t *seg_bit, int lane)
+                               const Header &h, uint64_t *seg_bit, int me)
 {
     uint32_t eob = (uint32_t)h.n_in_use + 1;
     uint32_t done = 0, overrun_at = UINT32_MAX;
@@ -246,20 +250,20 @@ __device__ WalkEnd walk_groups(const DecInput &job, uint64_t start, HuffSmem &s,
             return WalkEnd{ start + p.pos, kDecMoreGroups, done, overrun_at };
         if (p.pos > end_rel)
             return WalkEnd{ start + p.pos, kDecTruncated, done, overrun_at };
-        if (group % kDecSegGroups == 0 && lane == 0)
+        if (group % kDecSegGroups == 0 && me == 0)
             seg_bit[group / kDecSegGroups] = (start + p.pos) | (uint64_t)p.last << 63;
         int t = (next_pair >> (4 * (group & 1))) & 15;
         if ((group & 1) && group + 1 < h.n_sel)
             next_pair = sel[(group + 1) / 2];
-        /* the bytes a few windows on, into L1 while this group is chased */
-        uint64_t ahead = (start + p.pos) / 8 + kDecChaseAhead * (uint64_t)(lane + 1);
-        if (ahead < job.len)
+        /* the bytes a few windows on, into L1 while this group is chased (one warp asks) */
+        uint64_t ahead = (start + p.pos) / 8 + kDecChaseAhead * (uint64_t)(me + 1);
+        if (me < 32 && ahead < job.len)
             asm volatile("prefetch.global.L1 [%0];" ::"l"(job.in + ahead));
         uint32_t from = p.pos, r = kChaseStop;
         if (p.pos + w <= end_rel)
-            r = chase_group(job, start, p, s.tab, t, eob, w, s.chase, lane);
+            r = chase_group<kThreads>(job, start, p, s.tab, t, eob, w, s.chase, me);
         if (r == kChaseOut && p.pos + kChaseMax <= end_rel)
-            r = chase_group(job, start, p, s.tab, t, eob, kChaseMax, s.chase, lane);
+            r = chase_group<kThreads>(job, start, p, s.tab, t, eob, kChaseMax, s.chase, me);
         if (r) {
             CodesEnd c = walk_codes(job, start, p, s.tab, t, eob, done, end_rel, &overrun_at);
             if (c.e != kChaseStop)
@@ -270,24 +274,11 @@ __device__ WalkEnd walk_groups(const DecInput &job, uint64_t start, HuffSmem &s,
     }
 }
 
-/* The warp walks; its records. */
-__device__ uint32_t walk_symbols(BitIn &br, const DecInput &job, HuffSmem &s, const uint8_t *sel, const Header &h,
-                                 int lane, uint64_t *seg_bit, DecHuffWalk &w)
+/* The block's header up to its symbols (warp 0): CRC, origPtr, map,
+ * selectors, lengths, and the tables built and copied out. */
+__device__ uint32_t read_header(BitIn &br, HuffSmem &s, uint8_t *sel, int lane, HuffTab *tab, DecCand &c,
+                                Header &h)
 {
-    WalkEnd r = walk_groups(job, br.pos, s, sel, h, seg_bit, lane);
-    br.pos = r.pos;
-    w.eob = (uint32_t)h.n_in_use + 1;
-    w.status = r.e;
-    w.n_sym = r.taken;
-    w.overrun_at = r.overrun_at;
-    w.n_seg = (w.n_sym + kDecSegGroups * BZ2_GROUP_SIZE - 1) / (kDecSegGroups * BZ2_GROUP_SIZE);
-    return w.status;
-}
-
-__device__ uint32_t walk_candidate(BitIn &br, const DecInput &job, HuffSmem &s, uint8_t *sel, int lane,
-                                   HuffTab *tab, uint64_t *seg_bit, DecCand &c, DecHuffWalk &w)
-{
-    Header h{};
     c.crc = br.get(32);
     c.rand = br.get(1);
     c.orig = br.get(24);
@@ -298,10 +289,9 @@ __device__ uint32_t walk_candidate(BitIn &br, const DecInput &job, HuffSmem &s, 
         e = read_lengths(br, s, lane, h);
     for (int t = 0; !e && t < h.n_groups; t++)
         build_table(s, t, h.n_in_use + 2, lane);
-    if (e)
-        return e;
-    huff_copy_words(tab, &s.tab, sizeof(HuffTab), lane, 32);
-    return walk_symbols(br, job, s, sel, h, lane, seg_bit, w);
+    if (!e)
+        huff_copy_words(tab, &s.tab, sizeof(HuffTab), lane, 32);
+    return e;
 }
 
 /* What the walk kernel reads and fills, per candidate ci. */
@@ -318,20 +308,53 @@ struct WalkArgs {
     unsigned long long *err_key;
 };
 
-__global__ void __launch_bounds__(32) huff_walk(WalkArgs a)
+/* What warp 0 read of the header, for the CTA's walk. */
+struct WalkStart {
+    Header h;
+    uint64_t pos;
+    uint32_t e;
+};
+
+/*
+ * One CTA per candidate: warp 0 reads the header (its bit reader is the
+ * warp's), the CTA walks, warp 0 writes the records.
+ */
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) huff_walk(WalkArgs a)
 {
+    static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
     __shared__ HuffSmem s;
+    __shared__ WalkStart ws;
     uint32_t ci = blockIdx.x;
-    int lane = (int)threadIdx.x;
+    int me = (int)threadIdx.x, lane = me & 31;
     if (ci >= a.n)
         return;
     const DecInput job = a.jobs[a.cand_job[ci]]; /* reads stay inside the candidate's own job */
+    uint8_t *sel = a.sels + (uint64_t)ci * kDecSelBytes;
     BitIn br{ job.in, job.len, 0, 0, 0, ~0ull, 0, 0, lane };
-    br.seek(a.cand[ci] + 48);
     DecCand c{};
+    if (me < 32) {
+        br.seek(a.cand[ci] + 48);
+        Header h{};
+        uint32_t e = read_header(br, s, sel, lane, a.tabs + ci, c, h);
+        if (lane == 0)
+            ws = WalkStart{ h, br.pos, e };
+    }
+    chase_sync<kThreads>();
+    const WalkStart at = ws; /* in registers: the walk reads it every group */
+    uint32_t e = at.e;
     DecHuffWalk w{};
-    uint32_t e = walk_candidate(br, job, s, a.sels + (uint64_t)ci * kDecSelBytes, lane, a.tabs + ci,
-                                a.seg_bits + (uint64_t)ci * kDecMaxSegs, c, w);
+    if (!e) {
+        WalkEnd r = walk_groups<kThreads>(job, at.pos, s, sel, at.h, a.seg_bits + (uint64_t)ci * kDecMaxSegs, me);
+        br.pos = r.pos;
+        w.eob = (uint32_t)at.h.n_in_use + 1;
+        w.n_sym = r.taken;
+        w.overrun_at = r.overrun_at;
+        w.n_seg = (w.n_sym + kDecSegGroups * BZ2_GROUP_SIZE - 1) / (kDecSegGroups * BZ2_GROUP_SIZE);
+        e = r.e;
+    }
+    if (me >= 32)
+        return;
     /* garbage read as zero bits past the end: call it what it is (as the CPU engine) */
     if (e && br.overrun())
         e = kDecTruncated;
@@ -351,6 +374,17 @@ __global__ void __launch_bounds__(32) huff_walk(WalkArgs a)
     }
 }
 
+/* The walk's threads per candidate: more where too few candidates fill the SMs (a lone block's
+ * time is its groups' latencies). */
+int walk_threads(uint32_t n, int *threads, gc_error *err)
+{
+    int sms = 0;
+    int rc = device_sm_count(&sms, err);
+    if (rc == GC_OK)
+        *threads = n < (uint32_t)sms * kDecWalkFewBelow ? kDecWalkFewThreads : kDecWalkThreads;
+    return rc;
+}
+
 } // namespace
 
 int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *cand_job, uint32_t n, DecScratch &s,
@@ -360,7 +394,14 @@ int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *can
         return GC_OK;
     bz2_prof(st, nullptr, 0);
     WalkArgs a{ jobs, cand, cand_job, n, s.res, s.sel, s.tabs, s.hw, s.seg_bit, s.err_key };
-    huff_walk<<<n, 32, 0, st>>>(a);
+    int threads = kDecWalkThreads;
+    int rc = walk_threads(n, &threads, err);
+    if (rc != GC_OK)
+        return rc;
+    if (threads == kDecWalkFewThreads)
+        huff_walk<kDecWalkFewThreads><<<n, kDecWalkFewThreads, 0, st>>>(a);
+    else
+        huff_walk<kDecWalkThreads><<<n, kDecWalkThreads, 0, st>>>(a);
     GC_CUDA_LAUNCHED("huff_walk");
     bz2_prof(st, "dec_huff_walk", n);
     return bz2_dec_segments(jobs, cand_job, n, s, st, err);

@@ -5,7 +5,7 @@
  * lookup of one code.
  *
  * The stage runs in three steps so that a block is not one long serial
- * walk: the walk (one warp per candidate) reads the header and tables and
+ * walk: the walk (one CTA per candidate) reads the header and tables and
  * only finds where each symbol group starts, a group at a time
  * (bz2_dec_chase.cuh); the segment passes (one
  * thread per segment of kDecSegGroups groups) decode the symbols, runs and

@@ -26,8 +26,15 @@ constexpr int kDecRle1Warps = 4;
 constexpr uint32_t kDecRle1Chunk = 4096;
 /* Bits of the first-level Huffman lookup table in shared memory. */
 constexpr int kDecLutBits = 10;
+/* Huffman stage's walk: threads per block candidate (whole warps; they
+ * share each group's lookups, bz2_dec_chase.cuh), and more where the batch
+ * has fewer than kDecWalkFewBelow candidates per SM: few walks at once,
+ * each a chain of group latencies that more threads per group shorten. */
+constexpr int kDecWalkThreads = 128;
+constexpr int kDecWalkFewThreads = 256;
+constexpr uint32_t kDecWalkFewBelow = 1;
 /* The walk asks for the input this many bytes a lane ahead of a group
- * (the warp: 32 times as far), so its windows come from L1. */
+ * (the first warp: 32 times as far), so its windows come from L1. */
 constexpr uint64_t kDecChaseAhead = 128;
 /* How far ahead (32-bit words) a lone bit reader asks for its input. */
 constexpr uint64_t kDecPrefetchWords = 256;
