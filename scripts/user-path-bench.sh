@@ -20,7 +20,9 @@
 # cache, after a warm-up round trip per daemon):
 #   whole      bench_daemon whole: the file in one memfd request; the request's own time
 #   file       gpucomp -c FILE > OUT, gpucomp -dc FILE.bz2 > OUT
-#   pipe       cat FILE | gpucomp -c > OUT, gpucomp -dc < FILE.bz2 > OUT
+#   pipe       cat FILE | gpucomp -c > OUT, gpucomp -dc < FILE.bz2 > OUT (a pipe or a file in,
+#              a file out), and the issue's pipes, the output a pipe too: cat FILE | gpucomp -c | cat
+#              > OUT, gpucomp -dc < FILE.bz2 | cat > OUT; cat FILE | cat > OUT as their reference
 #   decompress rows for our own output and for lbzip2- and pbzip2-made files
 #   competitors lbzip2 -n$THREADS, pbzip2 -p$THREADS, zstd -3 -T$THREADS, each its own output
 #   rle        cat FILE > /dev/null and cp FILE as the physical reference
@@ -142,6 +144,10 @@ bzip2_rows() { # build label corpus-file key
     timed bash -c 'cat "$1" | "${@:3}" -9 -c > "$2"' - "$f" "$W/pipe.bz2" "${g[@]}"
     record "$k;compress;cat FILE | gpucomp -9 -c;$v" "$(mbs "$n" "$SECS")"
     same "$W/pipe.bz2" "$W/whole.bz2" "$v pipe compress $k"
+    rm -f "$W/pipe.bz2"
+    timed bash -c 'cat "$1" | "${@:3}" -9 -c | cat > "$2"' - "$f" "$W/pipe.bz2" "${g[@]}"
+    record "$k;compress;cat FILE | gpucomp -9 -c | cat;$v" "$(mbs "$n" "$SECS")"
+    same "$W/pipe.bz2" "$W/whole.bz2" "$v pipe to pipe compress $k"
     cp "$W/whole.bz2" "$W/$k.ours"
     for src in ours lbzip2 pbzip2; do
         [ -f "$W/$k.$src" ] || continue
@@ -156,6 +162,10 @@ bzip2_rows() { # build label corpus-file key
         timed bash -c '"${@:3}" -dc < "$1" > "$2"' - "$W/$k.$src" "$W/back" "${g[@]}"
         record "$k;decompress $src-made;gpucomp -dc < FILE;$v" "$(mbs "$n" "$SECS")"
         same "$W/back" "$f" "$v pipe decompress $src $k"
+        rm -f "$W/back"
+        timed bash -c '"${@:3}" -dc < "$1" | cat > "$2"' - "$W/$k.$src" "$W/back" "${g[@]}"
+        record "$k;decompress $src-made;gpucomp -dc < FILE | cat;$v" "$(mbs "$n" "$SECS")"
+        same "$W/back" "$f" "$v pipe to pipe decompress $src $k"
     done
     rm -f "$W/back" "$W/file.bz2" "$W/pipe.bz2" "$W/whole.bz2"
 }
@@ -187,6 +197,11 @@ echo "== $(date -u '+%Y-%m-%d %H:%M UTC'); ${GPU:-no GPU}; CUDA_VISIBLE_DEVICES=
 for k in $CORPORA; do
     case " $CODECS " in *" bzip2 "*) ;; *) continue ;; esac
     f=$(corpus_file "$k" "$SIZE")
+    rm -f "$W/copy"
+    timed sh -c 'cat "$0" | cat > "$1"' "$f" "$W/copy"
+    record "$k;reference;cat FILE | cat > OUT;-" "$(mbs "$(stat -c %s "$f")" "$SECS")"
+    same "$W/copy" "$f" "cat | cat $k"
+    rm -f "$W/copy"
     competitors "$f" "$k"
     for _ in $(seq "$REPS"); do
         for v in $builds; do
