@@ -11,6 +11,10 @@
 #          path), concatenated and repeated up to SIZE_MB MiB
 #   mixed  a tar (names sorted, owner and mtime zeroed) of usr/bin usr/include usr/lib usr/share
 #          (those present), cut to SIZE_MB MiB (repeated if the host has less)
+# Parts (what a stream's part holds, where a GPU decode is one walk's latency, not throughput):
+#   mixed-tail the tar's last 12 MB (hardly compressible: about a dozen blocks)
+#   text-head  the text's first 8 MB (9 blocks)
+#   each bzip2 -9 only, decoded by the in-process benches below (not by the CPU tools).
 # Encoders (each corpus, untimed): bzip2 -9 (one stream, one thread: run in the background, the
 # slow part of the setup), lbzip2 -9 -n$THREADS (one stream) and pbzip2 -9 -p$THREADS (a stream
 # per 900 kB). With CORPUS_DIR the .bz2 files are kept there and reused.
@@ -270,6 +274,13 @@ echo "CPU decoders: $(since "$t0") s"
 # ---- the GPU decoder and the CPU engine, in-process ----
 files=""
 for c in $corpora; do for e in $encoders; do files="$files $CDIR/$c.$e.bz2"; done; done
+if have bzip2; then
+    tail -c 12000000 "$CDIR/mixed" > "$CDIR/mixed-tail"
+    head -c 8000000 "$CDIR/text" > "$CDIR/text-head"
+    for c in mixed-tail text-head; do
+        bzip2 -9 -c "$CDIR/$c" > "$CDIR/$c.bzip2-9.bz2" && files="$files $CDIR/$c.bzip2-9.bz2"
+    done
+fi
 # gpu_bench BENCH LOG PREFIX: BENCH --reps REPS --blocks1 on every file; its RESULT rows, tools prefixed
 gpu_bench() {
     local bench=$1 log=$2 prefix=$3 brc t0
