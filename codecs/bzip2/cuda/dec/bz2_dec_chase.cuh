@@ -1,6 +1,6 @@
 /*
  * bz2_dec_chase.cuh - the Huffman stage's walk, one symbol group at a time
- * by a whole warp (included by bz2_dec_huff.cu, whose kernel runs it after
+ * by a whole CTA (included by bz2_dec_huff.cu, whose kernel runs it after
  * the block's tables): where each group of 50 codes ends, which tells
  * where the next begins, and so where every segment of the passes starts.
  *
@@ -48,7 +48,7 @@ struct ChaseSmem {
     uint16_t to[kChaseLevels][kChaseMax];
 };
 
-/* The 20 bits at bit `bit` (0..63) of the 64-bit big-endian pair hi, lo. */
+/* The 20 bits from bit `bit % 32` of the 64-bit big-endian pair hi, lo. */
 __device__ __forceinline__ uint32_t chase_take(uint32_t hi, uint32_t lo, uint32_t bit)
 {
     uint64_t v = (uint64_t)hi << 32 | lo;
