@@ -67,7 +67,6 @@ struct Bz2Scratch {
     uint32_t *run_off; /* RLE1 offset of each run in an unsplit segment encoding */
     uint32_t *n_runs;  /* device count */
     uint8_t *rle, *bwt;
-    uint16_t *blk_of; /* sort position -> block */
     uint64_t *key0, *key1;
     uint32_t *val0, *val1;
     uint32_t *sa;                       /* sorted rotations (sort positions) */

@@ -36,8 +36,9 @@ constexpr int kBz2TableThreads = 1024;
 constexpr uint32_t kBz2RleBytesPerThread = 16;
 /* Block CRC: input bytes per thread (a tile), summed into the block's CRC. */
 constexpr uint32_t kBz2CrcTile = 4096;
-/* The rotation sort's first key: this many bytes of each rotation (with the
- * block index above them in a 64-bit radix key). */
+/* The rotation sort's first key: at least this many bytes of each rotation
+ * (with the block index above them in a 64-bit radix key, and more of the
+ * rotation where the radix passes these need leave room). */
 constexpr int kBz2KeyBytes = 6;
 /* MTF: the block is cut into chunks of this many bytes, each moved to front
  * by one thread from the list the chunks before it leave. */

@@ -56,6 +56,8 @@ size_t cub_bytes_for(const Sizes &z)
     auto vals = thrust::make_transform_iterator(idx, AnyVal{});
     cub::DeviceScan::ExclusiveSum(nullptr, b, vals, (uint32_t *)nullptr, nr + 1);
     need = std::max(need, b);
+    cub::DeviceScan::InclusiveSum(nullptr, b, vals, (uint32_t *)nullptr, nr);
+    need = std::max(need, b);
     cub::DeviceScan::InclusiveScan(nullptr, b, vals, (uint32_t *)nullptr, cuda::maximum<uint32_t>(), nr);
     need = std::max(need, b);
     cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);

@@ -6,11 +6,15 @@
  *    s = u^(n/p). Only u's p rotations are sorted; the column of s is u's
  *    with every byte repeated n/p times (so all-equal and periodic blocks
  *    cost the sort of their root; origPtr is the last of rotation 0's equals).
- * 2. One CUB radix sort of (block, first kKeyBytes bytes) over all blocks.
+ * 2. One CUB radix sort of (block, the rotation's first bits) over all blocks.
  * 3. Prefix doubling on what is unresolved: rank = sorted position of the
  *    group head; each round sorts only the elements of groups of two or
  *    more by (rank[i], rank[i + h]) and doubles h, so the work follows the
- *    unresolved count. Every sort is stable and the first one sees positions
+ *    unresolved count. The key is as short as the round allows, since radix
+ *    passes follow its bits: rank[i] as the group's ordinal among the
+ *    unresolved groups, rank[i + h] as its place within the block (a block's
+ *    rotations hold one range of sorted positions, the block being the first
+ *    key's top field). Every sort is stable and the first one sees positions
  *    in order, so equal keys keep index order throughout (the tie rule
  *    never matters after step 1, but it costs nothing to keep).
  * 4. The last column and origPtr per block, expanded by n/p.
@@ -103,8 +107,9 @@ __device__ __forceinline__ uint32_t block_of_sort(const Bz2Block *blk, uint32_t 
     return lo;
 }
 
-__global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb, uint32_t ns, uint64_t *key,
-                           uint32_t *val)
+/* The block index above the rotation's first tbits bits. */
+__global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb, uint32_t ns, int tbits,
+                           uint64_t *key, uint32_t *val)
 {
     uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= ns)
@@ -113,12 +118,12 @@ __global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb,
     const Bz2Block &b = blk[bi];
     const uint8_t *s = rle + b.rle_off;
     uint32_t p = b.period, i = g - b.sort_off;
-    uint64_t k = (uint64_t)bi;
-    for (int j = 0; j < kBz2KeyBytes; j++) {
-        k = (k << 8) | s[i];
+    uint64_t text = 0;
+    for (int j = 0; j < 8; j++) {
+        text = (text << 8) | s[i];
         i = i + 1 == p ? 0 : i + 1;
     }
-    key[g] = k;
+    key[g] = tbits == 64 ? text : ((uint64_t)bi << tbits) | (text >> (64 - tbits));
     val[g] = g;
 }
 
@@ -151,9 +156,19 @@ __global__ void first_ranks(const uint32_t *val, const uint32_t *gs, uint32_t ns
     isa[val[t]] = gs[t];
 }
 
-/* A round's keys: (rank of i, rank of i + h within the block's root). */
-__global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *sa, const uint32_t *isa,
-                           const Bz2Block *blk, uint32_t nb, uint64_t h, int rbits, uint64_t *key, uint32_t *val)
+struct GroupHead { /* 1 where u's t-th position begins its group: a group is unresolved whole, in a row of u */
+    const uint32_t *u, *sa, *isa;
+    __device__ __forceinline__ uint32_t operator()(uint32_t t) const
+    {
+        uint32_t q = u[t];
+        return isa[sa[q]] == q;
+    }
+};
+
+/* A round's keys: (ordinal of i's group, 1-based in gid; rank of i + h within the block's root). */
+__global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *gid, const uint32_t *sa,
+                           const uint32_t *isa, const Bz2Block *blk, uint32_t nb, uint64_t h, int pbits,
+                           uint64_t *key, uint32_t *val)
 {
     uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nu)
@@ -162,7 +177,7 @@ __global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *sa, c
     const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
     uint32_t i = g - b.sort_off;
     uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
-    key[t] = ((uint64_t)isa[g] << rbits) | isa[b.sort_off + i2];
+    key[t] = ((uint64_t)(gid[t] - 1) << pbits) | (isa[b.sort_off + i2] - b.sort_off);
     val[t] = g;
 }
 
@@ -238,13 +253,16 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
     GC_CUDA(cudaStreamSynchronize(st));
     const uint32_t ns = hc[0], maxp = hc[1];
     if (ns) {
-        first_keys<<<grid_for(ns), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, ns, s.key0, s.val0);
+        /* the block's bits, then as much of the rotation as fills the radix passes that kBz2KeyBytes
+         * needs: a part of a byte more still splits groups for free (h counts the whole bytes only) */
+        const int bbits = nb > 1 ? bits_for(nb - 1) : 0;
+        const int kbits = std::min(64, (8 * kBz2KeyBytes + bbits + 7) / 8 * 8), tbits = kbits - bbits;
+        first_keys<<<grid_for(ns), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, ns, tbits, s.key0, s.val0);
         GC_CUDA_LAUNCHED("first_keys");
         cub::DoubleBuffer<uint64_t> kb(s.key0, s.key1);
         cub::DoubleBuffer<uint32_t> vb(s.val0, s.val1);
         size_t tmp = s.cub_bytes;
-        GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0,
-                                                8 * kBz2KeyBytes + bits_for(nb - 1), st));
+        GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, kbits, st));
         bz2_prof(st, "first_sort", ns);
         thrust::counting_iterator<uint32_t> idx(0);
         auto heads = thrust::make_transform_iterator(idx, HeadPos{ kb.Current() });
@@ -260,16 +278,24 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         uint32_t nu = 0;
         GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
         GC_CUDA(cudaStreamSynchronize(st));
-        const int rbits = bits_for(ns);
+        const int pbits = bits_for(maxp - 1);
         uint32_t *u = s.ulist0, *u_next = s.ulist2;
-        for (uint64_t h = kBz2KeyBytes; nu > 0 && h < maxp; h *= 2) {
+        for (uint64_t h = tbits / 8; nu > 0 && h < maxp; h *= 2) {
+            /* each position's group ordinal into ulist1 (free until the heads' scan), and their count */
+            auto heads_in_u = thrust::make_transform_iterator(idx, GroupHead{ u, s.sa, s.isa });
+            tmp = s.cub_bytes;
+            GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, heads_in_u, s.ulist1, (int)nu, st));
+            uint32_t groups = 0;
+            GC_CUDA(cudaMemcpyAsync(&groups, s.ulist1 + nu - 1, 4, cudaMemcpyDeviceToHost, st));
+            GC_CUDA(cudaStreamSynchronize(st));
             cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
             cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
-            round_keys<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rbits, rk.Current(),
-                                                             rv.Current());
+            round_keys<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.ulist1, s.sa, s.isa, s.blk, nb, h, pbits,
+                                                             rk.Current(), rv.Current());
             GC_CUDA_LAUNCHED("round_keys");
             tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, 2 * rbits, st));
+            GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0,
+                                                    bits_for(groups - 1) + pbits, st));
             bz2_prof(st, "round_sort", nu);
             auto rheads = thrust::make_transform_iterator(idx, HeadPos{ rk.Current() });
             tmp = s.cub_bytes;
