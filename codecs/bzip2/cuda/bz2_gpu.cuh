@@ -144,6 +144,7 @@ int bz2_plan(const uint8_t *d_src, uint64_t len, uint32_t limit, bool whole, Bz2
 int bz2_rle1_crc(const uint8_t *d_src, uint64_t len, uint32_t blocks, uint64_t rle_total, Bz2Scratch &s,
                  const Crc32Tables *d_tab32, cudaStream_t st, gc_error *err);
 int bz2_bwt(uint32_t blocks, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_error *err); /* waits */
+size_t bz2_bwt_cub_bytes(uint64_t rle_cap); /* CUB temporary storage bz2_bwt needs at most */
 /* The CRCs of blocks blk[0..nb) of buf[0..len) (in_start / in_len, back to
  * back from 0) into blk[i].crc; acc: nb words of scratch. The decoder checks
  * its output with these too. */

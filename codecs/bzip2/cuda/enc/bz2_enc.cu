@@ -4,7 +4,6 @@
  * the order of the stages (bz2_gpu.cuh).
  */
 #include <cub/cub.cuh>
-#include <cuda/functional>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
@@ -32,7 +31,7 @@ Sizes sizes_for(uint64_t piece_cap)
     return z;
 }
 
-/* Type-identical stand-ins of the CUB calls the stages make, for their temporary sizes. */
+/* Type-identical stand-ins of the plan's CUB calls, for their temporary sizes (the BWT reports its own). */
 struct AnyFlag {
     __device__ bool operator()(uint32_t) const
     {
@@ -56,14 +55,7 @@ size_t cub_bytes_for(const Sizes &z)
     auto vals = thrust::make_transform_iterator(idx, AnyVal{});
     cub::DeviceScan::ExclusiveSum(nullptr, b, vals, (uint32_t *)nullptr, nr + 1);
     need = std::max(need, b);
-    cub::DeviceScan::InclusiveSum(nullptr, b, vals, (uint32_t *)nullptr, nr);
-    need = std::max(need, b);
-    cub::DeviceScan::InclusiveScan(nullptr, b, vals, (uint32_t *)nullptr, cuda::maximum<uint32_t>(), nr);
-    need = std::max(need, b);
-    cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);
-    cub::DoubleBuffer<uint32_t> vb(nullptr, nullptr);
-    cub::DeviceRadixSort::SortPairs(nullptr, b, kb, vb, nr, 0, 64);
-    need = std::max(need, b);
+    need = std::max(need, bz2_bwt_cub_bytes(z.rle));
     /* the stages' functors differ from these stand-ins, not the iterator or
      * item types that decide the sizes; keep a margin all the same */
     return need + need / 8 + (1u << 20);

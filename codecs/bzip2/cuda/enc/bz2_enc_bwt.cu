@@ -21,8 +21,9 @@
  * The host reads one count per round (the next sort's size), so this waits.
  */
 #include <cub/cub.cuh>
-#include <cuda/functional>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/discard_iterator.h>
+#include <thrust/iterator/transform_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include "bz2_gpu.cuh"
@@ -127,11 +128,47 @@ __global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb,
     val[g] = g;
 }
 
-struct HeadPos { /* t if a group starts at t, else 0 (a max-scan gives each t its group's start) */
+/* An unresolved list entry: a sorted position, with kGroupStart set where a group begins. */
+constexpr uint32_t kGroupStart = 1u << 31;
+constexpr uint32_t kPosition = kGroupStart - 1;
+
+__device__ __forceinline__ bool starts_group(const uint64_t *key, uint32_t t)
+{
+    return t == 0 || key[t] != key[t - 1];
+}
+
+/* A sort's t-th key's list entry: u's t-th position (t itself for the first sort, u NULL). */
+__device__ __forceinline__ uint32_t position_of(const uint32_t *u, uint32_t t)
+{
+    return u ? u[t] & kPosition : t;
+}
+
+/* (t, the index of t's group's first key): a scan by LatestHead gives each t its group's start. */
+struct GroupStartAt {
     const uint64_t *key;
-    __device__ __forceinline__ uint32_t operator()(uint32_t t) const
+    __device__ __forceinline__ uint2 operator()(uint32_t t) const
     {
-        return (t == 0 || key[t] != key[t - 1]) ? t : 0u;
+        return make_uint2(t, starts_group(key, t) ? t : 0u);
+    }
+};
+
+struct LatestHead { /* associative: the later t, the larger start */
+    __device__ __forceinline__ uint2 operator()(uint2 a, uint2 b) const
+    {
+        return make_uint2(b.x, max(a.y, b.y));
+    }
+};
+
+/* The scan's output: the sorted positions back into sa, group starts into isa (no array of starts kept). */
+struct WriteRanks {
+    const uint32_t *u, *val;
+    uint32_t *sa, *isa;
+    __device__ __forceinline__ uint32_t operator()(uint2 x) const
+    {
+        uint32_t v = val[x.x];
+        sa[position_of(u, x.x)] = v;
+        isa[v] = position_of(u, x.y);
+        return 0;
     }
 };
 
@@ -140,28 +177,23 @@ struct Unresolved { /* t's group has two or more members */
     uint32_t n;
     __device__ __forceinline__ bool operator()(uint32_t t) const
     {
-        bool head = t == 0 || key[t] != key[t - 1];
-        bool next_head = t + 1 == n || key[t + 1] != key[t];
-        return !(head && next_head);
+        return !(starts_group(key, t) && (t + 1 == n || key[t + 1] != key[t]));
     }
 };
 
-/* First sort done: sa = sorted positions, isa = group starts. */
-__global__ void first_ranks(const uint32_t *val, const uint32_t *gs, uint32_t ns, uint32_t *sa, uint32_t *isa)
-{
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= ns)
-        return;
-    sa[t] = val[t];
-    isa[val[t]] = gs[t];
-}
-
-struct GroupHead { /* 1 where u's t-th position begins its group: a group is unresolved whole, in a row of u */
-    const uint32_t *u, *sa, *isa;
+struct ListEntry { /* t's entry in the next unresolved list */
+    const uint32_t *u;
+    const uint64_t *key;
     __device__ __forceinline__ uint32_t operator()(uint32_t t) const
     {
-        uint32_t q = u[t];
-        return isa[sa[q]] == q;
+        return position_of(u, t) | (starts_group(key, t) ? kGroupStart : 0u);
+    }
+};
+
+struct StartsGroup {
+    __device__ __forceinline__ uint32_t operator()(uint32_t e) const
+    {
+        return e >> 31;
     }
 };
 
@@ -173,7 +205,7 @@ __global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *gid, 
     uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nu)
         return;
-    uint32_t g = sa[u[t]];
+    uint32_t g = sa[u[t] & kPosition];
     const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
     uint32_t i = g - b.sort_off;
     uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
@@ -181,23 +213,24 @@ __global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *gid, 
     val[t] = g;
 }
 
-/* A round's results: the sorted positions back into sa, new group starts into isa. */
-__global__ void round_ranks(const uint32_t *u, uint32_t nu, const uint32_t *val, const uint32_t *gs, uint32_t *sa,
-                            uint32_t *isa)
+/*
+ * After a sort of n keys (the first sort: u NULL; a round: u the list it sorted): ranks into sa
+ * and isa, and the entries still unresolved into u_next, their count into *n_next (device).
+ */
+int settle_sort(const uint64_t *key, const uint32_t *val, const uint32_t *u, uint32_t n, Bz2Scratch &s,
+                uint32_t *u_next, uint32_t *n_next, cudaStream_t st, gc_error *err)
 {
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= nu)
-        return;
-    sa[u[t]] = val[t];
-    isa[val[t]] = u[gs[t]];
-}
-
-/* The unresolved list's positions of the still unresolved t. */
-__global__ void gather_u(const uint32_t *u, const uint32_t *sel, const uint32_t *n_sel, uint32_t *out)
-{
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < *n_sel)
-        out[t] = u[sel[t]];
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto starts = thrust::make_transform_iterator(idx, GroupStartAt{ key });
+    auto ranks =
+        thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{ u, val, s.sa, s.isa });
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, starts, ranks, LatestHead{}, (int)n, st));
+    auto entries = thrust::make_transform_iterator(idx, ListEntry{ u, key });
+    auto keep = thrust::make_transform_iterator(idx, Unresolved{ key, n });
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, entries, keep, u_next, n_next, (int)n, st));
+    return GC_OK;
 }
 
 /* Last column, expanded by n / period, and origPtr. */
@@ -239,6 +272,28 @@ unsigned grid_for(uint64_t n)
 
 } // namespace
 
+size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
+{
+    const int n = (int)rle_cap;
+    size_t need = 0, b = 0;
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto starts = thrust::make_transform_iterator(idx, GroupStartAt{ nullptr });
+    auto ranks = thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{});
+    cub::DeviceScan::InclusiveScan(nullptr, b, starts, ranks, LatestHead{}, n);
+    need = std::max(need, b);
+    auto entries = thrust::make_transform_iterator(idx, ListEntry{});
+    auto keep = thrust::make_transform_iterator(idx, Unresolved{});
+    cub::DeviceSelect::Flagged(nullptr, b, entries, keep, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
+    need = std::max(need, b);
+    auto list_starts = thrust::make_transform_iterator((const uint32_t *)nullptr, StartsGroup{});
+    cub::DeviceScan::InclusiveSum(nullptr, b, list_starts, (uint32_t *)nullptr, n);
+    need = std::max(need, b);
+    cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);
+    cub::DoubleBuffer<uint32_t> vb(nullptr, nullptr);
+    cub::DeviceRadixSort::SortPairs(nullptr, b, kb, vb, n, 0, 64);
+    return std::max(need, b);
+}
+
 int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_error *err)
 {
     if (nb == 0)
@@ -264,27 +319,20 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         size_t tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, kbits, st));
         bz2_prof(st, "first_sort", ns);
-        thrust::counting_iterator<uint32_t> idx(0);
-        auto heads = thrust::make_transform_iterator(idx, HeadPos{ kb.Current() });
-        tmp = s.cub_bytes;
-        GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, heads, s.ulist1, cuda::maximum<uint32_t>(), (int)ns,
-                                               st));
-        first_ranks<<<grid_for(ns), kBz2Threads, 0, st>>>(vb.Current(), s.ulist1, ns, s.sa, s.isa);
-        GC_CUDA_LAUNCHED("first_ranks");
+        int rc = settle_sort(kb.Current(), vb.Current(), nullptr, ns, s, s.ulist0, s.counts + 2, st, err);
+        if (rc != GC_OK)
+            return rc;
         bz2_prof(st, "first_ranks", ns);
-        tmp = s.cub_bytes;
-        GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist0, s.counts + 2, (int)ns,
-                                      Unresolved{ kb.Current(), ns }, st));
         uint32_t nu = 0;
         GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
         GC_CUDA(cudaStreamSynchronize(st));
         const int pbits = bits_for(maxp - 1);
         uint32_t *u = s.ulist0, *u_next = s.ulist2;
         for (uint64_t h = tbits / 8; nu > 0 && h < maxp; h *= 2) {
-            /* each position's group ordinal into ulist1 (free until the heads' scan), and their count */
-            auto heads_in_u = thrust::make_transform_iterator(idx, GroupHead{ u, s.sa, s.isa });
+            /* each entry's group ordinal into ulist1, and their count */
+            auto starts = thrust::make_transform_iterator(u, StartsGroup{});
             tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, heads_in_u, s.ulist1, (int)nu, st));
+            GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, s.ulist1, (int)nu, st));
             uint32_t groups = 0;
             GC_CUDA(cudaMemcpyAsync(&groups, s.ulist1 + nu - 1, 4, cudaMemcpyDeviceToHost, st));
             GC_CUDA(cudaStreamSynchronize(st));
@@ -297,19 +345,10 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0,
                                                     bits_for(groups - 1) + pbits, st));
             bz2_prof(st, "round_sort", nu);
-            auto rheads = thrust::make_transform_iterator(idx, HeadPos{ rk.Current() });
-            tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, rheads, s.ulist1, cuda::maximum<uint32_t>(),
-                                                   (int)nu, st));
-            round_ranks<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, rv.Current(), s.ulist1, s.sa, s.isa);
-            GC_CUDA_LAUNCHED("round_ranks");
-            /* still unresolved: their t into ulist1 (free again), then their positions into u_next */
-            tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, s.ulist1, s.counts + 2, (int)nu,
-                                          Unresolved{ rk.Current(), nu }, st));
-            gather_u<<<grid_for(nu), kBz2Threads, 0, st>>>(u, s.ulist1, s.counts + 2, u_next);
-            GC_CUDA_LAUNCHED("gather_u");
-            bz2_prof(st, "gather_u", nu);
+            rc = settle_sort(rk.Current(), rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+            if (rc != GC_OK)
+                return rc;
+            bz2_prof(st, "round_settle", nu);
             GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
             GC_CUDA(cudaStreamSynchronize(st));
             uint32_t *x = u;
