@@ -194,7 +194,7 @@ static size_t ring_room(const gpucomp_stream *s)
 
 void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len)
 {
-    /* a local stream copies its input: it keeps only what its next part needs */
+    /* a local stream has no ring (NULL): it copies what its next part needs */
     size_t n = s ? ring_room(s) : 0;
     if (len)
         *len = n;
@@ -930,8 +930,9 @@ void gpucomp_stream_free(gpucomp_stream *s)
         return;
     gpucomp_client *c = s->c;
     bool unfinished = !s->last_sent || !s->final || writing(s) || s->rbody || s->rhdr_got;
-    client_local_stream_free(s->local); /* nothing to cancel: it runs only inside gpucomp_stream_run */
-    if (c->fd >= 0 && unfinished && !s->local) {
+    if (s->local) { /* nothing to cancel: it runs only inside gpucomp_stream_run */
+        client_local_stream_free(s->local);
+    } else if (c->fd >= 0 && unfinished) {
         gc_error keep = c->err;
         if (cancel_and_drain(s) != GC_OK)
             client_disconnect(c);

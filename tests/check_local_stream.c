@@ -340,13 +340,14 @@ static long max_rss_kb(void)
 
 /*
  * The most a local bzip2 decompress may add to the peak resident size: its
- * window and output buffer, and the blocks the engine decodes ahead, one
- * per core (a block of zeros decodes to ~46 MB).
+ * window and output buffer, and the blocks the engine decodes ahead, about
+ * one per core, more when the walk falls behind on a loaded host (a block of
+ * zeros decodes to ~46 MB).
  */
 static long memory_bound_kb(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (128 << 10) + (cores + 2) * 46 * 1024;
+    return (128 << 10) + (cores + 4) * 48 * 1024;
 }
 
 /*
