@@ -581,23 +581,39 @@ static int check_open(gpucomp_client *c, gpucomp_direction dir, gpucomp_stream *
     return client_check_idle(c);
 }
 
+/* A stream of c in direction dir, nothing else set; NULL (c->err) when out of memory. */
+static gpucomp_stream *new_stream(gpucomp_client *c, gpucomp_direction dir)
+{
+    gpucomp_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
+        return NULL;
+    }
+    s->c = c;
+    s->decompress = dir == GPUCOMP_DECOMPRESS;
+    return s;
+}
+
+/* o, or (NULL) bzip2 level 9 in *defaults. */
+static const gpucomp_options *or_defaults(const gpucomp_options *o, gpucomp_options *defaults)
+{
+    if (o)
+        return o;
+    gpucomp_options_init(defaults, GPUCOMP_CODEC_BZIP2);
+    return defaults;
+}
+
 static int open_local(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
 {
     gpucomp_options defaults;
-    if (!o) {
-        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
-        o = &defaults;
-    }
-    gpucomp_stream *s = calloc(1, sizeof *s);
+    gpucomp_stream *s = new_stream(c, dir);
     if (!s)
-        return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
-    int rc = client_local_stream_open(dir == GPUCOMP_DECOMPRESS, o, &s->local, &c->err);
+        return GC_E_NOMEM;
+    int rc = client_local_stream_open(s->decompress, or_defaults(o, &defaults), &s->local, &c->err);
     if (rc != GC_OK) {
         free(s);
         return rc;
     }
-    s->c = c;
-    s->decompress = dir == GPUCOMP_DECOMPRESS;
     s->ring_fd = -1;
     s->backend = GPUCOMP_BACKEND_LOCAL;
     c->stream = s;
@@ -645,15 +661,10 @@ static int open_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
         return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s has no streams (it announced no stream window)",
                        *c->server_version ? c->server_version : "(version unknown)");
     gpucomp_options defaults;
-    if (!o) {
-        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
-        o = &defaults;
-    }
-    gpucomp_stream *s = calloc(1, sizeof *s);
+    o = or_defaults(o, &defaults);
+    gpucomp_stream *s = new_stream(c, dir);
     if (!s)
-        return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
-    s->c = c;
-    s->decompress = dir == GPUCOMP_DECOMPRESS;
+        return GC_E_NOMEM;
     s->max_output = s->decompress ? o->max_output : 0;
     s->id = client_take_id(c);
     s->file = fds[0] >= 0;
