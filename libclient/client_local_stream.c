@@ -126,7 +126,8 @@ static void out_adopt(client_local_stream *l, uint8_t *buf, size_t len, size_t c
 /* The first n bytes of the input went into a part. */
 static void consume(client_local_stream *l, size_t n)
 {
-    memmove(l->in, l->in + n, l->in_len - n);
+    if (n < l->in_len) /* else nothing moves (and in may be NULL) */
+        memmove(l->in, l->in + n, l->in_len - n);
     l->in_len -= n;
     l->in_base += n;
 }
