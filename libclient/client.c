@@ -79,6 +79,13 @@ int gpucomp_open(const char *socket_path, gpucomp_client **out)
     return client_connect(gc_wire_socket_path(socket_path), true, out, &connect_err);
 }
 
+int gpucomp_open_local(gpucomp_client **out)
+{
+    if (!out)
+        return gc_fail(&connect_err, GC_E_INVALID, "gpucomp_open_local: out is NULL");
+    return client_open_local(out, &connect_err);
+}
+
 void gpucomp_set_fallback(gpucomp_client *c, int on)
 {
     if (c)
@@ -153,12 +160,6 @@ static void note_success(gpucomp_client *c, const client_reply *rep)
     c->last_engine_ns = rep->engine_ns;
 }
 
-/* Failures that say the daemon cannot take the request now, not that the request is bad. */
-static bool daemon_unavailable(int rc)
-{
-    return rc == GC_E_CONNECT || rc == GC_E_PERMISSION || rc == GC_E_IO || rc == GC_E_BUSY;
-}
-
 /* The request in this process (client_local.c); o NULL: bzip2's defaults. */
 static int run_local(gc_error *err, gpucomp_backend *backend, Gpucomp__Op op, const gpucomp_options *o,
                      const void *src, size_t src_len, void **dst, size_t *dst_len)
@@ -217,7 +218,7 @@ static int transform_with(gpucomp_client *c, bool fallback, Gpucomp__Op op, cons
     if (!dst || !dst_len || (!src && src_len))
         return gc_fail(&c->err, GC_E_INVALID, "NULL buffer argument");
     int rc = c->local_only ? GC_E_CONNECT : transform_remote(c, op, o, src, src_len, dst, dst_len);
-    if (c->local_only || (fallback && daemon_unavailable(rc))) {
+    if (c->local_only || (fallback && client_daemon_unavailable(rc))) {
         rc = run_local(&c->err, &c->last_backend, op, o, src, src_len, dst, dst_len);
         c->last_engine_ns = 0;
     }

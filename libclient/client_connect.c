@@ -189,18 +189,29 @@ static bool unreachable(int rc)
     return rc == GC_E_CONNECT || rc == GC_E_PERMISSION;
 }
 
-int client_connect(const char *path, bool local_if_unreachable, gpucomp_client **out, gc_error *err)
+/* A client with no connection yet; NULL (err) when out of memory. */
+static gpucomp_client *client_new(gc_error *err)
 {
-    *out = NULL;
     gpucomp_client *c = calloc(1, sizeof *c);
-    if (!c)
-        return gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
+    if (!c) {
+        gc_fail(err, GC_E_NOMEM, "cannot allocate a client");
+        return NULL;
+    }
     c->fd = -1;
     c->next_id = 1;
     c->stage_in_fd = c->stage_out_fd = -1;
     c->memfd_threshold = memfd_threshold_from_env();
     c->reconnect = true;
     atomic_init(&c->async_outstanding, 0u);
+    return c;
+}
+
+int client_connect(const char *path, bool local_if_unreachable, gpucomp_client **out, gc_error *err)
+{
+    *out = NULL;
+    gpucomp_client *c = client_new(err);
+    if (!c)
+        return GC_E_NOMEM;
     if (strlen(path) >= sizeof c->path) {
         free(c);
         return gc_fail(err, GC_E_INVALID, "socket path is longer than %zu bytes: %s", sizeof c->path - 1, path);
@@ -219,6 +230,15 @@ int client_connect(const char *path, bool local_if_unreachable, gpucomp_client *
     }
     c->fallback = local_if_unreachable;
     *out = c;
+    return GC_OK;
+}
+
+int client_open_local(gpucomp_client **out, gc_error *err)
+{
+    *out = client_new(err);
+    if (!*out)
+        return GC_E_NOMEM;
+    (*out)->local_only = true;
     return GC_OK;
 }
 

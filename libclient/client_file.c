@@ -8,6 +8,11 @@
  * O_APPEND). Otherwise the output comes back in stream frames and is written
  * to out_fd here, at its current position. Either way it is a stream
  * (client_stream.c) that takes no input from us, run to its final frame.
+ *
+ * With no daemon (a client from gpucomp_open that found none, or whose
+ * daemon cannot be reached when the call begins, with fallback on), the
+ * file goes through a local stream instead (client_local_stream.c): read
+ * here from offset 0 to its size, the output written to out_fd as it comes.
  */
 #include "client_internal.h"
 
@@ -86,6 +91,42 @@ static int settle_output(int fd, uint64_t len, gc_error *err)
     return GC_OK;
 }
 
+/* in_fd's [0, size) through the local stream s, its output to out_fd. */
+static int pump_local(gpucomp_stream *s, int in_fd, uint64_t size, int out_fd, gc_error *err)
+{
+    uint8_t *ibuf = malloc(FILE_OUT_BUFFER), *obuf = malloc(FILE_OUT_BUFFER);
+    int rc = ibuf && obuf ? GC_OK : gc_fail(err, GC_E_NOMEM, "cannot allocate the file's buffers");
+    uint64_t at = 0;
+    size_t pending = 1;
+    while (rc == GC_OK && pending) {
+        size_t want = size - at < FILE_OUT_BUFFER ? (size_t)(size - at) : FILE_OUT_BUFFER;
+        ssize_t got = want ? pread(in_fd, ibuf, want, (off_t)at) : 0;
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 || (want && got == 0)) {
+            rc = gc_fail(err, GC_E_IO, "reading the input file at %llu of %llu bytes: %s", (unsigned long long)at,
+                         (unsigned long long)size, got < 0 ? strerror(errno) : "it shrank");
+            break;
+        }
+        at += (uint64_t)got;
+        gpucomp_inbuf in = { ibuf, (size_t)got, 0 };
+        gpucomp_end_op op = at == size ? GPUCOMP_END : GPUCOMP_CONTINUE;
+        do {
+            gpucomp_outbuf out = { obuf, FILE_OUT_BUFFER, 0 };
+            rc = gpucomp_stream_run(s, &in, &out, op, &pending);
+            if (rc == GC_OK && out.pos)
+                rc = write_all(out_fd, obuf, out.pos, err);
+        } while (rc == GC_OK && (in.pos < in.size || (op == GPUCOMP_END && pending)));
+        if (op != GPUCOMP_END)
+            pending = 1;
+        if (gpucomp_stream_trailing_garbage(s, NULL))
+            at = size; /* the rest is ignored, as the daemon ignores it */
+    }
+    free(ibuf);
+    free(obuf);
+    return rc;
+}
+
 /* What the finished stream s did. */
 static void describe(const gpucomp_stream *s, gpucomp_file_result *res)
 {
@@ -94,6 +135,29 @@ static void describe(const gpucomp_stream *s, gpucomp_file_result *res)
     res->backend = gpucomp_stream_backend(s);
     res->trailing_garbage = gpucomp_stream_trailing_garbage(s, &res->garbage_offset);
 }
+
+/* The file through a local stream: the daemon's file stream, done in this process. */
+static int run_local(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
+                     uint64_t size, gpucomp_file_result *res)
+{
+    bool pass = passable_output(out_fd);
+    gpucomp_stream *s;
+    int rc = client_stream_open_local(c, dir, o, &s);
+    if (rc != GC_OK)
+        return rc;
+    rc = pump_local(s, in_fd, size, out_fd, &c->err);
+    gpucomp_file_result done;
+    describe(s, &done);
+    gpucomp_stream_free(s);
+    if (rc == GC_OK && pass)
+        rc = settle_output(out_fd, done.bytes_out, &c->err);
+    if (rc == GC_OK)
+        *res = done;
+    return rc;
+}
+
+static int run_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
+                      gpucomp_file_result *res);
 
 static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
                     gpucomp_file_result *res)
@@ -110,6 +174,19 @@ static int run_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_opti
         return gc_fail(&c->err, GC_E_INVALID, "the input is not a regular file: stream it (gpucomp_stream_open)");
     if (fcntl(out_fd, F_GETFL) < 0)
         return gc_fail(&c->err, GC_E_INVALID, "the output descriptor is not open");
+    if (c->local_only)
+        return run_local(c, dir, o, in_fd, out_fd, (uint64_t)st.st_size, res);
+    int rc = run_remote(c, dir, o, in_fd, out_fd, res);
+    /* Only a daemon that could not take the call at all: nothing was written yet. */
+    if (rc != GC_OK && c->fallback && client_daemon_unavailable(rc) && res->bytes_out == 0 &&
+        lseek(out_fd, 0, SEEK_CUR) == 0)
+        rc = run_local(c, dir, o, in_fd, out_fd, (uint64_t)st.st_size, res);
+    return rc;
+}
+
+static int run_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd, int out_fd,
+                      gpucomp_file_result *res)
+{
     if (!c->file_streams)
         return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s takes no file streams: stream the file instead",
                        *c->server_version ? c->server_version : "(version unknown)");

@@ -128,6 +128,36 @@ int client_connect(const char *path, bool local_if_unreachable, gpucomp_client *
 int client_local_run(bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len, uint8_t **out,
                      size_t *out_len, gc_error *err);
 
+/*
+ * A stream run in this process with the codecs' CPU engine
+ * (client_local_stream.c): parts cut as the daemon's streams cut them, so the
+ * output is a daemon stream's, in the memory of about one part. run is
+ * gpucomp_stream_run's work (arguments already checked); the message of a
+ * failure goes to err, and the stream then fails every call with it.
+ */
+typedef struct client_local_stream client_local_stream;
+int client_local_stream_open(bool decompress, const gpucomp_options *o, client_local_stream **out, gc_error *err);
+int client_local_stream_run(client_local_stream *l, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op,
+                            size_t *pending, gc_error *err);
+uint64_t client_local_stream_bytes_in(const client_local_stream *l);
+uint64_t client_local_stream_bytes_out(const client_local_stream *l);
+int client_local_stream_trailing_garbage(const client_local_stream *l, uint64_t *offset);
+void client_local_stream_free(client_local_stream *l);
+
+/* Failures that say the daemon cannot take a request now, not that the request is bad. */
+static inline bool client_daemon_unavailable(int rc)
+{
+    return rc == GC_E_CONNECT || rc == GC_E_PERMISSION || rc == GC_E_IO || rc == GC_E_BUSY;
+}
+
+/*
+ * Open a stream on c that runs in this process (client_local_stream.c), as
+ * gpucomp_stream_open does on a client with no daemon; client_file.c's
+ * local runs use it whatever c is connected to.
+ */
+int client_stream_open_local(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
+                             gpucomp_stream **out);
+
 /* Most bytes compressing len bytes with o can give (o resolved); 0 if that does not fit in a size_t. */
 size_t client_local_bound(const gpucomp_options *o, size_t len);
 
@@ -161,6 +191,9 @@ void client_reply_free(client_reply *rep);
  */
 int client_stream_open_file(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, int in_fd,
                             int out_fd, gpucomp_stream **out);
+
+/* A client that connects to nothing: everything it can run, it runs in this process (gpucomp_open_local). */
+int client_open_local(gpucomp_client **out, gc_error *err);
 
 /* Close the socket: every later call on c fails with GPUCOMP_E_IO. */
 void client_disconnect(gpucomp_client *c);

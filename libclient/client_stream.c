@@ -23,6 +23,11 @@
  * crosses neither the socket nor the daemon's event loop; the window rule
  * is what keeps us from writing over bytes the daemon has not read yet.
  *
+ * A client with no daemon (gpucomp_open found none, or its daemon cannot be
+ * reached when the stream opens and it falls back) runs the stream in this
+ * process instead: client_local_stream.c does the work, this file only
+ * dispatches to it.
+ *
  * After anything that leaves the socket in an unknown state (an I/O error, a
  * malformed frame, a timeout) the connection is closed, as client_request.c
  * does; a stream the daemon ended with an error leaves it usable.
@@ -83,6 +88,8 @@ struct gpucomp_stream {
     int ring_fd;
     uint8_t *ring;
     size_t ring_size;
+    /* a stream run in this process (client_local_stream.c): nothing above is used */
+    client_local_stream *local;
 };
 
 /* ---- sending ----------------------------------------------------------- */
@@ -187,6 +194,7 @@ static size_t ring_room(const gpucomp_stream *s)
 
 void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len)
 {
+    /* a local stream has no ring (NULL): it copies what its next part needs */
     size_t n = s ? ring_room(s) : 0;
     if (len)
         *len = n;
@@ -559,8 +567,8 @@ int client_stream_open_file(gpucomp_client *c, gpucomp_direction dir, const gpuc
     return open_stream(c, dir, o, fds, out);
 }
 
-static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
-                       gpucomp_stream **out)
+/* The checks every stream's opening makes; GC_OK to go on. */
+static int check_open(gpucomp_client *c, gpucomp_direction dir, gpucomp_stream **out)
 {
     if (!c)
         return GPUCOMP_E_INVALID;
@@ -570,8 +578,82 @@ static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
     gc_error_clear(&c->err);
     if (dir != GPUCOMP_COMPRESS && dir != GPUCOMP_DECOMPRESS)
         return gc_fail(&c->err, GC_E_INVALID, "unknown direction %d", (int)dir);
-    if (client_check_idle(c) != GC_OK)
-        return c->err.code;
+    return client_check_idle(c);
+}
+
+/* A stream of c in direction dir, nothing else set; NULL (c->err) when out of memory. */
+static gpucomp_stream *new_stream(gpucomp_client *c, gpucomp_direction dir)
+{
+    gpucomp_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
+        return NULL;
+    }
+    s->c = c;
+    s->decompress = dir == GPUCOMP_DECOMPRESS;
+    return s;
+}
+
+/* o, or (NULL) bzip2 level 9 in *defaults. */
+static const gpucomp_options *or_defaults(const gpucomp_options *o, gpucomp_options *defaults)
+{
+    if (o)
+        return o;
+    gpucomp_options_init(defaults, GPUCOMP_CODEC_BZIP2);
+    return defaults;
+}
+
+static int open_local(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
+{
+    gpucomp_options defaults;
+    gpucomp_stream *s = new_stream(c, dir);
+    if (!s)
+        return GC_E_NOMEM;
+    int rc = client_local_stream_open(s->decompress, or_defaults(o, &defaults), &s->local, &c->err);
+    if (rc != GC_OK) {
+        free(s);
+        return rc;
+    }
+    s->ring_fd = -1;
+    s->backend = GPUCOMP_BACKEND_LOCAL;
+    c->stream = s;
+    *out = s;
+    return GC_OK;
+}
+
+int client_stream_open_local(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o,
+                             gpucomp_stream **out)
+{
+    int rc = check_open(c, dir, out);
+    return rc == GC_OK ? open_local(c, dir, o, out) : rc;
+}
+
+static int open_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
+                       gpucomp_stream **out);
+
+/*
+ * Through the daemon; in this process on a client that has none, or, with
+ * fallback, when the daemon cannot take the stream (a file stream's caller,
+ * client_file.c, decides that itself).
+ */
+static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
+                       gpucomp_stream **out)
+{
+    int rc = check_open(c, dir, out);
+    if (rc != GC_OK)
+        return rc;
+    bool file = fds[0] >= 0;
+    if (c->local_only && !file)
+        return open_local(c, dir, o, out);
+    rc = open_remote(c, dir, o, fds, out);
+    if (rc != GC_OK && c->fallback && !file && client_daemon_unavailable(rc))
+        return open_local(c, dir, o, out);
+    return rc;
+}
+
+static int open_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const int fds[2],
+                       gpucomp_stream **out)
+{
     if (c->fd < 0)
         return gc_fail(&c->err, GC_E_IO,
                        "the connection to gpucompd was closed after an earlier error; connect again");
@@ -579,15 +661,10 @@ static int open_stream(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
         return gc_fail(&c->err, GC_E_UNSUPPORTED, "gpucompd %s has no streams (it announced no stream window)",
                        *c->server_version ? c->server_version : "(version unknown)");
     gpucomp_options defaults;
-    if (!o) {
-        gpucomp_options_init(&defaults, GPUCOMP_CODEC_BZIP2);
-        o = &defaults;
-    }
-    gpucomp_stream *s = calloc(1, sizeof *s);
+    o = or_defaults(o, &defaults);
+    gpucomp_stream *s = new_stream(c, dir);
     if (!s)
-        return gc_fail(&c->err, GC_E_NOMEM, "cannot allocate a stream");
-    s->c = c;
-    s->decompress = dir == GPUCOMP_DECOMPRESS;
+        return GC_E_NOMEM;
     s->max_output = s->decompress ? o->max_output : 0;
     s->id = client_take_id(c);
     s->file = fds[0] >= 0;
@@ -746,6 +823,28 @@ static int run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucom
     }
 }
 
+/* A local stream's run: its status and end kept here as a daemon stream's are. */
+static int run_local(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op, size_t *pending)
+{
+    size_t left = 0;
+    int rc = client_local_stream_run(s->local, in, out, op, &left, &s->c->err);
+    if (rc != GC_OK) {
+        s->status = rc;
+        s->final = true;
+        return rc;
+    }
+    if (op == GPUCOMP_END && in->pos == in->size)
+        s->ended = true;
+    s->final = op == GPUCOMP_END && left == 0;
+    if (s->final) {
+        s->c->last_backend = GPUCOMP_BACKEND_LOCAL;
+        s->c->last_engine_ns = 0;
+    }
+    if (pending)
+        *pending = left;
+    return GC_OK;
+}
+
 int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op,
                        size_t *pending)
 {
@@ -765,6 +864,8 @@ int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out
                        "gpucomp_stream_input_space offered");
     if (s->ended && (op != GPUCOMP_END || in->pos < in->size) && !s->final)
         return gc_fail(err, GC_E_INVALID, "gpucomp_stream_run: input after GPUCOMP_END");
+    if (s->local)
+        return run_local(s, in, out, op, pending);
     if (s->c->fd < 0)
         return fail_stream(s, gc_fail(err, GC_E_IO, "the connection to gpucompd is closed"));
     int rc = run(s, in, out, op);
@@ -777,16 +878,18 @@ int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out
 
 uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s)
 {
-    return s ? s->sent : 0;
+    return !s ? 0 : s->local ? client_local_stream_bytes_in(s->local) : s->sent;
 }
 
 uint64_t gpucomp_stream_bytes_out(const gpucomp_stream *s)
 {
-    return s ? s->delivered : 0;
+    return !s ? 0 : s->local ? client_local_stream_bytes_out(s->local) : s->delivered;
 }
 
 int gpucomp_stream_trailing_garbage(const gpucomp_stream *s, uint64_t *offset)
 {
+    if (s && s->local)
+        return client_local_stream_trailing_garbage(s->local, offset);
     bool yes = s && s->final && s->status == GC_OK && s->trailing_garbage;
     if (offset)
         *offset = yes ? s->garbage_offset : 0;
@@ -838,7 +941,9 @@ void gpucomp_stream_free(gpucomp_stream *s)
         return;
     gpucomp_client *c = s->c;
     bool unfinished = !s->last_sent || !s->final || writing(s) || s->rbody || s->rhdr_got;
-    if (c->fd >= 0 && unfinished) {
+    if (s->local) { /* nothing to cancel: it runs only inside gpucomp_stream_run */
+        client_local_stream_free(s->local);
+    } else if (c->fd >= 0 && unfinished) {
         gc_error keep = c->err;
         if (cancel_and_drain(s) != GC_OK)
             client_disconnect(c);

@@ -509,19 +509,29 @@ void gpucomp_set_reconnect(gpucomp_client *c, int on);
  * gpucomp_last_backend then says GPUCOMP_BACKEND_LOCAL, and
  * gpucomp_last_error says why there was no daemon until a request fails.
  * Such a client stays in this process: open a new one to use a daemon
- * started later. Only the buffer calls (gpucomp_compress, _decompress and
- * the _into calls below) run in process; the rest (streams, the _fd and
- * file calls, asynchronous requests, ping, stats, registrations) need the
+ * started later. The buffer calls (gpucomp_compress, _decompress and the
+ * _into calls below), streams and the file calls run in process (a stream
+ * in parts as the daemon cuts them: the same output bytes as a daemon's
+ * stream, in the memory of a few parts of 32 MiB whatever the input's
+ * size; gpucomp_stream_backend says GPUCOMP_BACKEND_LOCAL); the rest (the
+ * _fd calls, asynchronous requests, ping, stats, registrations) need the
  * daemon and fail with GPUCOMP_E_IO. Returns GPUCOMP_OK, or
  * GPUCOMP_E_NOMEM / GPUCOMP_E_INVALID.
  *
  * A client from gpucomp_open also falls back (see gpucomp_set_fallback):
- * a buffer request that its daemon cannot take (gone: GPUCOMP_E_CONNECT or
- * GPUCOMP_E_IO; refusing: GPUCOMP_E_PERMISSION; GPUCOMP_E_BUSY) runs in
- * this process instead. A request the daemon rejects for its content
- * (corrupt data, limits) is not rerun.
+ * a buffer request, a stream or a file call that its daemon cannot take
+ * when it begins (gone: GPUCOMP_E_CONNECT or GPUCOMP_E_IO; refusing:
+ * GPUCOMP_E_PERMISSION; GPUCOMP_E_BUSY) runs in this process instead. A
+ * request the daemon rejects for its content (corrupt data, limits) is
+ * not rerun, nor is a stream the daemon fails once it has begun.
  */
 int gpucomp_open(const char *socket_path, gpucomp_client **out);
+
+/*
+ * A client that uses no daemon at all, whether or not one runs: what
+ * gpucomp_open gives when it finds none (gpucomp --local). (0.2.0)
+ */
+int gpucomp_open_local(gpucomp_client **out);
 
 /* Turn that fallback on or off for c (gpucomp_connect: off, gpucomp_open: on). */
 void gpucomp_set_fallback(gpucomp_client *c, int on);

@@ -29,6 +29,7 @@
 #include "bz2_oversub.h"
 #include "daemon_harness.h"
 #include "gpucomp.h"
+#include "stream_pump.h"
 #include "wire.h"
 
 #define MiB ((size_t)1 << 20)
@@ -51,91 +52,6 @@ static gpucomp_client *connect_or_fail(void)
     int rc = gpucomp_connect(daemon_under_test.socket_path, &c);
     ck_assert_msg(rc == GPUCOMP_OK, "connect: %s (%s)", gpucomp_strerror(rc), gpucomp_connect_error());
     return c;
-}
-
-static uint64_t next_rand(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *state = x;
-}
-
-/* 1..max, skewed towards small values half the time (many tiny pieces, some big ones). */
-static size_t rand_size(uint64_t *state, size_t max)
-{
-    uint64_t r = next_rand(state);
-    size_t limit = (r & 1) ? max : (max < 64 ? max : 64);
-    return 1 + (size_t)((r >> 1) % limit);
-}
-
-/* Output collected from a stream. */
-typedef struct sink {
-    uint8_t *buf;
-    size_t len, cap;
-} sink;
-
-static void sink_add(sink *k, const void *p, size_t n)
-{
-    if (k->len + n > k->cap) {
-        k->cap = (k->len + n) * 2;
-        k->buf = realloc(k->buf, k->cap ? k->cap : 1);
-        ck_assert_ptr_nonnull(k->buf);
-    }
-    if (n)
-        memcpy(k->buf + k->len, p, n);
-    k->len += n;
-}
-
-/*
- * Feed in[0..len) into s in random pieces of at most max_in bytes, reading
- * into random-sized buffers of at most max_out bytes, then GPUCOMP_END.
- * Returns the stream's status; what came out is in *k either way.
- */
-static int pump(gpucomp_stream *s, const uint8_t *in, size_t len, uint64_t seed, size_t max_in, size_t max_out,
-                sink *k)
-{
-    uint64_t rng = seed | 1;
-    uint8_t *obuf = malloc(max_out);
-    ck_assert_ptr_nonnull(obuf);
-    size_t off = 0;
-    int rc = GPUCOMP_OK;
-    for (;;) {
-        size_t n = rand_size(&rng, max_in);
-        n = n < len - off ? n : len - off;
-        gpucomp_inbuf ib = { in + off, n, 0 };
-        gpucomp_end_op op = off + n == len ? GPUCOMP_END : GPUCOMP_CONTINUE;
-        size_t pending = 0;
-        do {
-            gpucomp_outbuf ob = { obuf, rand_size(&rng, max_out), 0 };
-            rc = gpucomp_stream_run(s, &ib, &ob, op, &pending);
-            ck_assert_uint_le(ob.pos, ob.size);
-            sink_add(k, obuf, ob.pos);
-        } while (rc == GPUCOMP_OK && (ib.pos < ib.size || (op == GPUCOMP_END && pending)));
-        off += n;
-        if (rc != GPUCOMP_OK || op == GPUCOMP_END)
-            break;
-    }
-    free(obuf);
-    return rc;
-}
-
-/* A whole stream: open, pump, check the counters, free. Returns its status. */
-static int stream_all(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, const uint8_t *in,
-                      size_t len, uint64_t seed, size_t max_in, size_t max_out, sink *k)
-{
-    gpucomp_stream *s = NULL;
-    int rc = gpucomp_stream_open(c, dir, o, &s);
-    ck_assert_msg(rc == GPUCOMP_OK, "stream open: %s", gpucomp_last_error(c));
-    rc = pump(s, in, len, seed, max_in, max_out, k);
-    ck_assert_uint_eq(gpucomp_stream_bytes_out(s), k->len);
-    if (rc == GPUCOMP_OK && !gpucomp_stream_trailing_garbage(s, NULL)) {
-        ck_assert_uint_eq(gpucomp_stream_bytes_in(s), len);
-        ck_assert_int_ne(gpucomp_stream_backend(s), GPUCOMP_BACKEND_UNKNOWN);
-    }
-    gpucomp_stream_free(s);
-    return rc;
 }
 
 static uint8_t *text(size_t len, uint64_t seed)
@@ -1096,20 +1012,34 @@ START_TEST(test_cli_pipe_bounded_memory)
 END_TEST
 
 /*
- * An rle file of one frame larger than the stream window (--local writes
- * one frame per file): gpucomp -d through the daemon decompresses it in
- * one request instead, from a file and from standard input redirected from
- * a file; from a pipe it fails, saying why.
+ * An rle file of one frame larger than the stream window (a whole-buffer
+ * request writes one frame, as gpucomp --local did before it streamed):
+ * gpucomp -d through the daemon decompresses it in one request instead,
+ * from a file and from standard input redirected from a file; from a pipe
+ * it fails, saying why; gpucomp --local decompresses it from a pipe too.
  */
 START_TEST(test_cli_large_frame_falls_back)
 {
     const char *bin = getenv("GPUCOMP");
     ck_assert_msg(bin != NULL, "GPUCOMP (path of the CLI) is not set");
     const char *d = daemon_under_test.dir, *s = daemon_under_test.socket_path;
-    ck_assert_int_eq(run_shell("cd %s && { yes 'one line, many times' 2>/dev/null; } | head -c 70000000 > f && "
-                               "'%s' --local -k -a rle f",
-                               d, bin),
+    ck_assert_int_eq(run_shell("cd %s && { yes 'one line, many times' 2>/dev/null; } | head -c 70000000 > f", d),
                      0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/f", d);
+    size_t len, packed_len;
+    uint8_t *plain = read_file(path, &len);
+    void *packed = NULL;
+    gpucomp_options o;
+    gpucomp_options_init(&o, GPUCOMP_CODEC_RLE);
+    gpucomp_client *c = connect_or_fail();
+    ck_assert(plain && gpucomp_compress(c, &o, plain, len, &packed, &packed_len) == GPUCOMP_OK);
+    snprintf(path, sizeof path, "%s/f.rle", d);
+    ck_assert_int_eq(write_file(path, packed, packed_len), 0);
+    gpucomp_free(packed);
+    free(plain);
+    gpucomp_close(c);
+    ck_assert_int_eq(run_shell("cd %s && cat f.rle | '%s' --local -dc | cmp -s - f", d, bin), 0);
     ck_assert_int_eq(run_shell("cd %s && GPUCOMP_SOCKET=%s '%s' --no-fallback -dc f.rle | cmp -s - f", d, s, bin),
                      0);
     ck_assert_int_eq(

@@ -167,6 +167,61 @@ size_t bz2_splice_header(bz2_splicer *sp, int level, uint8_t *out);
  * afterwards the splicer is byte aligned (nacc 0), ready for another stream. */
 size_t bz2_splice_finish(bz2_splicer *sp, uint32_t combined, uint8_t *out);
 
+/* ---- a stream's parts: the rules every streamed side shares (the daemon's
+ * streams, the client library's local streams), so both give the same bytes ---- */
+
+/* Compress parts: at least this much input, cut at the first block start after it (so their
+ * blocks are the whole input's, bzip2's); a block may span up to ~46 MB of runs, so a part that
+ * finds no block start within twice this ends there (still one valid stream, not bzip2's blocks). */
+#define BZ2_STREAM_COMPRESS_PART ((size_t)32 << 20)
+/* Decompress parts: at least this much input, cut at the first magic after it; at most twice it. */
+#define BZ2_STREAM_DECOMPRESS_PART ((size_t)32 << 20)
+
+/*
+ * Where a compress part of a stream at level `level` ends, buf[0..avail)
+ * being what has arrived from the part's start (a block start) and w the
+ * walk over it so far (zeroed for a new part; zeroed again here when a cut
+ * is made): from BZ2_STREAM_COMPRESS_PART bytes on, up to the next block
+ * start; once that much is there and the next start is not yet, up to the
+ * last start the walk passed; at most twice that. final: buf is all the
+ * input left; flush: end the part (and a block) where the input ends.
+ * Returns the part's length, or 0 to wait for more input.
+ */
+size_t bz2_stream_cut_compress(bz2_rle1_walk *w, const uint8_t *buf, size_t avail, bool final, bool flush,
+                               int level);
+
+/* Joining the streams of a stream's parts, in order, into one (bz2_splice). Zero-initialise, set level. */
+typedef struct bz2_joiner {
+    int level;         /* the stream header's level (1..9) */
+    bz2_splicer sp;    /* the output as a bit string */
+    bool started;      /* the header is out */
+    uint32_t combined; /* the combined CRC so far */
+} bz2_joiner;
+
+/* Where one part's blocks join the output (bz2_join_next), for bz2_join_place. */
+typedef struct bz2_joint {
+    bz2_splicer from;   /* the bits of the output before the part still pending */
+    bool header;        /* the part is the first: the stream header goes before it */
+    int level;          /* that header's level */
+    uint64_t body_bits; /* the part's blocks: bits [32, 32 + body_bits) of its stream */
+    size_t bytes;       /* whole output bytes bz2_join_place writes */
+} bz2_joint;
+
+/*
+ * The next part's stream part[0..len) (made by bz2_compress_counted, `blocks`
+ * blocks): where its blocks join the output, in *jt, and j moved past them.
+ * Reads only where its body ends and its last bits, so whoever keeps the
+ * order learns where the part after it joins before this one is placed.
+ * GC_E_CORRUPT (err) if part is not one of our streams.
+ */
+int bz2_join_next(bz2_joiner *j, const uint8_t *part, size_t len, uint32_t blocks, bz2_joint *jt, gc_error *err);
+
+/* Splice the part's blocks in place, over its own stream: jt->bytes whole bytes from part[0]. */
+size_t bz2_join_place(const bz2_joint *jt, uint8_t *part);
+
+/* The end-of-stream marker and combined CRC after the last part: out holds 16 bytes; 0 if no part joined. */
+size_t bz2_join_finish(bz2_joiner *j, uint8_t *out);
+
 /* ---- streaming (partial) decompression ---- */
 
 /* A decoder rejects a block longer than BZ2_MAX_BLOCK_COMPRESSED bytes (bz2_format.h). */

@@ -16,12 +16,8 @@
 /* What a stream's part carries to its engine and back (r->part_state). */
 typedef struct bz2_part {
     uint32_t blocks; /* compress: blocks in the part's stream */
-    /* compress, set by emit: its blocks join the output at from (the bits of the part before it still
-     * pending), after the stream header if it is the first; place_compressed splices them */
-    bz2_splicer from;
-    bool header;
-    int level;
-    uint64_t body_bits;
+    /* compress, set by emit: where its blocks join the output; place_compressed splices them */
+    bz2_joint joint;
     bz2_dstate ds; /* decompress: where decoding resumes, then where it stopped */
     size_t used;   /* decompress: input bytes wholly consumed */
     /* decompress: the part begins at a magic found in its input, not where the part before it
@@ -324,14 +320,12 @@ static bool gpu_reruns_failures(const gcd_request *r)
 
 /* ---- streams (docs/BZIP2.md, "Streaming") ---- */
 
-/* Compress parts: at least this much input, cut at the first block start after it (so their
- * blocks are the whole input's, bzip2's); a block may span up to ~46 MB of runs, so a part that
- * finds no block start within twice this ends there (still one valid stream, not bzip2's blocks). */
-#define STREAM_COMPRESS_PART ((size_t)32 << 20)
-/* Decompress parts: at least this much input (the GPU's fixed cost per job wants large parts,
+/* Compress parts: bzip2.h's rules (bz2_stream_cut_compress). Decompress parts: at least
+ * BZ2_STREAM_DECOMPRESS_PART (the GPU's fixed cost per job wants large parts,
  * docs/history/BENCHMARKS-2026-11-27.md "Streams"), cut at the first magic after it; at most
  * twice it (then cut blind: no magic means no block boundary, so damage or garbage). */
-#define STREAM_DECOMPRESS_PART ((size_t)32 << 20)
+#define STREAM_COMPRESS_PART BZ2_STREAM_COMPRESS_PART
+#define STREAM_DECOMPRESS_PART BZ2_STREAM_DECOMPRESS_PART
 /* A file stream's first decompress part (no smaller than the GPU's break-even), how many parts
  * what is left is shared among near the end, and how far past a part's target its cut looks for
  * a magic at first (more than a block's compressed size: a magic always comes within it). */
@@ -345,10 +339,8 @@ static bool gpu_reruns_failures(const gcd_request *r)
 #define STREAM_DECOMPRESS_MOST ((size_t)128 << 20)
 
 typedef struct bz2_stream {
-    int level;         /* compress */
-    bz2_splicer sp;    /* compress: the output as a bit string */
-    bool started;      /* compress: the header is out */
-    uint32_t combined; /* compress: the stream's combined CRC so far */
+    int level;       /* compress */
+    bz2_joiner join; /* compress: the parts' streams joined into one */
     /* decompress: the parts emitted so far decoded the input up to bit `end`, in state ds */
     bz2_dstate ds;
     uint64_t end;
@@ -377,34 +369,18 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
         return NULL;
     }
     st->level = proto->level ? (int)proto->level : 9;
+    st->join.level = st->level;
     return st;
 }
 
 /*
- * A compress part: from STREAM_COMPRESS_PART bytes on, up to the next block
- * start (docs/BZIP2.md, section 3); once that much is there and the next
- * start is not yet, up to the last start the walk passed, so a client that
- * waits for output before it sends more (or its end) gets it: any block
- * start gives bzip2's bytes. The cut runs on the event loop, so the walk
- * goes on as input arrives (bz2_rle1_walk_to): a call walks what the reads
- * since the last one brought, never the part again. A flush ends the part
- * (and a block, as bzip2's flush does) where it is.
+ * A compress part (bz2_stream_cut_compress). The cut runs on the event loop,
+ * so the walk goes on as input arrives (bz2_rle1_walk_to): a call walks what
+ * the reads since the last one brought, never the part again.
  */
 static void cut_compress(bz2_stream *st, const uint8_t *buf, size_t avail, bool final, bool flush, size_t *take)
 {
-    const size_t part = STREAM_COMPRESS_PART;
-    size_t at = bz2_rle1_walk_to(buf, avail, final, &st->walk, part, bz2_block_limit(st->level));
-    if (!at && !final && !flush && avail >= part)
-        at = st->walk.start; /* certain: the walk stays 259 bytes behind what has arrived */
-    *take = 0;
-    if (at)
-        *take = at;
-    else if (avail < part)
-        *take = final || flush ? avail : 0;
-    else if (final || flush || avail >= 2 * part)
-        *take = avail < 2 * part ? avail : 2 * part;
-    if (*take)
-        memset(&st->walk, 0, sizeof st->walk);
+    *take = bz2_stream_cut_compress(&st->walk, buf, avail, final, flush, st->level);
 }
 
 /* A flush: the part ends at the last magic of the buffer (everything before it decodes now). */
@@ -646,46 +622,26 @@ static int stream_prepare(void *state, gcd_request *r, gc_error *err)
     return GC_OK;
 }
 
-/*
- * On an I/O thread: the part's blocks, shifted to follow the bits of the
- * part before it (part->from), over its own buffer (bz2_splice works in
- * place: the output never begins after the body, which starts at byte 4).
- * Only whole bytes are made; the last few bits go with the next part.
- */
+/* On an I/O thread: the part's blocks, shifted in place to follow the part before it (bz2_join_place). */
 static void place_compressed(gcd_request *r)
 {
     const bz2_part *part = r->part_state;
-    bz2_splicer sp = part->from;
-    size_t n = part->header ? bz2_splice_header(&sp, part->level, r->output) : 0;
-    bz2_splice(&sp, r->output + 4, part->body_bits, r->output + n);
+    bz2_join_place(&part->joint, r->output);
 }
 
 /*
- * Append a part's blocks to the output: the header before the first,
- * bit-spliced after the last. The loop only reads where its body ends and
- * its last bits (bz2_splice_skip): the part after it knows where it joins
- * at once, and the shifting runs on the pool (place_compressed).
+ * Append a part's blocks to the output (bz2_join_next): the loop only reads
+ * where its body ends and its last bits, so the part after it knows where
+ * it joins at once, and the shifting runs on the pool (place_compressed).
+ * Only whole bytes are made; the last few bits go with the next part.
  */
 static int emit_compressed(bz2_stream *st, gcd_stream *s, gcd_request *r, gc_error *err)
 {
     bz2_part *part = r->part_state;
-    uint32_t combined;
-    int rc = bz2_stream_body(r->output, r->output_len, &part->body_bits, &combined, err);
+    int rc = bz2_join_next(&st->join, r->output, r->output_len, part->blocks, &part->joint, err);
     if (rc != GC_OK)
         return gc_fail(err, GC_E_INTERNAL, "bzip2 stream part: %s", err->msg);
-    part->from = st->sp;
-    part->header = !st->started;
-    part->level = st->level;
-    if (!st->started) {
-        uint8_t header[5];
-        bz2_splice_header(&st->sp, st->level, header);
-    }
-    st->started = true;
-    /* the body starts at bit 32, after the 4-byte header: byte aligned */
-    bz2_splice_skip(&st->sp, r->output + 4, part->body_bits);
-    st->combined = bz2_combine_parts(st->combined, part->blocks, combined);
-    uint64_t whole = (st->sp.bits - st->sp.nacc) - (part->from.bits - part->from.nacc);
-    gcd_stream_put_placed(s, r, (size_t)(whole / 8), place_compressed);
+    gcd_stream_put_placed(s, r, part->joint.bytes, place_compressed);
     return GC_OK;
 }
 
@@ -820,8 +776,10 @@ static int stream_finish(void *state, gcd_stream *s, gc_error *err)
     (void)err;
     bz2_stream *st = state;
     uint8_t out[16];
-    if (st->started) /* compress: every stream has at least its (maybe empty) last part */
-        gcd_stream_put(s, out, bz2_splice_finish(&st->sp, st->combined, out));
+    size_t n =
+        bz2_join_finish(&st->join, out); /* compress: every stream has at least its (maybe empty) last part */
+    if (n)
+        gcd_stream_put(s, out, n);
     return GC_OK;
 }
 

@@ -32,19 +32,9 @@ static int check(const gcd_request *r, gc_error *err)
  */
 static bool peek_frame(const uint8_t *p, uint64_t avail, uint64_t *len, uint64_t *original)
 {
-    if (avail < RLE_HEADER_FIXED)
-        return false;
-    uint64_t count = rle_get_le32(p + RLE_CHUNK_COUNT_OFFSET);
-    uint64_t total = rle_header_size_for(count);
-    if (total > avail)
-        return false;
-    for (uint64_t i = 0; i < count && total <= avail; i++) /* past avail it no longer matters */
-        total += rle_get_le32(p + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY);
-    *original = 0;
-    for (int i = 7; i >= 0; i--)
-        *original = *original << 8 | p[RLE_ORIGINAL_SIZE_OFFSET + i];
-    *len = total;
-    return true;
+    uint64_t index_end;
+    rle_frame_extent(p, (size_t)avail, &index_end, len, original);
+    return *len != 0;
 }
 
 /*
@@ -153,9 +143,6 @@ static int gpu_job(gcd_request *r, gc_gpu_job *job, size_t *out_cap)
 
 /* ---- streams: one frame per part (docs/FORMAT.md, "Concatenated frames") ---- */
 
-/* Input per compress part: the most whole chunks that fit in this (at least one chunk). */
-#define STREAM_PART_BYTES ((size_t)32 << 20)
-
 typedef struct rle_stream {
     size_t part; /* compress: input bytes per frame */
 } rle_stream;
@@ -173,19 +160,9 @@ static void *stream_open(const gcd_request *proto, gc_error *err)
             free(st);
             return NULL;
         }
-        st->part = STREAM_PART_BYTES / opt.chunk_size * opt.chunk_size;
-        if (st->part == 0)
-            st->part = opt.chunk_size;
+        st->part = rle_stream_part_bytes(&opt);
     }
     return st;
-}
-
-static uint64_t le(const uint8_t *p, unsigned n)
-{
-    uint64_t v = 0;
-    for (unsigned i = n; i-- > 0;)
-        v = v << 8 | p[i];
-    return v;
 }
 
 /*
@@ -195,21 +172,15 @@ static uint64_t le(const uint8_t *p, unsigned n)
  */
 static int frame_length(const uint8_t *buf, size_t avail, uint64_t *len, gc_error *err)
 {
+    uint64_t index_end, total, original;
+    rle_frame_extent(buf, avail, &index_end, &total, &original);
+    uint64_t count = index_end ? (index_end - RLE_INDEX_OFFSET - RLE_HEADER_CRC) / RLE_INDEX_ENTRY : 0;
     *len = 0;
-    if (avail < RLE_HEADER_FIXED)
-        return GC_OK;
-    uint64_t count = le(buf + RLE_CHUNK_COUNT_OFFSET, 4);
-    uint64_t index_end = RLE_INDEX_OFFSET + count * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
     if (index_end > GCD_STREAM_WINDOW)
         return gc_fail(err, GC_E_LIMIT,
                        "rle: a frame of %llu chunks has an index larger than a stream's "
                        "window of %llu bytes: decompress it with a whole-buffer request",
                        (unsigned long long)count, (unsigned long long)GCD_STREAM_WINDOW);
-    if (avail < index_end)
-        return GC_OK;
-    uint64_t total = index_end;
-    for (uint64_t i = 0; i < count; i++)
-        total += le(buf + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY, 4);
     if (total > GCD_STREAM_WINDOW)
         return gc_fail(err, GC_E_LIMIT,
                        "rle: a frame of %llu bytes is larger than a stream's window of %llu "
@@ -284,26 +255,20 @@ static int stream_cut_file(void *state, const gcd_request *proto, const uint8_t 
     else if (len)
         *take = len < left ? (size_t)len : left;
     else { /* the index is known once the fixed header is: ask for all of it */
-        size_t want =
-            head_len < RLE_HEADER_FIXED
-                ? STREAM_FIRST_PEEK
-                : RLE_INDEX_OFFSET + le(head + RLE_CHUNK_COUNT_OFFSET, 4) * RLE_INDEX_ENTRY + RLE_HEADER_CRC;
+        size_t want = head_len < RLE_HEADER_FIXED
+                          ? STREAM_FIRST_PEEK
+                          : rle_header_size_for(rle_get_le32(head + RLE_CHUNK_COUNT_OFFSET));
         *see_to = want < left ? want : left;
     }
     return GC_OK;
 }
 
-/*
- * An empty compress part after others adds no frame: it only tells a stream
- * whose input ended on a part boundary that it ended, which happens or not
- * as the client's last frame arrives before or after the last part is cut;
- * its frame would make the same input give other bytes from run to run.
- */
+/* An empty compress part after others adds no frame (rle_stream_part_frames says why). */
 static int stream_emit(void *state, gcd_stream *s, gcd_request *part, gc_error *err)
 {
     (void)state;
     (void)err;
-    if (part->op == GPUCOMP__OP__OP_COMPRESS && part->total_size == 0 && part->part_seq > 0)
+    if (part->op == GPUCOMP__OP__OP_COMPRESS && !rle_stream_part_frames(part->total_size, part->part_seq))
         return GC_OK;
     gcd_stream_put_output(s, part);
     return GC_OK;

@@ -117,6 +117,31 @@ int rle_stream_decoded_size(const uint8_t *src, size_t src_len, uint64_t *size, 
 int rle_decompress(const uint8_t *src, size_t src_len, unsigned threads, uint8_t *dst, size_t dst_cap,
                    size_t *dst_len, gc_error *err);
 
+/* --- a stream's parts: the rules every streamed side shares (the daemon's
+ * streams, the client library's local streams), so both give the same bytes */
+
+/* Input per compress part, one frame each: the most whole chunks of opt (resolved) that fit in
+ * 32 MiB, at least one chunk. An empty part after others writes no frame (rle_stream_part_frames). */
+size_t rle_stream_part_bytes(const rle_options *opt);
+
+/* Whether a stream's compress part of len bytes, its seq-th (0 first), writes a frame: an empty one
+ * only says the input ended on a part boundary (which may be known before or after the last part is
+ * cut), so only a stream of no input at all gets an (empty) frame. */
+static inline int rle_stream_part_frames(uint64_t len, uint64_t seq)
+{
+    return len > 0 || seq == 0;
+}
+
+/*
+ * The extent of the frame at p (avail bytes of the input from it), from its
+ * fixed header and index, validating nothing (the decoder does): *index_end,
+ * its header up to the header CRC's end (0 while the fixed header is not all
+ * in avail); *len, that plus the records the index adds up (0 while the
+ * index is not all in avail); *original, its declared original size (0 with
+ * *index_end). Reads the header and index once.
+ */
+void rle_frame_extent(const uint8_t *p, size_t avail, uint64_t *index_end, uint64_t *len, uint64_t *original);
+
 /* --- chunk level, for the batcher and the GPU backend's CPU fallback ----- */
 
 /* Bytes of the largest record one chunk of chunk_len bytes can produce. */

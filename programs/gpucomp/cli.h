@@ -5,8 +5,8 @@
  *   cli_args.c    command line, --help, --version
  *   cli_file.c    one FILE (or stdin): checks, names, read, write, cleanup
  *   cli_output.c  output through a temporary file, metadata, signals
- *   cli_daemon.c  the connection to gpucompd, --ping, --stats, -v lines
- *   cli_local.c   the codecs in this process (--local, or no daemon answering)
+ *   cli_daemon.c  the connection to gpucompd (or the library's in-process
+ *                 client: --local, or no daemon answering), --ping, --stats, -v lines
  *   cli_progress.c  the progress line on a terminal
  *   cli_names.c   suffixes, codec names, magic bytes, sizes
  *
@@ -60,8 +60,7 @@ typedef struct cli_session {
     gpucomp_client *client; /* connected on first use */
     int status;             /* CLI_EXIT_* so far */
     bool fatal;             /* cannot go on (no daemon): skip remaining files */
-    bool local;             /* requests run in this process (cli_local.c) */
-    char local_error[192];  /* the last local request's message */
+    bool local;             /* client runs in this process (gpucomp_open_local) */
 } cli_session;
 
 /* cli_args.c: parse argv into s->opts; returns -1 to go on, else an exit status. */
@@ -96,10 +95,6 @@ int cli_request(cli_session *s, bool decompress, const gpucomp_options *o, const
 
 /* The detailed message of the last failed request (daemon's or local). */
 const char *cli_last_error(const cli_session *s);
-
-/* cli_local.c: cli_request's work done in this process; the message goes to s->local_error. */
-int cli_local_request(cli_session *s, bool decompress, const gpucomp_options *o, const uint8_t *in, size_t in_len,
-                      cli_result *r);
 
 /* Report the failed request rc for the file called name, with the exit status it implies. */
 void cli_request_failed(cli_session *s, const char *name, int rc);

@@ -86,6 +86,17 @@ static void say_refused(cli_session *s)
               path, group, group, user);
 }
 
+/* A client that runs in this process (the library's local streams); false (reported) if none. */
+static bool open_local(cli_session *s)
+{
+    s->local = true;
+    if (gpucomp_open_local(&s->client) == GPUCOMP_OK)
+        return true;
+    cli_error(s, "%s", gpucomp_connect_error());
+    s->fatal = true;
+    return false;
+}
+
 /*
  * Connected lazily, so that a file skipped for its name never needs the
  * daemon. No daemon is fatal: every other file would fail the same way.
@@ -95,12 +106,10 @@ static void say_refused(cli_session *s)
  */
 bool cli_connect(cli_session *s)
 {
-    if (s->client || s->local)
+    if (s->client)
         return true;
-    if (s->opts.local) {
-        s->local = true;
-        return true;
-    }
+    if (s->opts.local || s->local)
+        return open_local(s);
     int rc = gpucomp_connect(s->opts.socket, &s->client);
     if (rc == GPUCOMP_OK)
         return true;
@@ -110,8 +119,7 @@ bool cli_connect(cli_session *s)
                            : s->opts.mode == CLI_DECOMPRESS ? "decompressing"
                                                             : "testing";
         cli_note(s, "no daemon at %s; %s on this CPU", socket_path(s), verb);
-        s->local = true;
-        return true;
+        return open_local(s);
     }
     if (rc == GPUCOMP_E_PERMISSION)
         say_refused(s);
@@ -148,8 +156,6 @@ int cli_request(cli_session *s, bool decompress, const gpucomp_options *o, const
     memset(r, 0, sizeof *r);
     if (!cli_connect(s))
         return GPUCOMP_E_CONNECT;
-    if (s->local)
-        return cli_local_request(s, decompress, o, in, in_len, r);
     uint64_t t0 = gc_now_ns();
     void *out;
     int rc = decompress ? gpucomp_decompress(s->client, o, in, in_len, &out, &r->len)
@@ -179,7 +185,7 @@ int cli_exit_for(int rc)
 
 const char *cli_last_error(const cli_session *s)
 {
-    return s->local ? s->local_error : s->client ? gpucomp_last_error(s->client) : "";
+    return s->client ? gpucomp_last_error(s->client) : "";
 }
 
 void cli_request_failed(cli_session *s, const char *name, int rc)

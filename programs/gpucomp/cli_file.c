@@ -3,8 +3,9 @@
  * decide whether to touch it at all, pick the output name and codec, stream
  * it through the daemon in pieces (writing the output as it comes, so memory
  * stays bounded whatever the size), and only then remove the input. Local
- * runs (--local, or no daemon) and a daemon without streams read the input
- * whole and make one request.
+ * runs (--local, or no daemon) stream the same way through the library's
+ * in-process client (its local streams); only a daemon without streams gets
+ * the input read whole and one request.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -607,14 +608,8 @@ out:
 /* From an open input to a delivered output (and the input removed, if that is the job). */
 static void run_job(cli_session *s, job *j)
 {
-    if (!cli_connect(s))
-        return;
-    if (s->local) {
-        cli_progress_begin(s, j->name, S_ISREG(j->st.st_mode) ? (uint64_t)j->st.st_size : 0);
-        run_whole(s, j, NULL, 0);
-    } else {
+    if (cli_connect(s))
         run_streamed(s, j);
-    }
 }
 
 static void process_stdin(cli_session *s)

@@ -166,3 +166,27 @@ int rle_frame_index_copy(const uint8_t *src, size_t src_len, const rle_frame_inf
                        (unsigned)stored, (unsigned)computed);
     return check_index(info, (const uint8_t *)index, src_len - info->header_size, NULL, err);
 }
+
+size_t rle_stream_part_bytes(const rle_options *opt)
+{
+    const size_t most = (size_t)32 << 20;
+    size_t part = most / opt->chunk_size * opt->chunk_size;
+    return part ? part : opt->chunk_size;
+}
+
+void rle_frame_extent(const uint8_t *p, size_t avail, uint64_t *index_end, uint64_t *len, uint64_t *original)
+{
+    *index_end = *len = *original = 0;
+    if (avail < RLE_HEADER_FIXED)
+        return;
+    uint64_t count = rle_get_le32(p + RLE_CHUNK_COUNT_OFFSET);
+    *index_end = rle_header_size_for(count);
+    for (int i = 7; i >= 0; i--)
+        *original = *original << 8 | p[RLE_ORIGINAL_SIZE_OFFSET + i];
+    if (*index_end > avail)
+        return;
+    uint64_t total = *index_end; /* at most 2^32 entries below 2^32 each: no overflow */
+    for (uint64_t i = 0; i < count; i++)
+        total += rle_get_le32(p + RLE_INDEX_OFFSET + i * RLE_INDEX_ENTRY);
+    *len = total;
+}
