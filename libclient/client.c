@@ -17,7 +17,7 @@
 #include <string.h>
 
 #ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "0.2.0"
+#define PACKAGE_VERSION "0.3.0"
 #endif
 
 /* The last gpucomp_*_into call with no client on this thread: its message (gpucomp_last_error(NULL)). */

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "0.2.0"
+#define PACKAGE_VERSION "0.3.0"
 #endif
 
 /*
@@ -122,6 +122,7 @@ static int check_welcome(gpucomp_client *c, const Gpucomp__Frame *f, gc_error *e
     c->max_streams = w->max_streams;
     c->file_streams = w->file_streams;
     c->stream_rings = w->stream_rings;
+    c->stream_output_rings = w->stream_output_rings;
     snprintf(c->server_version, sizeof c->server_version, "%s", w->server_version ? w->server_version : "");
     return GC_OK;
 }

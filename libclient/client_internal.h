@@ -40,6 +40,7 @@ struct gpucomp_client {
     uint32_t max_streams;          /* from Welcome */
     bool file_streams;             /* from Welcome: the daemon takes file streams (client_file.c) */
     bool stream_rings;             /* from Welcome: the daemon takes ring streams (client_stream.c) */
+    bool stream_output_rings;      /* from Welcome: the daemon writes streams' output into rings */
     char path[108];                /* the socket path connected to (for reconnecting) */
     /* the in-process CPU engine (client_local.c) */
     bool local_only; /* gpucomp_open found no daemon, or was refused: every request runs here */

@@ -23,6 +23,15 @@
  * crosses neither the socket nor the daemon's event loop; the window rule
  * is what keeps us from writing over bytes the daemon has not read yet.
  *
+ * With a daemon that writes output into rings (Welcome's stream_output_rings),
+ * the output comes back the same way: a second memfd of stream_window bytes,
+ * mapped read-only, which the daemon's I/O threads write; its frames only
+ * name the bytes now there, and we return credit (output_consumed) as the
+ * caller takes them, by a copy into its buffer or, through
+ * gpucomp_stream_output_view, by writing them out of the ring itself. The
+ * daemon never writes past our credit plus the ring's size, and every frame's
+ * claim is checked against that before a byte of the ring is believed.
+ *
  * A client with no daemon (gpucomp_open found none, or its daemon cannot be
  * reached when the stream opens and it falls back) runs the stream in this
  * process instead: client_local_stream.c does the work, this file only
@@ -88,6 +97,12 @@ struct gpucomp_stream {
     int ring_fd;
     uint8_t *ring;
     size_t ring_size;
+    /* an output ring: output offset y is at oring[y % oring_size], the memfd oring_fd mapped read-only */
+    int oring_fd;
+    const uint8_t *oring;
+    size_t oring_size;
+    uint64_t credit_sent; /* the output_consumed last packed */
+    bool cancel_sent;     /* OP_CANCEL is packed: an output ring's id is closed only by it */
     /* a stream run in this process (client_local_stream.c): nothing above is used */
     client_local_stream *local;
 };
@@ -172,6 +187,8 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
     }
     r.last = last;
     r.flush = flush && !last; /* last already makes the daemon finish everything */
+    if (s->oring)
+        r.output_consumed = s->credit_sent = s->delivered;
     int rc = pack_request(s, &r);
     if (rc != GC_OK)
         return rc;
@@ -181,6 +198,37 @@ static int pack_input(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
         s->flushed_at = s->sent;
     s->last_sent = last;
     return GC_OK;
+}
+
+/*
+ * Credit for the output ring, in a frame of its own, once the caller has
+ * taken an eighth of the ring or all there is (the daemon may be waiting for
+ * it): with input still to send it rides on the input's frames.
+ */
+static int pack_credit(gpucomp_stream *s)
+{
+    uint64_t owed = s->delivered - s->credit_sent;
+    if (!s->oring || writing(s) || s->cancel_sent || s->final || owed == 0)
+        return GC_OK;
+    if (owed < s->oring_size / 8 && s->delivered != s->received)
+        return GC_OK;
+    Gpucomp__Request r = GPUCOMP__REQUEST__INIT;
+    r.id = s->id;
+    r.output_consumed = s->credit_sent = s->delivered;
+    return pack_request(s, &r);
+}
+
+/* The next frame to write: input (and its marks), else credit alone. */
+static int pack_next(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_end_op op)
+{
+    int rc = pack_input(s, in, op);
+    return rc == GC_OK ? pack_credit(s) : rc;
+}
+
+/* Whether the daemon still holds the stream's id: until our last frame, or (an output ring's) our cancel. */
+static bool id_open(const gpucomp_stream *s)
+{
+    return s->oring ? !s->cancel_sent : !s->last_sent;
 }
 
 /* Ring bytes the caller may fill now: from the next input offset up to the window or the ring's end. */
@@ -223,7 +271,7 @@ static int pack_cancel(gpucomp_stream *s)
     r.last = true;
     int rc = pack_request(s, &r);
     if (rc == GC_OK)
-        s->last_sent = true;
+        s->last_sent = s->cancel_sent = true;
     return rc;
 }
 
@@ -376,6 +424,27 @@ static int take_final(gpucomp_stream *s, const Gpucomp__Response *r)
 }
 
 /*
+ * Output named in the ring must begin where the last ended, stay inside
+ * the ring, and leave alone what the caller has not taken (the daemon may
+ * write only up to the credit we returned plus the ring's size).
+ */
+static int check_ring_output(gpucomp_stream *s, const Gpucomp__Response *r)
+{
+    if (!r->ring_offset && !r->ring_length)
+        return GC_OK;
+    uint64_t size = s->oring_size, at = s->oring ? s->received % size : 0;
+    if (!s->oring || r->ring_offset != at || r->ring_length > size - at ||
+        s->received + r->ring_length > s->credit_sent + size)
+        return gc_fail(&s->c->err, GC_E_PROTOCOL,
+                       "gpucompd named %llu output bytes at offset %llu of a %llu-byte output ring (next byte at "
+                       "%llu, %llu bytes free)",
+                       (unsigned long long)r->ring_length, (unsigned long long)r->ring_offset,
+                       (unsigned long long)size, (unsigned long long)at,
+                       (unsigned long long)(s->oring ? s->credit_sent + size - s->received : 0));
+    return GC_OK;
+}
+
+/*
  * Validate a frame of this stream and take its counters. An error frame is
  * accepted without stream = true: a daemon may refuse the opening frame
  * before it knows it is a stream.
@@ -389,22 +458,31 @@ static int take_frame(gpucomp_stream *s, const Gpucomp__Response *r)
         return take_final(s, r);
     if (!r->stream || r->payload_in_fd)
         return gc_fail(err, GC_E_PROTOCOL, "gpucompd answered a stream with a non-stream Response");
-    if (s->file_out && r->payload.len)
-        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent output in frames for a stream that writes a file");
+    if ((s->file_out || s->oring) && r->payload.len)
+        return gc_fail(err, GC_E_PROTOCOL, "gpucompd sent output in frames for a stream that writes a %s",
+                       s->oring ? "ring" : "file");
     int rc = check_consumed(s, r);
+    if (rc == GC_OK)
+        rc = check_ring_output(s, r);
     if (rc != GC_OK)
         return rc;
-    s->received += r->payload.len;
+    s->received += r->payload.len + r->ring_length;
     if (s->max_output && s->received > s->max_output)
         return gc_fail(err, GC_E_LIMIT, "the stream's output passed the limit of %llu bytes",
                        (unsigned long long)s->max_output);
     return r->last ? take_final(s, r) : GC_OK;
 }
 
+/* Output received and not yet handed out: a held frame's payload, or bytes in the output ring. */
+static bool has_output(const gpucomp_stream *s)
+{
+    return s->held || s->received > s->delivered;
+}
+
 /* Read and take at most one frame (only while none is held: one frame's payload at a time). */
 static int try_read(gpucomp_stream *s, bool *moved)
 {
-    if (s->held || s->final)
+    if (has_output(s) || s->final) /* the ring's bytes before an error frame are handed out first */
         return GC_OK;
     Gpucomp__Frame *f;
     int rc = try_read_frame(s, &f, moved);
@@ -413,11 +491,11 @@ static int try_read(gpucomp_stream *s, bool *moved)
     rc = check_owner(s, f);
     if (rc == GC_OK)
         rc = take_frame(s, f->response);
-    if (rc == GC_OK) {
+    if (rc == GC_OK && f->response->payload.len) {
         s->held = f;
         s->held_pos = 0;
     } else {
-        gc_wire_free(f);
+        gc_wire_free(f); /* nothing to hand out of it (an output ring's output is in the ring) */
     }
     return rc;
 }
@@ -427,9 +505,36 @@ static size_t held_left(const gpucomp_stream *s)
     return s->held ? s->held->response->payload.len - s->held_pos : 0;
 }
 
+/* The output ring's next bytes to hand out, up to its end: *len of them. */
+static const uint8_t *ring_output(const gpucomp_stream *s, size_t *len)
+{
+    uint64_t left = s->oring ? s->received - s->delivered : 0;
+    size_t at = left ? (size_t)(s->delivered % s->oring_size) : 0;
+    *len = left < s->oring_size - at ? (size_t)left : s->oring_size - at;
+    return left ? s->oring + at : NULL;
+}
+
+/* Copy the output ring's bytes into out (at most two pieces: the ring wraps). */
+static void deliver_ring(gpucomp_stream *s, gpucomp_outbuf *out, bool *moved)
+{
+    size_t n;
+    const uint8_t *p;
+    while ((p = ring_output(s, &n)) && out->pos < out->size) {
+        n = n < out->size - out->pos ? n : out->size - out->pos;
+        memcpy((uint8_t *)out->dst + out->pos, p, n);
+        out->pos += n;
+        s->delivered += n;
+        *moved = true;
+    }
+}
+
 /* Hand the held frame's payload out; drop the frame once it is all out. */
 static void deliver(gpucomp_stream *s, gpucomp_outbuf *out, bool *moved)
 {
+    if (s->oring) {
+        deliver_ring(s, out, moved);
+        return;
+    }
     size_t n = held_left(s);
     size_t room = out->size - out->pos;
     n = n < room ? n : room;
@@ -499,14 +604,24 @@ static int send_open(gpucomp_stream *s, gpucomp_direction dir, const gpucomp_opt
     r.output_fd = fds[1] >= 0;
     r.last = r.input_fd; /* a file stream is all in its first frame */
     r.ring = s->ring != NULL;
+    r.output_ring = s->oring != NULL;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = &r;
-    /* Small, and the daemon reads it at once: a plain blocking send is enough. */
+    /* the input's descriptor first (a file or the ring), then the output's (a file or the output ring) */
+    int pass[3];
+    unsigned n = 0;
     if (r.input_fd)
-        return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, fds, r.output_fd ? 2 : 1, &s->c->err);
+        pass[n++] = fds[0];
+    if (r.output_fd)
+        pass[n++] = fds[1];
     if (r.ring)
-        return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, &s->ring_fd, 1, &s->c->err);
+        pass[n++] = s->ring_fd;
+    if (r.output_ring)
+        pass[n++] = s->oring_fd;
+    /* Small, and the daemon reads it at once: a plain blocking send is enough. */
+    if (n)
+        return client_io_send_frame_fds(s->c->fd, &f, s->c->max_frame, pass, n, &s->c->err);
     return client_io_send_frame(s->c->fd, &f, s->c->max_frame, false, &s->c->err);
 }
 
@@ -554,6 +669,46 @@ static void drop_ring(gpucomp_stream *s)
     s->ring_fd = -1;
 }
 
+/*
+ * The output ring's size: the daemon's writes run this far ahead of the
+ * caller, several pieces at once, which is plenty to keep a pipe full; more
+ * would only add to the memory a stream maps (its input ring is larger).
+ */
+#define ORING_SIZE ((uint64_t)32 << 20)
+
+/*
+ * An output ring, when the daemon writes into rings and the output is not a
+ * file it writes itself. Without one the output comes in frames.
+ */
+static void make_oring(gpucomp_stream *s)
+{
+    uint64_t size = ORING_SIZE;
+    s->oring_fd = -1;
+    if (!s->c->stream_output_rings || s->file_out || size == 0 || size > RING_MOST)
+        return;
+    int fd = gc_memfd_create("gpucomp-output-ring");
+    if (fd < 0)
+        return;
+    void *p = ftruncate(fd, (off_t)size) == 0 ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    s->oring_fd = fd;
+    s->oring = p;
+    s->oring_size = (size_t)size;
+}
+
+static void drop_oring(gpucomp_stream *s)
+{
+    if (s->oring)
+        munmap((void *)(uintptr_t)s->oring, s->oring_size);
+    if (s->oring_fd >= 0)
+        close(s->oring_fd);
+    s->oring = NULL;
+    s->oring_fd = -1;
+}
+
 int gpucomp_stream_open(gpucomp_client *c, gpucomp_direction dir, const gpucomp_options *o, gpucomp_stream **out)
 {
     const int none[2] = { -1, -1 };
@@ -591,6 +746,7 @@ static gpucomp_stream *new_stream(gpucomp_client *c, gpucomp_direction dir)
     }
     s->c = c;
     s->decompress = dir == GPUCOMP_DECOMPRESS;
+    s->ring_fd = s->oring_fd = -1;
     return s;
 }
 
@@ -671,11 +827,13 @@ static int open_remote(gpucomp_client *c, gpucomp_direction dir, const gpucomp_o
     s->file_out = fds[1] >= 0;
     s->last_sent = s->ended = s->file;
     make_ring(s);
+    make_oring(s);
     int rc = send_open(s, dir, o, fds);
     if (rc != GC_OK) {
         if (rc == GC_E_IO)
             client_disconnect(c);
         drop_ring(s);
+        drop_oring(s);
         free(s);
         return rc;
     }
@@ -706,7 +864,7 @@ static int write_out(gpucomp_stream *s)
 static int cancel_now(gpucomp_stream *s)
 {
     int rc = write_out(s);
-    if (rc == GC_OK && !s->last_sent) {
+    if (rc == GC_OK && id_open(s)) {
         rc = pack_cancel(s);
         if (rc == GC_OK)
             rc = write_out(s);
@@ -742,8 +900,8 @@ static int fail_stream(gpucomp_stream *s, int rc)
  */
 static bool op_done(const gpucomp_stream *s, const gpucomp_inbuf *in, gpucomp_end_op op)
 {
-    if (s->held || in->pos < in->size)
-        return s->final && !s->held; /* a stream that ended takes no more input */
+    if (has_output(s) || in->pos < in->size)
+        return s->final && !has_output(s); /* a stream that ended takes no more input */
     if (op == GPUCOMP_END)
         return s->final;
     if (op == GPUCOMP_FLUSH)
@@ -763,11 +921,11 @@ static size_t pending_of(const gpucomp_stream *s, const gpucomp_inbuf *in, gpuco
 static int step(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucomp_end_op op, bool *moved)
 {
     deliver(s, out, moved);
-    int rc = pack_input(s, in, op);
+    int rc = pack_next(s, in, op);
     if (rc == GC_OK)
         rc = try_write(s, moved);
     if (rc == GC_OK && !writing(s))
-        rc = pack_input(s, in, op);
+        rc = pack_next(s, in, op);
     if (rc == GC_OK)
         rc = try_write(s, moved);
     if (rc == GC_OK)
@@ -784,7 +942,7 @@ static short wait_events(const gpucomp_stream *s, const gpucomp_outbuf *out)
         ev |= POLLOUT;
     if (!s->held && !s->final)
         ev |= POLLIN;
-    if (s->held && out->pos == out->size)
+    if (has_output(s) && out->pos == out->size)
         return 0; /* never wait with output the caller has not taken: the daemon may be waiting on it */
     return ev;
 }
@@ -806,7 +964,7 @@ static int run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out, gpucom
         int rc = step(s, in, out, op, &moved);
         if (rc != GC_OK)
             return fail_stream(s, rc);
-        if (s->final && !s->held && !s->last_sent && cancel_now(s) != GC_OK)
+        if (s->final && !s->held && id_open(s) && cancel_now(s) != GC_OK)
             return fail_stream(s, s->c->err.code);
         if (s->final && !s->held)
             in->pos = in->size; /* a complete stream ignores the rest (trailing garbage) */
@@ -896,6 +1054,46 @@ int gpucomp_stream_trailing_garbage(const gpucomp_stream *s, uint64_t *offset)
     return yes;
 }
 
+/*
+ * The output already received, in place: the output ring's next bytes (to
+ * its end), or the held frame's payload. Writing them out of there is the
+ * copy gpucomp_stream_run's output buffer would cost.
+ */
+const void *gpucomp_stream_output_view(gpucomp_stream *s, size_t *len)
+{
+    size_t n = 0;
+    const uint8_t *p = NULL;
+    if (s && !s->local && s->oring) {
+        p = ring_output(s, &n);
+    } else if (s && !s->local && s->held) {
+        n = held_left(s);
+        p = s->held->response->payload.data + s->held_pos;
+    }
+    if (len)
+        *len = n;
+    return n ? p : NULL;
+}
+
+int gpucomp_stream_output_release(gpucomp_stream *s, size_t n)
+{
+    size_t have = 0;
+    if (!s)
+        return GPUCOMP_E_INVALID;
+    gpucomp_stream_output_view(s, &have);
+    if (n > have)
+        return gc_fail(&s->c->err, GC_E_INVALID,
+                       "gpucomp_stream_output_release: %zu bytes, but the view holds %zu", n, have);
+    s->delivered += n;
+    if (!s->oring && s->held) {
+        s->held_pos += n;
+        if (held_left(s) == 0) {
+            gc_wire_free(s->held);
+            s->held = NULL;
+        }
+    }
+    return GPUCOMP_OK;
+}
+
 gpucomp_backend gpucomp_stream_backend(const gpucomp_stream *s)
 {
     return s ? s->backend : GPUCOMP_BACKEND_UNKNOWN;
@@ -912,9 +1110,9 @@ static int cancel_and_drain(gpucomp_stream *s)
     uint64_t deadline = now_ms() + ms;
     s->max_output = 0; /* dropped output counts for nothing */
     int rc = GC_OK;
-    while (rc == GC_OK && (!s->last_sent || writing(s) || !s->final)) {
+    while (rc == GC_OK && (id_open(s) || writing(s) || !s->final)) {
         bool moved = false;
-        if (!writing(s) && !s->last_sent)
+        if (!writing(s) && id_open(s))
             rc = pack_cancel(s);
         if (rc == GC_OK)
             rc = try_write(s, &moved);
@@ -928,6 +1126,7 @@ static int cancel_and_drain(gpucomp_stream *s)
             s->held = NULL;
             moved = true;
         }
+        s->delivered = s->received; /* an output ring's too */
         short ev = (short)((writing(s) ? POLLOUT : 0) | (s->final ? 0 : POLLIN));
         if (rc == GC_OK && !moved && ev)
             rc = wait_socket(s, ev, deadline);
@@ -940,7 +1139,7 @@ void gpucomp_stream_free(gpucomp_stream *s)
     if (!s)
         return;
     gpucomp_client *c = s->c;
-    bool unfinished = !s->last_sent || !s->final || writing(s) || s->rbody || s->rhdr_got;
+    bool unfinished = id_open(s) || !s->final || writing(s) || s->rbody || s->rhdr_got;
     if (s->local) { /* nothing to cancel: it runs only inside gpucomp_stream_run */
         client_local_stream_free(s->local);
     } else if (c->fd >= 0 && unfinished) {
@@ -953,6 +1152,7 @@ void gpucomp_stream_free(gpucomp_stream *s)
     free(s->rbuf);
     free(s->wbuf);
     drop_ring(s);
+    drop_oring(s);
     if (c->stream == s)
         c->stream = NULL;
     free(s);

@@ -398,6 +398,28 @@ int gpucomp_stream_run(gpucomp_stream *s, gpucomp_inbuf *in, gpucomp_outbuf *out
  */
 void *gpucomp_stream_input_space(gpucomp_stream *s, size_t *len);
 
+/*
+ * The stream's output that has arrived and is not yet handed out, where it
+ * lies: *len (may be NULL) bytes at the pointer, in stream order, without
+ * the copy into gpucomp_stream_run's output buffer (a write(2) straight
+ * from it, say). With a daemon that writes output into rings this is memory
+ * shared with the daemon; otherwise the frame the output came in. NULL with
+ * *len 0 when nothing is waiting (call gpucomp_stream_run, with an empty
+ * output buffer if you like, to wait for more) or the stream runs in this
+ * process (its output comes only through the output buffer). Valid until
+ * the next call on the stream. (0.3.0)
+ */
+const void *gpucomp_stream_output_view(gpucomp_stream *s, size_t *len);
+
+/*
+ * The caller is done with the first n bytes of the last view: they count as
+ * handed out (gpucomp_stream_bytes_out), and the daemon may reuse their
+ * memory once gpucomp_stream_run next runs. GPUCOMP_E_INVALID if n is more
+ * than the view held. Output must be taken, by a view or an output buffer,
+ * for the stream to go on: the daemon stops while it is not. (0.3.0)
+ */
+int gpucomp_stream_output_release(gpucomp_stream *s, size_t n);
+
 /* Input bytes taken and output bytes returned so far (progress). */
 uint64_t gpucomp_stream_bytes_in(const gpucomp_stream *s);
 uint64_t gpucomp_stream_bytes_out(const gpucomp_stream *s);

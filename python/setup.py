@@ -33,7 +33,7 @@ library_dirs = dirs("GPUCOMP_LIBRARY_DIR", "--libs", "-L")
 
 setup(
     name="gpucomp",
-    version=os.environ.get("GPUCOMP_VERSION", "0.2.0"),
+    version=os.environ.get("GPUCOMP_VERSION", "0.3.0"),
     description="bzip2 and rle compression served by gpucompd, shaped like Python's bz2",
     packages=["gpucomp"],
     ext_modules=[

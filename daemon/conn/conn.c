@@ -94,6 +94,8 @@ static void claim_fds(gcd_conn *c, int fds[2], unsigned want)
     unsigned n = c->n_fds < want ? c->n_fds : want;
     fds[0] = n > 0 ? c->fds[0] : -1;
     fds[1] = n > 1 ? c->fds[1] : -1;
+    for (unsigned i = 2; i < n; i++) /* a frame names at most two that it can use */
+        close(c->fds[i]);
     c->n_fds -= n;
     memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
 }

@@ -111,6 +111,7 @@ void gcd_send_welcome(gcd_output *o, gc_status status, const char *message, uint
     w.max_streams = max_streams;
     w.file_streams = stream_window > 0;
     w.stream_rings = stream_window > 0;
+    w.stream_output_rings = stream_window > 0;
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_WELCOME;
     f.welcome = &w;

@@ -111,7 +111,8 @@ static gcd_assembly_outcome refuse(gcd_assembly *a, gcd_request *r, bool more_fr
 unsigned gcd_assembly_fds_carried(const Gpucomp__Request *m)
 {
     if (!m->payload_in_fd) /* a file stream's: its input, then its output; a ring stream's ring */
-        return (m->input_fd ? 1u : 0u) + (m->output_fd ? 1u : 0u) + (m->ring && m->stream ? 1u : 0u);
+        return (m->input_fd ? 1u : 0u) + (m->output_fd ? 1u : 0u) + (m->ring && m->stream ? 1u : 0u) +
+               (m->output_ring && m->stream ? 1u : 0u);
     return gcd_op_is_registration(m->op) ? 1 : 2;
 }
 

@@ -66,6 +66,10 @@ typedef struct gcd_stream_set {
 /* A ring stream's ring holds at least the window (a cut may need that much
  * input before it can cut) and at most this (docs/PROTOCOL.md, "Ring streams"). */
 #define GCD_STREAM_RING_MOST (2 * GCD_STREAM_WINDOW)
+/* An output ring holds at least this (docs/PROTOCOL.md, "Output rings"): the
+ * daemon writes it piece by piece as credit returns, so it needs no window of
+ * its own, and at most GCD_STREAM_RING_MOST. */
+#define GCD_STREAM_ORING_LEAST ((uint64_t)1 << 20)
 /* The fewest parts of one stream at the engines at once (stream_session.c stream_depth
  * adds one per lane and worker): with four, the pool starts a part's blocks while
  * the last blocks of earlier parts run (docs/DECISIONS.md). A tuning build may set it. */

@@ -109,6 +109,16 @@ struct gcd_stream {
     uint64_t ring_size;
     uint64_t ring_charged;      /* its input not yet taken (received - consumed), charged to the budget */
     bool reading[STREAM_SLOTS]; /* a ring stream's part whose read from the ring is at the pool */
+    /* an output ring (docs/PROTOCOL.md, "Output rings"; stream_oring.c): output offset y
+     * goes at y % oring_size of oring_fd, the client's memfd, by pwrite on the pool */
+    int oring_fd;
+    uint64_t oring_size;
+    uint64_t oring_credit;               /* the client's output_consumed */
+    uint64_t oring_issued;               /* output before this is written, or being written, into the ring */
+    uint64_t oring_told;                 /* output before this is in the ring and named in frames */
+    struct oring_seg *oq_head, *oq_tail; /* output waiting for its turn or for credit (charged) */
+    struct stream_io *ow_head, *ow_tail; /* writes into the ring at the pool, in stream order */
+    gc_error failing;                    /* a part's error, sent once the output before it is in the ring */
     /* totals */
     uint64_t out_total, engine_ns;
     unsigned gpu_parts, cpu_parts;
@@ -124,8 +134,8 @@ typedef struct stream_io {
     gcd_request *part;         /* a part's read, or the part whose output is placed */
     gcd_shared_output *shared; /* a write: the buffer it writes from, one reference */
     gcd_stream_place_fn place; /* a placement: makes the part's output bytes on the pool thread */
-    bool ready;                /* a placement back from the pool */
-    struct stream_io *next;    /* the next placement in stream order */
+    bool ready;                /* a placement (or an output ring's write) back from the pool */
+    struct stream_io *next;    /* the next placement (or ring write) in stream order */
     uint8_t *rest;             /* a settle: the bytes before the part's read, then those it leaves */
     size_t rest_len;
 } stream_io;
@@ -140,6 +150,7 @@ void stream_fragment_response(const gcd_stream *s, Gpucomp__Response *resp);
 void stream_send_fragment(gcd_stream *s, const uint8_t *data, size_t len);
 void stream_send_credit(gcd_stream *s);
 void stream_fail(gcd_stream *s, const gc_error *err);
+void stream_fail_after_output(gcd_stream *s, const gc_error *err);
 void stream_end_output(gcd_stream *s);
 void stream_maybe_free(gcd_stream *s);
 void stream_drop_buffer(gcd_stream *s);
@@ -155,5 +166,13 @@ void stream_start_part(gcd_stream *s, gcd_request *r);
 bool stream_peek(gcd_stream *s, size_t from, size_t to, gc_error *err);
 bool stream_write_out(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, size_t len);
 bool stream_write_copy(gcd_stream *s, const void *data, size_t len);
+void stream_release_written(gcd_stream *s, gcd_shared_output *o, size_t len);
+
+/* stream_oring.c: an output ring (docs/PROTOCOL.md, "Output rings") */
+bool stream_has_oring(const gcd_stream *s);
+bool stream_writes_out(const gcd_stream *s);
+bool stream_oring_push(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, size_t len);
+void stream_oring_credit(gcd_stream *s, const Gpucomp__Request *m);
+void stream_oring_drop(gcd_stream *s);
 
 #endif

@@ -59,7 +59,7 @@ static void release_done(gcd_io_task *t)
  * buffer's on a pool thread, so the loop (and the final frame) does not
  * wait while it is unmapped.
  */
-static void release_written(gcd_stream *s, gcd_shared_output *o, size_t len)
+void stream_release_written(gcd_stream *s, gcd_shared_output *o, size_t len)
 {
     gc_error err = { 0 };
     stream_io *x = len >= STREAM_RELEASE_OFF_LOOP ? calloc(1, sizeof *x) : NULL;
@@ -80,7 +80,7 @@ static void write_done(gcd_io_task *t)
     gcd_budget_release(s->set->server->budget, s->proto.uid, t->len);
     s->write_bytes -= t->len;
     stream_trace(s, "written at", t->offset, t->len, s->write_bytes);
-    release_written(s, x->shared, t->len);
+    stream_release_written(s, x->shared, t->len);
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
         stream_io_error(&err, t, "output");
@@ -101,6 +101,10 @@ static void write_done(gcd_io_task *t)
 bool stream_write_out(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, size_t len)
 {
     gc_error err = { 0 };
+    if (stream_has_oring(s)) {
+        s->out_total += len;
+        return stream_oring_push(s, o, from, len);
+    }
     stream_io *x = len ? calloc(1, sizeof *x) : NULL;
     if (!x) {
         gcd_shared_output_unref(o);
@@ -137,7 +141,7 @@ bool stream_write_copy(gcd_stream *s, const void *data, size_t len)
     if (!o) {
         gc_error err = { 0 };
         free(copy);
-        gc_fail(&err, GC_E_NOMEM, "out of memory writing the output file");
+        gc_fail(&err, GC_E_NOMEM, "out of memory writing the output");
         stream_fail(s, &err);
         return false;
     }

@@ -11,7 +11,7 @@ bool gcd_stream_put(gcd_stream *s, const void *data, size_t len)
 {
     if (!stream_may_put(s, len))
         return false;
-    if (s->out_fd >= 0)
+    if (stream_writes_out(s))
         return stream_write_copy(s, data, len);
     size_t fragment = fragment_size(s);
     const uint8_t *p = data;
@@ -59,7 +59,7 @@ static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
     }
     size_t from = r->output_sent;
     r->output_sent = to;
-    if (s->out_fd >= 0) {
+    if (stream_writes_out(s)) {
         gcd_shared_output_ref(r->shared, 1);
         return stream_write_out(s, r->shared, r->shared->buf + from, to - from);
     }
@@ -114,9 +114,22 @@ static void send_placed(gcd_stream *s, gcd_request *r, size_t len)
     send_shared(s, r->shared, 0, len);
 }
 
+/* A placement's bytes into the output ring, by reference to the part's buffer. */
+static void ring_placed(gcd_stream *s, gcd_request *r, size_t len)
+{
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+        gc_error err = { 0 };
+        gc_fail(&err, GC_E_NOMEM, "out of memory writing a stream part's output");
+        stream_fail(s, &err);
+        return;
+    }
+    gcd_shared_output_ref(r->shared, 1);
+    stream_oring_push(s, r->shared, r->output, len);
+}
+
 /*
  * Placements back from the pool, in stream order: a socket stream's are
- * sent now, in that order. Their parts are freed; the stream goes on (or
+ * sent (or go into its output ring) now, in that order. Their parts are freed; the stream goes on (or
  * finishes) before the transfers end, as io_end may free it.
  */
 static void placed_drain(gcd_stream *s)
@@ -128,7 +141,9 @@ static void placed_drain(gcd_stream *s)
         if (!s->placing_head)
             s->placing_tail = NULL;
         s->placing--;
-        if (s->out_fd < 0 && stream_can_send(s) && x->t.len)
+        if (stream_has_oring(s) && stream_can_send(s) && x->t.len)
+            ring_placed(s, x->part, x->t.len);
+        else if (s->out_fd < 0 && stream_can_send(s) && x->t.len)
             send_placed(s, x->part, x->t.len);
         gcd_request_free(x->part);
         x->part = NULL;

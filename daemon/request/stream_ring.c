@@ -2,6 +2,7 @@
 #include "stream_ring.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <string.h>
 #include <linux/magic.h>
@@ -14,25 +15,39 @@
  * could hold an I/O thread forever), and sealed against shrinking and
  * growing its size is a fact the frames can be checked against.
  */
-int gcd_stream_ring_check(int fd, uint64_t min, uint64_t max, uint64_t *size, gc_error *err)
+static int ring_check(int fd, bool output, uint64_t min, uint64_t max, uint64_t *size, gc_error *err)
 {
+    const char *what = output ? "output ring" : "ring";
     struct statfs fs;
     struct stat st;
     if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
-        return gc_fail(err, GC_E_INVALID, "a stream's ring must be a memfd made with MFD_ALLOW_SEALING");
+        return gc_fail(err, GC_E_INVALID, "a stream's %s must be a memfd made with MFD_ALLOW_SEALING", what);
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
         return gc_fail(err, GC_E_INVALID,
-                       "a stream's ring cannot be sealed (%s): pass a memfd made with "
+                       "a stream's %s cannot be sealed (%s): pass a memfd made with "
                        "MFD_ALLOW_SEALING",
-                       strerror(errno));
+                       what, strerror(errno));
     int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY)
-        return gc_fail(err, GC_E_INVALID, "a stream's ring must be open for reading");
+    int wrong = output ? O_RDONLY : O_WRONLY;
+    if (flags < 0 || (flags & O_ACCMODE) == wrong)
+        return gc_fail(err, GC_E_INVALID, "a stream's %s must be open for %s", what,
+                       output ? "writing" : "reading");
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < min || (uint64_t)st.st_size > max)
-        return gc_fail(err, GC_E_INVALID, "a stream's ring must hold %llu to %llu bytes (it holds %lld)",
+        return gc_fail(err, GC_E_INVALID, "a stream's %s must hold %llu to %llu bytes (it holds %lld)", what,
                        (unsigned long long)min, (unsigned long long)max, (long long)st.st_size);
     *size = (uint64_t)st.st_size;
     return GC_OK;
+}
+
+int gcd_stream_ring_check(int fd, uint64_t min, uint64_t max, uint64_t *size, gc_error *err)
+{
+    return ring_check(fd, false, min, max, size, err);
+}
+
+/* The same, for a ring the daemon writes: it must be open for writing (it is pwritten, never mapped). */
+int gcd_stream_ring_check_output(int fd, uint64_t min, uint64_t max, uint64_t *size, gc_error *err)
+{
+    return ring_check(fd, true, min, max, size, err);
 }
 
 int gcd_stream_ring_check_frame(uint64_t size, uint64_t received, uint64_t consumed, uint64_t offset,

@@ -20,6 +20,9 @@
 /* GC_OK and *size, or INVALID with why: a sealable memfd of min..max bytes, now sealed at that size. */
 int gcd_stream_ring_check(int fd, uint64_t min, uint64_t max, uint64_t *size, gc_error *err);
 
+/* The same for an output ring (docs/PROTOCOL.md, "Output rings"), which must be open for writing. */
+int gcd_stream_ring_check_output(int fd, uint64_t min, uint64_t max, uint64_t *size, gc_error *err);
+
 /*
  * GC_OK, or INVALID with why, for a frame adding length bytes at offset of
  * a ring of size bytes, to a stream that has received bytes so far of which

@@ -58,6 +58,9 @@ static void stream_free(gcd_stream *s)
         close(s->out_fd);
     if (stream_is_ring(s))
         close(s->ring_fd);
+    stream_oring_drop(s);
+    if (stream_has_oring(s))
+        close(s->oring_fd);
     if (s->ring_charged)
         gcd_budget_release(set->server->budget, s->proto.uid, s->ring_charged);
     if (s->ops && s->ops->close && s->state)
@@ -191,13 +194,32 @@ void stream_fail(gcd_stream *s, const gc_error *err)
     s->set->server->counters.requests_failed++;
     cancel_parts(s);
     stream_drop_buffer(s);
+    stream_oring_drop(s);
+}
+
+/*
+ * A part's error ends the stream once the output before it is out: in an
+ * output ring that is once its writes are done (the client reads there every
+ * block decoded before a damaged one, as it would in frames sent before
+ * the error). Meanwhile nothing more is cut or emitted.
+ */
+void stream_fail_after_output(gcd_stream *s, const gc_error *err)
+{
+    if (!stream_has_oring(s) || s->write_bytes == 0 || s->answered) {
+        stream_fail(s, err);
+        return;
+    }
+    s->failing = *err;
+    cancel_parts(s);
 }
 
 /* The end of the output, then the final frame once every byte of it is written. */
 void stream_end_output(gcd_stream *s)
 {
     gc_error err = { 0 };
-    if (s->placing) /* the end follows every part's bytes: placed_drain comes back here */
+    if (s->placing ||
+        s->failing
+            .code) /* a failing stream ends with its error (stream_oring.c) */ /* the end follows every part's bytes: placed_drain comes back here */
         return;
     if (!s->finishing) {
         s->finishing = true;
@@ -374,20 +396,47 @@ static void take_input(gcd_stream *s, const Gpucomp__Request *m)
         s->flush_at = s->received;
 }
 
+/* Whether a frame adds input or marks it (a frame with none may carry only an output ring's credit). */
+static bool carries_input(const Gpucomp__Request *m)
+{
+    return m->payload.len || m->ring_offset || m->ring_length || m->flush || m->last;
+}
+
+/*
+ * An output ring's client sends credit after its input's last frame, so
+ * its last frame ends the input only: it ends the id with OP_CANCEL once
+ * the final frame has come (docs/PROTOCOL.md, "Output rings").
+ */
+static void take_frame(gcd_stream *s, const Gpucomp__Request *m)
+{
+    gc_error err = { 0 };
+    if (s->answered)
+        return;
+    if (s->input_ended && carries_input(m)) {
+        gc_fail(&err, GC_E_PROTOCOL, "stream %llu: input after the stream's last frame",
+                (unsigned long long)s->id);
+        stream_fail(s, &err);
+        return;
+    }
+    if (s->in_fd < 0 && carries_input(m)) /* a file stream's input is its file */
+        take_input(s, m);
+    if (!s->answered)
+        stream_oring_credit(s, m);
+}
+
 void gcd_stream_frame(gcd_stream *s, const Gpucomp__Request *m)
 {
     if (s->client_done) { /* frames after its last: a protocol slip, dropped */
         return;
     }
     s->waiting_since_ns = 0;
-    if (!s->answered && s->in_fd < 0) /* a file stream's input is its file */
-        take_input(s, m);
+    take_frame(s, m);
     if (m->last) {
-        s->client_done = true;
+        s->client_done = !stream_has_oring(s);
         s->input_ended = true; /* a file stream's input is all there */
-    } else if (s->answered) {
-        s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     }
+    if (s->answered && !s->client_done)
+        s->waiting_since_ns = gc_now_ns(); /* a tombstone: its next frame has a deadline too */
     if (!s->answered)
         stream_pump(s);
     stream_maybe_free(s);
@@ -405,9 +454,27 @@ static int open_ring(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
     return gcd_stream_ring_check(s->ring_fd, GCD_STREAM_WINDOW, GCD_STREAM_RING_MOST, &s->ring_size, err);
 }
 
+/* An output ring (docs/PROTOCOL.md, "Output rings"): checked and sealed; the pool writes into it. */
+static int open_oring(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
+{
+    if (m->output_fd)
+        return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream has an output file or an output ring, not both",
+                       (unsigned long long)m->id);
+    if (!stream_has_oring(s))
+        return gc_fail(err, GC_E_PROTOCOL, "stream %llu: a stream's first frame came without its output ring",
+                       (unsigned long long)m->id);
+    return gcd_stream_ring_check_output(s->oring_fd, GCD_STREAM_ORING_LEAST, GCD_STREAM_RING_MOST, &s->oring_size,
+                                        err);
+}
+
 /* A file stream's descriptors (docs/PROTOCOL.md, "File streams"), already s's: stream_free closes them. */
 static int open_files(gcd_stream *s, const Gpucomp__Request *m, gc_error *err)
 {
+    if (m->output_ring) {
+        int rc = open_oring(s, m, err);
+        if (rc != GC_OK)
+            return rc;
+    }
     if (m->ring)
         return open_ring(s, m, err);
     if (!m->input_fd && !m->output_fd)
@@ -486,9 +553,12 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     clock_gettime(CLOCK_REALTIME, &wall);
     gcd_log(LOG_DEBUG, "stream %llu opened at %lld.%06ld", (unsigned long long)s->id, (long long)wall.tv_sec,
             wall.tv_nsec / 1000);
-    s->in_fd = m->ring ? -1 : fds[0];
+    /* the input's descriptor (a ring or a file) comes first, then the output's (a file or a ring) */
+    bool input_first = m->ring || m->input_fd;
+    s->oring_fd = m->output_ring ? fds[input_first ? 1 : 0] : -1;
+    s->in_fd = m->ring || (m->output_ring && !input_first) ? -1 : fds[0];
     s->ring_fd = m->ring ? fds[0] : -1;
-    s->out_fd = fds[1];
+    s->out_fd = m->output_ring ? -1 : fds[1];
     s->next = set->list;
     set->list = s;
     set->n++;
@@ -532,7 +602,7 @@ void gcd_stream_cancel(gcd_stream *s)
 /* ---- parts ------------------------------------------------------------- */
 
 /*
- * Whether the client's unread answers hold the stream back. Above the
+ * Whether the client's unread answers (or output-ring output not yet read) hold the stream back. Above the
  * high-water mark one part may still run while they drain, if none of the
  * stream's is out: the engine then works during the drain instead of after
  * it (a stream whose parts run one at a time would otherwise idle for every part's output). The
@@ -540,7 +610,8 @@ void gcd_stream_cancel(gcd_stream *s)
  */
 static bool output_backed_up(const gcd_stream *s)
 {
-    size_t queued = gcd_output_queued(s->set->out);
+    /* an output ring's output waiting for the pool or for credit is the client's unread output too */
+    size_t queued = gcd_output_queued(s->set->out) + (stream_has_oring(s) ? (size_t)s->write_bytes : 0);
     if (queued <= GCD_OUTPUT_HIGH_WATER)
         return false;
     return s->next_seq != s->emit_seq || queued > STREAM_OUTPUT_MOST;
@@ -580,8 +651,8 @@ static uint64_t held_bytes(const gcd_stream *s)
 /* Whether a socket stream must wait for parts or answers to go before it cuts another part. */
 static bool holds_enough(const gcd_stream *s)
 {
-    if (s->in_fd >= 0 || s->next_seq == s->emit_seq)
-        return false; /* one part may always run */
+    if ((s->in_fd >= 0 && !stream_has_oring(s)) || s->next_seq == s->emit_seq)
+        return false; /* one part may always run; a file's output waits only for its disk */
     if (s->proto.op == GPUCOMP__OP__OP_DECOMPRESS && s->part_out_most == 0 && s->in_flight)
         return true;
     return held_bytes(s) >= STREAM_HELD_MOST;
@@ -807,6 +878,8 @@ static gcd_request *span_part(gcd_stream *s, gc_error *err)
 void stream_pump(gcd_stream *s)
 {
     unsigned depth = s->depth;
+    if (s->failing.code)
+        return;
     if (s->garbage && !s->answered) { /* nothing more is decoded: finish when the input ends */
         s->final_out = s->final_out || s->input_ended;
         if (s->final_out && s->in_flight == 0 && s->emit_seq == s->next_seq)
@@ -905,7 +978,8 @@ static void resubmit(gcd_stream *s, gcd_request *r)
 static void emit_ready(gcd_stream *s)
 {
     gcd_request *r;
-    while (!s->answered && (r = s->done[s->emit_seq % STREAM_SLOTS]) && r->part_seq == s->emit_seq) {
+    while (!s->answered && !s->failing.code && (r = s->done[s->emit_seq % STREAM_SLOTS]) &&
+           r->part_seq == s->emit_seq) {
         s->done[s->emit_seq % STREAM_SLOTS] = NULL;
         s->emit_seq++;
         gc_error err = r->error;
@@ -942,7 +1016,7 @@ static void emit_ready(gcd_stream *s)
         else
             gcd_request_free(r);
         if (err.code != GC_OK) {
-            stream_fail(s, &err);
+            stream_fail_after_output(s, &err);
             return;
         }
     }
