@@ -59,24 +59,23 @@ static int write_all(int fd, const uint8_t *p, size_t n, gc_error *err)
     return GC_OK;
 }
 
-/* Run s to its final frame; output frames, if any, go to out_fd. */
+/* Run s to its final frame; output it sends back, if any, is written to out_fd from where it lies. */
 static int run_to_end(gpucomp_stream *s, int out_fd, gc_error *err)
 {
-    uint8_t *buf = malloc(FILE_OUT_BUFFER);
-    if (!buf)
-        return gc_fail(err, GC_E_NOMEM, "cannot allocate an output buffer");
     int rc = GC_OK;
     for (;;) {
         gpucomp_inbuf in = { 0 };
-        gpucomp_outbuf out = { .dst = buf, .size = FILE_OUT_BUFFER, .pos = 0 };
-        size_t pending = 0;
+        gpucomp_outbuf out = { 0 }; /* nothing copied: the output is written from its view */
+        size_t pending = 0, n;
         rc = gpucomp_stream_run(s, &in, &out, GPUCOMP_END, &pending);
-        if (rc == GC_OK && out.pos)
-            rc = write_all(out_fd, buf, out.pos, err);
+        const void *p;
+        while (rc == GC_OK && (p = gpucomp_stream_output_view(s, &n)) != NULL) {
+            rc = write_all(out_fd, p, n, err);
+            gpucomp_stream_output_release(s, n);
+        }
         if (rc != GC_OK || pending == 0)
             break;
     }
-    free(buf);
     return rc;
 }
 

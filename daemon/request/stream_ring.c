@@ -11,9 +11,10 @@
 #include <unistd.h>
 
 /*
- * Only a plain shmem memfd: a pread of it never blocks (a pipe, a FUSE file
- * could hold an I/O thread forever), and sealed against shrinking and
- * growing its size is a fact the frames can be checked against.
+ * Only a plain shmem memfd: a pread or pwrite of it never blocks (a pipe, a
+ * FUSE file could hold an I/O thread forever), and sealed against shrinking
+ * and growing its size is a fact the frames can be checked against. Its
+ * access is checked before sealing, which itself needs write access.
  */
 static int ring_check(int fd, bool output, uint64_t min, uint64_t max, uint64_t *size, gc_error *err)
 {
@@ -22,16 +23,16 @@ static int ring_check(int fd, bool output, uint64_t min, uint64_t max, uint64_t 
     struct stat st;
     if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
         return gc_fail(err, GC_E_INVALID, "a stream's %s must be a memfd made with MFD_ALLOW_SEALING", what);
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
-        return gc_fail(err, GC_E_INVALID,
-                       "a stream's %s cannot be sealed (%s): pass a memfd made with "
-                       "MFD_ALLOW_SEALING",
-                       what, strerror(errno));
     int flags = fcntl(fd, F_GETFL);
     int wrong = output ? O_RDONLY : O_WRONLY;
     if (flags < 0 || (flags & O_ACCMODE) == wrong)
         return gc_fail(err, GC_E_INVALID, "a stream's %s must be open for %s", what,
                        output ? "writing" : "reading");
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
+        return gc_fail(err, GC_E_INVALID,
+                       "a stream's %s cannot be sealed (%s): pass a memfd made with "
+                       "MFD_ALLOW_SEALING",
+                       what, strerror(errno));
     if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < min || (uint64_t)st.st_size > max)
         return gc_fail(err, GC_E_INVALID, "a stream's %s must hold %llu to %llu bytes (it holds %lld)", what,
                        (unsigned long long)min, (unsigned long long)max, (long long)st.st_size);

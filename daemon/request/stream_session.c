@@ -559,6 +559,10 @@ void gcd_stream_open(gcd_stream_set *set, const Gpucomp__Request *m, const int f
     s->in_fd = m->ring || (m->output_ring && !input_first) ? -1 : fds[0];
     s->ring_fd = m->ring ? fds[0] : -1;
     s->out_fd = m->output_ring ? -1 : fds[1];
+    for (int i = 0; i < 2; i++) /* one the frame's flags give no place (output_fd with an output ring) */
+        if (fds[i] >= 0 && fds[i] != s->in_fd && fds[i] != s->ring_fd && fds[i] != s->out_fd &&
+            fds[i] != s->oring_fd)
+            close(fds[i]);
     s->next = set->list;
     set->list = s;
     set->n++;

@@ -401,6 +401,22 @@ static bool open_sink(cli_session *s, const job *j, streamed *x)
     return true;
 }
 
+/*
+ * Write the output the stream holds where it lies (its output ring, or the
+ * frame it came in) instead of copying it into obuf first; a stream with
+ * no such view (one run in this process) fills obuf.
+ */
+static void write_view(streamed *x)
+{
+    size_t n;
+    const void *p;
+    while ((p = gpucomp_stream_output_view(x->st, &n)) != NULL) {
+        if (x->out_fd >= 0 && !x->write_error)
+            x->write_error = cli_write_all(x->out_fd, p, n);
+        gpucomp_stream_output_release(x->st, n);
+    }
+}
+
 /* Move ibuf through the stream (op: CONTINUE, or END for the last piece), writing the output as it comes. */
 static int pump_piece(streamed *x, gpucomp_end_op op)
 {
@@ -408,10 +424,14 @@ static int pump_piece(streamed *x, gpucomp_end_op op)
     size_t pending = 0;
     int rc;
     do {
-        gpucomp_outbuf out = { x->obuf, PIECE, 0 };
+        write_view(x);
+        /* a daemon's stream hands its output out by view: no buffer, so nothing is copied into one */
+        bool by_view = gpucomp_stream_backend(x->st) != GPUCOMP_BACKEND_LOCAL;
+        gpucomp_outbuf out = { x->obuf, by_view ? 0 : PIECE, 0 };
         rc = gpucomp_stream_run(x->st, &in, &out, op, &pending);
         if (out.pos && x->out_fd >= 0 && !x->write_error)
             x->write_error = cli_write_all(x->out_fd, x->obuf, out.pos);
+        write_view(x);
         cli_progress_stream(gpucomp_stream_bytes_in(x->st), gpucomp_stream_bytes_out(x->st));
     } while (rc == GPUCOMP_OK && !x->write_error && (in.pos < in.size || (op == GPUCOMP_END && pending)));
     return rc;
