@@ -36,8 +36,6 @@
 /* Past GCD_OUTPUT_HIGH_WATER (response.h) a stream takes no more parts, and none at all,
  * even with no part out, while this much is unread. */
 #define STREAM_OUTPUT_MOST ((size_t)512 << 20)
-/* A file stream takes no new part while this much of its output waits for the disk. */
-#define STREAM_WRITE_MOST ((uint64_t)256 << 20)
 /* A socket stream takes no new part while its parts' inputs, their outputs
  * (those at the engines counted at the largest part output seen) and its
  * connection's unread answers pass this: its reader's pace, not the depth,
