@@ -72,21 +72,6 @@ static int hello(void)
     return fd;
 }
 
-/* Send a Request frame with descriptors attached. */
-static void send_with_fds(int sock, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
-{
-    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
-    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
-    f.request = (Gpucomp__Request *)req;
-    size_t len = gc_wire_packed_size(&f);
-    uint8_t *buf = malloc(len);
-    ck_assert_ptr_nonnull(buf);
-    gc_wire_pack(&f, buf);
-    gc_error err = { 0 };
-    ck_assert_msg(gc_fdpass_send(sock, buf, len, fds, n_fds, &err) == GC_OK, "send: %s", err.msg);
-    free(buf);
-}
-
 /* The Response to id (skipping others); NULL if the connection ended. Caller frees. */
 static Gpucomp__Frame *response_to(int fd, uint64_t id)
 {
@@ -202,7 +187,7 @@ START_TEST(test_same_memfd_in_and_out)
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
     int fds[2] = { mfd, mfd };
-    send_with_fds(sock, &req, fds, 2);
+    raw_send_request_fds(sock, &req, fds, 2);
     Gpucomp__Frame *f = response_to(sock, 1);
     ck_assert_msg(f != NULL, "no answer: the daemon died or closed the connection");
     ck_assert_int_eq(f->response->status, GC_E_INVALID);
@@ -258,7 +243,7 @@ static void race_requests(Gpucomp__Op op, Gpucomp__Codec codec, const void *src,
         ck_assert_int_eq(pthread_create(&t, NULL, scribble, &s), 0);
         Gpucomp__Request req = fd_request((uint64_t)i + 1, op, codec, len);
         int fds[2] = { in, out };
-        send_with_fds(sock, &req, fds, 2);
+        raw_send_request_fds(sock, &req, fds, 2);
         Gpucomp__Frame *f = response_to(sock, (uint64_t)i + 1);
         atomic_store(&s.stop, true);
         pthread_join(t, NULL);
@@ -358,7 +343,7 @@ START_TEST(test_output_memfd_shrunk_while_used)
         Gpucomp__Request req =
             fd_request((uint64_t)i + 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
         int fds[2] = { in, s.fd };
-        send_with_fds(sock, &req, fds, 2);
+        raw_send_request_fds(sock, &req, fds, 2);
         Gpucomp__Frame *f = response_to(sock, (uint64_t)i + 1);
         atomic_store(&s.stop, true);
         pthread_join(t, NULL);
@@ -393,7 +378,7 @@ START_TEST(test_hugetlb_memfd_refused)
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame_len);
     int fds[2] = { in, out };
-    send_with_fds(sock, &req, fds, 2);
+    raw_send_request_fds(sock, &req, fds, 2);
     Gpucomp__Frame *f = response_to(sock, 1);
     ck_assert_msg(f != NULL, "no answer (the daemon died)");
     ck_assert_int_eq(f->response->status, GC_E_INVALID);
@@ -593,7 +578,7 @@ START_TEST(test_register_limit_checked_before_mapping)
     ck_assert_int_eq(ftruncate(mfd, 1ll << 30), 0); /* sparse: no pages until touched */
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_REGISTER, GPUCOMP__CODEC__CODEC_UNSPECIFIED, 1ull << 30);
-    send_with_fds(sock, &req, &mfd, 1);
+    raw_send_request_fds(sock, &req, &mfd, 1);
     Gpucomp__Frame *f = response_to(sock, 1);
     ck_assert_msg(f != NULL, "no answer (the daemon died)");
     ck_assert_int_eq(f->response->status, GC_E_LIMIT);
@@ -694,7 +679,7 @@ START_TEST(test_stray_descriptors_are_not_reused)
     int sock = hello();
     int stray[2] = { gc_memfd_create("stray-in"), gc_memfd_create("stray-out") };
     Gpucomp__Request bad = fd_request(0, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, 0);
-    send_with_fds(sock, &bad, stray, 2); /* id 0: refused */
+    raw_send_request_fds(sock, &bad, stray, 2); /* id 0: refused */
     Gpucomp__Frame *f = response_to(sock, 0);
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(f->response->status, GC_E_PROTOCOL);
@@ -703,7 +688,7 @@ START_TEST(test_stray_descriptors_are_not_reused)
     uint8_t *data = short_runs(len);
     int fds[2] = { memfd_with(data, len), gc_memfd_create("out") };
     Gpucomp__Request req = fd_request(5, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, len);
-    send_with_fds(sock, &req, fds, 2);
+    raw_send_request_fds(sock, &req, fds, 2);
     f = response_to(sock, 5);
     ck_assert_ptr_nonnull(f);
     ck_assert_msg((int)f->response->status == GC_OK, "%s", f->response->message);
@@ -896,7 +881,7 @@ START_TEST(test_vanished_client_work_is_cancelled)
     int sock = hello();
     Gpucomp__Request req = fd_request(1, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_BZIP2, len);
     int fds[2] = { in, out };
-    send_with_fds(sock, &req, fds, 2);
+    raw_send_request_fds(sock, &req, fds, 2);
     test_sleep_ms(500); /* it is running */
     close(sock);
     close(in);

@@ -54,20 +54,6 @@ static int hello(uint64_t *window)
     return fd;
 }
 
-static void send_frame_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n)
-{
-    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
-    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
-    f.request = (Gpucomp__Request *)req;
-    size_t len = gc_wire_packed_size(&f);
-    uint8_t *buf = malloc(len);
-    ck_assert_ptr_nonnull(buf);
-    gc_wire_pack(&f, buf);
-    gc_error err = { 0 };
-    ck_assert_int_eq(gc_fdpass_send(fd, buf, len, fds, n, &err), GC_OK);
-    free(buf);
-}
-
 /* An output ring: a sealable memfd of size bytes, mapped read-only as a client maps it. */
 typedef struct oring {
     int fd;
@@ -118,7 +104,7 @@ static void open_stream(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec code
     req.options = &o;
     req.stream = 1;
     req.output_ring = oring_fd >= 0;
-    send_frame_fds(fd, &req, &oring_fd, oring_fd >= 0 ? 1 : 0);
+    raw_send_request_fds(fd, &req, &oring_fd, oring_fd >= 0 ? 1 : 0);
 }
 
 static void send_input(int fd, uint64_t id, const uint8_t *src, size_t len)
@@ -310,7 +296,7 @@ static void expect_refused(int fd, uint64_t id, bool input_ring, const int *fds,
     req.output_ring = 1;
     req.output_fd = output_fd;
     req.last = 1;
-    send_frame_fds(fd, &req, fds, n);
+    raw_send_request_fds(fd, &req, fds, n);
     answer a = { 0 };
     ck_assert(read_to_end(fd, id, NULL, CREDIT_NEVER, &a));
     ck_assert_msg(a.status == status && strstr(a.msg, what), "stream %llu: status %d (%s), expected %d and \"%s\"",

@@ -929,16 +929,6 @@ static void ring_free(ring *g)
     close(g->fd);
 }
 
-/* One Request frame with descriptors (n_fds may be 0). */
-static void send_frame_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
-{
-    size_t len;
-    uint8_t *buf = pack_request(req, &len);
-    gc_error err = { 0 };
-    ck_assert_int_eq(gc_fdpass_send(fd, buf, len, fds, n_fds, &err), GC_OK);
-    free(buf);
-}
-
 /* The opening frame of ring stream id, passing ring_fd (-1: none). */
 static void open_ring(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec, uint32_t level, int ring_fd)
 {
@@ -951,7 +941,7 @@ static void open_ring(int fd, uint64_t id, Gpucomp__Op op, Gpucomp__Codec codec,
     req.options = &o;
     req.stream = 1;
     req.ring = 1;
-    send_frame_fds(fd, &req, &ring_fd, ring_fd >= 0 ? 1 : 0);
+    raw_send_request_fds(fd, &req, &ring_fd, ring_fd >= 0 ? 1 : 0);
 }
 
 /* A ring frame: length bytes at offset (already in the ring), last as said. */

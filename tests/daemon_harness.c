@@ -17,6 +17,7 @@
 
 #include <check.h>
 
+#include "fdpass.h"
 #include "wire.h"
 
 /* The daemon last started, so that a failed send can say whether it died. */
@@ -189,6 +190,20 @@ void raw_send_request(int fd, const Gpucomp__Request *req)
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = (Gpucomp__Request *)req;
     send_frame(fd, &f);
+}
+
+void raw_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
+{
+    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
+    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
+    f.request = (Gpucomp__Request *)req;
+    size_t size = gc_wire_packed_size(&f);
+    uint8_t *buf = malloc(size);
+    ck_assert_ptr_nonnull(buf);
+    gc_wire_pack(&f, buf);
+    gc_error err = { 0 };
+    ck_assert_msg(gc_fdpass_send(fd, buf, size, fds, n_fds, &err) == GC_OK, "send: %s", err.msg);
+    free(buf);
 }
 
 Gpucomp__Frame *raw_hello(int fd, uint32_t version)

@@ -47,6 +47,9 @@ void raw_send_body(int fd, const void *body, size_t len);
 /* Send a Request frame. */
 void raw_send_request(int fd, const Gpucomp__Request *req);
 
+/* Send a Request frame with n_fds descriptors attached (SCM_RIGHTS; n_fds may be 0). */
+void raw_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds);
+
 /* Receive one frame (NULL on EOF, error or a frame over max_len). */
 Gpucomp__Frame *raw_recv(int fd, size_t max_len);
 
