@@ -34,11 +34,14 @@ void stream_io_end(stream_io *x)
 void stream_io_error(gc_error *err, const gcd_io_task *t, const char *what)
 {
     if (t->error)
-        gc_fail(err, GC_E_IO, "%s the %s file at offset %llu: %s", t->write ? "writing" : "reading", what,
+        gc_fail(err, GC_E_IO, "%s the %s at offset %llu: %s", t->write ? "writing" : "reading", what,
                 (unsigned long long)t->offset, strerror(t->error));
+    else if (t->write)
+        gc_fail(err, GC_E_IO, "writing the %s at offset %llu: %zu of %zu bytes written", what,
+                (unsigned long long)t->offset, t->moved, t->len);
     else
-        gc_fail(err, GC_E_IO, "the input file shrank while it was read (%zu of %zu bytes at offset %llu)",
-                t->moved, t->len, (unsigned long long)t->offset);
+        gc_fail(err, GC_E_IO, "the %s shrank while it was read (%zu of %zu bytes at offset %llu)", what, t->moved,
+                t->len, (unsigned long long)t->offset);
 }
 
 /* On a pool thread: a written output's reference, often its last (freeing a part's buffer unmaps it). */
@@ -83,7 +86,7 @@ static void write_done(gcd_io_task *t)
     stream_release_written(s, x->shared, t->len);
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
-        stream_io_error(&err, t, "output");
+        stream_io_error(&err, t, "output file");
         stream_fail(s, &err);
     } else if (!s->answered && s->finishing) {
         stream_end_output(s); /* the final frame waited for the writes */
@@ -164,7 +167,7 @@ static void read_done(gcd_io_task *t)
         stream_send_credit(s); /* the client may write over what the pool has read */
     if (s->answered || !s->set->serving(s->set->owner) || t->error || t->moved < t->len) {
         gc_error err = { 0 };
-        stream_io_error(&err, t, "input");
+        stream_io_error(&err, t, stream_is_ring(s) ? "input ring" : "input file");
         s->in_flight--;
         s->out[r->part_seq % STREAM_SLOTS] = NULL;
         gcd_request_free(r);
@@ -383,7 +386,7 @@ static void peek_done(gcd_io_task *t)
             stream_pump(s);
     } else if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
-        stream_io_error(&err, t, "input");
+        stream_io_error(&err, t, stream_is_ring(s) ? "input ring" : "input file");
         stream_fail(s, &err);
     } else if (!s->answered) {
         s->len += t->len;

@@ -92,8 +92,7 @@ static void oring_written(gcd_io_task *t)
     x->ready = true;
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
-        gc_fail(&err, GC_E_IO, "writing the stream's output ring at offset %llu: %s",
-                (unsigned long long)t->offset, strerror(t->error ? t->error : EIO));
+        stream_io_error(&err, t, "stream's output ring");
         stream_fail(s, &err);
     }
     oring_drain(s);

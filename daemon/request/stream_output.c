@@ -169,7 +169,7 @@ static void placed_done(gcd_io_task *t)
     x->ready = true;
     if (!s->answered && (t->error || t->moved < t->len)) {
         gc_error err = { 0 };
-        stream_io_error(&err, t, "output");
+        stream_io_error(&err, t, "output file");
         stream_fail(s, &err);
     }
     placed_drain(s);
