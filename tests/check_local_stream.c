@@ -7,8 +7,8 @@
  * CLI's --local path must give the daemon path's files, for files and pipes.
  *
  * Sizes: parts are 32 MiB, so the large cases span two or three of them;
- * bzip2 on the CPU runs at ~10 MB/s a core, so the bzip2 case is level 1 and
- * just past one part boundary; rle is fast.
+ * bzip2 compression on the CPU is slow on a CI core, so the bzip2 case is
+ * level 1 and just past one part boundary; rle is fast.
  */
 #include <check.h>
 #include <fcntl.h>
