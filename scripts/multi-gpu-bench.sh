@@ -35,7 +35,8 @@
 # MB/s = 10^6 uncompressed bytes per second of wall time, aggregate over clients.
 #
 # Environment: BIN_DIR (build-gpud), GPU_COUNTS ("1 ALL"), CLIENTS (64), MIB (16), ROUNDS (4),
-#   BZ2_ROUNDS (2), BIG_MIB (4096), BZ2_DEC_MIN (unset), PROCS (16), DAEMON_ARGS ("--max-request 16G
+#   BZ2_ROUNDS (2), BIG_MIB (4096), BZ2_DEC_MIN (unset), PROCS (16), PROC_TIMEOUT (300: seconds
+#   before one of the PROCS gpucomp counts as hung and fails the row), DAEMON_ARGS ("--max-request 16G
 #   --max-output 16G --memory-budget 48G"), CORPUS_DIR (keep / reuse the text corpus there),
 #   LOGDIR (default $OUT or /tmp/multi-gpu-bench), SKIP_BIG=1 (no one-client runs),
 #   SKIP_FAULT=1 (no fault-injection run), SKIP_PROCS=1 (no PROCS-gpucomp rows), SKIP_CPU=1 (no
@@ -54,6 +55,7 @@ BZ2_ROUNDS=${BZ2_ROUNDS:-2}
 BIG_MIB=${BIG_MIB:-4096}
 BZ2_DEC_MIN=${BZ2_DEC_MIN:-}
 PROCS=${PROCS:-16}
+PROC_TIMEOUT=${PROC_TIMEOUT:-300}
 DAEMON_ARGS=${DAEMON_ARGS:---max-request 16G --max-output 16G --memory-budget 48G}
 LOGDIR=${LOGDIR:-${OUT:-/tmp/multi-gpu-bench}}
 GPUCOMPD=$BIN_DIR/daemon/gpucompd
@@ -225,24 +227,34 @@ whole() {
 
 # procs G CODEC: PROCS gpucomp commands at once on the slices, compress then decompress, file to file
 procs() {
-    local g=$1 codec=$2 t0 t1 i dir bad
-    local -a opt=(-a "$codec")
+    local g=$1 codec=$2 t0 t1 i dir bad pid
+    local -a opt=(-a "$codec") pids
     [ "$codec" = bzip2 ] && opt+=(-9)
     for dir in c d; do
         stats > "$W/before.json"
+        pids=()
         t0=$(date +%s.%N)
         for i in $(seq "$PROCS"); do
             if [ "$dir" = c ]; then
-                "$GPUCOMP" --socket "$SOCK" --no-fallback "${opt[@]}" -c "$W/slice.$i" > "$W/slice.$i.z" 2>> "$LOGDIR/$g-procs.err" &
+                timeout "$PROC_TIMEOUT" "$GPUCOMP" --socket "$SOCK" --no-fallback "${opt[@]}" -c "$W/slice.$i" \
+                    > "$W/slice.$i.z" 2>> "$LOGDIR/$g-procs.err" &
             else
-                "$GPUCOMP" --socket "$SOCK" --no-fallback -dc "$W/slice.$i.z" > "$W/slice.$i.back" 2>> "$LOGDIR/$g-procs.err" &
+                timeout "$PROC_TIMEOUT" "$GPUCOMP" --socket "$SOCK" --no-fallback -dc "$W/slice.$i.z" \
+                    > "$W/slice.$i.back" 2>> "$LOGDIR/$g-procs.err" &
             fi
+            pids+=($!)
         done
+        # each by its pid: `wait -n` also counts the daemon, a child too, and may miss a
+        # gpucomp that ended before it was called (the run then waits for the daemon)
         bad=0
-        for i in $(seq "$PROCS"); do wait -n || bad=1; done
+        for pid in "${pids[@]}"; do wait "$pid" || bad=1; done
         t1=$(date +%s.%N)
         stats > "$W/after.json"
-        [ "$bad" = 0 ] || { echo "a gpucomp of $PROCS FAILED on $g GPU(s): $(tail -n 1 "$LOGDIR/$g-procs.err")" >&2; fail=1; }
+        if [ "$bad" != 0 ]; then
+            echo "a gpucomp of $PROCS FAILED on $g GPU(s): $(tail -n 1 "$LOGDIR/$g-procs.err")" >&2
+            "$GPUCOMP" --socket "$SOCK" --stats > "$LOGDIR/$g-$codec-$dir-failed.stats" 2>&1
+            fail=1
+        fi
         row "$g" "$codec $dir, $PROCS gpucomp at once" \
             "$(awk -v n="$BIG" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) / 1e6 }')" \
             "$(spread "$W/before.json" "$W/after.json")"
@@ -256,6 +268,28 @@ procs() {
 split -n "$PROCS" -d -a 3 "$TEXT" "$W/part."
 i=0
 for f in "$W"/part.*; do i=$((i + 1)); mv "$f" "$W/slice.$i"; done
+
+# the host's own reference: what writing the outputs costs without gpucompd (one file of the
+# corpus, then PROCS slices at once, each a fresh file from page cache, as the gpucomp rows write)
+copy_rate() { # BYTES CMD...: MB/s of BYTES for CMD
+    local bytes=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    "$@"
+    t1=$(date +%s.%N)
+    awk -v n="$bytes" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) / 1e6 }'
+}
+copy_all() {
+    local i pids=()
+    for i in $(seq "$PROCS"); do cat "$W/slice.$i" > "$W/copy.$i" & pids+=($!); done
+    wait "${pids[@]}"
+}
+REF_ONE=$(copy_rate "$BIG" sh -c 'cat "$1" > "$2"' sh "$TEXT" "$W/copy")
+rm -f "$W/copy"
+REF_PROCS=$(copy_rate "$BIG" copy_all)
+rm -f "$W"/copy.*
+REFERENCE="host reference, no gpucompd: \`cat FILE > OUT\` $REF_ONE MB/s; $PROCS such copies at once $REF_PROCS MB/s"
+echo "$REFERENCE"
 
 : > "$W/rows"
 for g in $COUNTS; do
@@ -371,6 +405,7 @@ for label in order:
     cpu_cell = f" | {got.get('cpu', ('', ''))[0]}" if cpu else ""
     print(f"| {label} | " + " | ".join(cells) + (f" | {ratio}" if len(counts) > 1 else "") + cpu_cell + f" | {spread} |")
 PY
+echo "$REFERENCE" >> "$LOGDIR/table.md"
 echo
 cat "$LOGDIR/table.md"
 [ -n "$fault" ] && echo "fault injection ($NGPU GPUs, --fail-device $failing): $fault"
