@@ -85,6 +85,7 @@ static void idle_wait(void)
 static void *pool_thread(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "gc-codec");
     in_pool = true;
     pthread_mutex_lock(&pool.lock);
     for (;;) {

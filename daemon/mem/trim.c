@@ -30,6 +30,7 @@ struct gcd_trim {
 static void *trim_main(void *arg)
 {
     gcd_trim *t = arg;
+    pthread_setname_np(pthread_self(), "gcd-trim");
     pthread_mutex_lock(&t->lock);
     for (;;) {
         while (!t->requested && !t->stopping)

@@ -72,6 +72,7 @@ static bool may_take(const gcd_io_pool *p)
 static void *run(void *arg)
 {
     gcd_io_pool *p = arg;
+    pthread_setname_np(pthread_self(), "gcd-io"); /* top -H and /proc tell the threads apart */
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!may_take(p) && !p->stopping)

@@ -255,6 +255,7 @@ static void run_batch(gcd_lane *b, gcd_request **reqs, size_t n, uint64_t bytes)
 static void *lane_main(void *arg)
 {
     gcd_lane *b = arg;
+    pthread_setname_np(pthread_self(), "gcd-lane");
     pthread_mutex_lock(&b->lock);
     for (;;) {
         wait_for_batch(b);

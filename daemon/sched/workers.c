@@ -28,6 +28,7 @@ struct gcd_workers {
 static void *worker_main(void *arg)
 {
     gcd_workers *w = arg;
+    pthread_setname_np(pthread_self(), "gcd-worker");
     pthread_mutex_lock(&w->lock);
     for (;;) {
         gcd_request *r = gcd_fair_pop(&w->todo);
