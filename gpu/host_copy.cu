@@ -103,6 +103,7 @@ void run_stripe(CopyPool *p, CopyTask *t, size_t i)
 void *worker(void *arg)
 {
     CopyPool *p = (CopyPool *)arg;
+    pthread_setname_np(pthread_self(), "gc-copy"); /* top -H and /proc tell the threads apart */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         CopyTask *t;

@@ -1247,6 +1247,32 @@ static void test_hostile(void)
         std::vector<CBlock> three(3, base());
         cs.push_back(make_case("crafted 3 baseline blocks (valid)", craft_stream(three, 9), 0, 1));
     }
+    /* Columns of several cycles: bzip2 follows origPtr's cycle n steps, going
+     * round it, and the GPU repeats that cycle's bytes; the inverse BWT's
+     * ranking must leave the splitter segments off origPtr's cycle out (the
+     * larger blocks have hundreds of them). */
+    for (size_t syms : { (size_t)60, (size_t)3000, (size_t)40000 }) {
+        Rng r(137 + syms);
+        CBlock found;
+        for (int attempt = 0; attempt < 2000 && found.syms.empty(); attempt++) {
+            CBlock b;
+            for (int c = 0; c < 26; c++)
+                b.map.push_back((uint8_t)('a' + c));
+            for (size_t i = 0; i < syms; i++)
+                b.syms.push_back((uint16_t)(2 + r.below(25))); /* never a run: MTF position 1..25 */
+            b.orig = (uint32_t)r.below(syms);
+            decode_ref(b);
+            bool runs4 = false;
+            for (size_t i = 3; i < b.out.size() && !runs4; i++)
+                runs4 = b.out[i] == b.out[i - 1] && b.out[i] == b.out[i - 2] && b.out[i] == b.out[i - 3];
+            if (!b.single_cycle && !runs4 && b.orig < b.n)
+                found = b;
+        }
+        if (found.syms.empty())
+            result(false, "setup: no %zu-symbol block of several cycles", syms);
+        else
+            add("crafted block of several cycles, " + std::to_string(syms) + " symbols", found, 9, 1);
+    }
     {
         CBlock b = base();
         b.orig = b.n; /* base() is decoded: n is its column length */

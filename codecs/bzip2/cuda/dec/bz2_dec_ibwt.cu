@@ -9,13 +9,13 @@
  * F[T(T(orig))], ...: one long pointer chase. It is cut at splitter rows
  * (every kDecSplitStride-th row, and origPtr) into segments that threads
  * follow at once: a first walk measures each segment and finds the next
- * splitter, one thread per block then chains the segments from origPtr
- * (their output offsets, and the length d of origPtr's cycle), and a second
- * walk writes the bytes back into the column. T is one cycle of n rows
- * unless the block is periodic (all zeros, say): then origPtr's cycle has d
- * rows and, as bzip2's n-step chase does, the output repeats its first d
- * bytes; a last pass copies them and applies the de-randomisation, which
- * depends on the output position.
+ * splitter, one CTA per block then ranks the segments from origPtr's by
+ * pointer jumping (their output offsets, and the length d of origPtr's
+ * cycle), and a second walk writes the bytes back into the column. T is one
+ * cycle of n rows unless the block is periodic (all zeros, say): then
+ * origPtr's cycle has d rows and, as bzip2's n-step chase does, the output
+ * repeats its first d bytes; a last pass copies them and applies the
+ * de-randomisation, which depends on the output position.
  */
 #include <cub/cub.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -110,27 +110,86 @@ __global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *t
     sp_len[b.sp_off + q] = len;
 }
 
-/* One thread per block: chain the segments from origPtr. */
-__global__ void walk_rank(DecBlk *blk, uint32_t nb, const uint32_t *sp_next, const uint32_t *sp_len,
-                          uint32_t *sp_dist)
+/* Splitters of one block at most (the regular ones and origPtr's), and the
+ * ranking's shape: one CTA per block, each thread holding kRankItems of them. */
+constexpr uint32_t kMaxSplitters = BZ2_MAX_BLOCK / kDecSplitStride + 2;
+constexpr int kRankThreads = 512;
+constexpr int kRankItems = (int)((kMaxSplitters + kRankThreads - 1) / kRankThreads);
+/* Where a segment's chain ends: at the segment whose successor is origPtr's
+ * (the cycle closes), or at an index that names no splitter. */
+constexpr uint16_t kEndOk = 0xffff, kEndBad = 0xfffe;
+static_assert(kMaxSplitters < kEndBad, "splitter indices fit 16 bits below the ends");
+
+/*
+ * One CTA per block: each segment's distance from origPtr's along the cycle,
+ * by pointer jumping in shared memory (Wyllie's list ranking). A segment
+ * points to the one after it, the segment before origPtr's to the end; each
+ * round adds the successor's sum and skips to the successor's successor, so
+ * after ceil(log2(nsp)) rounds every segment holds the length from it to the
+ * end, and its distance is the cycle's length less that. A segment off
+ * origPtr's cycle (a periodic block) never reaches the end and gets no
+ * distance. Sums saturate at n + 1: any sum over n is a bad cycle anyway.
+ * It replaced one thread per block following the chain, thousands of
+ * dependent loads (docs/DECISIONS.md, "The inverse BWT ranks its segments
+ * in parallel").
+ */
+__global__ void __launch_bounds__(kRankThreads)
+    walk_rank(DecBlk *blk, const uint32_t *sp_next, const uint32_t *sp_len, uint32_t *sp_dist)
 {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nb)
+    __shared__ uint16_t nxt[kMaxSplitters];
+    __shared__ uint32_t sum[kMaxSplitters];
+    DecBlk &b = blk[blockIdx.x];
+    const uint32_t nsp = min(b.nsp, kMaxSplitters), start = orig_index(b), cap = b.n + 1;
+    const uint32_t *next = sp_next + b.sp_off, *len = sp_len + b.sp_off;
+    if (start >= nsp) { /* no splitter for origPtr: nothing to rank */
+        if (threadIdx.x == 0)
+            b.status = kDecCycle;
         return;
-    DecBlk &b = blk[i];
-    uint32_t start = orig_index(b), cur = start;
-    uint64_t d = 0;
-    for (uint32_t k = 0; k < b.nsp; k++) {
-        sp_dist[b.sp_off + cur] = (uint32_t)d;
-        d += sp_len[b.sp_off + cur];
-        cur = sp_next[b.sp_off + cur];
-        if (cur == start || cur >= b.nsp || d > b.n)
-            break;
     }
-    if (cur != start || d > b.n || d == 0)
-        b.status = kDecCycle;
-    else
-        b.period = (uint32_t)d;
+    for (uint32_t q = threadIdx.x; q < nsp; q += blockDim.x) {
+        bool unused = split_unused(b, q);
+        uint32_t to = unused ? kEndBad : next[q];
+        nxt[q] = to == start ? kEndOk : to < nsp ? (uint16_t)to : kEndBad;
+        sum[q] = unused ? 0 : min(len[q], cap);
+    }
+    __syncthreads();
+    for (uint32_t reach = 1; reach < nsp; reach *= 2) {
+        uint16_t nn[kRankItems];
+        uint32_t ns[kRankItems];
+#pragma unroll
+        for (int k = 0; k < kRankItems; k++) {
+            uint32_t q = threadIdx.x + (uint32_t)k * kRankThreads;
+            if (q >= nsp)
+                continue;
+            nn[k] = nxt[q];
+            ns[k] = sum[q];
+            if (nn[k] < kEndBad) {
+                ns[k] = min(ns[k] + sum[nn[k]], cap);
+                nn[k] = nxt[nn[k]];
+            }
+        }
+        __syncthreads(); /* every read of this round before any write */
+#pragma unroll
+        for (int k = 0; k < kRankItems; k++) {
+            uint32_t q = threadIdx.x + (uint32_t)k * kRankThreads;
+            if (q < nsp) {
+                nxt[q] = nn[k];
+                sum[q] = ns[k];
+            }
+        }
+        __syncthreads();
+    }
+    const uint32_t d = sum[start];
+    const bool ok = nxt[start] == kEndOk && d > 0 && d <= b.n;
+    for (uint32_t q = threadIdx.x; ok && q < nsp; q += blockDim.x)
+        if (nxt[q] == kEndOk && !split_unused(b, q))
+            sp_dist[b.sp_off + q] = d - sum[q];
+    if (threadIdx.x == 0) {
+        if (ok)
+            b.period = d;
+        else
+            b.status = kDecCycle;
+    }
 }
 
 __device__ __forceinline__ uint32_t rand_bit(const uint32_t *map, uint32_t k)
@@ -241,7 +300,7 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     walk_measure<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_next, s.sp_len);
     GC_CUDA_LAUNCHED("walk_measure");
     bz2_prof(st, "dec_walk_measure", nb);
-    walk_rank<<<(nb + 63) / 64, 64, 0, st>>>(d_blk, nb, s.sp_next, s.sp_len, s.sp_dist);
+    walk_rank<<<nb, kRankThreads, 0, st>>>(d_blk, s.sp_next, s.sp_len, s.sp_dist);
     GC_CUDA_LAUNCHED("walk_rank");
     bz2_prof(st, "dec_walk_rank", nb);
     walk_write<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_len, s.sp_dist, s.rand_map, s.cols);
