@@ -9,7 +9,8 @@
  * parses, a well-behaved client keeps getting byte-exact round trips, and
  * once the attackers are gone it holds no request memory, no connection and
  * no more descriptors than before. One seed drives every choice; it is
- * printed, and GPUCOMP_CHAOS_SEED replays it.
+ * printed, and GPUCOMP_CHAOS_SEED replays it; GPUCOMP_CHAOS_ROUNDS makes a
+ * longer run of it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -55,12 +56,16 @@ typedef struct chaos_stream {
     int ring_fd;         /* the input ring, kept to write input into */
     bool input_done;     /* its last frame or a cancel was sent */
     bool answered;       /* its final frame came */
+    uint64_t consumed;   /* the daemon's last word on the input it took */
 } chaos_stream;
 
 typedef struct chaos_conn {
     int fd;
+    int reg_fd; /* a memfd this connection registered, reused as requests' input */
     bool welcomed;
-    bool deaf; /* reads nothing until the round ends */
+    bool deaf;         /* reads nothing until the round ends */
+    bool mid_response; /* the last frame was one of a response with more to come */
+    uint64_t mid_id;
     uint64_t next_id;
     chaos_stream streams[MAX_STREAMS];
     unsigned n_streams;
@@ -126,9 +131,11 @@ static void conn_drop(chaos_conn *k)
             close(k->streams[i].ring_fd);
     if (k->fd >= 0)
         close(k->fd);
+    if (k->reg_fd >= 0)
+        close(k->reg_fd);
     uint64_t next = k->next_id;
     memset(k, 0, sizeof *k);
-    k->fd = -1;
+    k->fd = k->reg_fd = -1;
     k->next_id = next;
 }
 
@@ -183,20 +190,41 @@ static chaos_stream *stream_of(chaos_conn *k, uint64_t id)
     return NULL;
 }
 
-/* What an answer frame may say about an output ring: never past the ring, never past the credit. */
-static void check_ring_frame(chaos *c, chaos_conn *k, const Gpucomp__Response *r)
+/*
+ * What the protocol promises of an answer frame: a response's frames come
+ * back to back; a stream's consumed never goes back; output ring frames go
+ * on where the last one ended, never past the ring's end or the credit,
+ * and the final frame counts them.
+ */
+static void check_answer(chaos *c, chaos_conn *k, const Gpucomp__Response *r)
 {
+    ck_assert_msg(!k->mid_response || (r->id == k->mid_id && !r->stream),
+                  "seed %" PRIu64 ": a frame of id %" PRIu64 " inside the response to %" PRIu64, c->seed, r->id,
+                  k->mid_id);
+    k->mid_response = !r->stream && !r->last;
+    k->mid_id = r->id;
     chaos_stream *s = stream_of(k, r->id);
-    if (s && r->last)
-        s->answered = true;
-    if (!s || !s->oring_size || !r->ring_length)
+    if (!s || !r->stream || s->answered) /* after its final frame, the id may open anything */
         return;
-    ck_assert_msg(r->ring_offset + r->ring_length <= s->oring_size,
-                  "seed %" PRIu64 ": id %" PRIu64 " names ring bytes [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64,
-                  c->seed, r->id, r->ring_offset, r->ring_length, s->oring_size);
+    ck_assert_msg(r->consumed >= s->consumed,
+                  "seed %" PRIu64 ": stream %" PRIu64 ": consumed %" PRIu64 " after %" PRIu64, c->seed, r->id,
+                  r->consumed, s->consumed);
+    s->consumed = r->consumed;
+    s->answered = r->last;
+    if (r->last && s->oring_size && r->status == GPUCOMP__STATUS__STATUS_OK)
+        ck_assert_msg(r->total_size == s->named,
+                      "seed %" PRIu64 ": stream %" PRIu64 " ends at %" PRIu64
+                      " bytes, its ring frames named %" PRIu64,
+                      c->seed, r->id, r->total_size, s->named);
+    if (!s->oring_size || !r->ring_length)
+        return;
+    ck_assert_msg(r->ring_offset == s->named % s->oring_size && r->ring_offset + r->ring_length <= s->oring_size,
+                  "seed %" PRIu64 ": stream %" PRIu64 " names ring bytes [%" PRIu64 ", +%" PRIu64 ") of %" PRIu64
+                  " after %" PRIu64,
+                  c->seed, r->id, r->ring_offset, r->ring_length, s->oring_size, s->named);
     s->named += r->ring_length;
     ck_assert_msg(s->named <= s->credited + s->oring_size,
-                  "seed %" PRIu64 ": id %" PRIu64 ": %" PRIu64 " output bytes named, credit %" PRIu64
+                  "seed %" PRIu64 ": stream %" PRIu64 ": %" PRIu64 " output bytes named, credit %" PRIu64
                   " + ring %" PRIu64,
                   c->seed, r->id, s->named, s->credited, s->oring_size);
 }
@@ -237,7 +265,7 @@ static Gpucomp__Frame *recv_frame(chaos *c, chaos_conn *k, int wait_ms)
     ck_assert_msg(f->body_case == want, "the daemon sent a frame of kind %d where %d belongs", f->body_case, want);
     c->frames_in++;
     if (f->body_case == GPUCOMP__FRAME__BODY_RESPONSE) {
-        check_ring_frame(c, k, f->response);
+        check_answer(c, k, f->response);
         if (f->response->last || f->response->id == 0) {
             unsigned st = (unsigned)f->response->status;
             c->by_status[st <= GPUCOMP__STATUS__STATUS_TOO_SMALL ? st : GPUCOMP__STATUS__STATUS_TOO_SMALL + 1]++;
@@ -341,8 +369,10 @@ static void step_whole(chaos *c, chaos_conn *k)
     size_t len;
     const uint8_t *in = rnd_input(c, req.codec, &len);
     req.total_size = len;
-    if (chance(c, 10))
-        req.total_size = chance(c, 50) ? len + 1 + rnd(c, 64) : UINT64_MAX - rnd(c, 1000);
+    if (chance(c, 15)) { /* more than comes: a little, past every limit, or a claim on the budget */
+        uint64_t claims[] = { len + 1 + rnd(c, 64), UINT64_MAX - rnd(c, 1000), len + rnd(c, 64u << 20) };
+        req.total_size = claims[rnd(c, 3)];
+    }
     size_t first = chance(c, 70) ? len : rnd(c, len + 1);
     req.payload.data = (uint8_t *)(uintptr_t)in;
     req.payload.len = first;
@@ -446,7 +476,13 @@ static void step_memfd(chaos *c, chaos_conn *k)
     }
     int fds[GC_FDPASS_MAX];
     unsigned n = rnd_fds(c, fds, reg ? 1 : 2, in, len);
-    send_request(k, &req, fds, n);
+    if (k->reg_fd >= 0 && chance(c, 40)) { /* the registered file, as the input or to (un)register again */
+        close(fds[0]);
+        fds[0] = dup(k->reg_fd);
+    }
+    bool sent = send_request(k, &req, fds, n);
+    if (sent && req.op == GPUCOMP__OP__OP_REGISTER && k->reg_fd < 0)
+        k->reg_fd = dup(fds[0]);
     close_fds(fds, n);
 }
 
@@ -466,6 +502,26 @@ static int ring_memfd(chaos *c, uint64_t size)
     if (chance(c, 5))
         fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE);
     return fd;
+}
+
+/* A file stream's descriptors: a regular file to read, or something else; perhaps an output file, right or wrong. */
+static void file_stream_fds(chaos *c, Gpucomp__Request *req, int *fds, unsigned *n)
+{
+    char in[160], out[160];
+    snprintf(in, sizeof in, "%s/chaos-in", dut.dir);
+    snprintf(out, sizeof out, "%s/chaos-out", dut.dir);
+    req->input_fd = 1;
+    req->last = chance(c, 95);
+    fds[(*n)++] = chance(c, 70) ? open(in, O_RDONLY | O_CLOEXEC) : wrong_fd(c, -1);
+    if (chance(c, 50))
+        return;
+    req->output_fd = 1;
+    static const int modes[] = { O_WRONLY, O_WRONLY | O_APPEND, O_RDONLY };
+    switch (rnd(c, 4)) {
+    case 0: fds[(*n)++] = wrong_fd(c, -1); break;
+    case 1: fds[(*n)++] = open(in, O_RDWR | O_CLOEXEC); break; /* the input's own file */
+    default: fds[(*n)++] = open(out, modes[rnd(c, 3)] | O_CREAT | O_CLOEXEC, 0600); break;
+    }
 }
 
 /* Forget the streams that are over both ways, to make room for new ones. */
@@ -498,10 +554,8 @@ static void step_stream_open(chaos *c, chaos_conn *k)
         req.ring = 1;
         s.ring_size = rnd_ring_size(c, c->window, 2 * c->window);
         s.ring_fd = fds[n++] = ring_memfd(c, s.ring_size);
-    } else if (chance(c, 10)) { /* a file stream whose input is no regular file */
-        req.input_fd = 1;
-        req.last = 1;
-        fds[n++] = wrong_fd(c, -1);
+    } else if (chance(c, 15)) {
+        file_stream_fds(c, &req, fds, &n);
     }
     if (chance(c, 40)) {
         req.output_ring = 1;
@@ -803,13 +857,18 @@ static void run_chaos(const char *const *args, uint64_t seed)
     ck_assert_ptr_nonnull(c.pool);
     fill_test_data(c.pool, POOL_LEN, 0, seed);
     for (int i = 0; i < N_CONNS; i++)
-        c.conns[i].fd = -1, c.conns[i].next_id = 1;
+        c.conns[i].fd = c.conns[i].reg_fd = -1, c.conns[i].next_id = 1;
+    char path[160];
+    snprintf(path, sizeof path, "%s/chaos-in", dut.dir);
+    ck_assert_int_eq(write_file(path, c.pool, POOL_LEN), 0);
     assert_serves(&c, -1);
     gpucomp_stats st;
     ck_assert(daemon_idle(&st) || (test_sleep_ms(500), daemon_idle(&st)));
     unsigned fds_before = daemon_fds();
     double t0 = test_now_s();
-    for (int round = 0; round < N_ROUNDS; round++) {
+    const char *env = getenv("GPUCOMP_CHAOS_ROUNDS"); /* more for a soak */
+    int rounds = env && atoi(env) > 0 ? atoi(env) : N_ROUNDS;
+    for (int round = 0; round < rounds; round++) {
         for (int s = 0; s < STEPS_PER_ROUND; s++, c.steps++) {
             chaos_conn *k = &c.conns[rnd(&c, N_CONNS)];
             step(&c, k);
