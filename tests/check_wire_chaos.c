@@ -42,6 +42,7 @@
 #define MAX_STREAMS 6
 #define MAX_FRAME (1u << 20)
 #define POOL_LEN (1u << 20)
+#define BOMB_LEN (8u << 20)
 
 static test_daemon dut;
 
@@ -79,6 +80,8 @@ typedef struct chaos {
     uint8_t *pool;     /* random bytes the inputs are cut from */
     uint8_t *valid[2]; /* real compressed inputs: rle, bzip2 */
     size_t valid_len[2];
+    void *bomb[2]; /* inputs that decompress to BOMB_LEN zeros: rle, bzip2 */
+    size_t bomb_len[2];
     unsigned long frames_in;                                        /* answer frames read */
     unsigned long by_status[GPUCOMP__STATUS__STATUS_TOO_SMALL + 2]; /* final answer frames by status */
     unsigned long closed_by_daemon;
@@ -340,6 +343,10 @@ static void rnd_options(chaos *c, Gpucomp__CodecOptions *o)
 static const uint8_t *rnd_input(chaos *c, Gpucomp__Codec codec, size_t *len)
 {
     int v = codec == GPUCOMP__CODEC__CODEC_BZIP2;
+    if (chance(c, 4)) {
+        *len = c->bomb_len[v];
+        return c->bomb[v];
+    }
     if (chance(c, 40) && c->valid[v]) {
         *len = c->valid_len[v] - (chance(c, 30) ? rnd(c, c->valid_len[v]) : 0);
         if (chance(c, 50))
@@ -359,32 +366,6 @@ static void rnd_first_frame(chaos *c, chaos_conn *k, Gpucomp__Request *req, Gpuc
     rnd_options(c, o);
     req->options = chance(c, 90) ? o : NULL;
     req->max_output = chance(c, 80) ? 0 : rnd_size(c, 1u << 20);
-}
-
-static void step_whole(chaos *c, chaos_conn *k)
-{
-    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
-    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
-    rnd_first_frame(c, k, &req, &o);
-    size_t len;
-    const uint8_t *in = rnd_input(c, req.codec, &len);
-    req.total_size = len;
-    if (chance(c, 15)) { /* more than comes: a little, past every limit, or a claim on the budget */
-        uint64_t claims[] = { len + 1 + rnd(c, 64), UINT64_MAX - rnd(c, 1000), len + rnd(c, 64u << 20) };
-        req.total_size = claims[rnd(c, 3)];
-    }
-    size_t first = chance(c, 70) ? len : rnd(c, len + 1);
-    req.payload.data = (uint8_t *)(uintptr_t)in;
-    req.payload.len = first;
-    req.last = first == len ? chance(c, 95) : chance(c, 5);
-    if (!send_request(k, &req, NULL, 0) || first == len || chance(c, 20))
-        return; /* the rest, if any, never comes: the request times out */
-    Gpucomp__Request more = GPUCOMP__REQUEST__INIT;
-    more.id = chance(c, 90) ? req.id : rnd_id(c, k);
-    more.payload.data = (uint8_t *)(uintptr_t)(in + first);
-    more.payload.len = len - first;
-    more.last = chance(c, 90);
-    send_request(k, &more, NULL, 0);
 }
 
 /* A memfd holding len bytes of the pool, made wrong now and then. */
@@ -455,6 +436,38 @@ static void close_fds(const int *fds, unsigned n)
     for (unsigned i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+}
+
+static void step_whole(chaos *c, chaos_conn *k)
+{
+    Gpucomp__Request req = GPUCOMP__REQUEST__INIT;
+    Gpucomp__CodecOptions o = GPUCOMP__CODEC_OPTIONS__INIT;
+    rnd_first_frame(c, k, &req, &o);
+    size_t len;
+    const uint8_t *in = rnd_input(c, req.codec, &len);
+    req.total_size = len;
+    if (chance(c, 15)) { /* more than comes: a little, past every limit, or a claim on the budget */
+        uint64_t claims[] = { len + 1 + rnd(c, 64), UINT64_MAX - rnd(c, 1000), len + rnd(c, 64u << 20) };
+        req.total_size = claims[rnd(c, 3)];
+    }
+    size_t first = chance(c, 70) ? len : rnd(c, len + 1);
+    req.payload.data = (uint8_t *)(uintptr_t)in;
+    req.payload.len = first;
+    req.last = first == len ? chance(c, 95) : chance(c, 5);
+    int fds[GC_FDPASS_MAX]; /* now and then descriptors nobody claims */
+    unsigned n = chance(c, 95) ? 0 : 1 + (unsigned)rnd(c, GC_FDPASS_MAX);
+    for (unsigned i = 0; i < n; i++)
+        fds[i] = rnd_memfd(c, c->pool, rnd_size(c, 4096));
+    bool sent = send_request(k, &req, fds, n);
+    close_fds(fds, n);
+    if (!sent || first == len || chance(c, 20))
+        return; /* the rest, if any, never comes: the request times out */
+    Gpucomp__Request more = GPUCOMP__REQUEST__INIT;
+    more.id = chance(c, 90) ? req.id : rnd_id(c, k);
+    more.payload.data = (uint8_t *)(uintptr_t)(in + first);
+    more.payload.len = len - first;
+    more.last = chance(c, 90);
+    send_request(k, &more, NULL, 0);
 }
 
 static void step_memfd(chaos *c, chaos_conn *k)
@@ -793,10 +806,27 @@ static void assert_serves(chaos *c, int round)
     gpucomp_close(g);
 }
 
-static unsigned daemon_fds(void)
+/* Entries of the daemon's /proc/PID/<what>: its descriptors ("fd") or threads ("task"). */
+/* Small inputs with a large output, for answers that press on the budget and on deaf readers. */
+static void make_bombs(chaos *c)
+{
+    uint8_t *zeros = calloc(1, BOMB_LEN);
+    ck_assert_ptr_nonnull(zeros);
+    gpucomp_client *g = NULL;
+    ck_assert_int_eq(gpucomp_connect(dut.socket_path, &g), GPUCOMP_OK);
+    for (int v = 0; v < 2; v++) {
+        gpucomp_options o;
+        gpucomp_options_init(&o, v ? GPUCOMP_CODEC_BZIP2 : GPUCOMP_CODEC_RLE);
+        ck_assert_int_eq(gpucomp_compress(g, &o, zeros, BOMB_LEN, &c->bomb[v], &c->bomb_len[v]), GPUCOMP_OK);
+    }
+    gpucomp_close(g);
+    free(zeros);
+}
+
+static unsigned daemon_count(const char *what)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)dut.pid);
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)dut.pid, what);
     DIR *d = opendir(path);
     ck_assert_ptr_nonnull(d);
     unsigned n = 0;
@@ -816,23 +846,25 @@ static bool daemon_idle(gpucomp_stats *st)
     return st->memory_in_use == 0 && st->connections == 1 && st->queue_depth == 0 && st->registered_bytes == 0;
 }
 
-/* Poll until the daemon is idle and has its old descriptor count back (within a deadline). */
-static void assert_released(unsigned fds_before, uint64_t seed)
+/* Poll until the daemon is idle and has its old descriptor and thread counts back (within a deadline). */
+static void assert_released(unsigned fds_before, unsigned threads_before, uint64_t seed)
 {
     gpucomp_stats st;
     double deadline = test_now_s() + 15;
     bool idle = false;
-    unsigned fds = 0;
+    unsigned fds = 0, threads = 0;
     while (test_now_s() < deadline) {
         idle = daemon_idle(&st);
-        fds = daemon_fds();
-        if (idle && fds == fds_before)
+        fds = daemon_count("fd");
+        threads = daemon_count("task");
+        if (idle && fds == fds_before && threads == threads_before)
             return;
         test_sleep_ms(100);
     }
     ck_abort_msg("seed %" PRIu64 ": after the chaos: %" PRIu64 " bytes in use, %u connections, %u queued, %" PRIu64
-                 " registered bytes, %u descriptors (%u before)",
-                 seed, st.memory_in_use, st.connections, st.queue_depth, st.registered_bytes, fds, fds_before);
+                 " registered bytes, %u descriptors (%u before), %u threads (%u before)",
+                 seed, st.memory_in_use, st.connections, st.queue_depth, st.registered_bytes, fds, fds_before,
+                 threads, threads_before);
 }
 
 /* ---- the suite ------------------------------------------------------- */
@@ -862,9 +894,11 @@ static void run_chaos(const char *const *args, uint64_t seed)
     snprintf(path, sizeof path, "%s/chaos-in", dut.dir);
     ck_assert_int_eq(write_file(path, c.pool, POOL_LEN), 0);
     assert_serves(&c, -1);
+    make_bombs(&c);
     gpucomp_stats st;
     ck_assert(daemon_idle(&st) || (test_sleep_ms(500), daemon_idle(&st)));
-    unsigned fds_before = daemon_fds();
+    unsigned fds_before = daemon_count("fd");
+    unsigned threads_before = daemon_count("task");
     double t0 = test_now_s();
     const char *env = getenv("GPUCOMP_CHAOS_ROUNDS"); /* more for a soak */
     int rounds = env && atoi(env) > 0 ? atoi(env) : N_ROUNDS;
@@ -877,12 +911,12 @@ static void run_chaos(const char *const *args, uint64_t seed)
                     drain(&c, &c.conns[i], 0);
             assert_alive(&c);
         }
-        assert_serves(&c, round);
-        assert_alive(&c);
-        for (int i = 0; i < N_CONNS; i++) {
+        for (int i = 0; i < N_CONNS; i++) { /* what the deaf hold counts against this user's memory share */
             c.conns[i].deaf = false;
             drain(&c, &c.conns[i], 0);
         }
+        assert_serves(&c, round);
+        assert_alive(&c);
     }
     for (int i = 0; i < N_CONNS; i++) {
         drain(&c, &c.conns[i], 0);
@@ -895,7 +929,7 @@ static void run_chaos(const char *const *args, uint64_t seed)
         if (c.by_status[i])
             fprintf(stderr, " %u: %lu", i, c.by_status[i]);
     fprintf(stderr, "\n");
-    assert_released(fds_before, seed);
+    assert_released(fds_before, threads_before, seed);
     assert_alive(&c);
     /* Under the sanitizers a leak the chaos caused shows here, as the exit status. */
     int status = test_daemon_stop(&dut);
@@ -905,6 +939,8 @@ static void run_chaos(const char *const *args, uint64_t seed)
                   status);
     free(c.valid[0]);
     free(c.valid[1]);
+    gpucomp_free(c.bomb[0]);
+    gpucomp_free(c.bomb[1]);
     free(c.pool);
 }
 
