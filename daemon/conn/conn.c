@@ -416,9 +416,11 @@ static size_t read_room(struct evbuffer *in)
     for (;;) {
         uint8_t header[GC_WIRE_HEADER_SIZE];
         struct evbuffer_ptr p;
-        if (have - at < sizeof header || evbuffer_ptr_set(in, &p, at, EVBUFFER_PTR_SET) != 0 ||
-            evbuffer_copyout_from(in, &p, header, sizeof header) != (ev_ssize_t)sizeof header)
+        if (have - at < sizeof header)
             return at + sizeof header - have;
+        if (evbuffer_ptr_set(in, &p, at, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(in, &p, header, sizeof header) != (ev_ssize_t)sizeof header)
+            return READ_CHUNK; /* cannot happen: the bytes are there */
         size_t end = at + sizeof header + gc_wire_body_len(header);
         if (end > have)
             return end - have;
