@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -706,6 +707,52 @@ START_TEST(test_stray_descriptors_are_not_reused)
 }
 END_TEST
 
+/*
+ * A frame that names descriptors it does not carry must not take the next
+ * frame's. Found by check_wire_chaos: a stream's first frame naming an
+ * output ring it did not send was given the ring the next frame carried.
+ * The daemon matched descriptors to frames by the order of its queue, and
+ * one read of the socket can bring both frames and the second's
+ * descriptors. Unread answers (over the per-connection limit) keep the
+ * daemon from reading while both frames queue, so that one read takes them.
+ */
+START_TEST(test_descriptors_go_with_their_frame)
+{
+    start(NULL);
+    size_t bomb = 80u << 20, frame_len;
+    uint8_t *zeros = calloc(1, bomb);
+    ck_assert_ptr_nonnull(zeros);
+    void *frame = rle_frame_of(zeros, bomb, 0, &frame_len);
+    int sock = hello();
+    send_inline(sock, 1, GPUCOMP__OP__OP_DECOMPRESS, GPUCOMP__CODEC__CODEC_RLE, frame, frame_len);
+    struct pollfd p = { sock, POLLIN, 0 };
+    ck_assert_int_eq(poll(&p, 1, 30000), 1); /* the answer is queued: the daemon reads this socket no more */
+    size_t len = 64 << 10;
+    uint8_t *data = short_runs(len);
+    Gpucomp__Request liar = fd_request(3, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, len);
+    raw_send_request(sock, &liar); /* names two descriptors, carries none */
+    int fds[2] = { memfd_with(data, len), gc_memfd_create("out") };
+    Gpucomp__Request req = fd_request(4, GPUCOMP__OP__OP_COMPRESS, GPUCOMP__CODEC__CODEC_RLE, len);
+    raw_send_request_fds(sock, &req, fds, 2);
+    int status[5] = { -1, -1, -1, -1, -1 };
+    while (status[3] < 0 || status[4] < 0) {
+        Gpucomp__Frame *f = raw_recv(sock, 64u << 20);
+        ck_assert_msg(f != NULL, "the connection ended before both answers");
+        if (f->body_case == GPUCOMP__FRAME__BODY_RESPONSE && f->response->last && f->response->id < 5)
+            status[f->response->id] = (int)f->response->status;
+        gc_wire_free(f);
+    }
+    ck_assert_msg(status[3] == GC_E_PROTOCOL && status[4] == GC_OK,
+                  "the frame without descriptors was answered %d, the one with them %d", status[3], status[4]);
+    for (int i = 0; i < 2; i++)
+        close(fds[i]);
+    close(sock);
+    free(data);
+    gpucomp_free(frame);
+    free(zeros);
+}
+END_TEST
+
 /* ---- one user cannot starve another ---------------------------------------- */
 
 START_TEST(test_one_user_cannot_starve_another)
@@ -929,6 +976,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(res, test_refused_requests_are_bounded);
     tcase_add_test(res, test_five_descriptors_keep_the_connection);
     tcase_add_test(res, test_stray_descriptors_are_not_reused);
+    tcase_add_test(res, test_descriptors_go_with_their_frame);
     tcase_add_test(res, test_one_user_cannot_starve_another);
     tcase_add_test(res, test_non_reader_gets_no_more_work);
     tcase_add_test(res, test_slow_frame_and_idle_timeouts);

@@ -131,19 +131,6 @@ static void send_frame(int fd, const Gpucomp__Request *req)
     raw_send_request(fd, req);
 }
 
-/* req packed as one Request frame (malloc'd; *len its bytes). */
-static uint8_t *pack_request(const Gpucomp__Request *req, size_t *len)
-{
-    Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
-    f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
-    f.request = (Gpucomp__Request *)req;
-    *len = gc_wire_packed_size(&f);
-    uint8_t *buf = malloc(*len);
-    ck_assert_ptr_nonnull(buf);
-    gc_wire_pack(&f, buf);
-    return buf;
-}
-
 /*
  * Send one frame of stream id, taking its answers as they come: the daemon
  * stops reading a connection whose answers go unread (docs/PROTOCOL.md), so
@@ -153,7 +140,7 @@ static uint8_t *pack_request(const Gpucomp__Request *req, size_t *len)
 static void send_reading(int fd, const Gpucomp__Request *req, uint64_t id, answer *a)
 {
     size_t len, at = 0;
-    uint8_t *buf = pack_request(req, &len);
+    uint8_t *buf = raw_pack_request(req, &len);
     while (at < len) {
         struct pollfd p = { .fd = fd, .events = (short)(a->done ? POLLOUT : POLLIN | POLLOUT) };
         ck_assert_int_eq(poll(&p, 1, 30000), 1);

@@ -192,18 +192,37 @@ void raw_send_request(int fd, const Gpucomp__Request *req)
     send_frame(fd, &f);
 }
 
-void raw_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
+uint8_t *raw_pack_request(const Gpucomp__Request *req, size_t *len)
 {
     Gpucomp__Frame f = GPUCOMP__FRAME__INIT;
     f.body_case = GPUCOMP__FRAME__BODY_REQUEST;
     f.request = (Gpucomp__Request *)req;
-    size_t size = gc_wire_packed_size(&f);
-    uint8_t *buf = malloc(size);
+    *len = gc_wire_packed_size(&f);
+    uint8_t *buf = malloc(*len);
     ck_assert_ptr_nonnull(buf);
     gc_wire_pack(&f, buf);
-    gc_error err = { 0 };
-    ck_assert_msg(gc_fdpass_send(fd, buf, size, fds, n_fds, &err) == GC_OK, "send: %s", err.msg);
+    return buf;
+}
+
+static int send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds, gc_error *err)
+{
+    size_t size;
+    uint8_t *buf = raw_pack_request(req, &size);
+    int rc = gc_fdpass_send(fd, buf, size, fds, n_fds, err);
     free(buf);
+    return rc;
+}
+
+void raw_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
+{
+    gc_error err = { 0 };
+    ck_assert_msg(send_request_fds(fd, req, fds, n_fds, &err) == GC_OK, "send: %s", err.msg);
+}
+
+int raw_try_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds)
+{
+    gc_error err = { 0 };
+    return send_request_fds(fd, req, fds, n_fds, &err) == GC_OK ? 0 : -1;
 }
 
 Gpucomp__Frame *raw_hello(int fd, uint32_t version)

@@ -50,6 +50,13 @@ void raw_send_request(int fd, const Gpucomp__Request *req);
 /* Send a Request frame with n_fds descriptors attached (SCM_RIGHTS; n_fds may be 0). */
 void raw_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds);
 
+/* The same, but a send that fails (the daemon closed, or stopped reading for longer than
+ * the socket's SO_SNDTIMEO) returns -1 instead of failing the test; 0 when all was sent. */
+int raw_try_send_request_fds(int fd, const Gpucomp__Request *req, const int *fds, unsigned n_fds);
+
+/* req packed as one Request frame, header included (malloc'd; *len its bytes). */
+uint8_t *raw_pack_request(const Gpucomp__Request *req, size_t *len);
+
 /* Receive one frame (NULL on EOF, error or a frame over max_len). */
 Gpucomp__Frame *raw_recv(int fd, size_t max_len);
 

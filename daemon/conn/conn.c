@@ -403,16 +403,44 @@ static void process_input(gcd_conn *c)
         gcd_conn_update_reading(c);
 }
 
-/* Read what the socket has, with any descriptors attached, then parse frames. */
+/*
+ * The most the next read may take: the rest of the frame being read, never
+ * a byte of the next one. Descriptors arrive with the first byte of the
+ * frame that carries them and wait in c->fds for a frame to claim them; one
+ * read that took a frame naming descriptors it did not carry together with
+ * the next frame and that frame's descriptors would give them to the first.
+ */
+static size_t read_room(struct evbuffer *in)
+{
+    size_t have = evbuffer_get_length(in), at = 0;
+    for (;;) {
+        uint8_t header[GC_WIRE_HEADER_SIZE];
+        struct evbuffer_ptr p;
+        if (have - at < sizeof header)
+            return at + sizeof header - have;
+        if (evbuffer_ptr_set(in, &p, at, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(in, &p, header, sizeof header) != (ev_ssize_t)sizeof header)
+            return READ_CHUNK; /* cannot happen: the bytes are there */
+        size_t end = at + sizeof header + gc_wire_body_len(header);
+        if (end > have)
+            return end - have;
+        at = end;
+    }
+}
+
+/* Read what the socket has of the current frame, with any descriptors attached, then parse frames. */
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     gcd_conn *c = arg;
     struct evbuffer_iovec vec;
+    size_t room = read_room(c->in);
     if (evbuffer_reserve_space(c->in, READ_CHUNK, &vec, 1) != 1) {
         gcd_log(LOG_ERR, "out of memory reading a connection: closing it");
         gcd_conn_close(c);
         return;
     }
+    if (vec.iov_len > room)
+        vec.iov_len = room;
     bool overflow = false;
     ssize_t n = gc_fdpass_recv(fd, vec.iov_base, vec.iov_len, c->fds, &c->n_fds, GCD_CONN_MAX_FDS, &overflow);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
