@@ -83,21 +83,37 @@ static void conn_free_if_idle(gcd_conn *c)
 
 /* ---- requests --------------------------------------------------------- */
 
+/* Close the queued descriptors of frames before the one being handled: no frame claimed them. */
+static void drop_stale_fds(gcd_conn *c)
+{
+    unsigned n = 0;
+    while (n < c->n_fds && c->fd_owner[n] < c->frame_pos)
+        close(c->fds[n++]);
+    c->n_fds -= n;
+    memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
+    memmove(c->fd_owner, c->fd_owner + n, c->n_fds * sizeof c->fd_owner[0]);
+}
+
 /*
- * Take the descriptors that came with a payload_in_fd frame off the queue
+ * Take the descriptors that came with the frame being handled off the queue
  * at once, whatever becomes of the request: left behind, they would be
  * handed to the connection's next fd request, which would then read another
- * request's data. -1 where fewer arrived.
+ * request's data. Only the frame's own: a frame naming descriptors it did
+ * not carry gets -1 for them, never a later frame's. -1 where fewer arrived.
  */
 static void claim_fds(gcd_conn *c, int fds[2], unsigned want)
 {
-    unsigned n = c->n_fds < want ? c->n_fds : want;
+    drop_stale_fds(c);
+    unsigned n = 0;
+    while (n < c->n_fds && n < want && c->fd_owner[n] == c->frame_pos)
+        n++;
     fds[0] = n > 0 ? c->fds[0] : -1;
     fds[1] = n > 1 ? c->fds[1] : -1;
     for (unsigned i = 2; i < n; i++) /* a frame names at most two that it can use */
         close(c->fds[i]);
     c->n_fds -= n;
     memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
+    memmove(c->fd_owner, c->fd_owner + n, c->n_fds * sizeof c->fd_owner[0]);
 }
 
 static void close_fds(const int fds[2])
@@ -372,6 +388,8 @@ static bool read_one_frame(gcd_conn *c, struct evbuffer *in)
         return false;
     }
     evbuffer_drain(in, GC_WIRE_HEADER_SIZE + (size_t)body);
+    c->frame_pos = c->in_pos;
+    c->in_pos += GC_WIRE_HEADER_SIZE + (size_t)body;
     c->frame_started_ns = 0;
     c->last_active_ns = gc_now_ns();
     if (!f) {
@@ -404,43 +422,40 @@ static void process_input(gcd_conn *c)
 }
 
 /*
- * The most the next read may take: the rest of the frame being read, never
- * a byte of the next one. Descriptors arrive with the first byte of the
- * frame that carries them and wait in c->fds for a frame to claim them; one
- * read that took a frame naming descriptors it did not carry together with
- * the next frame and that frame's descriptors would give them to the first.
+ * The stream offset of the frame that holds input byte `last` (c->in begins
+ * at c->in_pos). Descriptors belong to the frame they were sent with, and
+ * the kernel ends a read with the message that carried them, so the frame
+ * holding a read's last byte is theirs: one read may join the tail of a
+ * frame with the next frame and its descriptors, and the first must not
+ * take them.
  */
-static size_t read_room(struct evbuffer *in)
+static uint64_t frame_holding(const gcd_conn *c, uint64_t last)
 {
-    size_t have = evbuffer_get_length(in), at = 0;
+    size_t have = evbuffer_get_length(c->in), at = 0, rel = (size_t)(last - c->in_pos);
     for (;;) {
         uint8_t header[GC_WIRE_HEADER_SIZE];
         struct evbuffer_ptr p;
-        if (have - at < sizeof header)
-            return at + sizeof header - have;
-        if (evbuffer_ptr_set(in, &p, at, EVBUFFER_PTR_SET) != 0 ||
-            evbuffer_copyout_from(in, &p, header, sizeof header) != (ev_ssize_t)sizeof header)
-            return READ_CHUNK; /* cannot happen: the bytes are there */
+        if (have - at < sizeof header || evbuffer_ptr_set(c->in, &p, at, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(c->in, &p, header, sizeof header) != (ev_ssize_t)sizeof header)
+            return c->in_pos + at; /* the frame starting here, its header not all read yet */
         size_t end = at + sizeof header + gc_wire_body_len(header);
-        if (end > have)
-            return end - have;
+        if (end > rel)
+            return c->in_pos + at;
         at = end;
     }
 }
 
-/* Read what the socket has of the current frame, with any descriptors attached, then parse frames. */
+/* Read what the socket has, with any descriptors attached (each owned by its frame), then parse frames. */
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     gcd_conn *c = arg;
     struct evbuffer_iovec vec;
-    size_t room = read_room(c->in);
     if (evbuffer_reserve_space(c->in, READ_CHUNK, &vec, 1) != 1) {
         gcd_log(LOG_ERR, "out of memory reading a connection: closing it");
         gcd_conn_close(c);
         return;
     }
-    if (vec.iov_len > room)
-        vec.iov_len = room;
+    unsigned had_fds = c->n_fds;
     bool overflow = false;
     ssize_t n = gc_fdpass_recv(fd, vec.iov_base, vec.iov_len, c->fds, &c->n_fds, GCD_CONN_MAX_FDS, &overflow);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -453,6 +468,11 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     }
     vec.iov_len = (size_t)n;
     evbuffer_commit_space(c->in, &vec, 1);
+    if (c->n_fds > had_fds) {
+        uint64_t owner = frame_holding(c, c->in_pos + evbuffer_get_length(c->in) - 1);
+        for (unsigned i = had_fds; i < c->n_fds; i++)
+            c->fd_owner[i] = owner;
+    }
     if (overflow) {
         gcd_send_error(&c->out, 0, GC_E_PROTOCOL, "more than %d unclaimed file descriptors", GCD_CONN_MAX_FDS);
         close_after_flush(c);

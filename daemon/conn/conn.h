@@ -40,8 +40,11 @@ typedef struct gcd_conn {
     struct event *read_event;
     struct event *hup_event; /* while not reading: notices the client's close at once */
     struct evbuffer *in;
-    int fds[GCD_CONN_MAX_FDS]; /* SCM_RIGHTS descriptors in arrival order */
+    int fds[GCD_CONN_MAX_FDS];           /* SCM_RIGHTS descriptors in arrival order */
+    uint64_t fd_owner[GCD_CONN_MAX_FDS]; /* each one's frame: that frame's input offset */
     unsigned n_fds;
+    uint64_t in_pos;    /* input offset of the first byte in `in` (bytes of frames taken before) */
+    uint64_t frame_pos; /* input offset of the frame being handled */
     gcd_conn_state state;
     unsigned in_flight;     /* requests at the workers */
     gcd_assembly assembly;  /* requests still receiving frames (with streams.n: the ids it holds) */
