@@ -83,15 +83,21 @@ static void conn_free_if_idle(gcd_conn *c)
 
 /* ---- requests --------------------------------------------------------- */
 
+/* Take the first n queued descriptors off the queue (their owner closes or keeps them). */
+static void dequeue_fds(gcd_conn *c, unsigned n)
+{
+    c->n_fds -= n;
+    memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
+    memmove(c->fd_owner, c->fd_owner + n, c->n_fds * sizeof c->fd_owner[0]);
+}
+
 /* Close the queued descriptors of frames before the one being handled: no frame claimed them. */
 static void drop_stale_fds(gcd_conn *c)
 {
     unsigned n = 0;
     while (n < c->n_fds && c->fd_owner[n] < c->frame_pos)
         close(c->fds[n++]);
-    c->n_fds -= n;
-    memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
-    memmove(c->fd_owner, c->fd_owner + n, c->n_fds * sizeof c->fd_owner[0]);
+    dequeue_fds(c, n);
 }
 
 /*
@@ -111,9 +117,7 @@ static void claim_fds(gcd_conn *c, int fds[2], unsigned want)
     fds[1] = n > 1 ? c->fds[1] : -1;
     for (unsigned i = 2; i < n; i++) /* a frame names at most two that it can use */
         close(c->fds[i]);
-    c->n_fds -= n;
-    memmove(c->fds, c->fds + n, c->n_fds * sizeof c->fds[0]);
-    memmove(c->fd_owner, c->fd_owner + n, c->n_fds * sizeof c->fd_owner[0]);
+    dequeue_fds(c, n);
 }
 
 static void close_fds(const int fds[2])
