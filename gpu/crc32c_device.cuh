@@ -17,9 +17,9 @@
  * Bytes outside the data are zero in the
  * window: zeros before are free, zeros after are removed at the end with one
  * multiply by x^(-8k). Windows combine the same way at chunk level. A warp
- * that checksums consecutive pieces itself (the decoder's spans) needs no
- * multiply between them: the CRC so far, XORed into the next piece's first
- * 4 bytes, comes out multiplied by x^(8|piece|).
+ * that checksums consecutive spans itself (the decoder's) needs no
+ * multiply between them: the CRC so far, XORed into the next span's first
+ * 4 bytes, comes out multiplied by x^(8|span|).
  * All polynomials are in the reflected representation: bit 31 is x^0.
  */
 #ifndef GC_CRC32C_DEVICE_CUH

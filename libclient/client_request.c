@@ -1,5 +1,5 @@
 /*
- * client_request.c - one request on the wire: chunked send, validated
+ * client_request.c - one request on the wire: sent in frames, validated
  * reassembly of the response (docs/PROTOCOL.md, "Requests" and "Responses").
  *
  * The client has at most one request in flight, so any frame that is not

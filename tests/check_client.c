@@ -597,8 +597,8 @@ END_TEST
 
 /* ---- requests and responses --------------------------------------------- */
 
-/* Ping, then a compress answered with each byte xor 0x5a in 50000-byte pieces, twice. */
-static void serve_chunked(fake *f)
+/* Ping, then a compress answered with each byte xor 0x5a in 50000-byte frames, twice. */
+static void serve_in_frames(fake *f)
 {
     if (!handshake(f) || !read_request(f))
         return;
@@ -615,11 +615,11 @@ static void serve_chunked(fake *f)
     gc_wire_free(recv_frame(f));
 }
 
-START_TEST(test_chunked_request_and_response)
+START_TEST(test_request_and_response_in_frames)
 {
     fake *f = fake_new();
     f->max_frame = GC_WIRE_MIN_MAX_FRAME;
-    fake_start(f, serve_chunked);
+    fake_start(f, serve_in_frames);
     gpucomp_client *c = connect_socket_only(f);
     ck_assert_str_eq(gpucomp_server_version(c), "fake-9.9");
     ck_assert_uint_eq(gpucomp_max_request_size(c), 1u << 30);
@@ -1627,7 +1627,7 @@ static Suite *client_suite(void)
     suite_add_tcase(s, conn);
 
     TCase *wire = tcase_create("wire");
-    tcase_add_test(wire, test_chunked_request_and_response);
+    tcase_add_test(wire, test_request_and_response_in_frames);
     tcase_add_test(wire, test_empty_input_and_output);
     tcase_add_test(wire, test_payload_sum_short);
     tcase_add_test(wire, test_payload_sum_long);

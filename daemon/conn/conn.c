@@ -26,7 +26,7 @@
 /* Stop reading from a client with this many requests at the workers and lanes. */
 #define MAX_IN_FLIGHT 256
 /* Bytes taken off the socket per read: large enough for 16 MiB frames in few calls. */
-#define READ_CHUNK (1u << 20)
+#define READ_BYTES (1u << 20)
 /* The send queue asked of the kernel for each connection. */
 #define SOCKET_SEND_BUFFER (4 << 20)
 /* Streams held back by unread answers go on once they drain to this (conn.h, stream.h). */
@@ -454,7 +454,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     gcd_conn *c = arg;
     struct evbuffer_iovec vec;
-    if (evbuffer_reserve_space(c->in, READ_CHUNK, &vec, 1) != 1) {
+    if (evbuffer_reserve_space(c->in, READ_BYTES, &vec, 1) != 1) {
         gcd_log(LOG_ERR, "out of memory reading a connection: closing it");
         gcd_conn_close(c);
         return;

@@ -22,14 +22,14 @@ struct gcd_budget {
     size_t cap, n;
 };
 
-static size_t slot_of(uid_t uid, size_t cap)
+static size_t home_of(uid_t uid, size_t cap)
 {
     return (size_t)(((uint64_t)uid * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
 }
 
 static uid_entry *lookup(uid_entry *t, size_t cap, uid_t uid)
 {
-    size_t i = slot_of(uid, cap);
+    size_t i = home_of(uid, cap);
     while (t[i].used && t[i].uid != uid)
         i = (i + 1) & (cap - 1);
     return &t[i];

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 /* Room for a registered input and output per client of a 64+-client load, and more. */
-#define CACHE_SLOTS 512
+#define CACHE_ENTRIES 512
 
 struct gcd_fd_map {
     dev_t dev;
@@ -28,7 +28,7 @@ struct gcd_fd_map {
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static gcd_fd_map *slots[CACHE_SLOTS];
+static gcd_fd_map *entries[CACHE_ENTRIES];
 static uint64_t cached_bytes, max_cached_bytes, use_clock;
 static uint64_t registered_bytes, max_registered_bytes;
 static gcd_pin_fn pin_hook;
@@ -124,11 +124,11 @@ bool gcd_fd_map_pin(gcd_fd_map *m)
     return ok;
 }
 
-/* Remove slot i from the cache (lock held); the caller unmaps. */
-static gcd_fd_map *take_slot(int i)
+/* Remove entry i from the cache (lock held); the caller unmaps. */
+static gcd_fd_map *take_entry(int i)
 {
-    gcd_fd_map *m = slots[i];
-    slots[i] = NULL;
+    gcd_fd_map *m = entries[i];
+    entries[i] = NULL;
     if (m->registered)
         registered_bytes -= m->len;
     else
@@ -142,9 +142,9 @@ static gcd_fd_map *take_slot(int i)
  * caller to unmap after unlocking; NULL if a request still uses it, which
  * then unmaps it on release.
  */
-static gcd_fd_map *retire_slot(int i)
+static gcd_fd_map *retire_entry(int i)
 {
-    gcd_fd_map *m = take_slot(i);
+    gcd_fd_map *m = take_entry(i);
     if (m->refs == 0)
         return m;
     m->cached = false;
@@ -153,29 +153,29 @@ static gcd_fd_map *retire_slot(int i)
 
 static int find(const struct stat *st)
 {
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        if (slots[i] && slots[i]->dev == st->st_dev && slots[i]->ino == st->st_ino)
+    for (int i = 0; i < CACHE_ENTRIES; i++)
+        if (entries[i] && entries[i]->dev == st->st_dev && entries[i]->ino == st->st_ino)
             return i;
     return -1;
 }
 
-/* A free slot, evicting the least recently used idle entry if needed (lock held). */
-static int free_slot(size_t need, gcd_fd_map **evicted, size_t *n_evicted)
+/* A free entry, evicting the least recently used idle entry if needed (lock held). */
+static int free_entry(size_t need, gcd_fd_map **evicted, size_t *n_evicted)
 {
     for (;;) {
         int free_i = -1, lru = -1;
-        for (int i = 0; i < CACHE_SLOTS; i++) {
-            if (!slots[i] && free_i < 0)
+        for (int i = 0; i < CACHE_ENTRIES; i++) {
+            if (!entries[i] && free_i < 0)
                 free_i = i;
-            else if (slots[i] && slots[i]->refs == 0 && !slots[i]->registered &&
-                     (lru < 0 || slots[i]->last_use < slots[lru]->last_use))
+            else if (entries[i] && entries[i]->refs == 0 && !entries[i]->registered &&
+                     (lru < 0 || entries[i]->last_use < entries[lru]->last_use))
                 lru = i;
         }
         if (free_i >= 0 && cached_bytes + need <= max_cached_bytes)
             return free_i;
         if (lru < 0)
             return -1;
-        evicted[(*n_evicted)++] = take_slot(lru);
+        evicted[(*n_evicted)++] = take_entry(lru);
     }
 }
 
@@ -186,16 +186,16 @@ gcd_fd_map *gcd_fd_map_acquire(int fd, size_t len, bool writable, const void *ow
         gc_fail(err, GC_E_INVALID, "cannot stat a passed descriptor: %s", strerror(errno));
         return NULL;
     }
-    gcd_fd_map *evicted[CACHE_SLOTS + 1];
+    gcd_fd_map *evicted[CACHE_ENTRIES + 1];
     size_t n_evicted = 0;
     gcd_fd_map *hit = NULL;
     pthread_mutex_lock(&cache_lock);
     int i = find(&st);
-    if (i >= 0 && slots[i]->len >= len && (slots[i]->writable || !writable)) {
-        hit = slots[i];
+    if (i >= 0 && entries[i]->len >= len && (entries[i]->writable || !writable)) {
+        hit = entries[i];
         hit->refs++;
-    } else if (i >= 0 && slots[i]->refs == 0 && !slots[i]->registered) {
-        evicted[n_evicted++] = take_slot(i); /* too small or read-only: replace it */
+    } else if (i >= 0 && entries[i]->refs == 0 && !entries[i]->registered) {
+        evicted[n_evicted++] = take_entry(i); /* too small or read-only: replace it */
     }
     if (hit) {
         hit->last_use = ++use_clock;
@@ -213,12 +213,12 @@ gcd_fd_map *gcd_fd_map_acquire(int fd, size_t len, bool writable, const void *ow
         return NULL;
     n_evicted = 0;
     pthread_mutex_lock(&cache_lock);
-    int slot = find(&st) < 0 ? free_slot(len, evicted, &n_evicted) : -1;
-    if (slot >= 0) {
+    int e = find(&st) < 0 ? free_entry(len, evicted, &n_evicted) : -1;
+    if (e >= 0) {
         m->cached = true;
         m->owner = owner;
         m->last_use = ++use_clock;
-        slots[slot] = m;
+        entries[e] = m;
         cached_bytes += m->len;
     }
     pthread_mutex_unlock(&cache_lock);
@@ -243,14 +243,14 @@ static gcd_fd_map *drop_where(const void *owner, bool everything)
 {
     gcd_fd_map *dropped = NULL;
     pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < CACHE_SLOTS; i++) {
-        gcd_fd_map *m = slots[i];
+    for (int i = 0; i < CACHE_ENTRIES; i++) {
+        gcd_fd_map *m = entries[i];
         if (!m || !(everything || m->owner == owner))
             continue;
         if (m->registered) /* ends with its connection, in use or not */
-            m = retire_slot(i);
+            m = retire_entry(i);
         else
-            m = m->refs == 0 ? take_slot(i) : NULL;
+            m = m->refs == 0 ? take_entry(i) : NULL;
         if (m) {
             m->next = dropped;
             dropped = m;
@@ -304,14 +304,14 @@ static bool over_limit(size_t adding, size_t replacing, gc_error *err)
  * index returned, *promote set), a smaller or read-only idle one goes to
  * *evicted. -1 with err set when the file is busy or registered elsewhere.
  */
-static int registration_slot(const struct stat *st, size_t len, const void *owner, bool *promote,
-                             gcd_fd_map **evicted, size_t *n_evicted, gc_error *err)
+static int registration_entry(const struct stat *st, size_t len, const void *owner, bool *promote,
+                              gcd_fd_map **evicted, size_t *n_evicted, gc_error *err)
 {
     *promote = false;
     int i = find(st);
     if (i < 0)
-        return CACHE_SLOTS;
-    gcd_fd_map *m = slots[i];
+        return CACHE_ENTRIES;
+    gcd_fd_map *m = entries[i];
     if (m->registered && m->owner != owner) {
         gc_fail(err, GC_E_INVALID, "this file is registered by another connection");
         return -1;
@@ -326,8 +326,8 @@ static int registration_slot(const struct stat *st, size_t len, const void *owne
     }
     if (m->registered && over_limit(len, m->len, err)) /* refuse before dropping it */
         return -1;
-    evicted[(*n_evicted)++] = take_slot(i);
-    return CACHE_SLOTS;
+    evicted[(*n_evicted)++] = take_entry(i);
+    return CACHE_ENTRIES;
 }
 
 /* Count m as registered (lock held); false with err set if over the limit. */
@@ -354,17 +354,17 @@ static bool insert_registered(gcd_fd_map *m, const struct stat *st, const void *
     }
     if (!charge_registration(m, err))
         return false;
-    int slot = free_slot(0, evicted, n_evicted);
-    if (slot < 0) {
+    int e = free_entry(0, evicted, n_evicted);
+    if (e < 0) {
         registered_bytes -= m->len;
         m->registered = false;
-        gc_fail(err, GC_E_LIMIT, "the daemon holds %d mapped files, all in use", CACHE_SLOTS);
+        gc_fail(err, GC_E_LIMIT, "the daemon holds %d mapped files, all in use", CACHE_ENTRIES);
         return false;
     }
     m->cached = true;
     m->owner = owner;
     m->last_use = ++use_clock;
-    slots[slot] = m;
+    entries[e] = m;
     return true;
 }
 
@@ -377,12 +377,12 @@ static void unmap_all(gcd_fd_map **maps, size_t n)
 /* Find or make the registered entry for fd's file, holding a reference; NULL with err set. */
 static gcd_fd_map *registered_entry(int fd, const struct stat *st, size_t len, const void *owner, gc_error *err)
 {
-    gcd_fd_map *evicted[CACHE_SLOTS + 1];
+    gcd_fd_map *evicted[CACHE_ENTRIES + 1];
     size_t n_evicted = 0;
     bool promote;
     pthread_mutex_lock(&cache_lock);
-    int i = registration_slot(st, len, owner, &promote, evicted, &n_evicted, err);
-    gcd_fd_map *m = promote ? slots[i] : NULL;
+    int i = registration_entry(st, len, owner, &promote, evicted, &n_evicted, err);
+    gcd_fd_map *m = promote ? entries[i] : NULL;
     if (m && charge_registration(m, err)) {
         m->owner = owner;
         m->refs++;
@@ -420,7 +420,7 @@ int gcd_fd_map_register(int fd, size_t len, const void *owner, bool *pinned, gc_
     /* Limits first: mapping populates every page, so a sparse huge file would be paid for in full. */
     pthread_mutex_lock(&cache_lock);
     int i = find(&st);
-    size_t replacing = i >= 0 && slots[i]->registered && slots[i]->owner == owner ? slots[i]->len : 0;
+    size_t replacing = i >= 0 && entries[i]->registered && entries[i]->owner == owner ? entries[i]->len : 0;
     bool over = over_limit(len, replacing, err);
     pthread_mutex_unlock(&cache_lock);
     if (over)
@@ -440,8 +440,8 @@ int gcd_fd_map_unregister(int fd, const void *owner, gc_error *err)
         return gc_fail(err, GC_E_INVALID, "cannot stat a passed descriptor: %s", strerror(errno));
     pthread_mutex_lock(&cache_lock);
     int i = find(&st);
-    bool mine = i >= 0 && slots[i]->registered && slots[i]->owner == owner;
-    gcd_fd_map *idle = mine ? retire_slot(i) : NULL;
+    bool mine = i >= 0 && entries[i]->registered && entries[i]->owner == owner;
+    gcd_fd_map *idle = mine ? retire_entry(i) : NULL;
     pthread_mutex_unlock(&cache_lock);
     if (idle)
         unmap(idle);

@@ -1,7 +1,7 @@
 /*
  * cli_file.c - one operand of gpucomp, the way gzip and bzip2 treat it:
  * decide whether to touch it at all, pick the output name and codec, stream
- * it through the daemon in pieces (writing the output as it comes, so memory
+ * it through the daemon a read at a time (writing the output as it comes, so memory
  * stays bounded whatever the size), and only then remove the input. Local
  * runs (--local, or no daemon) stream the same way through the library's
  * in-process client (its local streams); only a daemon without streams gets
@@ -83,7 +83,7 @@ static int read_all(int fd, off_t size, uint8_t **buf, size_t *len, size_t have)
 }
 
 /* Fill buf (len bytes) from fd, short only at end of input. Returns 0 or an errno; *got says how much. */
-static int read_piece(int fd, uint8_t *buf, size_t len, size_t *got)
+static int read_some(int fd, uint8_t *buf, size_t len, size_t *got)
 {
     *got = 0;
     while (*got < len) {
@@ -319,13 +319,13 @@ static void run_whole(cli_session *s, job *j, uint8_t *in, size_t have)
 /* ---- streaming through the daemon ---------------------------------------- */
 
 /* Bytes read from the input at a time, and output taken from the stream at a time. */
-#define PIECE ((size_t)1 << 20)
+#define READ_SIZE ((size_t)1 << 20)
 
 /* One streamed file: its buffers, its stream, where its output goes. */
 typedef struct streamed {
     gpucomp_stream *st;
     uint8_t *ibuf, *obuf;
-    uint8_t *in;              /* the piece read: in ibuf, or in the stream's ring */
+    uint8_t *in;              /* the bytes read: in ibuf, or in the stream's ring */
     size_t have;              /* bytes in it */
     bool eof;                 /* it holds the input's last bytes */
     uint64_t read_total;      /* input bytes read */
@@ -344,16 +344,16 @@ static uint64_t bytes_out(const streamed *x)
 
 /*
  * Into the stream's ring where it offers room (the library then sends the
- * bytes without copying them), else into ibuf (the first piece, read before
+ * bytes without copying them), else into ibuf (the first read, before
  * the stream is open to choose the codec; a full window; no ring).
  */
-static int next_piece(const job *j, streamed *x)
+static int next_read(const job *j, streamed *x)
 {
     size_t room = 0;
     uint8_t *space = x->st ? gpucomp_stream_input_space(x->st, &room) : NULL;
-    size_t want = space && room < PIECE ? room : PIECE;
+    size_t want = space && room < READ_SIZE ? room : READ_SIZE;
     x->in = space ? space : x->ibuf;
-    x->read_error = read_piece(j->fd, x->in, want, &x->have);
+    x->read_error = read_some(j->fd, x->in, want, &x->have);
     x->read_total += x->have;
     x->eof = x->have < want;
     return x->read_error;
@@ -417,8 +417,8 @@ static void write_view(streamed *x)
     }
 }
 
-/* Move ibuf through the stream (op: CONTINUE, or END for the last piece), writing the output as it comes. */
-static int pump_piece(streamed *x, gpucomp_end_op op)
+/* Move ibuf through the stream (op: CONTINUE, or END for the last read), writing the output as it comes. */
+static int pump_read(streamed *x, gpucomp_end_op op)
 {
     gpucomp_inbuf in = { x->in, x->have, 0 };
     size_t pending = 0;
@@ -427,7 +427,7 @@ static int pump_piece(streamed *x, gpucomp_end_op op)
         write_view(x);
         /* a daemon's stream hands its output out by view: no buffer, so nothing is copied into one */
         bool by_view = gpucomp_stream_backend(x->st) != GPUCOMP_BACKEND_LOCAL;
-        gpucomp_outbuf out = { x->obuf, by_view ? 0 : PIECE, 0 };
+        gpucomp_outbuf out = { x->obuf, by_view ? 0 : READ_SIZE, 0 };
         rc = gpucomp_stream_run(x->st, &in, &out, op, &pending);
         if (out.pos && x->out_fd >= 0 && !x->write_error)
             x->write_error = cli_write_all(x->out_fd, x->obuf, out.pos);
@@ -446,13 +446,13 @@ static int pump_all(const job *j, streamed *x)
 {
     for (;;) {
         gpucomp_end_op op = x->eof ? GPUCOMP_END : GPUCOMP_CONTINUE;
-        int rc = pump_piece(x, op);
+        int rc = pump_read(x, op);
         if (rc != GPUCOMP_OK || x->write_error || op == GPUCOMP_END)
             return rc;
         if (gpucomp_stream_trailing_garbage(x->st, NULL)) {
             x->have = 0;
             x->eof = true;
-        } else if (next_piece(j, x)) {
+        } else if (next_read(j, x)) {
             return GPUCOMP_OK; /* the caller reports read_error */
         }
     }
@@ -566,8 +566,8 @@ static int run_file_or_stream(cli_session *s, const job *j, streamed *x, const g
 static void run_streamed(cli_session *s, job *j)
 {
     streamed x = { .out_fd = -1 };
-    x.ibuf = malloc(PIECE);
-    x.obuf = malloc(PIECE);
+    x.ibuf = malloc(READ_SIZE);
+    x.obuf = malloc(READ_SIZE);
     if (!x.ibuf || !x.obuf) {
         cli_error(s, "%s: out of memory", j->name);
         goto out;
@@ -576,7 +576,7 @@ static void run_streamed(cli_session *s, job *j)
     /* the daemon reads a file from offset 0: one read from elsewhere (stdin) streams */
     x.file = S_ISREG(j->st.st_mode) && s->opts.mode != CLI_TEST && lseek(j->fd, 0, SEEK_CUR) == 0;
     widen_pipe(j->fd);
-    if (next_piece(j, &x)) {
+    if (next_read(j, &x)) {
         cli_progress_end();
         cli_error(s, "%s: read error: %s", j->name, strerror(x.read_error));
         goto out;
