@@ -18,7 +18,9 @@
 #
 # Rows (MB/s = 10^6 uncompressed bytes per second of wall time, one run each, corpora in page
 # cache, after a warm-up round trip per daemon):
-#   whole      bench_daemon whole: the file in one memfd request; the request's own time
+#   whole      bench_daemon whole: the file in one memfd request; the request's own time; then
+#              the same request again on the same client and memfds ("its memfds reused": the
+#              output goes into pages the first made, as for a program reusing the library's)
 #   file       gpucomp -c FILE > OUT, gpucomp -dc FILE.bz2 > OUT
 #   pipe       cat FILE | gpucomp -c > OUT, gpucomp -dc < FILE.bz2 > OUT (a pipe or a file in,
 #              a file out), and the issue's pipes, the output a pipe too: cat FILE | gpucomp -c | cat
@@ -93,13 +95,25 @@ start_daemon() { # build dir
     tail -3 "$W/daemon.log" >&2
     exit 1
 }
-# whole BUILD IN OUT c|d CODEC LEVEL: sets SECS to the request's own time
+# whole BUILD IN OUT c|d CODEC LEVEL: sets SECS to the request's own time, and WARM to the same
+# request's again on the same client and memfds (its output into pages already there; empty with
+# a bench_daemon too old to repeat it)
 whole() {
     local b=$1
     shift
     sleep "$SETTLE"
-    "$b/tests/bench/bench_daemon" "$SOCK" whole "$@" >"$W/whole.out" 2>>"$W/whole.err" || { bad "whole $*"; SECS=0; return; }
-    SECS=$(awk '/^WHOLE/ { print $5 }' "$W/whole.out")
+    "$b/tests/bench/bench_daemon" "$SOCK" whole "$@" 2 >"$W/whole.out" 2>>"$W/whole.err" || {
+        bad "whole $*"
+        SECS=0 WARM=""
+        return
+    }
+    SECS=$(awk '/^WHOLE/ { print $5; exit }' "$W/whole.out")
+    WARM=$(awk '/^WHOLE/ && ++n == 2 { print $5 }' "$W/whole.out")
+}
+# record_whole "CORPUS;DIRECTION" BUILD BYTES: the rows of the last whole call
+record_whole() {
+    record "$1;whole request;$2" "$(mbs "$3" "$SECS")"
+    [ -z "$WARM" ] || record "$1;whole request, its memfds reused;$2" "$(mbs "$3" "$WARM")"
 }
 
 corpus_file() { # name size_mib -> path
@@ -135,7 +149,7 @@ bzip2_rows() { # build label corpus-file key
     n=$(stat -c %s "$f")
     g=("$b/programs/gpucomp/gpucomp" --socket="$SOCK" --no-fallback)
     whole "$b" "$f" "$W/whole.bz2" c bzip2 9
-    record "$k;compress;whole request;$v" "$(mbs "$n" "$SECS")"
+    record_whole "$k;compress" "$v" "$n"
     rm -f "$W/file.bz2"
     timed sh -c '"$@" > "$0"' "$W/file.bz2" "${g[@]}" -9 -c "$f"
     record "$k;compress;gpucomp -9 -c FILE;$v" "$(mbs "$n" "$SECS")"
@@ -152,7 +166,7 @@ bzip2_rows() { # build label corpus-file key
     for src in ours lbzip2 pbzip2; do
         [ -f "$W/$k.$src" ] || continue
         whole "$b" "$W/$k.$src" "$W/back" d bzip2 9
-        record "$k;decompress $src-made;whole request;$v" "$(mbs "$n" "$SECS")"
+        record_whole "$k;decompress $src-made" "$v" "$n"
         same "$W/back" "$f" "$v whole decompress $src $k"
         rm -f "$W/back"
         timed sh -c '"$@" > "$0"' "$W/back" "${g[@]}" -dc "$W/$k.$src"
@@ -175,9 +189,9 @@ rle_rows() { # build label file
     n=$(stat -c %s "$f")
     g=("$b/programs/gpucomp/gpucomp" --socket="$SOCK" --no-fallback -a rle)
     whole "$b" "$f" "$W/whole.rle" c rle 0
-    record "$k;compress;whole request;$v" "$(mbs "$n" "$SECS")"
+    record_whole "$k;compress" "$v" "$n"
     whole "$b" "$W/whole.rle" "$W/back" d rle 0
-    record "$k;decompress;whole request;$v" "$(mbs "$n" "$SECS")"
+    record_whole "$k;decompress" "$v" "$n"
     same "$W/back" "$f" "$v rle whole"
     rm -f "$W/whole.rle" "$W/back"
     rm -f "$W/file.rle"
