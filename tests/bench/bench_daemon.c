@@ -14,7 +14,7 @@
  *   bench_daemon SOCKET bzip2-large FILE LEVEL ROUNDS
  *   bench_daemon SOCKET bzip2-many FILE CLIENTS SLICE_MIB LEVEL ROUNDS
  *   bench_daemon SOCKET bzip2-dec-many FILE CLIENTS SLICE_MIB ROUNDS
- *   bench_daemon SOCKET whole FILE OUT c|d bzip2|rle LEVEL   one file, one request
+ *   bench_daemon SOCKET whole FILE OUT c|d bzip2|rle LEVEL [ROUNDS]   one file, one request (per round)
  *
  * Data: short runs (mean run 8 bytes), the class the rle codec is for.
  * Every round trip is verified. Prints one markdown table row per run, plus
