@@ -74,12 +74,7 @@ int geometry(uint64_t in_len, Geometry *g, gc_error *err)
     g->sort_cols = std::min<uint32_t>(kDecSortColumns, g->columns);
     g->cand_cap = (uint32_t)std::min<uint64_t>(in_len / 6 + 64, 1u << 20);
     g->sp_cap = g->sort_cols * (BZ2_MAX_BLOCK / kDecSplitStride + 2);
-    size_t a = 0, b = 0;
-    int rc = bz2_dec_scan_tmp(g->cand_cap, &a, err);
-    if (rc == GC_OK)
-        rc = bz2_dec_ibwt_tmp(g->sort_cols, &b, err);
-    g->cub_bytes = std::max(a, b);
-    return rc;
+    return bz2_dec_scan_tmp(g->cand_cap, &g->cub_bytes, err);
 }
 
 size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool out_round, DecScratch *s)
@@ -106,9 +101,8 @@ size_t carve(Carver &c, const Geometry &g, uint64_t in_len, bool copy_in, bool o
     s->seg_list = c.take<uint8_t>((size_t)g.columns * kDecMaxSegs * 256);
     s->err_key = c.take<unsigned long long>(g.columns);
     s->blk = c.take<DecBlk>(g.columns);
-    s->keys = c.take<uint8_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
-    s->vals_in = c.take<uint32_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
     s->tt = c.take<uint32_t>((size_t)g.sort_cols * BZ2_MAX_BLOCK);
+    s->lf_hist = c.take<uint32_t>((size_t)g.sort_cols * kDecLfTiles * 256);
     s->sp_cap = g.sp_cap;
     s->sp_next = c.take<uint32_t>(g.sp_cap);
     s->sp_len = c.take<uint32_t>(g.sp_cap);

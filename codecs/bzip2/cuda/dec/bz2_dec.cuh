@@ -13,9 +13,10 @@
  *   walk   (bz2_dec_walk.cu, host) the stream framing from bit 0: which
  *                             candidates are the stream's blocks (a block
  *                             ends where the next begins), stream CRCs;
- *   ibwt   (bz2_dec_ibwt.cu)  per accepted block: a stable sort of the
- *                             column gives T, splitter walks invert it in
- *                             place (and de-randomise);
+ *   ibwt   (bz2_dec_lf.cu)    per accepted block: a stable counting
+ *                             sort of the column gives T;
+ *          (bz2_dec_ibwt.cu)  splitter walks invert it in place (and
+ *                             de-randomise);
  *   rle1   (bz2_dec_rle1.cu)  output sizes, then the expansion at the
  *                             blocks' output offsets and the block CRCs.
  *
@@ -37,6 +38,9 @@ struct gc_gpu_ctx;
 
 namespace gcgpu {
 
+/* T's tiles per column (bz2_dec_lf.cu), and the bit of a tt entry that marks a splitter row. */
+constexpr uint32_t kDecLfTiles = (BZ2_MAX_BLOCK + kDecLfTile - 1) / kDecLfTile;
+constexpr uint32_t kDecTtMark = 0x80000000u;
 constexpr uint32_t kDecSelBytes = (BZ2_MAX_SELECTORS + 1) / 2; /* a candidate's selectors, two per byte */
 /* Segments a candidate's symbols can span (bz2_dec_huff.cuh). */
 constexpr uint32_t kDecMaxSegs = (BZ2_MAX_SELECTORS + kDecSegGroups - 1) / kDecSegGroups;
@@ -95,12 +99,12 @@ struct DecScratch {
     uint32_t *seg_count; /* columns x kDecMaxSegs: bytes a segment writes */
     uint32_t *seg_off;   /* columns x kDecMaxSegs: where it writes them in the column */
     uint8_t *seg_list;   /* columns x kDecMaxSegs x 256: a segment's MTF list (first its permutation) */
-    unsigned long long *err_key; /* columns: first error of the passes, symbol << 8 | DecError */
-    DecBlk *blk;                 /* columns */
-    uint32_t columns;            /* candidates a wave holds (<= kDecMaxColumns) */
-    uint32_t sort_cols;          /* columns a sort wave spans (<= kDecSortColumns) */
-    uint8_t *keys;               /* sort: sort_cols x BZ2_MAX_BLOCK each */
-    uint32_t *vals_in, *tt;
+    unsigned long long *err_key;          /* columns: first error of the passes, symbol << 8 | DecError */
+    DecBlk *blk;                          /* columns */
+    uint32_t columns;                     /* candidates a wave holds (<= kDecMaxColumns) */
+    uint32_t sort_cols;                   /* columns a sort wave spans (<= kDecSortColumns) */
+    uint32_t *tt;                         /* sort_cols x BZ2_MAX_BLOCK: T << 8 | F, splitter rows marked */
+    uint32_t *lf_hist;                    /* sort_cols x kDecLfTiles x 256: T's tile counters, then first rows */
     uint32_t *sp_next, *sp_len, *sp_dist; /* splitters of a sort wave */
     uint32_t sp_cap;
     uint32_t *r1_map;   /* columns x kDecRle1Chunks: a chunk's RLE1 state map */
@@ -122,10 +126,8 @@ int bz2_dec_scratch_bytes(uint64_t in_len, bool copy_in, bool out_round, size_t 
 int bz2_dec_carve(void *base, size_t len, uint64_t in_len, bool copy_in, bool out_round, DecScratch *s,
                   gc_error *err);
 
-/* CUB temporary bytes of the scan's sort (cand_cap keys) and of a sort
- * wave's segmented sort (sort_cols columns). */
+/* CUB temporary bytes of the scan's sort (cand_cap keys). */
 int bz2_dec_scan_tmp(uint32_t cand_cap, size_t *bytes, gc_error *err);
-int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err);
 
 /* scan: candidates of d_in[0..len) into out (ascending, device), their
  * count in *n (waits). More than cap: GC_E_LIMIT. */
@@ -138,6 +140,10 @@ int bz2_dec_huff(const DecInput *jobs, const uint64_t *cand, const uint32_t *can
                  cudaStream_t st, gc_error *err);
 int bz2_dec_segments(const DecInput *jobs, const uint32_t *cand_job, uint32_t n, DecScratch &s, cudaStream_t st,
                      gc_error *err);
+/* lf: T of blocks blk[0..nb) (nb <= s.sort_cols) whose columns lie in
+ * [col0, col0 + s.sort_cols), into s.tt (rows of column col at
+ * (col - col0) x BZ2_MAX_BLOCK). */
+int bz2_dec_lf(const DecBlk *d_blk, uint32_t nb, uint32_t col0, DecScratch &s, cudaStream_t st, gc_error *err);
 /* ibwt: blocks blk[0..nb) whose columns lie in [col0, col0 + s.sort_cols),
  * splitters laid out by the caller (sp_off / nsp, total nsp_total); in
  * place in s.cols; DecBlk::status set on failure. */

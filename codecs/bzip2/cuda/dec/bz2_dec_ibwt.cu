@@ -2,10 +2,10 @@
  * bz2_dec_ibwt.cu - the decoder's inverse BWT, for the accepted blocks of up
  * to kDecSortColumns consecutive columns at once.
  *
- * T comes from a stable sort of each column's bytes (CUB's segmented radix
- * sort, one segment per block, row numbers as values): row r of the sorted
- * column holds F[r] (the byte) and T[r] (the row that follows it), packed
- * as T << 8 | F exactly like bzip2's tt[]. The block is F[orig], F[T(orig)],
+ * T comes from a stable counting sort of each column's bytes
+ * (bz2_dec_lf.cu): row r of the sorted column holds F[r] (the byte) and
+ * T[r] (the row that follows it), packed as T << 8 | F exactly like
+ * bzip2's tt[], splitter rows marked. The block is F[orig], F[T(orig)],
  * F[T(T(orig))], ...: one long pointer chase. It is cut at splitter rows
  * (every kDecSplitStride-th row, and origPtr) into segments that threads
  * follow at once: a first walk measures each segment and finds the next
@@ -17,21 +17,16 @@
  * repeats its first d bytes; a last pass copies them and applies the
  * de-randomisation, which depends on the output position.
  */
-#include <cub/cub.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-
 #include "bz2_dec.cuh"
 
 namespace gcgpu {
 namespace {
 
-constexpr uint32_t kMark = 0x80000000u;
 constexpr uint32_t kNone = 0xffffffffu;
 
 __device__ __forceinline__ uint32_t next_row(uint32_t e)
 {
-    return (e & ~kMark) >> 8;
+    return (e & ~kDecTtMark) >> 8;
 }
 
 /* Splitter q of a block: its row, and the index of a marked row. */
@@ -53,41 +48,6 @@ __device__ __forceinline__ bool split_unused(const DecBlk &b, uint32_t q)
     return q + 1 == b.nsp && b.orig % kDecSplitStride == 0;
 }
 
-struct SegBegin {
-    const DecBlk *blk;
-    uint32_t col0;
-    __device__ uint64_t operator()(uint32_t i) const
-    {
-        return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK;
-    }
-};
-struct SegEnd {
-    const DecBlk *blk;
-    uint32_t col0;
-    __device__ uint64_t operator()(uint32_t i) const
-    {
-        return (uint64_t)(blk[i].col - col0) * BZ2_MAX_BLOCK + blk[i].n;
-    }
-};
-
-__global__ void fill_rows(uint32_t *vals, uint64_t total)
-{
-    for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < total;
-         q += (uint64_t)gridDim.x * blockDim.x)
-        vals[q] = (uint32_t)(q % BZ2_MAX_BLOCK);
-}
-
-/* tt = T << 8 | F, splitter rows marked; grid.y = block. */
-__global__ void pack_tt(const DecBlk *blk, uint32_t col0, const uint8_t *keys, uint32_t *tt)
-{
-    const DecBlk &b = blk[blockIdx.y];
-    uint64_t base = (uint64_t)(b.col - col0) * BZ2_MAX_BLOCK;
-    for (uint32_t r = blockIdx.x * blockDim.x + threadIdx.x; r < b.n; r += gridDim.x * blockDim.x) {
-        uint32_t mark = (r % kDecSplitStride == 0 || r == b.orig) ? kMark : 0;
-        tt[base + r] = tt[base + r] << 8 | keys[base + r] | mark;
-    }
-}
-
 /* Each segment's length and the splitter that ends it; grid.y = block. */
 __global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *tt, uint32_t *sp_next,
                              uint32_t *sp_len)
@@ -102,7 +62,7 @@ __global__ void walk_measure(const DecBlk *blk, uint32_t col0, const uint32_t *t
         len++;
         uint32_t p = next_row(e);
         e = t[p];
-        if ((e & kMark) || len > b.n) {
+        if ((e & kDecTtMark) || len > b.n) {
             sp_next[b.sp_off + q] = split_index(b, p);
             break;
         }
@@ -259,18 +219,6 @@ __global__ void rand_period_head(const DecBlk *blk, const uint32_t *rand_map, ui
 
 } // namespace
 
-int bz2_dec_ibwt_tmp(uint32_t sort_cols, size_t *bytes, gc_error *err)
-{
-    thrust::counting_iterator<uint32_t> idx(0);
-    auto begin = thrust::make_transform_iterator(idx, SegBegin{ nullptr, 0 });
-    auto end = thrust::make_transform_iterator(idx, SegEnd{ nullptr, 0 });
-    *bytes = 0;
-    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(
-        nullptr, *bytes, (const uint8_t *)nullptr, (uint8_t *)nullptr, (const uint32_t *)nullptr,
-        (uint32_t *)nullptr, (int64_t)sort_cols * BZ2_MAX_BLOCK, (int64_t)sort_cols, begin, end, 0, 8));
-    return GC_OK;
-}
-
 int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, DecScratch &s, cudaStream_t st,
                  gc_error *err)
 {
@@ -278,22 +226,12 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
         return GC_OK;
     if (nsp_total > s.sp_cap)
         return gc_fail(err, GC_E_INTERNAL, "gpu bzip2: %u splitters, room for %u", nsp_total, s.sp_cap);
-    uint64_t total = (uint64_t)s.sort_cols * BZ2_MAX_BLOCK;
     bz2_prof(st, nullptr, 0);
-    fill_rows<<<1024, kDecThreads, 0, st>>>(s.vals_in, total);
-    GC_CUDA_LAUNCHED("fill_rows");
-    thrust::counting_iterator<uint32_t> idx(0);
-    auto begin = thrust::make_transform_iterator(idx, SegBegin{ d_blk, col0 });
-    auto end = thrust::make_transform_iterator(idx, SegEnd{ d_blk, col0 });
-    size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceSegmentedRadixSort::SortPairs(s.cub_tmp, tmp, s.cols + (uint64_t)col0 * BZ2_MAX_BLOCK,
-                                                     s.keys, s.vals_in, s.tt, (int64_t)total, (int64_t)nb, begin,
-                                                     end, 0, 8, st));
-    bz2_prof(st, "dec_sort", nb);
+    int rc = bz2_dec_lf(d_blk, nb, col0, s, st, err);
+    if (rc != GC_OK)
+        return rc;
+    bz2_prof(st, "dec_lf", nb);
     dim3 rows((BZ2_MAX_BLOCK + kDecThreads - 1) / kDecThreads / 8, nb);
-    pack_tt<<<rows, kDecThreads, 0, st>>>(d_blk, col0, s.keys, s.tt);
-    GC_CUDA_LAUNCHED("pack_tt");
-    bz2_prof(st, "dec_pack", nb);
     GC_CUDA(cudaMemsetAsync(s.sp_dist, 0xff, (size_t)nsp_total * sizeof(uint32_t), st));
     uint32_t max_sp = BZ2_MAX_BLOCK / kDecSplitStride + 2;
     dim3 sp((max_sp + kDecThreads - 1) / kDecThreads, nb);

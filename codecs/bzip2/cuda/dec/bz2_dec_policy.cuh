@@ -13,8 +13,8 @@ namespace gcgpu {
 /* Block candidates decoded at once (each holds a 900 kB column on the
  * device): a stream with more is decoded in waves of this many. */
 constexpr uint32_t kDecMaxColumns = 2048;
-/* Columns whose inverse BWT runs at once (the sort's scratch is about 9
- * bytes per column byte). */
+/* Columns whose inverse BWT runs at once (T takes 4 bytes per column
+ * byte). */
 constexpr uint32_t kDecSortColumns = 512;
 /* Huffman stage: symbol groups per segment (one thread decodes a segment),
  * and segments per CTA (they share the candidate's tables). */
@@ -38,6 +38,10 @@ constexpr uint32_t kDecWalkFewBelow = 1;
 constexpr uint64_t kDecChaseAhead = 128;
 /* How far ahead (32-bit words) a lone bit reader asks for its input. */
 constexpr uint64_t kDecPrefetchWords = 256;
+/* Inverse BWT's T by counting (bz2_dec_lf.cu): column bytes a CTA sorts
+ * in shared memory, and its warps (one slice of the tile each). */
+constexpr uint32_t kDecLfTile = 4096;
+constexpr int kDecLfWarps = 8;
 /* Inverse BWT: one splitter row in this many; a thread follows the cycle
  * from each splitter to the next. */
 constexpr uint32_t kDecSplitStride = 128;
