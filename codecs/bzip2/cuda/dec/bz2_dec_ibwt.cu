@@ -79,6 +79,11 @@ constexpr int kRankItems = (int)((kMaxSplitters + kRankThreads - 1) / kRankThrea
  * (the cycle closes), or at an index that names no splitter. */
 constexpr uint16_t kEndOk = 0xffff, kEndBad = 0xfffe;
 static_assert(kMaxSplitters < kEndBad, "splitter indices fit 16 bits below the ends");
+/* The ranking's chain in shared memory: more than a CTA gets without asking when the stride is short. */
+struct RankChain {
+    uint32_t sum[kMaxSplitters];
+    uint16_t nxt[kMaxSplitters];
+};
 
 /*
  * One CTA per block: each segment's distance from origPtr's along the cycle,
@@ -96,8 +101,10 @@ static_assert(kMaxSplitters < kEndBad, "splitter indices fit 16 bits below the e
 __global__ void __launch_bounds__(kRankThreads)
     walk_rank(DecBlk *blk, const uint32_t *sp_next, const uint32_t *sp_len, uint32_t *sp_dist)
 {
-    __shared__ uint16_t nxt[kMaxSplitters];
-    __shared__ uint32_t sum[kMaxSplitters];
+    extern __shared__ __align__(16) unsigned char rank_smem[];
+    RankChain &chain = *reinterpret_cast<RankChain *>(rank_smem);
+    uint16_t *nxt = chain.nxt;
+    uint32_t *sum = chain.sum;
     DecBlk &b = blk[blockIdx.x];
     const uint32_t nsp = min(b.nsp, kMaxSplitters), start = orig_index(b), cap = b.n + 1;
     const uint32_t *next = sp_next + b.sp_off, *len = sp_len + b.sp_off;
@@ -238,7 +245,8 @@ int bz2_dec_ibwt(DecBlk *d_blk, uint32_t nb, uint32_t col0, uint32_t nsp_total, 
     walk_measure<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_next, s.sp_len);
     GC_CUDA_LAUNCHED("walk_measure");
     bz2_prof(st, "dec_walk_measure", nb);
-    walk_rank<<<nb, kRankThreads, 0, st>>>(d_blk, s.sp_next, s.sp_len, s.sp_dist);
+    GC_CUDA(cudaFuncSetAttribute(walk_rank, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(RankChain)));
+    walk_rank<<<nb, kRankThreads, sizeof(RankChain), st>>>(d_blk, s.sp_next, s.sp_len, s.sp_dist);
     GC_CUDA_LAUNCHED("walk_rank");
     bz2_prof(st, "dec_walk_rank", nb);
     walk_write<<<sp, kDecThreads, 0, st>>>(d_blk, col0, s.tt, s.sp_len, s.sp_dist, s.rand_map, s.cols);
