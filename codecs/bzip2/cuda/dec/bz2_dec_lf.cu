@@ -24,9 +24,9 @@
  *
  * It replaced CUB's segmented radix sort on (byte, row) pairs and a packing
  * pass: a byte key sorts by counting in one read and one scatter, where the
- * general sort moved keys and values through global memory twice and needed
- * ~9 bytes of scratch per column byte (docs/DECISIONS.md, "The inverse BWT's
- * T by counting").
+ * general sort moved keys and values through global memory more than once
+ * and needed a sorted copy of both (docs/DECISIONS.md, "The inverse BWT's T
+ * by counting", has the measurements).
  */
 #include <cub/cub.cuh>
 
