@@ -26,7 +26,9 @@
 # Then the CPU engine alone (--gpu=off) runs the bzip2 d many-client load: the figure the GPUs'
 # decompression under load is compared with.
 # After each workload the daemon's STATS give the requests and bytes each device served (the
-# spread over devices) and the summed H2D / kernel / D2H times (what limits the one-client case).
+# spread over devices), how busy each GPU was (its lanes' batch time and kernel time per second
+# of the workload: "STATS shows the GPUs busy") and the summed H2D / kernel / D2H times (what
+# limits the one-client case).
 # Then, on all GPUs: --fail-device 0:2 (the first GPU's lanes fail their second batch, as a
 # device failure; with one GPU, --fail-device 0.1:2, its second lane only): the rle 64-client
 # run again, which must lose no request, with exactly those lanes retired and the others still
@@ -138,21 +140,25 @@ start_daemon() {
     exit 1
 }
 stats() { "$GPUCOMP" --socket "$SOCK" --stats --json; }
-# spread BEFORE AFTER: per GPU (its lanes summed), requests and GiB served between two STATS snapshots
+# spread BEFORE AFTER: per GPU (its lanes summed), requests and MiB served between two STATS
+# snapshots, and how busy it was meanwhile: "busy" is its lanes' batch wall time per second
+# (0 to the lanes per GPU: batches in flight on average), "kernels" the same for kernel time
 spread() {
     python3 - "$1" "$2" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
+secs = max(b["uptime_ms"] - a["uptime_ms"], 1) / 1e3
+keys = ("requests", "bytes_in", "wall_ns", "kernel_ns")
 per = {}
-for d in b["lanes"]:
-    gpu = d["name"].split()[0].split(".")[0]          # "gpu1.0 (NVIDIA ...)" -> "gpu1"
-    per.setdefault(gpu, [0, 0])
-    per[gpu][0] += d["requests"]; per[gpu][1] += d["bytes_in"]
-for d in a["lanes"]:
-    gpu = d["name"].split()[0].split(".")[0]
-    per[gpu][0] -= d["requests"]; per[gpu][1] -= d["bytes_in"]
+for sign, snap in ((1, b), (-1, a)):
+    for d in snap["lanes"]:
+        gpu = d["name"].split()[0].split(".")[0]          # "gpu1.0 (NVIDIA ...)" -> "gpu1"
+        acc = per.setdefault(gpu, dict.fromkeys(keys, 0))
+        for k in keys:
+            acc[k] += sign * d[k]
 cpu = b["cpu_requests"] - a["cpu_requests"]
-print(", ".join(f"{g} {r} req {n / 2**20:.0f} MiB" for g, (r, n) in sorted(per.items())) + f"; cpu {cpu} req")
+print(", ".join(f"{g} {v['requests']} req {v['bytes_in'] / 2**20:.0f} MiB busy {v['wall_ns'] / 1e9 / secs:.2f}"
+                f" kernels {v['kernel_ns'] / 1e9 / secs:.2f}" for g, v in sorted(per.items())) + f"; cpu {cpu} req")
 PY
 }
 # row G LABEL MB/s NOTE: one cell of the table

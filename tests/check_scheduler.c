@@ -132,6 +132,10 @@ START_TEST(test_concurrent_requests_are_batched)
     ck_assert_uint_eq(st.devices[0].requests, 2 * N);
     /* a 100 ms batch window gathers concurrent requests into shared batches */
     ck_assert_uint_lt(st.devices[0].batches, st.devices[0].requests);
+    /* its batches' time, so STATS shows how busy the lane was (a GPU's comes from CUDA events) */
+    ck_assert_uint_gt(st.devices[0].wall_ns, 0);
+    ck_assert_uint_gt(st.devices[0].kernel_ns, 0);
+    ck_assert_uint_le(st.devices[0].kernel_ns, st.devices[0].wall_ns);
     ck_assert_uint_eq(st.requests_failed, 0);
     gpucomp_close(c);
 }

@@ -16,7 +16,7 @@
 #include "codec.h"
 #include "request.h"
 
-/* Times for one batch, from CUDA event timestamps on a real device. */
+/* Times for one batch, from CUDA event timestamps on a real device (an emulated one: its codec time as kernel and wall time). */
 typedef struct gcd_batch_timing {
     uint64_t h2d_ns;    /* summed host-to-device copy time */
     uint64_t kernel_ns; /* summed kernel time */

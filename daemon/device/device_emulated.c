@@ -18,6 +18,7 @@
 #include "device.h"
 #include "engine.h"
 #include "fd_map_cache.h"
+#include "gc_clock.h"
 #include "gpu.h"
 
 typedef struct emulated {
@@ -161,6 +162,7 @@ static int emulated_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batc
 {
     (void)err;
     emulated *e = impl;
+    uint64_t start = gc_now_ns();
     for (size_t i = 0; i < n; i++) {
         gc_error_clear(&reqs[i]->error);
         reqs[i]->device_declined = false;
@@ -168,7 +170,9 @@ static int emulated_run_batch(void *impl, gcd_request **reqs, size_t n, gcd_batc
         if (rc != GC_OK && reqs[i]->error.code == GC_OK)
             reqs[i]->error.code = (gc_status)rc;
     }
-    *t = (gcd_batch_timing){ 0 };
+    /* no copies: the batch's time is all codec work, so STATS shows an emulated lane as busy as it was */
+    uint64_t spent = gc_now_ns() - start;
+    *t = (gcd_batch_timing){ .kernel_ns = spent, .wall_ns = spent };
     return GC_OK;
 }
 
