@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -250,4 +251,31 @@ void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *
     while (gc_work_take(&w, &i))
         fn(ctx, i);
     gc_work_close(&w); /* every item is taken: this waits for the helpers' last ones */
+}
+
+/* Bytes of one gc_parallel_copy item, and the copy a caller does alone. */
+#define COPY_STRIPE ((size_t)1 << 20)
+
+typedef struct copy_job {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t len;
+} copy_job;
+
+static void copy_stripe(void *ctx, size_t i)
+{
+    const copy_job *c = ctx;
+    size_t off = i * COPY_STRIPE, n = c->len - off < COPY_STRIPE ? c->len - off : COPY_STRIPE;
+    memcpy(c->dst + off, c->src + off, n);
+}
+
+void gc_parallel_copy(void *dst, const void *src, size_t len, unsigned max_threads)
+{
+    if (len <= 2 * COPY_STRIPE) {
+        if (len)
+            memcpy(dst, src, len);
+        return;
+    }
+    copy_job c = { dst, src, len };
+    gc_parallel_for((len + COPY_STRIPE - 1) / COPY_STRIPE, max_threads, copy_stripe, &c);
 }

@@ -43,6 +43,14 @@ unsigned gc_cpu_count(void);
 void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *ctx);
 
 /*
+ * memcpy(dst, src, len) in stripes on up to max_threads threads as
+ * gc_parallel_for runs items: a destination mapped fresh (a client's memfd)
+ * has its pages made as they are first written, which one thread does far
+ * more slowly than it copies. Small copies stay on the caller.
+ */
+void gc_parallel_copy(void *dst, const void *src, size_t len, unsigned max_threads);
+
+/*
  * Open-ended work, for a caller that decides as it goes how far ahead the
  * pool may run (speculative decoding): items [0, limit) may be handed out,
  * in index order, to up to max_threads - 1 pool threads and to the caller.

@@ -3,8 +3,9 @@
  * and their per-thread stage buffers (scratch.h): every item runs exactly
  * once, nesting and concurrent callers finish, callers add no threads,
  * idle threads give their buffers back, open-ended works hand out only
- * what was allowed, a forked child gets a pool of its own, and the CPU
- * count follows the affinity mask.
+ * what was allowed, a forked child gets a pool of its own, the CPU
+ * count follows the affinity mask, and a parallel copy copies every byte
+ * and nothing else.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,6 +285,42 @@ START_TEST(test_fork_child_has_a_pool)
 }
 END_TEST
 
+/* The first of p[0, n) that is not v, or n. */
+static size_t first_not(const unsigned char *p, size_t n, unsigned char v)
+{
+    size_t i = 0;
+    while (i < n && p[i] == v)
+        i++;
+    return i;
+}
+
+/* Lengths around the stripe (1 MiB) and the caller's own copy (two stripes), at odd offsets. */
+START_TEST(test_parallel_copy_every_byte)
+{
+    static const size_t lens[] = { 0, 1, 4095, (1u << 20) - 1, 2u << 20, (2u << 20) + 1, (11u << 19) + 7 };
+    static const unsigned threads[] = { 0, 1, 3 };
+    size_t most = (11u << 19) + 7 + 64;
+    unsigned char *src = malloc(most), *dst = malloc(most);
+    ck_assert_ptr_nonnull(src);
+    ck_assert_ptr_nonnull(dst);
+    for (size_t i = 0; i < most; i++)
+        src[i] = (unsigned char)(i * 131 + (i >> 13));
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+            memset(dst, 0xa5, most);
+            gc_parallel_copy(dst + 3, src + 5, lens[l], threads[t]);
+            ck_assert_msg(memcmp(dst + 3, src + 5, lens[l]) == 0, "len %zu threads %u: bytes differ", lens[l],
+                          threads[t]);
+            ck_assert_uint_eq(first_not(dst, 3, 0xa5), 3);
+            size_t tail = 3 + lens[l];
+            ck_assert_msg(first_not(dst + tail, most - tail, 0xa5) == most - tail,
+                          "len %zu threads %u: a byte past the copy written", lens[l], threads[t]);
+        }
+    free(src);
+    free(dst);
+}
+END_TEST
+
 START_TEST(test_cpu_count_follows_affinity)
 {
     pid_t pid = fork();
@@ -315,6 +353,7 @@ int main(void)
     tcase_add_test(tc, test_one_thread_is_the_caller);
     tcase_add_test(tc, test_fork_child_has_a_pool);
     tcase_add_test(tc, test_cpu_count_follows_affinity);
+    tcase_add_test(tc, test_parallel_copy_every_byte);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -9,6 +9,7 @@
 #include "fd_payload.h"
 #include "gc_mem.h"
 #include "gpu.h"
+#include "parallel.h"
 #include "settings.h"
 #include "shared_output.h"
 #include "stream.h"
@@ -154,8 +155,9 @@ static int run_cpu_part(gcd_request *r, unsigned threads)
         gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
         r->output_charge = 0;
         rc = gcd_request_alloc_output(r, out_len, &r->error);
-        if (rc == GC_OK && out_len)
-            memcpy(r->output, out, out_len);
+        if (rc == GC_OK)
+            gc_parallel_copy(r->output, out, out_len,
+                             threads); /* a fresh memfd's pages fault in on every thread */
         free(out);
     } else if (rc == GC_OK) {
         r->output = out;
