@@ -253,8 +253,9 @@ void gc_parallel_for(size_t n_items, unsigned max_threads, gc_item_fn fn, void *
     gc_work_close(&w); /* every item is taken: this waits for the helpers' last ones */
 }
 
-/* Bytes of one gc_parallel_copy item, and the copy a caller does alone. */
+/* Bytes of one gc_parallel_copy item; a copy of at most COPY_ALONE stays on the caller. */
 #define COPY_STRIPE ((size_t)1 << 20)
+#define COPY_ALONE (2 * COPY_STRIPE)
 
 typedef struct copy_job {
     unsigned char *dst;
@@ -271,7 +272,7 @@ static void copy_stripe(void *ctx, size_t i)
 
 void gc_parallel_copy(void *dst, const void *src, size_t len, unsigned max_threads)
 {
-    if (len <= 2 * COPY_STRIPE) {
+    if (len <= COPY_ALONE) {
         if (len)
             memcpy(dst, src, len);
         return;

@@ -155,9 +155,9 @@ static int run_cpu_part(gcd_request *r, unsigned threads)
         gcd_request_uncharge(r, r->output_charge); /* the staging buffer: freed right after the copy */
         r->output_charge = 0;
         rc = gcd_request_alloc_output(r, out_len, &r->error);
+        /* on every thread: a fresh memfd's pages are made as they are first written */
         if (rc == GC_OK)
-            gc_parallel_copy(r->output, out, out_len,
-                             threads); /* a fresh memfd's pages fault in on every thread */
+            gc_parallel_copy(r->output, out, out_len, threads);
         free(out);
     } else if (rc == GC_OK) {
         r->output = out;
