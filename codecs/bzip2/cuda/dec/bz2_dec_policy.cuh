@@ -44,7 +44,7 @@ constexpr uint32_t kDecLfTile = 4096;
 constexpr int kDecLfWarps = 8;
 /* Inverse BWT: one splitter row in this many; a thread follows the cycle
  * from each splitter to the next. */
-constexpr uint32_t kDecSplitStride = 64;
+constexpr uint32_t kDecSplitStride = 32;
 /* Threads of the grid-wide kernels. */
 constexpr int kDecThreads = 256;
 /* Output bytes expanded per round on the device before they go to the host. */
