@@ -40,6 +40,13 @@ constexpr uint32_t kBz2CrcTile = 4096;
  * (with the block index above them in a 64-bit radix key, and more of the
  * rotation where the radix passes these need leave room). */
 constexpr int kBz2KeyBytes = 6;
+/* The rotation sort's rounds: a group of more than this many members is one
+ * CUB's segmented sort gives a CTA of its own (its medium tile on sm_80+). */
+constexpr uint32_t kBz2SegmentLarge = 112;
+/* A round sorts every group at once by (group ordinal, rank) radix passes
+ * when more than this many of each 256 unresolved rotations sit in large
+ * groups, and each group on its own (the segmented sort) otherwise. */
+constexpr uint32_t kBz2RadixShare = 22;
 /* MTF: the block is cut into chunks of this many bytes, each moved to front
  * by one thread from the list the chunks before it leave. */
 constexpr uint32_t kBz2MtfChunk = 4096;

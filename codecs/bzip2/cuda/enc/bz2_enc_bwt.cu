@@ -9,16 +9,20 @@
  * 2. One CUB radix sort of (block, the rotation's first bits) over all blocks.
  * 3. Prefix doubling on what is unresolved: rank = sorted position of the
  *    group head; each round sorts only the elements of groups of two or
- *    more by (rank[i], rank[i + h]) and doubles h, so the work follows the
- *    unresolved count. The key is as short as the round allows, since radix
- *    passes follow its bits: rank[i] as the group's ordinal among the
- *    unresolved groups, rank[i + h] as its place within the block (a block's
- *    rotations hold one range of sorted positions, the block being the first
- *    key's top field). Every sort is stable and the first one sees positions
- *    in order, so equal keys keep index order throughout (the tie rule
- *    never matters after step 1, but it costs nothing to keep).
+ *    more by the rank of i + h within the block, and doubles h, so the work
+ *    follows the unresolved count. A block's rotations hold one range of
+ *    sorted positions (the block is the first key's top field), so a place
+ *    within the block (20 bits) orders a group. A round whose rotations sit
+ *    mostly in large groups sorts them all at once by radix passes over
+ *    (the group's ordinal among the unresolved ones, that place): the key is
+ *    as short as the round allows, since passes follow its bits. Otherwise
+ *    each group is sorted on its own (CUB's segmented sort: small groups in
+ *    a warp's registers, each large one by a CTA). Equal keys may change
+ *    order: the tie rule never matters after step 1 (no two rotations of a
+ *    root are equal).
  * 4. The last column and origPtr per block, expanded by n/p.
- * The host reads one count per round (the next sort's size), so this waits.
+ * The host reads counts each round (the next sort's size and group count,
+ * and CUB's segment classes), so this waits.
  */
 #include <cub/cub.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -33,6 +37,19 @@ namespace gcgpu {
 namespace {
 
 constexpr int kMaxDivisors = 320; /* a number below 2^20 has at most 240 */
+
+int bits_for(uint64_t v) /* bits to hold 0..v */
+{
+    int b = 1;
+    while (b < 64 && (v >> b))
+        b++;
+    return b;
+}
+
+unsigned grid_for(uint64_t n)
+{
+    return (unsigned)((n + kBz2Threads - 1) / kBz2Threads);
+}
 
 /* One block per CTA: the smallest period p | n (p < n) with s[i] == s[i + p] for all i, else n. */
 __global__ void find_periods(const uint8_t *rle, Bz2Block *blk)
@@ -132,10 +149,23 @@ __global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb,
 constexpr uint32_t kGroupStart = 1u << 31;
 constexpr uint32_t kPosition = kGroupStart - 1;
 
-__device__ __forceinline__ bool starts_group(const uint64_t *key, uint32_t t)
-{
-    return t == 0 || key[t] != key[t - 1];
-}
+/* Where groups begin after the first sort: wherever the key changes. */
+struct FirstStarts {
+    const uint64_t *key;
+    __device__ __forceinline__ bool operator()(uint32_t t) const
+    {
+        return t == 0 || key[t] != key[t - 1];
+    }
+};
+
+/* After a round's segmented sort: where a sorted group began (its list entry says so), or its key changes. */
+struct RoundStarts {
+    const uint32_t *u, *key;
+    __device__ __forceinline__ bool operator()(uint32_t t) const
+    {
+        return (u[t] & kGroupStart) || t == 0 || key[t] != key[t - 1];
+    }
+};
 
 /* A sort's t-th key's list entry: u's t-th position (t itself for the first sort, u NULL). */
 __device__ __forceinline__ uint32_t position_of(const uint32_t *u, uint32_t t)
@@ -144,11 +174,12 @@ __device__ __forceinline__ uint32_t position_of(const uint32_t *u, uint32_t t)
 }
 
 /* (t, the index of t's group's first key): a scan by LatestHead gives each t its group's start. */
+template <class Starts>
 struct GroupStartAt {
-    const uint64_t *key;
+    Starts starts;
     __device__ __forceinline__ uint2 operator()(uint32_t t) const
     {
-        return make_uint2(t, starts_group(key, t) ? t : 0u);
+        return make_uint2(t, starts(t) ? t : 0u);
     }
 };
 
@@ -172,21 +203,23 @@ struct WriteRanks {
     }
 };
 
+template <class Starts>
 struct Unresolved { /* t's group has two or more members */
-    const uint64_t *key;
+    Starts starts;
     uint32_t n;
     __device__ __forceinline__ bool operator()(uint32_t t) const
     {
-        return !(starts_group(key, t) && (t + 1 == n || key[t + 1] != key[t]));
+        return !(starts(t) && (t + 1 == n || starts(t + 1)));
     }
 };
 
+template <class Starts>
 struct ListEntry { /* t's entry in the next unresolved list */
     const uint32_t *u;
-    const uint64_t *key;
+    Starts starts;
     __device__ __forceinline__ uint32_t operator()(uint32_t t) const
     {
-        return position_of(u, t) | (starts_group(key, t) ? kGroupStart : 0u);
+        return position_of(u, t) | (starts(t) ? kGroupStart : 0u);
     }
 };
 
@@ -197,40 +230,144 @@ struct StartsGroup {
     }
 };
 
-/* A round's keys: (ordinal of i's group, 1-based in gid; rank of i + h within the block's root). */
-__global__ void round_keys(const uint32_t *u, uint32_t nu, const uint32_t *gid, const uint32_t *sa,
-                           const uint32_t *isa, const Bz2Block *blk, uint32_t nb, uint64_t h, int pbits,
-                           uint64_t *key, uint32_t *val)
+/* A group's end in the list: the next group's start, the list's end for the last. */
+struct SegmentEnd {
+    const uint32_t *begin;
+    uint32_t groups, n;
+    __device__ __forceinline__ uint32_t operator()(uint32_t k) const
+    {
+        return k + 1 < groups ? begin[k + 1] : n;
+    }
+};
+
+/* The rank of i + h within the block's root, for the list's t-th entry; g = the rotation (its sort index). */
+__device__ __forceinline__ uint32_t rank_ahead(const uint32_t *u, uint32_t t, const uint32_t *sa,
+                                               const uint32_t *isa, const Bz2Block *blk, uint32_t nb, uint64_t h,
+                                               uint32_t &g)
+{
+    g = sa[u[t] & kPosition];
+    const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
+    uint32_t i = g - b.sort_off;
+    uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
+    return isa[b.sort_off + i2] - b.sort_off;
+}
+
+/* A radix round's keys: (ordinal of t's group, 1-based in gid; the rank ahead). */
+__global__ void round_keys_by_group(const uint32_t *u, uint32_t nu, const uint32_t *gid, const uint32_t *sa,
+                                    const uint32_t *isa, const Bz2Block *blk, uint32_t nb, uint64_t h, int pbits,
+                                    uint64_t *key, uint32_t *val)
 {
     uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nu)
         return;
-    uint32_t g = sa[u[t] & kPosition];
-    const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
-    uint32_t i = g - b.sort_off;
-    uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
-    key[t] = ((uint64_t)(gid[t] - 1) << pbits) | (isa[b.sort_off + i2] - b.sort_off);
+    uint32_t g;
+    uint32_t r = rank_ahead(u, t, sa, isa, blk, nb, h, g);
+    key[t] = ((uint64_t)(gid[t] - 1) << pbits) | r;
     val[t] = g;
 }
+
+/* A segmented round's keys: the rank ahead alone (the group is the segment). */
+__global__ void round_keys_in_group(const uint32_t *u, uint32_t nu, const uint32_t *sa, const uint32_t *isa,
+                                    const Bz2Block *blk, uint32_t nb, uint64_t h, uint32_t *key, uint32_t *val)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nu)
+        return;
+    uint32_t g;
+    key[t] = rank_ahead(u, t, sa, isa, blk, nb, h, g);
+    val[t] = g;
+}
+
+/* The members of group k when it is large (more than kBz2SegmentLarge), else 0; 0 past the groups. */
+struct LargeMembers {
+    const uint32_t *begin;
+    const uint32_t *groups;
+    uint32_t n;
+    __device__ __forceinline__ uint32_t operator()(uint32_t k) const
+    {
+        uint32_t ng = *groups;
+        if (k >= ng)
+            return 0;
+        uint32_t size = (k + 1 < ng ? begin[k + 1] : n) - begin[k];
+        return size > kBz2SegmentLarge ? size : 0;
+    }
+};
 
 /*
  * After a sort of n keys (the first sort: u NULL; a round: u the list it sorted): ranks into sa
  * and isa, and the entries still unresolved into u_next, their count into *n_next (device).
  */
-int settle_sort(const uint64_t *key, const uint32_t *val, const uint32_t *u, uint32_t n, Bz2Scratch &s,
+template <class Starts>
+int settle_sort(Starts group_starts, const uint32_t *val, const uint32_t *u, uint32_t n, Bz2Scratch &s,
                 uint32_t *u_next, uint32_t *n_next, cudaStream_t st, gc_error *err)
 {
     thrust::counting_iterator<uint32_t> idx(0);
-    auto starts = thrust::make_transform_iterator(idx, GroupStartAt{ key });
+    auto starts = thrust::make_transform_iterator(idx, GroupStartAt<Starts>{ group_starts });
     auto ranks =
         thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{ u, val, s.sa, s.isa });
     size_t tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, starts, ranks, LatestHead{}, (int)n, st));
-    auto entries = thrust::make_transform_iterator(idx, ListEntry{ u, key });
-    auto keep = thrust::make_transform_iterator(idx, Unresolved{ key, n });
+    auto entries = thrust::make_transform_iterator(idx, ListEntry<Starts>{ u, group_starts });
+    auto keep = thrust::make_transform_iterator(idx, Unresolved<Starts>{ group_starts, n });
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, entries, keep, u_next, n_next, (int)n, st));
     return GC_OK;
+}
+
+/* Each group's first entry into ulist1 (the segments' starts); the group count and the members of
+ * large groups read back (a list's groups have two or more members: at most nu / 2 of them). */
+int round_groups(const uint32_t *u, uint32_t nu, Bz2Scratch &s, cudaStream_t st, uint32_t *groups, uint32_t *large,
+                 gc_error *err)
+{
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, idx, starts, s.ulist1, s.counts + 3, (int)nu, st));
+    auto members = thrust::make_transform_iterator(idx, LargeMembers{ s.ulist1, s.counts + 3, nu });
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceReduce::Sum(s.cub_tmp, tmp, members, s.counts + 4, (int)(nu / 2 + 1), st));
+    uint32_t hc[2];
+    GC_CUDA(cudaMemcpyAsync(hc, s.counts + 3, sizeof hc, cudaMemcpyDeviceToHost, st));
+    GC_CUDA(cudaStreamSynchronize(st));
+    *groups = hc[0];
+    *large = hc[1];
+    return GC_OK;
+}
+
+/* A round of every group at once: radix passes over (group ordinal, rank ahead). */
+int round_by_radix(const uint32_t *u, uint32_t nu, uint32_t groups, uint64_t h, uint32_t maxp, uint32_t nb,
+                   Bz2Scratch &s, uint32_t *u_next, cudaStream_t st, gc_error *err)
+{
+    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, s.ulist1, (int)nu, st)); /* the ordinals */
+    const int pbits = bits_for(maxp - 1);
+    cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
+    cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
+    round_keys_by_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.ulist1, s.sa, s.isa, s.blk, nb, h, pbits,
+                                                              rk.Current(), rv.Current());
+    GC_CUDA_LAUNCHED("round_keys_by_group");
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, bits_for(groups - 1) + pbits, st));
+    bz2_prof(st, "round_sort_radix", nu);
+    return settle_sort(FirstStarts{ rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+}
+
+/* A round of each group on its own (ulist1 holds their starts): CUB's segmented sort of the rank ahead. */
+int round_by_segments(const uint32_t *u, uint32_t nu, uint32_t groups, uint64_t h, uint32_t nb, Bz2Scratch &s,
+                      uint32_t *u_next, cudaStream_t st, gc_error *err)
+{
+    cub::DoubleBuffer<uint32_t> rk(reinterpret_cast<uint32_t *>(s.key0), reinterpret_cast<uint32_t *>(s.key1));
+    cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
+    round_keys_in_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
+                                                              rv.Current());
+    GC_CUDA_LAUNCHED("round_keys_in_group");
+    thrust::counting_iterator<uint32_t> idx(0);
+    auto ends = thrust::make_transform_iterator(idx, SegmentEnd{ s.ulist1, groups, nu });
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSegmentedSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, (int)groups, s.ulist1, ends, st));
+    bz2_prof(st, "round_sort_segments", nu);
+    return settle_sort(RoundStarts{ u, rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
 }
 
 /* Last column, expanded by n / period, and origPtr. */
@@ -257,19 +394,6 @@ __global__ void last_column(const uint8_t *rle, Bz2Block *blk, uint32_t nb, uint
         b.orig = r * k + k - 1;
 }
 
-int bits_for(uint64_t v) /* bits to hold 0..v */
-{
-    int b = 1;
-    while (b < 64 && (v >> b))
-        b++;
-    return b;
-}
-
-unsigned grid_for(uint64_t n)
-{
-    return (unsigned)((n + kBz2Threads - 1) / kBz2Threads);
-}
-
 } // namespace
 
 size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
@@ -277,20 +401,38 @@ size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
     const int n = (int)rle_cap;
     size_t need = 0, b = 0;
     thrust::counting_iterator<uint32_t> idx(0);
-    auto starts = thrust::make_transform_iterator(idx, GroupStartAt{ nullptr });
     auto ranks = thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{});
-    cub::DeviceScan::InclusiveScan(nullptr, b, starts, ranks, LatestHead{}, n);
+    auto first_starts = thrust::make_transform_iterator(idx, GroupStartAt<FirstStarts>{});
+    cub::DeviceScan::InclusiveScan(nullptr, b, first_starts, ranks, LatestHead{}, n);
     need = std::max(need, b);
-    auto entries = thrust::make_transform_iterator(idx, ListEntry{});
-    auto keep = thrust::make_transform_iterator(idx, Unresolved{});
+    auto round_starts = thrust::make_transform_iterator(idx, GroupStartAt<RoundStarts>{});
+    cub::DeviceScan::InclusiveScan(nullptr, b, round_starts, ranks, LatestHead{}, n);
+    need = std::max(need, b);
+    auto entries = thrust::make_transform_iterator(idx, ListEntry<FirstStarts>{});
+    auto keep = thrust::make_transform_iterator(idx, Unresolved<FirstStarts>{});
     cub::DeviceSelect::Flagged(nullptr, b, entries, keep, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
     need = std::max(need, b);
+    auto round_entries = thrust::make_transform_iterator(idx, ListEntry<RoundStarts>{});
+    auto round_keep = thrust::make_transform_iterator(idx, Unresolved<RoundStarts>{});
+    cub::DeviceSelect::Flagged(nullptr, b, round_entries, round_keep, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
+    need = std::max(need, b);
     auto list_starts = thrust::make_transform_iterator((const uint32_t *)nullptr, StartsGroup{});
+    cub::DeviceSelect::Flagged(nullptr, b, idx, list_starts, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
+    need = std::max(need, b);
     cub::DeviceScan::InclusiveSum(nullptr, b, list_starts, (uint32_t *)nullptr, n);
+    need = std::max(need, b);
+    auto members = thrust::make_transform_iterator(idx, LargeMembers{});
+    cub::DeviceReduce::Sum(nullptr, b, members, (uint32_t *)nullptr, n / 2 + 1);
     need = std::max(need, b);
     cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);
     cub::DoubleBuffer<uint32_t> vb(nullptr, nullptr);
     cub::DeviceRadixSort::SortPairs(nullptr, b, kb, vb, n, 0, 64);
+    need = std::max(need, b);
+    /* a round's groups have two or more members each */
+    const int max_groups = n / 2 + 1;
+    cub::DoubleBuffer<uint32_t> rk(nullptr, nullptr);
+    auto ends = thrust::make_transform_iterator(idx, SegmentEnd{});
+    cub::DeviceSegmentedSort::SortPairs(nullptr, b, rk, vb, n, max_groups, (const uint32_t *)nullptr, ends);
     return std::max(need, b);
 }
 
@@ -319,33 +461,26 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         size_t tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, kbits, st));
         bz2_prof(st, "first_sort", ns);
-        int rc = settle_sort(kb.Current(), vb.Current(), nullptr, ns, s, s.ulist0, s.counts + 2, st, err);
+        int rc = settle_sort(FirstStarts{ kb.Current() }, vb.Current(), nullptr, ns, s, s.ulist0, s.counts + 2, st,
+                             err);
         if (rc != GC_OK)
             return rc;
         bz2_prof(st, "first_ranks", ns);
         uint32_t nu = 0;
         GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
         GC_CUDA(cudaStreamSynchronize(st));
-        const int pbits = bits_for(maxp - 1);
         uint32_t *u = s.ulist0, *u_next = s.ulist2;
         for (uint64_t h = tbits / 8; nu > 0 && h < maxp; h *= 2) {
-            /* each entry's group ordinal into ulist1, and their count */
-            auto starts = thrust::make_transform_iterator(u, StartsGroup{});
-            tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, s.ulist1, (int)nu, st));
-            uint32_t groups = 0;
-            GC_CUDA(cudaMemcpyAsync(&groups, s.ulist1 + nu - 1, 4, cudaMemcpyDeviceToHost, st));
-            GC_CUDA(cudaStreamSynchronize(st));
-            cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
-            cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
-            round_keys<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.ulist1, s.sa, s.isa, s.blk, nb, h, pbits,
-                                                             rk.Current(), rv.Current());
-            GC_CUDA_LAUNCHED("round_keys");
-            tmp = s.cub_bytes;
-            GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0,
-                                                    bits_for(groups - 1) + pbits, st));
-            bz2_prof(st, "round_sort", nu);
-            rc = settle_sort(rk.Current(), rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+            uint32_t groups = 0, large = 0;
+            rc = round_groups(u, nu, s, st, &groups, &large, err);
+            if (rc != GC_OK)
+                return rc;
+            bz2_prof(st, "round_groups", groups);
+            bz2_prof(st, "round_large", large);
+            if ((uint64_t)large * 256 > (uint64_t)nu * kBz2RadixShare)
+                rc = round_by_radix(u, nu, groups, h, maxp, nb, s, u_next, st, err);
+            else
+                rc = round_by_segments(u, nu, groups, h, nb, s, u_next, st, err);
             if (rc != GC_OK)
                 return rc;
             bz2_prof(st, "round_settle", nu);
