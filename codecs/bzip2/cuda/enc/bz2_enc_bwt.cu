@@ -278,6 +278,12 @@ __global__ void round_keys_in_group(const uint32_t *u, uint32_t nu, const uint32
     val[t] = g;
 }
 
+/* Group k's members, from the groups' starts (ng of them, in a list of n entries). */
+__device__ __forceinline__ uint32_t group_size(const uint32_t *begin, uint32_t ng, uint32_t n, uint32_t k)
+{
+    return (k + 1 < ng ? begin[k + 1] : n) - begin[k];
+}
+
 /* The members of group k when it is large (more than kBz2SegmentLarge), else 0; 0 past the groups. */
 struct LargeMembers {
     const uint32_t *begin;
@@ -288,10 +294,81 @@ struct LargeMembers {
         uint32_t ng = *groups;
         if (k >= ng)
             return 0;
-        uint32_t size = (k + 1 < ng ? begin[k + 1] : n) - begin[k];
+        uint32_t size = group_size(begin, ng, n, k);
         return size > kBz2SegmentLarge ? size : 0;
     }
 };
+
+/* 1 for a large group k, else 0 (0 past the groups). */
+struct LargeGroup {
+    LargeMembers members;
+    __device__ __forceinline__ uint32_t operator()(uint32_t k) const
+    {
+        return members(k) ? 1u : 0u;
+    }
+};
+
+/* A small group k (of ng): one CUB's segmented sort keeps in a warp. */
+struct SmallGroup {
+    const uint32_t *begin;
+    uint32_t ng, n;
+    __device__ __forceinline__ bool operator()(uint32_t k) const
+    {
+        return group_size(begin, ng, n, k) <= kBz2SegmentLarge;
+    }
+};
+
+/* List entry t sits in a large group (gid: its 1-based group ordinal). */
+struct InLargeGroup {
+    const uint32_t *gid, *begin;
+    uint32_t ng, n;
+    __device__ __forceinline__ bool operator()(uint32_t t) const
+    {
+        return group_size(begin, ng, n, gid[t] - 1) > kBz2SegmentLarge;
+    }
+};
+
+/* The start and end of the j-th group of a list of group indices. */
+struct IndexedStart {
+    const uint32_t *index, *begin;
+    __device__ __forceinline__ uint32_t operator()(uint32_t j) const
+    {
+        return begin[index[j]];
+    }
+};
+
+struct IndexedEnd {
+    const uint32_t *index;
+    SegmentEnd end;
+    __device__ __forceinline__ uint32_t operator()(uint32_t j) const
+    {
+        return end(index[j]);
+    }
+};
+
+/* The large groups' entries (at list positions at[j]) as radix keys (group ordinal, rank ahead). */
+__global__ void gather_large(const uint32_t *at, uint32_t m, const uint32_t *gid, const uint32_t *key,
+                             const uint32_t *val, int pbits, uint64_t *lkey, uint32_t *lval)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m)
+        return;
+    uint32_t t = at[j];
+    lkey[j] = ((uint64_t)(gid[t] - 1) << pbits) | key[t];
+    lval[j] = val[t];
+}
+
+/* The sorted large entries back to their list positions (a group's positions ascending, as its keys). */
+__global__ void scatter_large(const uint32_t *at, uint32_t m, const uint64_t *lkey, const uint32_t *lval,
+                              uint32_t pmask, uint32_t *key, uint32_t *val)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m)
+        return;
+    uint32_t t = at[j];
+    key[t] = (uint32_t)(lkey[j] & pmask);
+    val[t] = lval[j];
+}
 
 /*
  * After a sort of n keys (the first sort: u NULL; a round: u the list it sorted): ranks into sa
@@ -314,23 +391,30 @@ int settle_sort(Starts group_starts, const uint32_t *val, const uint32_t *u, uin
     return GC_OK;
 }
 
-/* Each group's first entry into ulist1 (the segments' starts); the group count and the members of
- * large groups read back (a list's groups have two or more members: at most nu / 2 of them). */
-int round_groups(const uint32_t *u, uint32_t nu, Bz2Scratch &s, cudaStream_t st, uint32_t *groups, uint32_t *large,
-                 gc_error *err)
+/* A round's list: its groups, and how many of them and of its entries are large. */
+struct RoundShape {
+    uint32_t groups, large_members, large_groups;
+};
+
+/* Each group's first entry into ulist1 (the segments' starts), and the round's shape read back (a
+ * list's groups have two or more members: at most nu / 2 of them). */
+int round_groups(const uint32_t *u, uint32_t nu, Bz2Scratch &s, cudaStream_t st, RoundShape *shape, gc_error *err)
 {
     thrust::counting_iterator<uint32_t> idx(0);
     auto starts = thrust::make_transform_iterator(u, StartsGroup{});
     size_t tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, idx, starts, s.ulist1, s.counts + 3, (int)nu, st));
-    auto members = thrust::make_transform_iterator(idx, LargeMembers{ s.ulist1, s.counts + 3, nu });
+    LargeMembers large{ s.ulist1, s.counts + 3, nu };
+    auto members = thrust::make_transform_iterator(idx, large);
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceReduce::Sum(s.cub_tmp, tmp, members, s.counts + 4, (int)(nu / 2 + 1), st));
-    uint32_t hc[2];
+    auto large_groups = thrust::make_transform_iterator(idx, LargeGroup{ large });
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceReduce::Sum(s.cub_tmp, tmp, large_groups, s.counts + 5, (int)(nu / 2 + 1), st));
+    uint32_t hc[3];
     GC_CUDA(cudaMemcpyAsync(hc, s.counts + 3, sizeof hc, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
-    *groups = hc[0];
-    *large = hc[1];
+    *shape = RoundShape{ hc[0], hc[1], hc[2] };
     return GC_OK;
 }
 
@@ -367,6 +451,80 @@ int round_by_segments(const uint32_t *u, uint32_t nu, uint32_t groups, uint64_t 
     size_t tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSegmentedSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, (int)groups, s.ulist1, ends, st));
     bz2_prof(st, "round_sort_segments", nu);
+    return settle_sort(RoundStarts{ u, rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+}
+
+/*
+ * The entries a split round keeps in the halves of key0 and key1 that a round's 32-bit keys
+ * leave free, and in u_next until the settle writes it: the large entries' radix keys (two
+ * buffers), their values (two) and their list positions.
+ */
+struct SplitSpace {
+    uint64_t *lkey0, *lkey1;
+    uint32_t *lval0, *lval1, *at;
+};
+
+uint64_t split_cap(const Bz2Scratch &s) /* large entries a split round holds */
+{
+    return s.rle_cap / 2 * 2 / 3;
+}
+
+SplitSpace split_space(const Bz2Scratch &s, uint32_t *u_next, uint32_t m)
+{
+    const uint64_t half = (s.rle_cap + 1) / 2;
+    return SplitSpace{ s.key0 + half, s.key1 + half, u_next, u_next + half,
+                       reinterpret_cast<uint32_t *>(s.key0 + half + m) };
+}
+
+/*
+ * A round whose large groups go by radix passes over (group ordinal, rank ahead), gathered
+ * apart, and whose small groups by CUB's segmented sort, in the same keys: each kind where it
+ * is cheap. ulist1 holds the groups' starts; the small ones' indices go to its second half.
+ */
+int round_split(const uint32_t *u, uint32_t nu, const RoundShape &shape, uint64_t h, uint32_t maxp, uint32_t nb,
+                Bz2Scratch &s, uint32_t *u_next, cudaStream_t st, gc_error *err)
+{
+    const uint32_t m = shape.large_members, groups = shape.groups;
+    const uint32_t n_small = groups - shape.large_groups;
+    const int pbits = bits_for(maxp - 1);
+    SplitSpace sp = split_space(s, u_next, m);
+    uint32_t *gid = reinterpret_cast<uint32_t *>(s.key1); /* until the segmented sort writes key1 */
+    cub::DoubleBuffer<uint32_t> rk(reinterpret_cast<uint32_t *>(s.key0), gid);
+    cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
+    round_keys_in_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
+                                                              rv.Current());
+    GC_CUDA_LAUNCHED("round_keys_in_group");
+    /* the large entries: their positions, their radix keys, sorted */
+    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, gid, (int)nu, st));
+    thrust::counting_iterator<uint32_t> idx(0);
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, sp.at, s.counts + 6, (int)nu,
+                                  InLargeGroup{ gid, s.ulist1, groups, nu }, st));
+    gather_large<<<grid_for(m), kBz2Threads, 0, st>>>(sp.at, m, gid, rk.Current(), rv.Current(), pbits, sp.lkey0,
+                                                      sp.lval0);
+    GC_CUDA_LAUNCHED("gather_large");
+    cub::DoubleBuffer<uint64_t> lk(sp.lkey0, sp.lkey1);
+    cub::DoubleBuffer<uint32_t> lv(sp.lval0, sp.lval1);
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, lk, lv, (int)m, 0, bits_for(groups - 1) + pbits, st));
+    /* the small groups, each on its own */
+    uint32_t *small = s.ulist1 + (s.rle_cap + 1) / 2;
+    tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, small, s.counts + 7, (int)groups,
+                                  SmallGroup{ s.ulist1, groups, nu }, st));
+    auto begins = thrust::make_transform_iterator(idx, IndexedStart{ small, s.ulist1 });
+    auto ends = thrust::make_transform_iterator(idx, IndexedEnd{ small, SegmentEnd{ s.ulist1, groups, nu } });
+    if (n_small) {
+        tmp = s.cub_bytes;
+        GC_CUDA(
+            cub::DeviceSegmentedSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, (int)n_small, begins, ends, st));
+    }
+    scatter_large<<<grid_for(m), kBz2Threads, 0, st>>>(sp.at, m, lk.Current(), lv.Current(), (1u << pbits) - 1,
+                                                       rk.Current(), rv.Current());
+    GC_CUDA_LAUNCHED("scatter_large");
+    bz2_prof(st, "round_sort_split", nu);
     return settle_sort(RoundStarts{ u, rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
 }
 
@@ -433,6 +591,18 @@ size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
     cub::DoubleBuffer<uint32_t> rk(nullptr, nullptr);
     auto ends = thrust::make_transform_iterator(idx, SegmentEnd{});
     cub::DeviceSegmentedSort::SortPairs(nullptr, b, rk, vb, n, max_groups, (const uint32_t *)nullptr, ends);
+    need = std::max(need, b);
+    /* a split round's own calls */
+    auto large_groups = thrust::make_transform_iterator(idx, LargeGroup{});
+    cub::DeviceReduce::Sum(nullptr, b, large_groups, (uint32_t *)nullptr, max_groups);
+    need = std::max(need, b);
+    cub::DeviceSelect::If(nullptr, b, idx, (uint32_t *)nullptr, (uint32_t *)nullptr, n, InLargeGroup{});
+    need = std::max(need, b);
+    cub::DeviceSelect::If(nullptr, b, idx, (uint32_t *)nullptr, (uint32_t *)nullptr, max_groups, SmallGroup{});
+    need = std::max(need, b);
+    auto begins = thrust::make_transform_iterator(idx, IndexedStart{});
+    auto indexed_ends = thrust::make_transform_iterator(idx, IndexedEnd{});
+    cub::DeviceSegmentedSort::SortPairs(nullptr, b, rk, vb, n, max_groups, begins, indexed_ends);
     return std::max(need, b);
 }
 
@@ -471,16 +641,19 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         GC_CUDA(cudaStreamSynchronize(st));
         uint32_t *u = s.ulist0, *u_next = s.ulist2;
         for (uint64_t h = tbits / 8; nu > 0 && h < maxp; h *= 2) {
-            uint32_t groups = 0, large = 0;
-            rc = round_groups(u, nu, s, st, &groups, &large, err);
+            RoundShape shape;
+            rc = round_groups(u, nu, s, st, &shape, err);
             if (rc != GC_OK)
                 return rc;
-            bz2_prof(st, "round_groups", groups);
-            bz2_prof(st, "round_large", large);
-            if ((uint64_t)large * 256 > (uint64_t)nu * kBz2RadixShare)
-                rc = round_by_radix(u, nu, groups, h, maxp, nb, s, u_next, st, err);
+            bz2_prof(st, "round_groups", shape.groups);
+            bz2_prof(st, "round_large", shape.large_members);
+            const uint64_t share = (uint64_t)shape.large_members * 256;
+            if (share <= (uint64_t)nu * kBz2RadixShare)
+                rc = round_by_segments(u, nu, shape.groups, h, nb, s, u_next, st, err);
+            else if (share <= (uint64_t)nu * kBz2SplitShare && shape.large_members <= split_cap(s))
+                rc = round_split(u, nu, shape, h, maxp, nb, s, u_next, st, err);
             else
-                rc = round_by_segments(u, nu, groups, h, nb, s, u_next, st, err);
+                rc = round_by_radix(u, nu, shape.groups, h, maxp, nb, s, u_next, st, err);
             if (rc != GC_OK)
                 return rc;
             bz2_prof(st, "round_settle", nu);
