@@ -12,14 +12,17 @@
  *    more by the rank of i + h within the block, and doubles h, so the work
  *    follows the unresolved count. A block's rotations hold one range of
  *    sorted positions (the block is the first key's top field), so a place
- *    within the block (20 bits) orders a group. A round whose rotations sit
- *    mostly in large groups sorts them all at once by radix passes over
- *    (the group's ordinal among the unresolved ones, that place): the key is
- *    as short as the round allows, since passes follow its bits. Otherwise
- *    each group is sorted on its own (CUB's segmented sort: small groups in
- *    a warp's registers, each large one by a CTA). Equal keys may change
- *    order: the tie rule never matters after step 1 (no two rotations of a
- *    root are equal).
+ *    within the block (20 bits) orders a group. CUB's segmented sort does a
+ *    small group in a warp's registers but gives each large one a CTA of its
+ *    own, costly per rotation; radix passes over (the group's ordinal, that
+ *    place) cost the same for every rotation, and the key is as short as the
+ *    round allows, since passes follow its bits. So a round with few
+ *    rotations in large groups is segmented; one with many splits: the large
+ *    groups gathered apart and sorted by radix passes, the small ones
+ *    segmented, the large results scattered back into the same keys; one
+ *    with nearly all (or more than the split's space holds) goes by radix
+ *    passes whole. Equal keys may change order: the tie rule never matters
+ *    after step 1 (no two rotations of a root are equal).
  * 4. The last column and origPtr per block, expanded by n/p.
  * The host reads counts each round (the next sort's size and group count,
  * and CUB's segment classes), so this waits.
