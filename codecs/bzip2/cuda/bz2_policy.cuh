@@ -41,14 +41,15 @@ constexpr uint32_t kBz2CrcTile = 4096;
  * rotation where the radix passes these need leave room). */
 constexpr int kBz2KeyBytes = 6;
 /* The rotation sort's rounds: a group of more than this many members is one
- * CUB's segmented sort gives a CTA of its own (its medium tile on sm_80+). */
+ * CUB's segmented sort gives a CTA of its own (its medium tile on sm_86 and
+ * later; correct whatever CUB's own threshold, only the split moves). */
 constexpr uint32_t kBz2SegmentLarge = 112;
-/* A round sorts each group on its own (the segmented sort) while at most
- * this many of each 256 unresolved rotations sit in large groups; ... */
-constexpr uint32_t kBz2RadixShare = 22;
-/* ... above, its large groups by radix passes over (group ordinal, rank) and
- * the small ones on their own, until more than this many of each 256 are in
- * large groups: then every group by the radix passes. */
+/* A round is segmented (each group on its own) while at most this many of
+ * each 256 unresolved rotations sit in large groups. */
+constexpr uint32_t kBz2SegmentShare = 22;
+/* A round splits (large groups by radix passes over (group ordinal, rank),
+ * small ones segmented) while at most this many of each 256 sit in large
+ * groups; above, every group goes by the radix passes. */
 constexpr uint32_t kBz2SplitShare = 224;
 /* MTF: the block is cut into chunks of this many bytes, each moved to front
  * by one thread from the list the chunks before it leave. */

@@ -651,7 +651,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             bz2_prof(st, "round_groups", shape.groups);
             bz2_prof(st, "round_large", shape.large_members);
             const uint64_t share = (uint64_t)shape.large_members * 256;
-            if (share <= (uint64_t)nu * kBz2RadixShare)
+            if (share <= (uint64_t)nu * kBz2SegmentShare)
                 rc = round_by_segments(u, nu, shape.groups, h, nb, s, u_next, st, err);
             else if (share <= (uint64_t)nu * kBz2SplitShare && shape.large_members <= split_cap(s))
                 rc = round_split(u, nu, shape, h, maxp, nb, s, u_next, st, err);
