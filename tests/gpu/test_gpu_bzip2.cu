@@ -22,7 +22,8 @@
  * slightly over 32 MiB: not in --quick); text-like data; the
  * adversarial set: one byte repeated, periods 2, 3 and 7, a repeated 1 KiB
  * record, a Fibonacci string, u^k for a 4 KiB (and longer) random u filling a
- * block exactly, random bytes. Too small a dst_cap fails with GC_E_LIMIT
+ * block exactly, random bytes; blocks that repeat with a step their length
+ * does not divide, some with misses, beside blocks that do not. Too small a dst_cap fails with GC_E_LIMIT
  * (bytes past dst_cap untouched, other jobs of the batch unaffected); stage
  * counters (blocks, pieces) are checked against the block plan of section 3.
  * --quick is a small mode for compute-sanitizer (no input over 1 MiB); --big
@@ -758,6 +759,73 @@ static void test_powers(void)
     }
 }
 
+/* Flip a bit in every `every`-th byte from `from` on: a period with misses. */
+static void put_misses(Bytes &d, size_t from, size_t every)
+{
+    for (size_t i = from; i < d.size(); i += every)
+        d[i] ^= 0x80;
+}
+
+/* Blocks that repeat with a step the block's length does not divide: the rotation sort's chain
+ * rounds (steps below and above the first sort's depth, several in one piece, steps with a few
+ * misses and one with too many, a step whose first candidate is wrong, and blocks without a
+ * step beside chain blocks in one piece, whose rounds then advance by the step, not twice). */
+static void test_repeats(void)
+{
+    const size_t n = g_quick ? 400000 : (3u << 20) + 11;
+    for (int level : { 1, 9 }) {
+        if (g_quick && level != 1)
+            continue;
+        const size_t periods[] = { 2, 5, 13, 33, 100, 1000, 5000, 65543 };
+        for (size_t q : periods) {
+            Case c;
+            c.level = level;
+            c.data.resize(n);
+            gen_period(c.data.data(), n, q, q + level);
+            c.name = fmt("L%d n=%zu period %zu (repeats)", level, n, q);
+            run_case(c, q % 2 ? g_ctx : g_small, q % 2 ? "default" : "32MiB");
+        }
+        struct {
+            size_t q, every;
+        } near[] = { { 7, 50000 }, { 1000, 3001 }, { 100, 700 }, { 3, 99991 } };
+        for (auto &x : near) {
+            Case c;
+            c.level = level;
+            c.data.resize(n);
+            gen_period(c.data.data(), n, x.q, x.q * 7 + level);
+            put_misses(c.data, x.every / 2, x.every);
+            c.name = fmt("L%d n=%zu period %zu, a miss every %zu (repeats)", level, n, x.q, x.every);
+            run_case(c, g_ctx, "default");
+        }
+        /* text, period 7, text, period 5, random, period 3, period 1500: one piece */
+        const size_t part = n / 7;
+        Case m;
+        m.level = level;
+        m.data.resize(7 * part);
+        uint8_t *p = m.data.data();
+        gen_text(p, part, 1);
+        gen_period(p + part, part, 7, 2);
+        gen_text(p + 2 * part, part, 3);
+        gen_period(p + 3 * part, part, 5, 4);
+        gen_random(p + 4 * part, part, 5);
+        gen_period(p + 5 * part, part, 3, 6);
+        gen_period(p + 6 * part, part, 1500, 7);
+        m.name = fmt("L%d n=%zu text and periods 7, 5, 3, 1500 in one piece (repeats)", level, m.data.size());
+        run_case(m, g_ctx, "default");
+        /* u of 1000 bytes whose first 32 recur at 400: the first candidate step fails */
+        Case w;
+        w.level = level;
+        w.data.resize(n);
+        Bytes u(1000);
+        gen_norun(u.data(), u.size(), 99 + level);
+        memcpy(u.data() + 400, u.data(), 32);
+        for (size_t i = 0; i < n; i++)
+            w.data[i] = u[i % u.size()];
+        w.name = fmt("L%d n=%zu period 1000 whose start recurs at 400 (repeats)", level, n);
+        run_case(w, g_small, "32MiB");
+    }
+}
+
 /* Inputs slightly over 32 MiB (full mode): blocks cross the segment boundary as bzip2's do. */
 static void test_segments(void)
 {
@@ -1034,6 +1102,7 @@ int main(int argc, char **argv)
         { "text", test_text, true, true },
         { "adversarial", test_adversarial, true, true },
         { "powers", test_powers, true, true },
+        { "repeats", test_repeats, true, true },
         { "dst_cap limits", test_limits, true, true },
         { "mixed batches", test_mixed_batches, true, true },
         { "segments", test_segments, false, true },

@@ -33,6 +33,7 @@ struct Bz2Block {
     uint32_t rle_off, n;       /* RLE1 bytes: rle[rle_off .. + n) */
     uint32_t run0, skip0;      /* first run (index into the run list) and bytes of it in earlier blocks */
     uint32_t sort_off, period; /* BWT: rotations [sort_off, + period) of the sort space; period | n */
+    uint32_t step;             /* BWT: the root's repeat step, 0 for none (bz2_enc_bwt_chain.cu) */
     uint32_t crc;              /* block CRC (docs/BZIP2.md section 2) */
     uint32_t orig;             /* origPtr */
     uint32_t n_sym;            /* MTF/RLE2 symbols with EOB */
@@ -87,6 +88,21 @@ struct Bz2Scratch {
     void *cub_tmp;
     size_t cub_bytes;
 };
+
+/* Block of a position: the last block whose field F (an offset the blocks hold ascending) is <= pos. */
+template <uint32_t Bz2Block::*F>
+__device__ __forceinline__ uint32_t block_at(const Bz2Block *blk, uint32_t nb, uint64_t pos)
+{
+    uint32_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (blk[mid].*F <= pos)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
 
 __host__ __device__ __forceinline__ uint64_t min64(uint64_t a, uint64_t b)
 {

@@ -51,6 +51,15 @@ constexpr uint32_t kBz2SegmentShare = 22;
  * small ones segmented) while at most this many of each 256 sit in large
  * groups; above, every group goes by the radix passes. */
 constexpr uint32_t kBz2SplitShare = 224;
+/* The rotation sort's repeat steps (bz2_enc_bwt_chain.cu): a step q must
+ * repeat this many bytes of the root's start at q, leave at most one byte in
+ * 2^kBz2StepMissShift with s[i] != s[i + q], fit kBz2StepRepeats times in
+ * the root (so the search over q is short), and is looked for among the
+ * first kBz2StepTries such q. */
+constexpr uint32_t kBz2StepProbe = 32;
+constexpr uint32_t kBz2StepRepeats = 8;
+constexpr int kBz2StepMissShift = 10;
+constexpr int kBz2StepTries = 4;
 /* MTF: the block is cut into chunks of this many bytes, each moved to front
  * by one thread from the list the chunks before it leave. */
 constexpr uint32_t kBz2MtfChunk = 4096;

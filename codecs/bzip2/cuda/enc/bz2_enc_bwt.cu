@@ -23,6 +23,11 @@
  *    with nearly all (or more than the split's space holds) goes by radix
  *    passes whole. Equal keys may change order: the tie rule never matters
  *    after step 1 (no two rotations of a root are equal).
+ *    The first round of a piece with blocks that nearly repeat (a step, see
+ *    bz2_enc_bwt_chain.cu) is a chain round: their groups ordered by how far
+ *    each rotation's chain follows its group's successors and where it
+ *    leaves them, which settles a periodic block whose length the period
+ *    does not divide at once; other blocks' groups double as in any round.
  * 4. The last column and origPtr per block, expanded by n/p.
  * The host reads counts each round (the next sort's size and group count,
  * and CUB's segment classes), so this waits.
@@ -33,7 +38,10 @@
 #include <thrust/iterator/transform_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
-#include "bz2_gpu.cuh"
+#include <algorithm>
+#include <vector>
+
+#include "bz2_enc_bwt.cuh"
 
 namespace gcgpu {
 
@@ -47,11 +55,6 @@ int bits_for(uint64_t v) /* bits to hold 0..v */
     while (b < 64 && (v >> b))
         b++;
     return b;
-}
-
-unsigned grid_for(uint64_t n)
-{
-    return (unsigned)((n + kBz2Threads - 1) / kBz2Threads);
 }
 
 /* One block per CTA: the smallest period p | n (p < n) with s[i] == s[i + p] for all i, else n. */
@@ -102,30 +105,24 @@ __global__ void find_periods(const uint8_t *rle, Bz2Block *blk)
         b.period = found;
 }
 
-/* One thread: the blocks' places in the sort space; counts[0] = its size. */
-__global__ void sort_offsets(Bz2Block *blk, uint32_t nb, uint32_t *counts)
+/* One thread: the blocks' places in the sort space; counts[0] = its size, counts[1] the longest
+ * root, counts[2] the blocks with a step, whose (sort_off, period) go to stepped[]. */
+__global__ void sort_offsets(Bz2Block *blk, uint32_t nb, uint32_t *counts, uint32_t *stepped)
 {
-    uint32_t o = 0, maxp = 0;
+    uint32_t o = 0, maxp = 0, k = 0;
     for (uint32_t b = 0; b < nb; b++) {
         blk[b].sort_off = o;
+        if (blk[b].step) {
+            stepped[2 * k] = o;
+            stepped[2 * k + 1] = blk[b].period;
+            k++;
+        }
         o += blk[b].period;
         maxp = max(maxp, blk[b].period);
     }
     counts[0] = o;
     counts[1] = maxp;
-}
-
-__device__ __forceinline__ uint32_t block_of_sort(const Bz2Block *blk, uint32_t nb, uint32_t g)
-{
-    uint32_t lo = 0, hi = nb - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi + 1) / 2;
-        if (blk[mid].sort_off <= g)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    counts[2] = k;
 }
 
 /* The block index above the rotation's first tbits bits. */
@@ -147,10 +144,6 @@ __global__ void first_keys(const uint8_t *rle, const Bz2Block *blk, uint32_t nb,
     key[g] = tbits == 64 ? text : ((uint64_t)bi << tbits) | (text >> (64 - tbits));
     val[g] = g;
 }
-
-/* An unresolved list entry: a sorted position, with kGroupStart set where a group begins. */
-constexpr uint32_t kGroupStart = 1u << 31;
-constexpr uint32_t kPosition = kGroupStart - 1;
 
 /* Where groups begin after the first sort: wherever the key changes. */
 struct FirstStarts {
@@ -249,10 +242,7 @@ __device__ __forceinline__ uint32_t rank_ahead(const uint32_t *u, uint32_t t, co
                                                uint32_t &g)
 {
     g = sa[u[t] & kPosition];
-    const Bz2Block &b = blk[block_of_sort(blk, nb, g)];
-    uint32_t i = g - b.sort_off;
-    uint32_t i2 = (uint32_t)((i + h % b.period) % b.period);
-    return isa[b.sort_off + i2] - b.sort_off;
+    return rank_at(isa, blk[block_of_sort(blk, nb, g)], g, h);
 }
 
 /* A radix round's keys: (ordinal of t's group, 1-based in gid; the rank ahead). */
@@ -421,23 +411,67 @@ int round_groups(const uint32_t *u, uint32_t nu, Bz2Scratch &s, cudaStream_t st,
     return GC_OK;
 }
 
+/* Each list entry's group ordinal, 1-based, into gid. */
+int group_ordinals(const uint32_t *u, uint32_t nu, uint32_t *gid, Bz2Scratch &s, cudaStream_t st, gc_error *err)
+{
+    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, gid, (int)nu, st));
+    return GC_OK;
+}
+
+/* Radix passes over a round's keys in key0 and val0 (`bits` of them), then the settle. */
+int sort_round_keys(const uint32_t *u, uint32_t nu, int bits, const char *what, Bz2Scratch &s, uint32_t *u_next,
+                    cudaStream_t st, gc_error *err)
+{
+    cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
+    cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
+    size_t tmp = s.cub_bytes;
+    GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, bits, st));
+    bz2_prof(st, what, nu);
+    return settle_sort(FirstStarts{ rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+}
+
 /* A round of every group at once: radix passes over (group ordinal, rank ahead). */
 int round_by_radix(const uint32_t *u, uint32_t nu, uint32_t groups, uint64_t h, uint32_t maxp, uint32_t nb,
                    Bz2Scratch &s, uint32_t *u_next, cudaStream_t st, gc_error *err)
 {
-    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
-    size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, s.ulist1, (int)nu, st)); /* the ordinals */
+    int rc = group_ordinals(u, nu, s.ulist1, s, st, err);
+    if (rc != GC_OK)
+        return rc;
     const int pbits = bits_for(maxp - 1);
-    cub::DoubleBuffer<uint64_t> rk(s.key0, s.key1);
-    cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
-    round_keys_by_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.ulist1, s.sa, s.isa, s.blk, nb, h, pbits,
-                                                              rk.Current(), rv.Current());
+    round_keys_by_group<<<bwt_grid(nu), kBz2Threads, 0, st>>>(u, nu, s.ulist1, s.sa, s.isa, s.blk, nb, h, pbits,
+                                                              s.key0, s.val0);
     GC_CUDA_LAUNCHED("round_keys_by_group");
-    tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, 0, bits_for(groups - 1) + pbits, st));
-    bz2_prof(st, "round_sort_radix", nu);
-    return settle_sort(FirstStarts{ rk.Current() }, rv.Current(), u, nu, s, u_next, s.counts + 2, st, err);
+    return sort_round_keys(u, nu, bits_for(groups - 1) + pbits, "round_sort_radix", s, u_next, st, err);
+}
+
+/* A chain round (bz2_enc_bwt_chain.cu): radix passes over (group ordinal, chain or rank ahead). */
+int round_by_chains(const uint32_t *u, uint32_t nu, uint32_t groups, const Bz2ChainRound &r, uint32_t nb,
+                    Bz2Scratch &s, uint32_t *u_next, cudaStream_t st, gc_error *err)
+{
+    int rc = group_ordinals(u, nu, s.ulist1, s, st, err);
+    if (rc == GC_OK) /* the links live in key1 until the keys are made */
+        rc = bz2_chain_keys(u, nu, s.ulist1, nb, r, s, s.key1, s.key0, s.val0, st, err);
+    if (rc != GC_OK)
+        return rc;
+    bz2_prof(st, "round_chain_links", r.end - r.first);
+    return sort_round_keys(u, nu, bits_for(groups - 1) + chain_key_bits(r.pbits), "round_sort_chain", s, u_next,
+                           st, err);
+}
+
+/*
+ * Whether the round at depth h can be the chain round of the blocks with a step (stepped: each
+ * one's (sort_off, period)), and its shape: not when the key would not fit 64 bits.
+ */
+bool chain_round(const std::vector<uint32_t> &stepped, uint64_t h, uint32_t groups, int pbits, Bz2ChainRound *r)
+{
+    *r = Bz2ChainRound{ h, UINT32_MAX, 0, pbits };
+    for (size_t k = 0; k + 1 < stepped.size(); k += 2) {
+        r->first = std::min(r->first, stepped[k]);
+        r->end = std::max(r->end, stepped[k] + stepped[k + 1]);
+    }
+    return r->first < r->end && bits_for(groups - 1) + chain_key_bits(pbits) <= 64;
 }
 
 /* A round of each group on its own (ulist1 holds their starts): CUB's segmented sort of the rank ahead. */
@@ -446,7 +480,7 @@ int round_by_segments(const uint32_t *u, uint32_t nu, uint32_t groups, uint64_t 
 {
     cub::DoubleBuffer<uint32_t> rk(reinterpret_cast<uint32_t *>(s.key0), reinterpret_cast<uint32_t *>(s.key1));
     cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
-    round_keys_in_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
+    round_keys_in_group<<<bwt_grid(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
                                                               rv.Current());
     GC_CUDA_LAUNCHED("round_keys_in_group");
     thrust::counting_iterator<uint32_t> idx(0);
@@ -494,18 +528,18 @@ int round_split(const uint32_t *u, uint32_t nu, const RoundShape &shape, uint64_
     uint32_t *gid = reinterpret_cast<uint32_t *>(s.key1); /* until the segmented sort writes key1 */
     cub::DoubleBuffer<uint32_t> rk(reinterpret_cast<uint32_t *>(s.key0), gid);
     cub::DoubleBuffer<uint32_t> rv(s.val0, s.val1);
-    round_keys_in_group<<<grid_for(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
+    round_keys_in_group<<<bwt_grid(nu), kBz2Threads, 0, st>>>(u, nu, s.sa, s.isa, s.blk, nb, h, rk.Current(),
                                                               rv.Current());
     GC_CUDA_LAUNCHED("round_keys_in_group");
     /* the large entries: their positions, their radix keys, sorted */
-    auto starts = thrust::make_transform_iterator(u, StartsGroup{});
-    size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceScan::InclusiveSum(s.cub_tmp, tmp, starts, gid, (int)nu, st));
+    int rc = group_ordinals(u, nu, gid, s, st, err);
+    if (rc != GC_OK)
+        return rc;
     thrust::counting_iterator<uint32_t> idx(0);
-    tmp = s.cub_bytes;
+    size_t tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, sp.at, s.counts + 6, (int)nu,
                                   InLargeGroup{ gid, s.ulist1, groups, nu }, st));
-    gather_large<<<grid_for(m), kBz2Threads, 0, st>>>(sp.at, m, gid, rk.Current(), rv.Current(), pbits, sp.lkey0,
+    gather_large<<<bwt_grid(m), kBz2Threads, 0, st>>>(sp.at, m, gid, rk.Current(), rv.Current(), pbits, sp.lkey0,
                                                       sp.lval0);
     GC_CUDA_LAUNCHED("gather_large");
     cub::DoubleBuffer<uint64_t> lk(sp.lkey0, sp.lkey1);
@@ -524,7 +558,7 @@ int round_split(const uint32_t *u, uint32_t nu, const RoundShape &shape, uint64_
         GC_CUDA(
             cub::DeviceSegmentedSort::SortPairs(s.cub_tmp, tmp, rk, rv, (int)nu, (int)n_small, begins, ends, st));
     }
-    scatter_large<<<grid_for(m), kBz2Threads, 0, st>>>(sp.at, m, lk.Current(), lv.Current(), (1u << pbits) - 1,
+    scatter_large<<<bwt_grid(m), kBz2Threads, 0, st>>>(sp.at, m, lk.Current(), lv.Current(), (1u << pbits) - 1,
                                                        rk.Current(), rv.Current());
     GC_CUDA_LAUNCHED("scatter_large");
     bz2_prof(st, "round_sort_split", nu);
@@ -538,15 +572,7 @@ __global__ void last_column(const uint8_t *rle, Bz2Block *blk, uint32_t nb, uint
     uint64_t o = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= total)
         return;
-    uint32_t lo = 0, hi = nb - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi + 1) / 2;
-        if (blk[mid].rle_off <= o)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    Bz2Block &b = blk[lo];
+    Bz2Block &b = blk[block_at<&Bz2Block::rle_off>(blk, nb, o)];
     uint32_t local = (uint32_t)(o - b.rle_off), k = b.n / b.period;
     uint32_t r = local / k;
     uint32_t i = sa[b.sort_off + r] - b.sort_off;
@@ -616,26 +642,35 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
     find_periods<<<nb, kBz2Threads, 0, st>>>(s.rle, s.blk);
     GC_CUDA_LAUNCHED("find_periods");
     bz2_prof(st, "find_periods", nb);
-    sort_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.counts);
+    int rc = bz2_find_steps(nb, s, st, err);
+    if (rc != GC_OK)
+        return rc;
+    bz2_prof(st, "find_steps", nb);
+    sort_offsets<<<1, 1, 0, st>>>(s.blk, nb, s.counts, s.ulist2);
     GC_CUDA_LAUNCHED("sort_offsets");
-    uint32_t hc[2];
+    uint32_t hc[3];
     GC_CUDA(cudaMemcpyAsync(hc, s.counts, sizeof hc, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
     const uint32_t ns = hc[0], maxp = hc[1];
+    std::vector<uint32_t> stepped(2 * (size_t)hc[2]);
+    if (hc[2]) {
+        GC_CUDA(cudaMemcpyAsync(stepped.data(), s.ulist2, stepped.size() * 4, cudaMemcpyDeviceToHost, st));
+        GC_CUDA(cudaStreamSynchronize(st));
+    }
     if (ns) {
         /* the block's bits, then as much of the rotation as fills the radix passes that kBz2KeyBytes
          * needs: a part of a byte more still splits groups for free (h counts the whole bytes only) */
         const int bbits = nb > 1 ? bits_for(nb - 1) : 0;
         const int kbits = std::min(64, (8 * kBz2KeyBytes + bbits + 7) / 8 * 8), tbits = kbits - bbits;
-        first_keys<<<grid_for(ns), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, ns, tbits, s.key0, s.val0);
+        first_keys<<<bwt_grid(ns), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, ns, tbits, s.key0, s.val0);
         GC_CUDA_LAUNCHED("first_keys");
         cub::DoubleBuffer<uint64_t> kb(s.key0, s.key1);
         cub::DoubleBuffer<uint32_t> vb(s.val0, s.val1);
         size_t tmp = s.cub_bytes;
         GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, kb, vb, (int)ns, 0, kbits, st));
         bz2_prof(st, "first_sort", ns);
-        int rc = settle_sort(FirstStarts{ kb.Current() }, vb.Current(), nullptr, ns, s, s.ulist0, s.counts + 2, st,
-                             err);
+        rc = settle_sort(FirstStarts{ kb.Current() }, vb.Current(), nullptr, ns, s, s.ulist0, s.counts + 2, st,
+                         err);
         if (rc != GC_OK)
             return rc;
         bz2_prof(st, "first_ranks", ns);
@@ -643,6 +678,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
         GC_CUDA(cudaMemcpyAsync(&nu, s.counts + 2, 4, cudaMemcpyDeviceToHost, st));
         GC_CUDA(cudaStreamSynchronize(st));
         uint32_t *u = s.ulist0, *u_next = s.ulist2;
+        bool chained = false; /* the blocks with a step have had their chain round */
         for (uint64_t h = tbits / 8; nu > 0 && h < maxp; h *= 2) {
             RoundShape shape;
             rc = round_groups(u, nu, s, st, &shape, err);
@@ -651,7 +687,11 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             bz2_prof(st, "round_groups", shape.groups);
             bz2_prof(st, "round_large", shape.large_members);
             const uint64_t share = (uint64_t)shape.large_members * 256;
-            if (share <= (uint64_t)nu * kBz2SegmentShare)
+            Bz2ChainRound chain;
+            if (!chained && chain_round(stepped, h, shape.groups, bits_for(maxp - 1), &chain)) {
+                rc = round_by_chains(u, nu, shape.groups, chain, nb, s, u_next, st, err);
+                chained = true;
+            } else if (share <= (uint64_t)nu * kBz2SegmentShare)
                 rc = round_by_segments(u, nu, shape.groups, h, nb, s, u_next, st, err);
             else if (share <= (uint64_t)nu * kBz2SplitShare && shape.large_members <= split_cap(s))
                 rc = round_split(u, nu, shape, h, maxp, nb, s, u_next, st, err);
@@ -667,7 +707,7 @@ int bz2_bwt(uint32_t nb, uint64_t rle_total, Bz2Scratch &s, cudaStream_t st, gc_
             u_next = x;
         }
     }
-    last_column<<<grid_for(rle_total), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, rle_total, s.sa, s.bwt);
+    last_column<<<bwt_grid(rle_total), kBz2Threads, 0, st>>>(s.rle, s.blk, nb, rle_total, s.sa, s.bwt);
     GC_CUDA_LAUNCHED("last_column");
     bz2_prof(st, "last_column", rle_total);
     return GC_OK;

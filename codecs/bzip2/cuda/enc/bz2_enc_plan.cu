@@ -159,21 +159,6 @@ __global__ void plan_blocks(const uint32_t *runs, const uint32_t *off, const uin
     }
 }
 
-/* Block of a position: the last block whose field `start` is <= pos. */
-template <uint32_t Bz2Block::*F>
-__device__ __forceinline__ uint32_t block_at(const Bz2Block *blk, uint32_t nb, uint64_t pos)
-{
-    uint32_t lo = 0, hi = nb - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi + 1) / 2;
-        if (blk[mid].*F <= pos)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* RLE1 bytes [lo, hi) of block b, from its runs. */
 __device__ void write_block_rle1(const uint8_t *src, const uint32_t *runs, const uint32_t *off, const Bz2Block &b,
                                  uint32_t lo, uint32_t hi, uint8_t *rle)
