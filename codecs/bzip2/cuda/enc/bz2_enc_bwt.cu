@@ -169,53 +169,55 @@ __device__ __forceinline__ uint32_t position_of(const uint32_t *u, uint32_t t)
     return u ? u[t] & kPosition : t;
 }
 
-/* (t, the index of t's group's first key): a scan by LatestHead gives each t its group's start. */
+/* t's group has two or more members (starts: where groups begin among the n keys). */
 template <class Starts>
-struct GroupStartAt {
-    Starts starts;
-    __device__ __forceinline__ uint2 operator()(uint32_t t) const
-    {
-        return make_uint2(t, starts(t) ? t : 0u);
-    }
-};
+__device__ __forceinline__ bool unresolved(const Starts &starts, uint32_t n, uint32_t t)
+{
+    return !(starts(t) && (t + 1 == n || starts(t + 1)));
+}
 
-struct LatestHead { /* associative: the later t, the larger start */
-    __device__ __forceinline__ uint2 operator()(uint2 a, uint2 b) const
-    {
-        return make_uint2(b.x, max(a.y, b.y));
-    }
-};
-
-/* The scan's output: the sorted positions back into sa, group starts into isa (no array of starts kept). */
-struct WriteRanks {
-    const uint32_t *u, *val;
-    uint32_t *sa, *isa;
-    __device__ __forceinline__ uint32_t operator()(uint2 x) const
-    {
-        uint32_t v = val[x.x];
-        sa[position_of(u, x.x)] = v;
-        isa[v] = position_of(u, x.y);
-        return 0;
-    }
+/* A settle's scan element: t, the start of t's group (the latest head so far), and how many
+ * entries up to t stay unresolved. */
+struct SettleItem {
+    uint32_t t, head, kept;
 };
 
 template <class Starts>
-struct Unresolved { /* t's group has two or more members */
+struct SettleAt {
     Starts starts;
     uint32_t n;
-    __device__ __forceinline__ bool operator()(uint32_t t) const
+    __device__ __forceinline__ SettleItem operator()(uint32_t t) const
     {
-        return !(starts(t) && (t + 1 == n || starts(t + 1)));
+        return SettleItem{ t, starts(t) ? t : 0u, unresolved(starts, n, t) ? 1u : 0u };
     }
 };
 
-template <class Starts>
-struct ListEntry { /* t's entry in the next unresolved list */
-    const uint32_t *u;
-    Starts starts;
-    __device__ __forceinline__ uint32_t operator()(uint32_t t) const
+struct SettleJoin { /* associative: the later t, the larger start, the kept summed */
+    __device__ __forceinline__ SettleItem operator()(const SettleItem &a, const SettleItem &b) const
     {
-        return position_of(u, t) | (starts(t) ? kGroupStart : 0u);
+        return SettleItem{ b.t, max(a.head, b.head), a.kept + b.kept };
+    }
+};
+
+/* The scan's output: the sorted positions back into sa, group starts into isa (no array of
+ * starts kept), and an unresolved entry into the next list at its place, with kGroupStart set
+ * where its group begins; the last writes the list's length. */
+template <class Starts>
+struct WriteSettled {
+    Starts starts;
+    uint32_t n;
+    const uint32_t *u, *val;
+    uint32_t *sa, *isa, *u_next, *n_next;
+    __device__ __forceinline__ uint32_t operator()(const SettleItem &x) const
+    {
+        const uint32_t v = val[x.t], pos = position_of(u, x.t);
+        sa[pos] = v;
+        isa[v] = position_of(u, x.head);
+        if (unresolved(starts, n, x.t))
+            u_next[x.kept - 1] = pos | (starts(x.t) ? kGroupStart : 0u);
+        if (x.t + 1 == n)
+            *n_next = x.kept;
+        return 0;
     }
 };
 
@@ -372,15 +374,12 @@ int settle_sort(Starts group_starts, const uint32_t *val, const uint32_t *u, uin
                 uint32_t *u_next, uint32_t *n_next, cudaStream_t st, gc_error *err)
 {
     thrust::counting_iterator<uint32_t> idx(0);
-    auto starts = thrust::make_transform_iterator(idx, GroupStartAt<Starts>{ group_starts });
-    auto ranks =
-        thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{ u, val, s.sa, s.isa });
+    auto items = thrust::make_transform_iterator(idx, SettleAt<Starts>{ group_starts, n });
+    auto out = thrust::make_transform_output_iterator(
+        thrust::make_discard_iterator(),
+        WriteSettled<Starts>{ group_starts, n, u, val, s.sa, s.isa, u_next, n_next });
     size_t tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, starts, ranks, LatestHead{}, (int)n, st));
-    auto entries = thrust::make_transform_iterator(idx, ListEntry<Starts>{ u, group_starts });
-    auto keep = thrust::make_transform_iterator(idx, Unresolved<Starts>{ group_starts, n });
-    tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, entries, keep, u_next, n_next, (int)n, st));
+    GC_CUDA(cub::DeviceScan::InclusiveScan(s.cub_tmp, tmp, items, out, SettleJoin{}, (int)n, st));
     return GC_OK;
 }
 
@@ -588,20 +587,15 @@ size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
     const int n = (int)rle_cap;
     size_t need = 0, b = 0;
     thrust::counting_iterator<uint32_t> idx(0);
-    auto ranks = thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteRanks{});
-    auto first_starts = thrust::make_transform_iterator(idx, GroupStartAt<FirstStarts>{});
-    cub::DeviceScan::InclusiveScan(nullptr, b, first_starts, ranks, LatestHead{}, n);
+    auto first_items = thrust::make_transform_iterator(idx, SettleAt<FirstStarts>{});
+    auto first_out =
+        thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteSettled<FirstStarts>{});
+    cub::DeviceScan::InclusiveScan(nullptr, b, first_items, first_out, SettleJoin{}, n);
     need = std::max(need, b);
-    auto round_starts = thrust::make_transform_iterator(idx, GroupStartAt<RoundStarts>{});
-    cub::DeviceScan::InclusiveScan(nullptr, b, round_starts, ranks, LatestHead{}, n);
-    need = std::max(need, b);
-    auto entries = thrust::make_transform_iterator(idx, ListEntry<FirstStarts>{});
-    auto keep = thrust::make_transform_iterator(idx, Unresolved<FirstStarts>{});
-    cub::DeviceSelect::Flagged(nullptr, b, entries, keep, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
-    need = std::max(need, b);
-    auto round_entries = thrust::make_transform_iterator(idx, ListEntry<RoundStarts>{});
-    auto round_keep = thrust::make_transform_iterator(idx, Unresolved<RoundStarts>{});
-    cub::DeviceSelect::Flagged(nullptr, b, round_entries, round_keep, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
+    auto round_items = thrust::make_transform_iterator(idx, SettleAt<RoundStarts>{});
+    auto round_out =
+        thrust::make_transform_output_iterator(thrust::make_discard_iterator(), WriteSettled<RoundStarts>{});
+    cub::DeviceScan::InclusiveScan(nullptr, b, round_items, round_out, SettleJoin{}, n);
     need = std::max(need, b);
     auto list_starts = thrust::make_transform_iterator((const uint32_t *)nullptr, StartsGroup{});
     cub::DeviceSelect::Flagged(nullptr, b, idx, list_starts, (uint32_t *)nullptr, (uint32_t *)nullptr, n);
