@@ -294,12 +294,20 @@ struct LargeMembers {
     }
 };
 
-/* 1 for a large group k, else 0 (0 past the groups). */
-struct LargeGroup {
+/* (members, 1) for a large group k, else (0, 0): summed, the rotations and the groups that are large. */
+struct LargeCount {
     LargeMembers members;
-    __device__ __forceinline__ uint32_t operator()(uint32_t k) const
+    __device__ __forceinline__ uint2 operator()(uint32_t k) const
     {
-        return members(k) ? 1u : 0u;
+        const uint32_t m = members(k);
+        return make_uint2(m, m ? 1u : 0u);
+    }
+};
+
+struct SumPairs {
+    __device__ __forceinline__ uint2 operator()(const uint2 &a, const uint2 &b) const
+    {
+        return make_uint2(a.x + b.x, a.y + b.y);
     }
 };
 
@@ -396,13 +404,10 @@ int round_groups(const uint32_t *u, uint32_t nu, Bz2Scratch &s, cudaStream_t st,
     auto starts = thrust::make_transform_iterator(u, StartsGroup{});
     size_t tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSelect::Flagged(s.cub_tmp, tmp, idx, starts, s.ulist1, s.counts + 3, (int)nu, st));
-    LargeMembers large{ s.ulist1, s.counts + 3, nu };
-    auto members = thrust::make_transform_iterator(idx, large);
-    tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceReduce::Sum(s.cub_tmp, tmp, members, s.counts + 4, (int)(nu / 2 + 1), st));
-    auto large_groups = thrust::make_transform_iterator(idx, LargeGroup{ large });
-    tmp = s.cub_bytes;
-    GC_CUDA(cub::DeviceReduce::Sum(s.cub_tmp, tmp, large_groups, s.counts + 5, (int)(nu / 2 + 1), st));
+    auto large = thrust::make_transform_iterator(idx, LargeCount{ LargeMembers{ s.ulist1, s.counts + 3, nu } });
+    tmp = s.cub_bytes; /* counts[4], counts[5]: the large groups' rotations, and their number */
+    GC_CUDA(cub::DeviceReduce::Reduce(s.cub_tmp, tmp, large, reinterpret_cast<uint2 *>(s.counts + 4),
+                                      (int)(nu / 2 + 1), SumPairs{}, make_uint2(0, 0), st));
     uint32_t hc[3];
     GC_CUDA(cudaMemcpyAsync(hc, s.counts + 3, sizeof hc, cudaMemcpyDeviceToHost, st));
     GC_CUDA(cudaStreamSynchronize(st));
@@ -500,6 +505,11 @@ struct SplitSpace {
     uint32_t *lval0, *lval1, *at;
 };
 
+uint64_t split_half(const Bz2Scratch &s) /* where the upper halves the split round uses begin */
+{
+    return (s.rle_cap + 1) / 2;
+}
+
 uint64_t split_cap(const Bz2Scratch &s) /* large entries a split round holds */
 {
     return s.rle_cap / 2 * 2 / 3;
@@ -507,7 +517,7 @@ uint64_t split_cap(const Bz2Scratch &s) /* large entries a split round holds */
 
 SplitSpace split_space(const Bz2Scratch &s, uint32_t *u_next, uint32_t m)
 {
-    const uint64_t half = (s.rle_cap + 1) / 2;
+    const uint64_t half = split_half(s);
     return SplitSpace{ s.key0 + half, s.key1 + half, u_next, u_next + half,
                        reinterpret_cast<uint32_t *>(s.key0 + half + m) };
 }
@@ -546,7 +556,7 @@ int round_split(const uint32_t *u, uint32_t nu, const RoundShape &shape, uint64_
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceRadixSort::SortPairs(s.cub_tmp, tmp, lk, lv, (int)m, 0, bits_for(groups - 1) + pbits, st));
     /* the small groups, each on its own */
-    uint32_t *small = s.ulist1 + (s.rle_cap + 1) / 2;
+    uint32_t *small = s.ulist1 + split_half(s);
     tmp = s.cub_bytes;
     GC_CUDA(cub::DeviceSelect::If(s.cub_tmp, tmp, idx, small, s.counts + 7, (int)groups,
                                   SmallGroup{ s.ulist1, groups, nu }, st));
@@ -602,8 +612,8 @@ size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
     need = std::max(need, b);
     cub::DeviceScan::InclusiveSum(nullptr, b, list_starts, (uint32_t *)nullptr, n);
     need = std::max(need, b);
-    auto members = thrust::make_transform_iterator(idx, LargeMembers{});
-    cub::DeviceReduce::Sum(nullptr, b, members, (uint32_t *)nullptr, n / 2 + 1);
+    auto large = thrust::make_transform_iterator(idx, LargeCount{});
+    cub::DeviceReduce::Reduce(nullptr, b, large, (uint2 *)nullptr, n / 2 + 1, SumPairs{}, make_uint2(0, 0));
     need = std::max(need, b);
     cub::DoubleBuffer<uint64_t> kb(nullptr, nullptr);
     cub::DoubleBuffer<uint32_t> vb(nullptr, nullptr);
@@ -616,9 +626,6 @@ size_t bz2_bwt_cub_bytes(uint64_t rle_cap)
     cub::DeviceSegmentedSort::SortPairs(nullptr, b, rk, vb, n, max_groups, (const uint32_t *)nullptr, ends);
     need = std::max(need, b);
     /* a split round's own calls */
-    auto large_groups = thrust::make_transform_iterator(idx, LargeGroup{});
-    cub::DeviceReduce::Sum(nullptr, b, large_groups, (uint32_t *)nullptr, max_groups);
-    need = std::max(need, b);
     cub::DeviceSelect::If(nullptr, b, idx, (uint32_t *)nullptr, (uint32_t *)nullptr, n, InLargeGroup{});
     need = std::max(need, b);
     cub::DeviceSelect::If(nullptr, b, idx, (uint32_t *)nullptr, (uint32_t *)nullptr, max_groups, SmallGroup{});
