@@ -53,7 +53,7 @@ static const example examples[] = {
     { "socket", "/run/gpucompd/gpucompd.sock", "/tmp/other.sock" },
     { "workers", "0", "3" },
     { "codec-threads", "0", "3" },
-    { "io-threads", "8", "2" },
+    { "io-threads", "0", "2" },
     { "max-frame", "16M", "1M" },
     { "max-request", "2G", "1G" },
     { "max-output", "4G", "1G" },

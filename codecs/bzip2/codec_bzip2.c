@@ -8,6 +8,7 @@
 #include "completions.h"
 #include "fd_payload.h"
 #include "gc_mem.h"
+#include "part_cache.h"
 #include "gpu.h"
 #include "parallel.h"
 #include "settings.h"
@@ -93,9 +94,9 @@ static int decompress_part_shared(gcd_request *r, unsigned threads, gc_job *job,
     size_t cap = part->ds.out_soft + BZ2_MAX_BLOCK_OUTPUT;
     if (r->max_output && r->max_output < cap)
         cap = (size_t)r->max_output;
-    uint8_t *buf = gc_big_malloc(cap ? cap : 1);
-    if (!buf || !(r->shared = gcd_shared_output_wrap(buf))) {
-        free(buf);
+    uint8_t *buf = gcd_part_cache_alloc(r->uid, cap);
+    if (!buf || !(r->shared = gcd_shared_output_wrap(buf, r->uid))) {
+        gcd_part_cache_free(r->uid, buf);
         return gc_fail(&r->error, GC_E_NOMEM, "out of memory for a stream part's output");
     }
     r->output = buf;

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "parallel.h"
 #include "trim.h"
+#include "part_cache.h"
 
 #define SHUTDOWN_GRACE_SEC 10
 /* Out of descriptors: accept again after this long, or as soon as a connection closes. */
@@ -285,10 +286,25 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     gcd_trim_tick(s->trim, busy, k->requests_ok + k->requests_failed + k->bytes_in + k->bytes_out + s->n_conns);
 }
 
+/*
+ * Freed part buffers kept for reuse (part_cache.h) hold at most a small
+ * share of the budget, and never more than a ceiling that covers the parts
+ * in flight on a busy host.
+ */
+#define PART_CACHE_SHARE 8
+#define PART_CACHE_CEILING ((uint64_t)1 << 30)
+
+static size_t part_cache_limit(uint64_t budget)
+{
+    uint64_t limit = budget / PART_CACHE_SHARE;
+    return (size_t)(limit < PART_CACHE_CEILING ? limit : PART_CACHE_CEILING);
+}
+
 /* The memory budget, the once-a-second timeout sweep and the heap trimmer it drives. */
 static bool start_budget(gcd_server *s)
 {
     s->trim = gcd_trim_start(); /* NULL: logged, the daemon runs without it */
+    gcd_part_cache_set_limit(part_cache_limit(s->cfg.memory_budget));
     uint64_t share = s->cfg.memory_budget / 100 * s->cfg.user_share_pct;
     s->budget = gcd_budget_new(s->cfg.memory_budget, share ? share : s->cfg.memory_budget);
     s->sweep_timer = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
@@ -469,7 +485,7 @@ bool gcd_server_init(gcd_server *s, const gcd_config *cfg)
         return false;
     }
     s->workers = gcd_workers_start(n ? n : 1, cfg->codec_threads, gcd_completions_done, s->completions);
-    s->io = gcd_io_pool_start(s->base, cfg->io_threads);
+    s->io = gcd_io_pool_start(s->base, gcd_io_threads(cfg->io_threads));
     if (!s->workers || !s->io || !gcd_dispatch_init(s) || !start_notify_timers(s))
         return false;
     return true;
@@ -517,6 +533,7 @@ void gcd_server_cleanup(gcd_server *s)
         event_free(s->sweep_timer);
     gcd_trim_stop(s->trim);
     s->trim = NULL;
+    gcd_part_cache_drop();
     if (s->watchdog_timer)
         event_free(s->watchdog_timer);
     if (s->status_timer)

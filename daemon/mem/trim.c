@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "part_cache.h"
 
 /* Idle ticks in a row before a trim: the CPU pool's threads free their
  * scratch after a second without work (common/parallel.c). On a loaded host
@@ -39,6 +40,7 @@ static void *trim_main(void *arg)
             break;
         t->requested = false;
         pthread_mutex_unlock(&t->lock);
+        gcd_part_cache_drop(); /* first: what it frees is then trimmed too */
         malloc_trim(0);
         atomic_fetch_add(&t->done, 1);
         pthread_mutex_lock(&t->lock);

@@ -7,7 +7,7 @@
 #include "budget.h"
 #include "fd_map_cache.h"
 #include "fd_payload.h"
-#include "gc_mem.h"
+#include "part_cache.h"
 #include "shared_output.h"
 
 gcd_request *gcd_request_new(struct gcd_conn *conn, const Gpucomp__Request *first)
@@ -81,7 +81,7 @@ int gcd_request_alloc_output(gcd_request *r, size_t size, gc_error *err)
         return rc;
     r->output_charge += size;
     if (r->out_fd < 0) {
-        r->output = gc_big_malloc(size ? size : 1);
+        r->output = gcd_part_cache_alloc(r->uid, size);
         return r->output ? GC_OK : gc_fail(err, GC_E_NOMEM, "cannot allocate %zu bytes for the output", size);
     }
     rc = gcd_fd_payload_map_output(r->out_fd, size, r->conn, &r->out_map, err);
@@ -99,7 +99,7 @@ void gcd_request_drop_output(gcd_request *r)
         gcd_shared_output_unref(r->shared);
         r->shared = NULL;
     } else {
-        free(r->output);
+        gcd_part_cache_free(r->uid, r->output);
     }
     r->output = NULL;
     r->output_len = 0;
@@ -131,11 +131,11 @@ void gcd_request_free(gcd_request *r)
     if (!r)
         return;
     release_fds(r);
-    free(r->input_base ? r->input_base : r->input);
+    gcd_part_cache_free(r->uid, r->input_base ? r->input_base : r->input);
     if (r->shared) /* the frames that carry it may outlive the request */
         gcd_shared_output_unref(r->shared);
     else
-        free(r->output);
+        gcd_part_cache_free(r->uid, r->output);
     free(r->part_state);
     free(r->part_scan);
     gcd_request_uncharge(r, r->charged);

@@ -3,12 +3,15 @@
 
 #include <stdlib.h>
 
-gcd_shared_output *gcd_shared_output_wrap(uint8_t *buf)
+#include "part_cache.h"
+
+gcd_shared_output *gcd_shared_output_wrap(uint8_t *buf, uid_t uid)
 {
     gcd_shared_output *o = malloc(sizeof *o);
     if (!o)
         return NULL;
     o->buf = buf;
+    o->uid = uid;
     atomic_init(&o->refs, 1);
     return o;
 }
@@ -21,7 +24,7 @@ void gcd_shared_output_ref(gcd_shared_output *o, size_t n)
 void gcd_shared_output_unref(gcd_shared_output *o)
 {
     if (o && atomic_fetch_sub(&o->refs, 1) == 1) {
-        free(o->buf);
+        gcd_part_cache_free(o->uid, o->buf);
         free(o);
     }
 }

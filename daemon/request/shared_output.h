@@ -15,14 +15,19 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct gcd_shared_output {
     uint8_t *buf;
+    uid_t uid; /* whose output it is: the freed buffer is kept for them (part_cache.h) */
     atomic_size_t refs;
 } gcd_shared_output;
 
-/* Share buf (malloc'd; freed with the last reference), one reference held. NULL: out of memory, buf not taken. */
-gcd_shared_output *gcd_shared_output_wrap(uint8_t *buf);
+/*
+ * Share buf (malloc'd; given to gcd_part_cache_free for uid with the last
+ * reference), one reference held. NULL: out of memory, buf not taken.
+ */
+gcd_shared_output *gcd_shared_output_wrap(uint8_t *buf, uid_t uid);
 
 /* n more references. */
 void gcd_shared_output_ref(gcd_shared_output *o, size_t n);

@@ -22,6 +22,7 @@
 #include "fd_file.h"
 #include "gc_clock.h"
 #include "gc_mem.h"
+#include "part_cache.h"
 #include "io_pool.h"
 #include "log.h"
 #include "response.h"

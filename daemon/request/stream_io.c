@@ -140,7 +140,7 @@ bool stream_write_out(gcd_stream *s, gcd_shared_output *o, const uint8_t *from, 
 bool stream_write_copy(gcd_stream *s, const void *data, size_t len)
 {
     uint8_t *copy = malloc(len ? len : 1);
-    gcd_shared_output *o = copy ? gcd_shared_output_wrap(copy) : NULL;
+    gcd_shared_output *o = copy ? gcd_shared_output_wrap(copy, s->proto.uid) : NULL;
     if (!o) {
         gc_error err = { 0 };
         free(copy);
@@ -271,12 +271,12 @@ static void settle_work(gcd_io_task *t)
     size_t before = x->rest_len, len = before + (size_t)r->received;
     uint8_t *data = r->input - before;
     if (before > SETTLE_ROOM) {
-        if (!(data = gc_big_malloc(len))) {
+        if (!(data = gcd_part_cache_alloc(r->uid, len))) {
             t->error = ENOMEM;
             return;
         }
         memcpy(data + before, r->input, r->received);
-        free(r->input_base);
+        gcd_part_cache_free(r->uid, r->input_base);
         r->input_base = data;
     }
     if (before)

@@ -52,7 +52,7 @@ static bool put_part_output(gcd_stream *s, gcd_request *r, size_t to)
         return stream_can_send(s);
     if (!stream_may_put(s, to - r->output_sent))
         return false;
-    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output, r->uid))) {
         bool ok = gcd_stream_put(s, r->output + r->output_sent, to - r->output_sent);
         r->output_sent = to;
         return ok;
@@ -103,7 +103,7 @@ static void place_work(gcd_io_task *t)
 /* A placement's bytes to the client, by reference to the part's buffer (a copy only without memory for that). */
 static void send_placed(gcd_stream *s, gcd_request *r, size_t len)
 {
-    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output, r->uid))) {
         size_t fragment = fragment_size(s);
         for (size_t at = 0; at < len; at += fragment) {
             stream_send_fragment(s, r->output + at, len - at < fragment ? len - at : fragment);
@@ -117,7 +117,7 @@ static void send_placed(gcd_stream *s, gcd_request *r, size_t len)
 /* A placement's bytes into the output ring, by reference to the part's buffer. */
 static void ring_placed(gcd_stream *s, gcd_request *r, size_t len)
 {
-    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output))) {
+    if (!r->shared && !(r->shared = gcd_shared_output_wrap(r->output, r->uid))) {
         gc_error err = { 0 };
         gc_fail(&err, GC_E_NOMEM, "out of memory writing a stream part's output");
         stream_fail(s, &err);

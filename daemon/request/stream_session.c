@@ -30,7 +30,7 @@ void stream_drop_buffer(gcd_stream *s)
     s->drop_after_peek = s->peeking;
     if (s->peeking)
         return;
-    free(s->buf);
+    gcd_part_cache_free(s->proto.uid, s->buf);
     s->buf = NULL;
     s->len = s->cap = s->peek_at = 0;
     gcd_budget_release(s->set->server->budget, s->proto.uid, s->charged);
@@ -749,7 +749,7 @@ static bool hand_over(gcd_stream *s, gcd_request *r, size_t advance, bool final,
                        "now (%llu of %llu bytes held): retry later",
                        cap, (unsigned long long)gcd_budget_in_use(b),
                        (unsigned long long)gcd_budget_limit(b)) == GC_OK;
-    uint8_t *nb = cap ? gc_big_malloc(cap) : NULL;
+    uint8_t *nb = cap ? gcd_part_cache_alloc(s->proto.uid, cap) : NULL;
     if (!nb && cap) {
         gcd_budget_release(b, s->proto.uid, cap);
         return gc_fail(err, GC_E_NOMEM, "out of memory for the stream's input") == GC_OK;
@@ -777,7 +777,7 @@ static gcd_request *new_part(gcd_stream *s, size_t take, size_t size, bool own_b
         return NULL;
     }
     gcd_request *r = calloc(1, sizeof *r);
-    uint8_t *in = own_buffer ? gc_big_malloc(size ? size : 1) : NULL;
+    uint8_t *in = own_buffer ? gcd_part_cache_alloc(s->proto.uid, size) : NULL;
     if (!r || (own_buffer && !in)) {
         free(r);
         free(in);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "parallel.h"
+
 #define IO_POOL_MAX_THREADS 64
 
 struct gcd_io_pool {
@@ -120,6 +122,17 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
     drain(arg);
+}
+
+/* The default's floor: enough for the streams of a small host. */
+#define IO_THREADS_MIN 8
+
+unsigned gcd_io_threads(unsigned configured)
+{
+    if (configured)
+        return configured;
+    unsigned n = gc_cpu_count();
+    return n < IO_THREADS_MIN ? IO_THREADS_MIN : n > IO_POOL_MAX_THREADS ? IO_POOL_MAX_THREADS : n;
 }
 
 gcd_io_pool *gcd_io_pool_start(struct event_base *base, unsigned n)

@@ -45,6 +45,15 @@ struct gcd_io_task {
     gcd_io_task *next;
 };
 
+/*
+ * The pool's size for a configured count (0: one per CPU, within bounds):
+ * reading into and writing out of memory is CPU work in the kernel, one
+ * thread's worth per transfer, so with many streams at once too few threads,
+ * not the disks or the engines, bound them (docs/DECISIONS.md, "One I/O
+ * thread per CPU").
+ */
+unsigned gcd_io_threads(unsigned configured);
+
 /* n threads (at least 1) whose finished tasks come back on base's loop. NULL if none could start. */
 gcd_io_pool *gcd_io_pool_start(struct event_base *base, unsigned n);
 
