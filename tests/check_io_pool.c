@@ -144,13 +144,13 @@ START_TEST(one_thread_runs_everything)
 }
 END_TEST
 
-START_TEST(default_size_is_one_thread_per_cpu_within_bounds)
+START_TEST(default_size_is_one_thread_per_two_cpus_within_bounds)
 {
     ck_assert_uint_eq(gcd_io_threads(3), 3); /* a configured count stands as it is */
-    unsigned n = gcd_io_threads(0), cpus = gc_cpu_count();
+    unsigned n = gcd_io_threads(0), half = gc_cpu_count() / 2;
     ck_assert_uint_ge(n, 8);
     ck_assert_uint_le(n, 64);
-    ck_assert_uint_eq(n, cpus < 8 ? 8 : cpus > 64 ? 64 : cpus);
+    ck_assert_uint_eq(n, half < 8 ? 8 : half > 64 ? 64 : half);
 }
 END_TEST
 
@@ -162,7 +162,7 @@ static Suite *suite(void)
     tcase_add_test(tc, first_task_runs_beside_long_plain_ones);
     tcase_add_test(tc, plain_tasks_run_side_by_side);
     tcase_add_test(tc, one_thread_runs_everything);
-    tcase_add_test(tc, default_size_is_one_thread_per_cpu_within_bounds);
+    tcase_add_test(tc, default_size_is_one_thread_per_two_cpus_within_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

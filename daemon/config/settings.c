@@ -314,8 +314,9 @@ static const setting core_settings[] = {
       RESTART, FIELD(workers) },
     { "codec-threads", "N", "threads one large request may use (default: CPUs)", set_codec_threads, RESTART,
       FIELD(codec_threads) },
-    { "io-threads", "N", "threads reading and writing the files of file streams (default: one per CPU, 8 to 64)",
-      set_io_threads, RESTART, FIELD(io_threads) },
+    { "io-threads", "N",
+      "threads reading and writing the files of file streams (default: one per two CPUs, 8 to 64)", set_io_threads,
+      RESTART, FIELD(io_threads) },
     { "max-frame", "SIZE", "largest protocol frame accepted (default 16M)", set_max_frame, RESTART,
       FIELD(max_frame) },
     { "max-request", "SIZE", "largest input of one request (default 2G)", set_max_request, LIVE,
@@ -457,7 +458,7 @@ void gcd_config_defaults(gcd_config *cfg)
     cfg->gpu_min_bytes = 3ull << 20;
     cfg->batch_bytes = 64ull << 20;
     cfg->batch_wait_us = 200;
-    cfg->io_threads = 0; /* one per CPU: gcd_io_threads */
+    cfg->io_threads = 0; /* gcd_io_threads picks */
     cfg->device_lanes = 2;
     cfg->emulated_devices = 1;
     cfg->fail_lane = -1;

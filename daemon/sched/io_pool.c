@@ -131,7 +131,7 @@ unsigned gcd_io_threads(unsigned configured)
 {
     if (configured)
         return configured;
-    unsigned n = gc_cpu_count();
+    unsigned n = gc_cpu_count() / 2;
     return n < IO_THREADS_MIN ? IO_THREADS_MIN : n > IO_POOL_MAX_THREADS ? IO_POOL_MAX_THREADS : n;
 }
 

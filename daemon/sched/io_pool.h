@@ -46,11 +46,11 @@ struct gcd_io_task {
 };
 
 /*
- * The pool's size for a configured count (0: one per CPU, within bounds):
- * reading into and writing out of memory is CPU work in the kernel, one
- * thread's worth per transfer, so with many streams at once too few threads,
- * not the disks or the engines, bound them (docs/DECISIONS.md, "One I/O
- * thread per CPU").
+ * The pool's size for a configured count (0: one per two CPUs, within
+ * bounds): reading into and writing out of memory is CPU work in the kernel,
+ * one thread's worth per transfer, so with many streams at once too few
+ * threads bound them; with one per CPU their copies slowed the GPU
+ * pipeline's own (docs/DECISIONS.md, "I/O threads: one per two CPUs").
  */
 unsigned gcd_io_threads(unsigned configured);
 
