@@ -32,7 +32,7 @@ declare -A sources=(
     [rle]="tests/fuzz/fuzz_rle_decode.c $rle common/crc32c.c"
     [bzip2]="tests/fuzz/fuzz_bzip2_decode.c $bz2 -lbz2"
     [bz2part]="tests/fuzz/fuzz_bz2_part.c $bz2"
-    [frame]="$(daemon_includes) tests/fuzz/fuzz_frame.c proto/wire.c daemon/request/assembly.c daemon/request/request.c daemon/sched/engine.c daemon/mem/budget.c
+    [frame]="$(daemon_includes) tests/fuzz/fuzz_frame.c proto/wire.c daemon/request/assembly.c daemon/request/request.c daemon/sched/engine.c daemon/mem/budget.c daemon/mem/part_cache.c
              daemon/codec.c codecs/rle/codec_rle.c codecs/bzip2/codec_bzip2.c
              daemon/request/fd_payload.c daemon/request/fd_map_cache.c daemon/request/shared_output.c common/gc_mem.c
              $rle common/crc32c.c $bz2"
