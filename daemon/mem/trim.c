@@ -40,8 +40,11 @@ static void *trim_main(void *arg)
             break;
         t->requested = false;
         pthread_mutex_unlock(&t->lock);
+        gcd_part_cache_stats kept = gcd_part_cache_get_stats();
         gcd_part_cache_drop(); /* first: what it frees is then trimmed too */
         malloc_trim(0);
+        gcd_log(LOG_DEBUG, "idle: %zu kept part buffers (%zu MiB) freed, %llu reused since the start",
+                kept.buffers, kept.bytes >> 20, kept.reused);
         atomic_fetch_add(&t->done, 1);
         pthread_mutex_lock(&t->lock);
     }
