@@ -37,8 +37,8 @@
 #include "gc_clock.h"
 #include "log.h"
 #include "parallel.h"
-#include "trim.h"
 #include "part_cache.h"
+#include "trim.h"
 
 #define SHUTDOWN_GRACE_SEC 10
 /* Out of descriptors: accept again after this long, or as soon as a connection closes. */

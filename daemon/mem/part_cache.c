@@ -8,7 +8,6 @@
 
 #include "gc_mem.h"
 
-#define KEPT_MAX GCD_PART_CACHE_MAX_BUFFERS
 /* Smaller blocks come from malloc's own free lists without fresh pages. */
 #define KEPT_FROM ((size_t)1 << 20)
 
@@ -20,7 +19,7 @@ typedef struct {
 } kept;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static kept slots[KEPT_MAX];
+static kept slots[GCD_PART_CACHE_MAX_BUFFERS];
 static size_t n_kept, bytes_kept, limit_bytes;
 static unsigned long long clock_now, n_reused;
 
@@ -86,13 +85,17 @@ static size_t oldest(void)
 void gcd_part_cache_free(uid_t uid, void *p)
 {
     size_t size = p ? malloc_usable_size(p) : 0;
-    void *evicted[KEPT_MAX + 1];
+    if (size < KEPT_FROM) { /* every request's small blocks: no lock */
+        free(p);
+        return;
+    }
+    void *evicted[GCD_PART_CACHE_MAX_BUFFERS + 1];
     size_t n_evicted = 0;
     pthread_mutex_lock(&lock);
-    if (size < KEPT_FROM || size > limit_bytes) {
+    if (size > limit_bytes) {
         evicted[n_evicted++] = p;
     } else {
-        while (n_kept == KEPT_MAX || bytes_kept + size > limit_bytes) {
+        while (n_kept == GCD_PART_CACHE_MAX_BUFFERS || bytes_kept + size > limit_bytes) {
             size_t o = oldest();
             evicted[n_evicted++] = slots[o].p;
             take_slot(o);
@@ -107,7 +110,7 @@ void gcd_part_cache_free(uid_t uid, void *p)
 
 void gcd_part_cache_drop(void)
 {
-    void *all[KEPT_MAX];
+    void *all[GCD_PART_CACHE_MAX_BUFFERS];
     pthread_mutex_lock(&lock);
     size_t n = n_kept;
     for (size_t i = 0; i < n; i++)
